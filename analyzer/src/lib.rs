@@ -1,0 +1,11 @@
+//! `echo_analyzer`: everything VK_LAYER_echo *decides*, with no Vulkan calls.
+//!
+//! - [`topology`]: is a device's memory unified (DESIGN §2)?
+//! - [`trace`]: the trace format the layer writes in profile mode.
+//! - [`plan`]: the plan format enforce mode reads.
+//!
+//! The layer links this crate; the `vkecho` CLI is its front end.
+
+pub mod plan;
+pub mod topology;
+pub mod trace;

@@ -1,0 +1,260 @@
+//! The plan format (version 1): which buffers may share memory, and why every other candidate was
+//! rejected. The analyzer writes it; the layer's enforce mode reads it. Documented for people in
+//! `docs/plan-format.md`; keep the two in step.
+
+use crate::trace::{Context, ObjectKey};
+use serde::{Deserialize, Serialize};
+
+pub const PLAN_VERSION: u32 = 1;
+pub const PLAN_FORMAT: &str = "vk-echo-plan";
+
+/// A buffer as the plan names it: its stable key plus what a person needs to find it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferRef {
+    pub key: ObjectKey,
+    pub usage: u32,
+    /// Where it was created: `function (file:line)` when debug info allowed, else `module+0xoffset`.
+    #[serde(default)]
+    pub created_at: String,
+}
+
+/// How the group shares memory (DESIGN §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// The device buffer is bound into the staging buffer's memory range (works for sub-allocated
+    /// staging memory; one member only).
+    DeviceIntoStaging,
+    /// Every staging buffer of the group is bound into the device buffer's memory, and maps of the
+    /// staging allocations are redirected there (needs dedicated staging allocations).
+    StagingIntoDevice,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Copies staging → device only.
+    Upload,
+    /// Copies device → staging only.
+    Readback,
+    /// Both.
+    Both,
+}
+
+/// A staging buffer of a group: byte `i` of the device buffer is byte `i + delta` of this one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub staging: BufferRef,
+    pub delta: i64,
+    pub role: Role,
+    /// Copies between this member and the device buffer seen in the trace, and bytes they moved.
+    pub copies: u64,
+    pub bytes: u64,
+    /// One upload, then the staging buffer is freed (weights): the direction keeps the long-lived
+    /// allocation.
+    #[serde(default)]
+    pub one_time: bool,
+}
+
+/// The synchronization that replaces a dropped copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubstituteSync {
+    /// Upload: host writes are made visible by the submission itself; the app's own
+    /// transfer→shader barrier still orders the consumers. A memory barrier is still recorded in
+    /// the copy's place so every ordering the copy took part in holds.
+    MemoryBarrier,
+}
+
+/// An accepted group: one device buffer and every staging buffer that only exchanges data with it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub id: u32,
+    pub device: BufferRef,
+    pub members: Vec<Member>,
+    pub direction: Direction,
+    pub sync: SubstituteSync,
+    /// Bytes of copies between the group's buffers that enforce drops per loop iteration (the
+    /// steady-state iteration: total bytes / repetitions seen).
+    pub bytes_saved_per_iter: u64,
+    /// Total copies and bytes the trace saw between these buffers.
+    pub copies_total: u64,
+    pub bytes_total: u64,
+    /// Bytes of buffer memory enforce does not need (the partner's range is shared).
+    pub memory_saved: u64,
+}
+
+/// The condition that refused a candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Condition {
+    /// Fewer than `min_copies` copies, or copies smaller than `min_bytes`.
+    Threshold,
+    /// Copies between the two buffers do not keep one constant offset.
+    Offset,
+    /// The staging buffer exchanges data with more than one device buffer over time.
+    Reuse,
+    S1,
+    S2,
+    S3,
+    S4,
+    /// Memory type bits, alignment, size, or a use of a buffer the layer cannot follow.
+    Compat,
+}
+
+impl Condition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Condition::Threshold => "threshold",
+            Condition::Offset => "offset",
+            Condition::Reuse => "reuse",
+            Condition::S1 => "S1",
+            Condition::S2 => "S2",
+            Condition::S3 => "S3",
+            Condition::S4 => "S4",
+            Condition::Compat => "compat",
+        }
+    }
+}
+
+/// A candidate pair the analyzer refused, with the evidence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub device: BufferRef,
+    pub staging: BufferRef,
+    pub condition: Condition,
+    /// The trace event that showed it (its `seq`), when one did.
+    pub event: Option<u64>,
+    /// A sentence a person can act on.
+    pub message: String,
+    pub copies: u64,
+    pub bytes: u64,
+}
+
+/// Calibration results (`vkecho calibrate`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub trials: u32,
+    pub baseline_ms_median: f64,
+    pub plan_ms_median: f64,
+    /// Whether enforce should apply the plan.
+    pub enabled: bool,
+}
+
+/// Thresholds the plan was made with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thresholds {
+    pub min_bytes: u64,
+    pub min_copies: u64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            min_bytes: 256 * 1024,
+            min_copies: 2,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub format: String,
+    pub version: u32,
+    pub context: Context,
+    pub analyzer_version: String,
+    pub thresholds: Thresholds,
+    pub groups: Vec<Group>,
+    pub rejected: Vec<Rejection>,
+    #[serde(default)]
+    pub calibration: Option<Calibration>,
+}
+
+impl Plan {
+    /// An empty plan for a context (accepts nothing; still a valid plan).
+    pub fn empty(context: Context, thresholds: Thresholds) -> Plan {
+        Plan {
+            format: PLAN_FORMAT.into(),
+            version: PLAN_VERSION,
+            context,
+            analyzer_version: env!("CARGO_PKG_VERSION").into(),
+            thresholds,
+            groups: Vec::new(),
+            rejected: Vec::new(),
+            calibration: None,
+        }
+    }
+
+    /// Whether enforce should apply this plan at all (calibration may have turned it off).
+    pub fn enabled(&self) -> bool {
+        self.calibration.as_ref().map_or(true, |c| c.enabled)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("plan serializes")
+    }
+}
+
+#[derive(Debug)]
+pub enum PlanError {
+    /// Not JSON, or not a plan (with serde's position).
+    Bad(String),
+    Version {
+        found: u32,
+    },
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::Bad(w) => write!(f, "not a valid plan: {w}"),
+            PlanError::Version { found } => write!(
+                f,
+                "plan format version {found} is not supported (this build reads version {PLAN_VERSION}); analyze the trace again"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// Parse a plan; never panics on any input.
+pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| PlanError::Bad(e.to_string()))?;
+    if v.get("format").and_then(|f| f.as_str()) != Some(PLAN_FORMAT) {
+        return Err(PlanError::Bad(format!("no \"format\": \"{PLAN_FORMAT}\"")));
+    }
+    match v.get("version").and_then(|x| x.as_u64()) {
+        Some(x) if x == PLAN_VERSION as u64 => {}
+        Some(x) => {
+            return Err(PlanError::Version {
+                found: x.min(u32::MAX as u64) as u32,
+            })
+        }
+        None => return Err(PlanError::Bad("no \"version\"".into())),
+    }
+    serde_json::from_value(v).map_err(|e| PlanError::Bad(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_plan_round_trips() {
+        let p = Plan::empty(Context::default(), Thresholds::default());
+        let q = parse_plan(&p.to_json()).unwrap();
+        assert_eq!(p, q);
+        assert!(q.enabled());
+    }
+
+    #[test]
+    fn bad_plans_are_errors_not_panics() {
+        assert!(parse_plan("").is_err());
+        assert!(parse_plan("{}").is_err());
+        let mut p = Plan::empty(Context::default(), Thresholds::default());
+        p.version = 7;
+        let e = parse_plan(&p.to_json()).unwrap_err();
+        assert!(e.to_string().contains("version 7"));
+    }
+}

@@ -1,0 +1,489 @@
+//! The trace format (version 1): what the layer saw in `mode=profile`.
+//!
+//! A trace is JSON Lines: the first line is a [`Header`], every following line one [`Record`]
+//! (an [`Event`] with its global sequence number `seq`). A truncated trace ends with
+//! [`Event::Truncated`]. The layer writes it (`layer/src/profile/`), the analyzer reads it
+//! ([`read_trace`]). Documented for people in `docs/trace-format.md`; keep the two in step.
+//!
+//! Handles are the opaque 64-bit values the application saw (dispatchable handles as their
+//! pointer value): never dereferenced. Buffers and allocations also carry a stable
+//! [`ObjectKey`] that is equal across runs of the same program.
+
+use serde::{Deserialize, Serialize};
+use std::io::BufRead;
+
+/// The trace format version this build writes and reads.
+pub const TRACE_VERSION: u32 = 1;
+/// The value of [`Header::format`].
+pub const TRACE_FORMAT: &str = "vk-echo-trace";
+
+/// The context a trace was recorded in; a plan made from it carries the same context.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Context {
+    /// Path of the executable.
+    pub exe_path: String,
+    /// GNU build-id of the executable in hex, or `sha256:`-less content hash (`fnv64:...`).
+    pub exe_id: String,
+    /// FNV-1a 64 over the program arguments (argv[1..]), hex.
+    pub args_hash: String,
+    /// Version of the layer that recorded the trace.
+    pub layer_version: String,
+    /// `VkPhysicalDeviceProperties::deviceName`.
+    pub device_name: String,
+    /// `VkPhysicalDeviceIDProperties::deviceUUID`, hex; empty when unknown.
+    pub device_uuid: String,
+    /// `VkPhysicalDeviceProperties::driverVersion`.
+    pub driver_version: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always [`TRACE_FORMAT`].
+    pub format: String,
+    pub version: u32,
+    pub context: Context,
+    /// Process id and wall-clock start (seconds since the epoch), for people.
+    pub pid: u32,
+    pub started_unix: u64,
+    /// Settings in force (name → value) when the trace was recorded.
+    #[serde(default)]
+    pub settings: std::collections::BTreeMap<String, String>,
+}
+
+/// Identity of a buffer or allocation that survives ASLR and is equal across runs:
+/// FNV-1a 64 of the module-relative call stack at creation, plus size/usage/flags and the
+/// ordinal among objects with the same (site, size, usage, flags).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ObjectKey {
+    /// Call-site hash, hex (`"a1b2…"`, 16 digits).
+    pub site: String,
+    pub size: u64,
+    /// `VkBufferUsageFlags` for buffers, memory type index for allocations.
+    pub usage: u32,
+    /// `VkBufferCreateFlags` for buffers, `VkMemoryAllocateFlags` for allocations.
+    pub flags: u32,
+    pub ordinal: u32,
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}:{:#x}:{:#x}#{}",
+            self.site, self.size, self.usage, self.flags, self.ordinal
+        )
+    }
+}
+
+/// One frame of a creation call stack: module (file name or build-id) and offset from its base.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    pub module: String,
+    pub offset: u64,
+}
+
+/// `VkMemoryRequirements`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MemReq {
+    pub size: u64,
+    pub alignment: u64,
+    pub type_bits: u32,
+}
+
+/// One region of a buffer-to-buffer copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyRegion {
+    pub src_offset: u64,
+    pub dst_offset: u64,
+    pub size: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+impl Access {
+    pub fn reads(self) -> bool {
+        matches!(self, Access::Read | Access::ReadWrite)
+    }
+    pub fn writes(self) -> bool {
+        matches!(self, Access::Write | Access::ReadWrite)
+    }
+}
+
+/// How a recorded command uses a buffer (other than buffer-to-buffer copies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UseKind {
+    Fill,
+    Update,
+    Vertex,
+    Index,
+    Indirect,
+    /// `vkCmdCopyBufferToImage` source.
+    ToImage,
+    /// `vkCmdCopyImageToBuffer` destination.
+    FromImage,
+    /// A storage/uniform/texel binding of a dispatch or draw.
+    Descriptor,
+    /// A use the layer cannot follow (descriptor buffers, acceleration structures, …).
+    Untracked,
+}
+
+/// One buffer range used by a command, with the access SPIR-V reflection found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferUse {
+    pub buffer: u64,
+    pub offset: u64,
+    /// `u64::MAX` for `VK_WHOLE_SIZE`.
+    pub size: u64,
+    pub access: Access,
+    pub kind: UseKind,
+}
+
+/// One `VkSubmitInfo` (or `VkSubmitInfo2`) of a submission.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SubmitBatch {
+    pub command_buffers: Vec<u64>,
+    /// `(semaphore, value)`; value 0 for binary semaphores.
+    pub waits: Vec<(u64, u64)>,
+    pub signals: Vec<(u64, u64)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Event {
+    /// `vkCreateDevice` on a physical device; `class` is the topology class.
+    DeviceCreate {
+        device: u64,
+        class: String,
+        alias_type: Option<u32>,
+        min_import_alignment: u64,
+    },
+    DeviceDestroy {
+        device: u64,
+    },
+    BufferCreate {
+        buffer: u64,
+        key: ObjectKey,
+        usage: u32,
+        flags: u32,
+        size: u64,
+        req: MemReq,
+        /// Module-relative creation stack, innermost first (for symbolization by the analyzer).
+        #[serde(default)]
+        stack: Vec<Frame>,
+    },
+    BufferDestroy {
+        buffer: u64,
+    },
+    MemoryAlloc {
+        memory: u64,
+        key: ObjectKey,
+        type_index: u32,
+        size: u64,
+        /// `VkMemoryDedicatedAllocateInfo::buffer`, when set.
+        dedicated_buffer: Option<u64>,
+        host_visible: bool,
+        /// Exported/imported external memory or device-address capture: not aliasable.
+        #[serde(default)]
+        external: bool,
+    },
+    MemoryFree {
+        memory: u64,
+    },
+    BindBuffer {
+        buffer: u64,
+        memory: u64,
+        offset: u64,
+    },
+    MapMemory {
+        memory: u64,
+        offset: u64,
+        size: u64,
+    },
+    UnmapMemory {
+        memory: u64,
+    },
+    FlushRanges {
+        ranges: Vec<(u64, u64, u64)>,
+    },
+    InvalidateRanges {
+        ranges: Vec<(u64, u64, u64)>,
+    },
+    CmdBegin {
+        cmd: u64,
+        one_time: bool,
+    },
+    CmdEnd {
+        cmd: u64,
+    },
+    /// `vkResetCommandBuffer`, or a reset of its pool.
+    CmdReset {
+        cmd: u64,
+    },
+    CmdFree {
+        cmd: u64,
+    },
+    CmdCopyBuffer {
+        cmd: u64,
+        src: u64,
+        dst: u64,
+        regions: Vec<CopyRegion>,
+    },
+    /// Every other recorded command that touches buffers: fill/update, vertex/index/indirect
+    /// binds, buffer-image copies, dispatches and draws (with the bound descriptors' buffers).
+    CmdUse {
+        cmd: u64,
+        command: String,
+        uses: Vec<BufferUse>,
+    },
+    CmdBarrier {
+        cmd: u64,
+    },
+    QueueSubmit {
+        queue: u64,
+        batches: Vec<SubmitBatch>,
+        fence: Option<u64>,
+    },
+    /// The host observed these fences signaled (`vkWaitForFences` success, or `vkGetFenceStatus`
+    /// returning `VK_SUCCESS`).
+    FenceSignaled {
+        fences: Vec<u64>,
+    },
+    FenceReset {
+        fences: Vec<u64>,
+    },
+    QueueWaitIdle {
+        queue: u64,
+    },
+    DeviceWaitIdle,
+    /// The host observed these semaphore values reached (`vkWaitSemaphores`, or a counter read).
+    SemaphoreReached {
+        semaphores: Vec<(u64, u64)>,
+    },
+    /// The host signaled a timeline semaphore (`vkSignalSemaphore`).
+    SemaphoreSignal {
+        semaphore: u64,
+        value: u64,
+    },
+    /// `vkGetBufferDeviceAddress` (any alias) on this buffer.
+    BufferAddress {
+        buffer: u64,
+    },
+    /// The host touched a protected staging buffer (page-protection fault). `access` is what the
+    /// faulting instruction did; one record per buffer per protection window.
+    HostAccess {
+        buffer: u64,
+        access: Access,
+    },
+    /// The trace was cut at the size limit; nothing after this is recorded.
+    Truncated {
+        dropped_after_bytes: u64,
+    },
+}
+
+/// One line after the header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub seq: u64,
+    /// Thread that made the call (small integer), for people.
+    #[serde(default)]
+    pub thread: u32,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// A whole trace in memory, records sorted by `seq`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trace {
+    pub header: Header,
+    pub records: Vec<Record>,
+    pub truncated: bool,
+}
+
+/// Why a trace could not be read; always names the place.
+#[derive(Debug)]
+pub enum TraceError {
+    Io(std::io::Error),
+    Empty,
+    /// Line `line` (1-based) is not what the format allows.
+    Bad {
+        line: usize,
+        what: String,
+    },
+    /// The header names a version this build does not read.
+    Version {
+        found: u32,
+    },
+}
+
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TraceError::Io(e) => write!(f, "cannot read trace: {e}"),
+            TraceError::Empty => write!(f, "trace is empty (no header line)"),
+            TraceError::Bad { line, what } => write!(f, "trace line {line}: {what}"),
+            TraceError::Version { found } => write!(
+                f,
+                "trace format version {found} is not supported (this build reads version {TRACE_VERSION}); re-profile with this layer"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// Read a trace. A header that is not ours, a future version, or a malformed line is an error
+/// naming the line. A file cut in the middle of its last line (a crash while writing) is an error
+/// too, unless the layer marked the cut with [`Event::Truncated`].
+pub fn read_trace<R: BufRead>(reader: R) -> Result<Trace, TraceError> {
+    let mut lines = reader.lines().enumerate();
+    let header: Header = loop {
+        match lines.next() {
+            None => return Err(TraceError::Empty),
+            Some((_, Err(e))) => return Err(TraceError::Io(e)),
+            Some((i, Ok(l))) => {
+                if l.trim().is_empty() {
+                    continue;
+                }
+                let v: serde_json::Value =
+                    serde_json::from_str(&l).map_err(|e| TraceError::Bad {
+                        line: i + 1,
+                        what: format!("header is not JSON: {e}"),
+                    })?;
+                if v.get("format").and_then(|f| f.as_str()) != Some(TRACE_FORMAT) {
+                    return Err(TraceError::Bad {
+                        line: i + 1,
+                        what: format!("not a {TRACE_FORMAT} header"),
+                    });
+                }
+                if let Some(ver) = v.get("version").and_then(|x| x.as_u64()) {
+                    if ver != TRACE_VERSION as u64 {
+                        return Err(TraceError::Version {
+                            found: ver.min(u32::MAX as u64) as u32,
+                        });
+                    }
+                }
+                break serde_json::from_value(v).map_err(|e| TraceError::Bad {
+                    line: i + 1,
+                    what: format!("bad header: {e}"),
+                })?;
+            }
+        }
+    };
+    let mut records = Vec::new();
+    let mut truncated = false;
+    for (i, line) in lines {
+        let line = line.map_err(TraceError::Io)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if truncated {
+            return Err(TraceError::Bad {
+                line: i + 1,
+                what: "record after the truncation marker".into(),
+            });
+        }
+        let rec: Record = serde_json::from_str(&line).map_err(|e| TraceError::Bad {
+            line: i + 1,
+            what: format!("bad record: {e}"),
+        })?;
+        if matches!(rec.event, Event::Truncated { .. }) {
+            truncated = true;
+        }
+        records.push(rec);
+    }
+    records.sort_by_key(|r| r.seq);
+    Ok(Trace {
+        header,
+        records,
+        truncated,
+    })
+}
+
+/// Write a header line (used by the layer's trace sink and by tests that build synthetic traces).
+pub fn header_line(h: &Header) -> String {
+    serde_json::to_string(h).expect("header serializes")
+}
+
+/// Write one record line.
+pub fn record_line(r: &Record) -> String {
+    serde_json::to_string(r).expect("record serializes")
+}
+
+/// FNV-1a 64 over bytes: the hash used for call sites, argument hashes and content ids.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            format: TRACE_FORMAT.into(),
+            version: TRACE_VERSION,
+            context: Context::default(),
+            pid: 1,
+            started_unix: 0,
+            settings: Default::default(),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_sort_by_seq() {
+        let recs = [
+            Record {
+                seq: 2,
+                thread: 0,
+                event: Event::DeviceWaitIdle,
+            },
+            Record {
+                seq: 1,
+                thread: 0,
+                event: Event::BufferAddress { buffer: 7 },
+            },
+        ];
+        let mut text = header_line(&header());
+        for r in &recs {
+            text.push('\n');
+            text.push_str(&record_line(r));
+        }
+        let t = read_trace(text.as_bytes()).unwrap();
+        assert_eq!(t.records.len(), 2);
+        assert_eq!(t.records[0].seq, 1);
+        assert!(!t.truncated);
+    }
+
+    #[test]
+    fn future_version_and_garbage_name_the_problem() {
+        let mut h = header();
+        h.version = 99;
+        let e = read_trace(header_line(&h).as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("version 99"), "{e}");
+        let text = format!(
+            "{}\n{{\"seq\":1,\"ev\":\"nope\"}}\n",
+            header_line(&header())
+        );
+        let e = read_trace(text.as_bytes()).unwrap_err();
+        assert!(e.to_string().starts_with("trace line 2:"), "{e}");
+        assert!(matches!(read_trace(&b""[..]), Err(TraceError::Empty)));
+    }
+
+    #[test]
+    fn fnv_matches_reference_vectors() {
+        assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+    }
+}
