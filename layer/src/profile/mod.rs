@@ -1,0 +1,1 @@
+//! Profile mode: trace sink, call-site identity, page-protection guard.
