@@ -7,5 +7,6 @@
 //! The layer links this crate; the `vkecho` CLI is its front end.
 
 pub mod plan;
+pub mod settings;
 pub mod topology;
 pub mod trace;

@@ -1,0 +1,392 @@
+//! The layer's settings (DESIGN §3) and how they are resolved, as pure functions.
+//!
+//! Sources, first match wins: environment `VK_ECHO_<NAME>`, then `echo.<name>` in
+//! `vk_layer_settings.txt`, then `VkLayerSettingsCreateInfoEXT` from the application. The layer
+//! gathers the raw text of each source (`layer/src/settings.rs`) and calls [`resolve`]; `vkecho`
+//! uses the same function. An invalid value gives a warning naming the setting and the accepted
+//! values, and the default is used.
+
+use crate::topology::TopologyPolicy;
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Passthrough everywhere.
+    Off,
+    /// Record a trace and validate host access.
+    Profile,
+    /// Apply a plan.
+    Enforce,
+    /// Profile when no plan exists for this context, enforce when one does.
+    #[default]
+    Auto,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum LogLevel {
+    Error,
+    #[default]
+    Warn,
+    Info,
+    Debug,
+}
+
+/// Every setting, resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub mode: Mode,
+    /// Plan file for enforce (default: the plan cache entry for this context under `cache_dir`).
+    pub plan: Option<PathBuf>,
+    /// Trace file for profile (default: a new file under `cache_dir`).
+    pub trace: Option<PathBuf>,
+    /// Where auto mode keeps traces and plans.
+    pub cache_dir: PathBuf,
+    /// Write statistics as JSON to this file at `vkDestroyDevice`.
+    pub stats: Option<PathBuf>,
+    pub log: LogLevel,
+    pub topology: TopologyPolicy,
+    /// Smallest copy (bytes) that makes a candidate pair.
+    pub min_bytes: u64,
+    /// Fewest copies that make a candidate pair.
+    pub min_copies: u64,
+    /// Return addresses hashed into a call-site identity.
+    pub stack_depth: u32,
+    /// Largest trace, in bytes, before it is cut with a truncation marker.
+    pub trace_max_bytes: u64,
+}
+
+/// One setting's description, for docs, the manifest and `vkecho doctor`.
+pub struct SettingInfo {
+    pub name: &'static str,
+    pub kind: &'static str,
+    pub default: &'static str,
+    pub accepted: &'static str,
+    pub description: &'static str,
+}
+
+pub const SETTINGS: &[SettingInfo] = &[
+    SettingInfo { name: "mode", kind: "enum", default: "auto", accepted: "off|profile|enforce|auto", description: "What the layer does: nothing, record a trace, apply a plan, or profile the first run of a program and enforce later ones." },
+    SettingInfo { name: "plan", kind: "path", default: "", accepted: "a file path", description: "Plan file for enforce mode (default: the plan cached for this program and device)." },
+    SettingInfo { name: "trace", kind: "path", default: "", accepted: "a file path", description: "Trace file for profile mode (default: a new file in cache_dir)." },
+    SettingInfo { name: "cache_dir", kind: "path", default: "$XDG_CACHE_HOME/vk-echo", accepted: "a directory path", description: "Where auto mode keeps traces and plans." },
+    SettingInfo { name: "stats", kind: "path", default: "", accepted: "a file path", description: "Write enforce statistics as JSON to this file when the device is destroyed." },
+    SettingInfo { name: "log", kind: "enum", default: "warn", accepted: "error|warn|info|debug", description: "How much the layer writes to stderr." },
+    SettingInfo { name: "topology", kind: "enum", default: "strict", accepted: "strict|integrated", description: "Act on uma-strict devices only, or also on integrated devices with a separate host heap (AMD APUs)." },
+    SettingInfo { name: "min_bytes", kind: "int", default: "262144", accepted: "a byte count", description: "Smallest copy that makes a candidate pair." },
+    SettingInfo { name: "min_copies", kind: "int", default: "2", accepted: "a count >= 1", description: "Fewest copies between two buffers that make a candidate pair." },
+    SettingInfo { name: "stack_depth", kind: "int", default: "16", accepted: "1..64", description: "Return addresses hashed into a buffer's call-site identity." },
+    SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
+];
+
+impl Settings {
+    /// The defaults, with `cache_dir` derived from `env` (`XDG_CACHE_HOME`, else `HOME/.cache`).
+    pub fn defaults(env: &dyn Fn(&str) -> Option<String>) -> Settings {
+        let cache_root = env("XDG_CACHE_HOME")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                env("HOME")
+                    .filter(|s| !s.is_empty())
+                    .map(|h| PathBuf::from(h).join(".cache"))
+            })
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        Settings {
+            mode: Mode::Auto,
+            plan: None,
+            trace: None,
+            cache_dir: cache_root.join("vk-echo"),
+            stats: None,
+            log: LogLevel::Warn,
+            topology: TopologyPolicy::Strict,
+            min_bytes: 256 * 1024,
+            min_copies: 2,
+            stack_depth: 16,
+            trace_max_bytes: 1 << 30,
+        }
+    }
+
+    /// Name → value, as text, for trace headers and doctor.
+    pub fn to_pairs(&self) -> Vec<(String, String)> {
+        let p = |o: &Option<PathBuf>| {
+            o.as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        vec![
+            ("mode".into(), format!("{:?}", self.mode).to_lowercase()),
+            ("plan".into(), p(&self.plan)),
+            ("trace".into(), p(&self.trace)),
+            ("cache_dir".into(), self.cache_dir.display().to_string()),
+            ("stats".into(), p(&self.stats)),
+            ("log".into(), format!("{:?}", self.log).to_lowercase()),
+            (
+                "topology".into(),
+                format!("{:?}", self.topology).to_lowercase(),
+            ),
+            ("min_bytes".into(), self.min_bytes.to_string()),
+            ("min_copies".into(), self.min_copies.to_string()),
+            ("stack_depth".into(), self.stack_depth.to_string()),
+            ("trace_max_bytes".into(), self.trace_max_bytes.to_string()),
+        ]
+    }
+}
+
+/// Parse the text of a `vk_layer_settings.txt` file: `key = value` lines, `#` comments.
+/// Returns the `echo.<name>` entries as `(name, value)`, in file order; other layers' keys are
+/// ignored. Never fails: a malformed line gives a warning.
+pub fn parse_settings_file(text: &str, warnings: &mut Vec<String>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            warnings.push(format!(
+                "vk_layer_settings.txt line {}: expected 'key = value', ignored",
+                i + 1
+            ));
+            continue;
+        };
+        if let Some(name) = k.trim().strip_prefix("echo.") {
+            out.push((name.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// Where a value came from, for warnings.
+#[derive(Clone, Copy, Debug)]
+pub enum Source {
+    Env,
+    File,
+    App,
+}
+
+impl Source {
+    fn describe(self, name: &str) -> String {
+        match self {
+            Source::Env => format!("VK_ECHO_{}", name.to_uppercase()),
+            Source::File => format!("echo.{name} in vk_layer_settings.txt"),
+            Source::App => format!("'{name}' in VkLayerSettingsCreateInfoEXT"),
+        }
+    }
+}
+
+/// Resolve every setting. `env` looks up environment variables (the layer passes a lookup that
+/// returns nothing for `VK_ECHO_*` in secure-execution processes); `file` holds the `echo.*`
+/// entries of the settings file; `app` the application's `VkLayerSettingsCreateInfoEXT` entries
+/// for this layer, as text. Returns the settings and the warnings to print.
+pub fn resolve(
+    env: &dyn Fn(&str) -> Option<String>,
+    file: &[(String, String)],
+    app: &[(String, String)],
+) -> (Settings, Vec<String>) {
+    let mut s = Settings::defaults(env);
+    let mut warnings = Vec::new();
+    for known in file.iter().chain(app.iter()).map(|(n, _)| n) {
+        if !SETTINGS.iter().any(|i| i.name == known) {
+            warnings.push(format!(
+                "unknown setting '{known}' ignored (known: {})",
+                names()
+            ));
+        }
+    }
+    for info in SETTINGS {
+        let name = info.name;
+        let found = env(&format!("VK_ECHO_{}", name.to_uppercase()))
+            .map(|v| (Source::Env, v))
+            .or_else(|| {
+                file.iter()
+                    .rev()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| (Source::File, v.clone()))
+            })
+            .or_else(|| {
+                app.iter()
+                    .rev()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| (Source::App, v.clone()))
+            });
+        let Some((src, raw)) = found else { continue };
+        let v = raw.trim();
+        let bad = |w: &mut Vec<String>| {
+            w.push(format!(
+                "invalid value '{v}' for {} (accepted: {}); using the default '{}'",
+                src.describe(name),
+                info.accepted,
+                info.default
+            ))
+        };
+        let path = |v: &str| {
+            if v.is_empty() {
+                None
+            } else {
+                Some(PathBuf::from(v))
+            }
+        };
+        match name {
+            "mode" => match v.to_ascii_lowercase().as_str() {
+                "off" => s.mode = Mode::Off,
+                "profile" => s.mode = Mode::Profile,
+                "enforce" => s.mode = Mode::Enforce,
+                "auto" => s.mode = Mode::Auto,
+                _ => bad(&mut warnings),
+            },
+            "log" => match v.to_ascii_lowercase().as_str() {
+                "error" => s.log = LogLevel::Error,
+                "warn" | "warning" => s.log = LogLevel::Warn,
+                "info" => s.log = LogLevel::Info,
+                "debug" => s.log = LogLevel::Debug,
+                _ => bad(&mut warnings),
+            },
+            "topology" => match v.to_ascii_lowercase().as_str() {
+                "strict" => s.topology = TopologyPolicy::Strict,
+                "integrated" => s.topology = TopologyPolicy::Integrated,
+                _ => bad(&mut warnings),
+            },
+            "plan" => s.plan = path(v),
+            "trace" => s.trace = path(v),
+            "stats" => s.stats = path(v),
+            "cache_dir" => match path(v) {
+                Some(p) => s.cache_dir = p,
+                None => bad(&mut warnings),
+            },
+            "min_bytes" => match parse_u64(v) {
+                Some(n) => s.min_bytes = n,
+                None => bad(&mut warnings),
+            },
+            "min_copies" => match parse_u64(v) {
+                Some(n) if n >= 1 => s.min_copies = n,
+                _ => bad(&mut warnings),
+            },
+            "stack_depth" => match parse_u64(v) {
+                Some(n) if (1..=64).contains(&n) => s.stack_depth = n as u32,
+                _ => bad(&mut warnings),
+            },
+            "trace_max_bytes" => match parse_u64(v) {
+                Some(n) if n >= 4096 => s.trace_max_bytes = n,
+                _ => bad(&mut warnings),
+            },
+            _ => unreachable!("every SETTINGS entry is handled"),
+        }
+    }
+    (s, warnings)
+}
+
+fn names() -> String {
+    SETTINGS
+        .iter()
+        .map(|i| i.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A count with an optional binary suffix: `262144`, `256K`, `64M`, `1G` (also `KiB`, `MiB`, `GiB`).
+pub fn parse_u64(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, suffix) = v.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k: &str| m.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_follow_xdg_cache_home() {
+        let (s, w) = resolve(&env_of(&[("XDG_CACHE_HOME", "/c")]), &[], &[]);
+        assert!(w.is_empty());
+        assert_eq!(s.mode, Mode::Auto);
+        assert_eq!(s.cache_dir, PathBuf::from("/c/vk-echo"));
+        let (s, _) = resolve(&env_of(&[("HOME", "/h")]), &[], &[]);
+        assert_eq!(s.cache_dir, PathBuf::from("/h/.cache/vk-echo"));
+    }
+
+    #[test]
+    fn env_beats_file_beats_app() {
+        let file = vec![
+            ("mode".to_string(), "enforce".to_string()),
+            ("log".to_string(), "debug".to_string()),
+        ];
+        let app = vec![
+            ("mode".to_string(), "off".to_string()),
+            ("log".to_string(), "error".to_string()),
+            ("min_copies".to_string(), "5".to_string()),
+        ];
+        let (s, w) = resolve(&env_of(&[("VK_ECHO_MODE", "profile")]), &file, &app);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(s.mode, Mode::Profile);
+        assert_eq!(s.log, LogLevel::Debug);
+        assert_eq!(s.min_copies, 5);
+    }
+
+    #[test]
+    fn invalid_value_warns_names_setting_and_accepted_values_and_keeps_default() {
+        let (s, w) = resolve(
+            &env_of(&[("VK_ECHO_MODE", "fast"), ("VK_ECHO_MIN_BYTES", "12Q")]),
+            &[],
+            &[],
+        );
+        assert_eq!(s.mode, Mode::Auto);
+        assert_eq!(s.min_bytes, 256 * 1024);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("VK_ECHO_MODE") && w[0].contains("off|profile|enforce|auto"),
+            "{}",
+            w[0]
+        );
+        assert!(w[1].contains("VK_ECHO_MIN_BYTES"), "{}", w[1]);
+    }
+
+    #[test]
+    fn settings_file_parsing_skips_other_layers_and_comments() {
+        let mut w = Vec::new();
+        let text = "# comment\nkhronos_validation.enables = X\necho.mode = enforce # trailing\nnonsense line\necho.min_bytes=1M\n";
+        let got = parse_settings_file(text, &mut w);
+        assert_eq!(
+            got,
+            vec![
+                ("mode".into(), "enforce".into()),
+                ("min_bytes".into(), "1M".into())
+            ]
+        );
+        assert_eq!(w.len(), 1);
+        let (s, _) = resolve(&env_of(&[]), &got, &[]);
+        assert_eq!(s.min_bytes, 1 << 20);
+        assert_eq!(s.mode, Mode::Enforce);
+    }
+
+    #[test]
+    fn unknown_names_warn() {
+        let (_, w) = resolve(&env_of(&[]), &[("mdoe".into(), "x".into())], &[]);
+        assert!(w[0].contains("unknown setting 'mdoe'"));
+    }
+
+    #[test]
+    fn sizes_parse_with_suffixes_and_reject_overflow() {
+        assert_eq!(parse_u64("64M"), Some(64 << 20));
+        assert_eq!(parse_u64("256KiB"), Some(256 << 10));
+        assert_eq!(parse_u64("x"), None);
+        assert_eq!(parse_u64("99999999999999999999G"), None);
+        assert_eq!(parse_u64("18446744073709551615G"), None);
+    }
+}
