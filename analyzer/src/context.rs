@@ -1,0 +1,229 @@
+//! The context a trace was recorded in and a plan applies to (DESIGN §5), and the rule that
+//! decides whether a plan may be enforced in the current process.
+//!
+//! Pure functions over bytes and strings: the layer gathers the facts (its own executable, its
+//! arguments, the device properties) and asks here.
+
+use crate::trace::{fnv1a64, Context};
+use std::path::{Path, PathBuf};
+
+/// The GNU build-id of an ELF image (hex), if it has one. Never panics on any input.
+pub fn elf_build_id(image: &[u8]) -> Option<String> {
+    let rd16 = |b: &[u8], o: usize, le: bool| -> Option<u16> {
+        let s: [u8; 2] = b.get(o..o.checked_add(2)?)?.try_into().ok()?;
+        Some(if le {
+            u16::from_le_bytes(s)
+        } else {
+            u16::from_be_bytes(s)
+        })
+    };
+    let rd32 = |b: &[u8], o: usize, le: bool| -> Option<u32> {
+        let s: [u8; 4] = b.get(o..o.checked_add(4)?)?.try_into().ok()?;
+        Some(if le {
+            u32::from_le_bytes(s)
+        } else {
+            u32::from_be_bytes(s)
+        })
+    };
+    let rd64 = |b: &[u8], o: usize, le: bool| -> Option<u64> {
+        let s: [u8; 8] = b.get(o..o.checked_add(8)?)?.try_into().ok()?;
+        Some(if le {
+            u64::from_le_bytes(s)
+        } else {
+            u64::from_be_bytes(s)
+        })
+    };
+    if image.get(0..4)? != b"\x7fELF" {
+        return None;
+    }
+    let is64 = *image.get(4)? == 2;
+    let le = *image.get(5)? == 1;
+    // Program headers: PT_NOTE segments hold the build-id note.
+    let (phoff, phentsize, phnum) = if is64 {
+        (
+            rd64(image, 0x20, le)? as usize,
+            rd16(image, 0x36, le)? as usize,
+            rd16(image, 0x38, le)? as usize,
+        )
+    } else {
+        (
+            rd32(image, 0x1c, le)? as usize,
+            rd16(image, 0x2a, le)? as usize,
+            rd16(image, 0x2c, le)? as usize,
+        )
+    };
+    for i in 0..phnum.min(256) {
+        let ph = phoff.checked_add(i.checked_mul(phentsize)?)?;
+        if rd32(image, ph, le)? != 4 {
+            continue; // not PT_NOTE
+        }
+        let (off, size) = if is64 {
+            (
+                rd64(image, ph.checked_add(8)?, le)? as usize,
+                rd64(image, ph.checked_add(32)?, le)? as usize,
+            )
+        } else {
+            (
+                rd32(image, ph.checked_add(4)?, le)? as usize,
+                rd32(image, ph.checked_add(16)?, le)? as usize,
+            )
+        };
+        let notes = image.get(off..off.checked_add(size)?)?;
+        let mut p = 0usize;
+        while p.checked_add(12).is_some_and(|end| end <= notes.len()) {
+            let namesz = rd32(notes, p, le)? as usize;
+            let descsz = rd32(notes, p.checked_add(4)?, le)? as usize;
+            let ntype = rd32(notes, p.checked_add(8)?, le)?;
+            let name_at = p + 12;
+            let desc_at = name_at.checked_add(namesz.checked_add(3)? & !3)?;
+            let next = desc_at.checked_add(descsz.checked_add(3)? & !3)?;
+            let name = notes.get(name_at..name_at.checked_add(namesz)?)?;
+            if ntype == 3 && name == b"GNU\0" {
+                let desc = notes.get(desc_at..desc_at.checked_add(descsz)?)?;
+                return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
+            }
+            p = next;
+        }
+    }
+    None
+}
+
+/// Identity of an executable file: `build-id:<hex>` when it has one, else `fnv64:<hex>` of its
+/// contents, else `unknown`.
+pub fn exe_identity(path: &Path) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => match elf_build_id(&bytes) {
+            Some(id) => format!("build-id:{id}"),
+            None => format!("fnv64:{:016x}", fnv1a64(&bytes)),
+        },
+        Err(_) => "unknown".into(),
+    }
+}
+
+/// FNV-1a 64 over the arguments after the program name, NUL-separated, as hex.
+pub fn args_hash<S: AsRef<[u8]>>(args: &[S]) -> String {
+    let mut bytes = Vec::new();
+    for a in args {
+        bytes.extend_from_slice(a.as_ref());
+        bytes.push(0);
+    }
+    format!("{:016x}", fnv1a64(&bytes))
+}
+
+/// Whether a plan made in `plan` may be enforced in `now`. The error says which field differs.
+/// The executable path may differ (a program may be moved); its identity may not.
+pub fn plan_applies(plan: &Context, now: &Context) -> Result<(), String> {
+    let fields: [(&str, &dyn Fn(&Context) -> String); 5] = [
+        ("executable", &|c| c.exe_id.clone()),
+        ("arguments", &|c| c.args_hash.clone()),
+        ("device", &|c| c.device_name.clone()),
+        ("device UUID", &|c| c.device_uuid.clone()),
+        ("driver version", &|c| c.driver_version.to_string()),
+    ];
+    for (what, get) in fields {
+        let (a, b) = (get(plan), get(now));
+        if a != b {
+            return Err(format!(
+                "the plan was made for another {what} ('{a}', this run has '{b}')"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where auto mode keeps the trace and plan of a context (DESIGN §6): one directory per
+/// (executable, arguments, device, driver), so a plan is only ever found by the run it fits.
+pub fn cache_paths(cache_dir: &Path, c: &Context) -> (PathBuf, PathBuf) {
+    let exe = Path::new(&c.exe_path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "app".into());
+    let safe: String = exe
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let id = fnv1a64(
+        format!(
+            "{}\0{}\0{}\0{}\0{}",
+            c.exe_id, c.args_hash, c.device_name, c.device_uuid, c.driver_version
+        )
+        .as_bytes(),
+    );
+    let dir = cache_dir.join(format!("{safe}-{id:016x}"));
+    (dir.join("trace.jsonl"), dir.join("plan.json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_build_id_of_this_test_binary_or_none_but_never_panics() {
+        let exe = std::env::current_exe().unwrap();
+        let bytes = std::fs::read(&exe).unwrap();
+        // Debian's gcc passes --build-id to the linker, so Rust binaries carry one.
+        let id = elf_build_id(&bytes).expect("test binary has a GNU build-id");
+        assert!(id.len() >= 16 && id.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(exe_identity(&exe), format!("build-id:{id}"));
+        // Every prefix of a real ELF file, and junk, is handled without a panic.
+        for cut in [0, 3, 4, 16, 64, 100, 1000, 4096] {
+            let _ = elf_build_id(&bytes[..cut.min(bytes.len())]);
+        }
+        assert_eq!(elf_build_id(b"not an elf"), None);
+        let mut bad = bytes.clone();
+        bad[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes()); // absurd phoff
+        assert_eq!(elf_build_id(&bad), None);
+    }
+
+    #[test]
+    fn context_mismatch_names_the_field() {
+        let a = Context {
+            exe_id: "build-id:aa".into(),
+            device_name: "llvmpipe".into(),
+            ..Default::default()
+        };
+        assert!(plan_applies(&a, &a.clone()).is_ok());
+        let mut b = a.clone();
+        b.exe_path = "/elsewhere".into();
+        assert!(
+            plan_applies(&a, &b).is_ok(),
+            "a moved program keeps its plan"
+        );
+        b.driver_version = 7;
+        let e = plan_applies(&a, &b).unwrap_err();
+        assert!(e.contains("driver version"), "{e}");
+        let mut c = a.clone();
+        c.args_hash = args_hash(&["--iters", "3"]);
+        assert!(plan_applies(&a, &c).unwrap_err().contains("arguments"));
+    }
+
+    #[test]
+    fn args_hash_separates_arguments() {
+        assert_ne!(args_hash(&["ab", "c"]), args_hash(&["a", "bc"]));
+        assert_eq!(args_hash(&["x"]), args_hash(&[b"x".to_vec()]));
+    }
+
+    #[test]
+    fn cache_paths_differ_per_context() {
+        let a = Context {
+            exe_path: "/bin/my app".into(),
+            exe_id: "1".into(),
+            ..Default::default()
+        };
+        let b = Context {
+            exe_id: "2".into(),
+            ..a.clone()
+        };
+        let (ta, pa) = cache_paths(Path::new("/c"), &a);
+        let (_, pb) = cache_paths(Path::new("/c"), &b);
+        assert_ne!(pa, pb);
+        assert!(ta.to_string_lossy().starts_with("/c/my_app-"), "{ta:?}");
+        assert_eq!(ta.parent(), pa.parent());
+    }
+}
