@@ -6,6 +6,7 @@
 //!
 //! The layer links this crate; the `vkecho` CLI is its front end.
 
+pub mod apply;
 pub mod context;
 pub mod plan;
 pub mod settings;
