@@ -10,5 +10,6 @@ pub mod apply;
 pub mod context;
 pub mod plan;
 pub mod settings;
+pub mod stats;
 pub mod topology;
 pub mod trace;
