@@ -3,8 +3,11 @@
 //! Each subcommand lives in its own module with `pub fn main(args: &[String]) -> i32`.
 
 mod analyze;
+mod calibrate;
 mod doctor;
 mod install;
+mod launch;
+mod run;
 
 const USAGE: &str = "\
 vkecho — VK_LAYER_echo: remove host↔device self-copies on unified-memory Vulkan devices
@@ -16,6 +19,9 @@ commands:
   install [--system] [--explicit]         install the layer manifest (user dir by default)
   uninstall [--system]                    remove an installed manifest
   analyze TRACE [-o PLAN] [--json]        turn a profile trace into a plan, with every decision explained
+  run [--plan PLAN] [--stats F] -- CMD    run CMD with the layer enforcing a plan; print what it saved
+  calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD
+                                          time CMD without and with the plan; keep the plan only if faster
   help                                    this text
 ";
 
@@ -31,6 +37,8 @@ fn main() {
         "install" => install::main(rest, false),
         "uninstall" => install::main(rest, true),
         "analyze" => analyze::main(rest),
+        "run" => run::main(rest),
+        "calibrate" => calibrate::main(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0
@@ -42,4 +50,23 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// Write a file only its owner can read or write (traces and plans, DESIGN §8 hardening).
+pub fn write_private(path: &std::path::Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // `mode` applies only to a new file; an existing one is narrowed too.
+    use std::os::unix::fs::PermissionsExt;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -1,0 +1,135 @@
+//! `vkecho calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD ARGS...` (DESIGN §7):
+//! run the program without the plan and with it, in separate processes, alternating (A B B A …),
+//! and keep the plan only if the median time improves. The numbers go into the plan.
+//!
+//! The time is the process's wall-clock time, or with `--metric FIELD` the numeric field FIELD of
+//! the last JSON line the program prints on stdout (the samples print `iter_ms_median`, the
+//! complete-loop time of one iteration, which leaves process start-up out).
+
+use crate::launch::{command, flag_value, split_command, LayerRun};
+use echo_analyzer::plan::{parse_plan, Calibration};
+use std::time::Instant;
+
+pub fn main(args: &[String]) -> i32 {
+    let (opts, argv) = split_command(args);
+    match calibrate(&opts, &argv) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("vkecho calibrate: {e}");
+            2
+        }
+    }
+}
+
+/// One timed run; `Ok(ms)`.
+fn timed(argv: &[String], run: &LayerRun, metric: Option<&str>) -> Result<f64, String> {
+    let mut cmd = command(argv, run)?;
+    cmd.stderr(std::process::Stdio::null());
+    let t0 = Instant::now();
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+    let wall = t0.elapsed().as_secs_f64() * 1e3;
+    if !out.status.success() {
+        return Err(format!("{} failed ({})", argv.join(" "), out.status));
+    }
+    let Some(field) = metric else { return Ok(wall) };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| v.get(field).and_then(|x| x.as_f64()))
+        .ok_or(format!(
+            "the program printed no JSON line with a numeric '{field}'"
+        ))
+}
+
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn calibrate(opts: &[String], argv: &[String]) -> Result<(), String> {
+    let plan_path = flag_value(opts, "--plan")?.ok_or("--plan PLAN is required")?;
+    if argv.is_empty() {
+        return Err("no command given (usage: vkecho calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD ARGS...)".into());
+    }
+    let trials: u32 = match flag_value(opts, "--trials")? {
+        Some(t) => t
+            .parse()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or(format!("--trials needs a count >= 1, got '{t}'"))?,
+        None => 5,
+    };
+    let metric = flag_value(opts, "--metric")?;
+    let text = std::fs::read_to_string(&plan_path).map_err(|e| format!("{plan_path}: {e}"))?;
+    let mut plan = parse_plan(&text).map_err(|e| format!("{plan_path}: {e}"))?;
+    let abs = std::fs::canonicalize(&plan_path).map_err(|e| format!("{plan_path}: {e}"))?;
+    // The plan run must apply the plan even if an earlier calibration switched it off.
+    let mut trial_plan = plan.clone();
+    trial_plan.calibration = None;
+    let trial_path = crate::launch::temp_file("calibrate-plan", "json");
+    crate::write_private(&trial_path, &trial_plan.to_json())?;
+    let base = LayerRun {
+        mode: Some("off"),
+        settings: vec![],
+    };
+    let with = LayerRun {
+        mode: Some("enforce"),
+        settings: vec![("PLAN", trial_path.display().to_string())],
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let result = (|| -> Result<(), String> {
+        for t in 0..trials {
+            eprintln!("vkecho calibrate: trial {}/{trials}", t + 1);
+            // A B, then B A: drift in the machine's state hits both sides equally.
+            if t % 2 == 0 {
+                a.push(timed(argv, &base, metric.as_deref())?);
+                b.push(timed(argv, &with, metric.as_deref())?);
+            } else {
+                b.push(timed(argv, &with, metric.as_deref())?);
+                a.push(timed(argv, &base, metric.as_deref())?);
+            }
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&trial_path);
+    result?;
+    let (ma, mb) = (median(&mut a), median(&mut b));
+    let enabled = mb < ma;
+    plan.calibration = Some(Calibration {
+        trials,
+        baseline_ms_median: ma,
+        plan_ms_median: mb,
+        enabled,
+    });
+    crate::write_private(abs.as_path(), &plan.to_json())?;
+    println!(
+        "baseline {ma:.3} ms, with plan {mb:.3} ms (median of {trials}, {}): plan {}",
+        metric.as_deref().unwrap_or("wall clock"),
+        if enabled {
+            "ENABLED"
+        } else {
+            "DISABLED (not faster here)"
+        }
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_odd_even() {
+        assert_eq!(super::median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(super::median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+    }
+}

@@ -1,0 +1,153 @@
+//! Running a program with the layer: `vkecho profile`, `run`, `calibrate` and `demo` all start
+//! the application through here. The loader is pointed at this build's own layer (an explicit
+//! manifest written next to the user's runtime files, with an absolute `library_path`), so the
+//! layer need not be installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The manifest in the repository; its `library_path` is rewritten to an absolute path.
+const MANIFEST: &str = include_str!("../../../../manifest/VkLayer_echo.json");
+
+/// `libVkLayer_echo.so` of this build: `VK_ECHO_LIBRARY` if set, else next to this executable.
+pub fn layer_library() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("VK_ECHO_LIBRARY") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate vkecho itself: {e}"))?;
+    let dir = exe.parent().ok_or("vkecho has no parent directory")?;
+    let lib = dir.join("libVkLayer_echo.so");
+    if lib.exists() {
+        Ok(lib)
+    } else {
+        Err(format!(
+            "the layer library is not next to vkecho ({}); build the workspace (`cargo build --workspace`) or set VK_ECHO_LIBRARY",
+            lib.display()
+        ))
+    }
+}
+
+/// Other binaries of this build (e.g. `echo-samples`), next to this executable.
+pub fn sibling(name: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate vkecho itself: {e}"))?;
+    let p = exe.with_file_name(name);
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{} not found next to vkecho; build the workspace first",
+            p.display()
+        ))
+    }
+}
+
+/// Write an explicit-layer manifest for `lib` into a private directory and return the directory.
+pub fn explicit_manifest_dir(lib: &Path) -> Result<PathBuf, String> {
+    let mut doc: serde_json::Value = serde_json::from_str(MANIFEST)
+        .map_err(|e| format!("built-in manifest is not JSON: {e}"))?;
+    let layer = doc
+        .get_mut("layer")
+        .and_then(|l| l.as_object_mut())
+        .ok_or("built-in manifest has no layer")?;
+    layer.insert("library_path".into(), lib.display().to_string().into());
+    // An explicit layer is enabled by VK_INSTANCE_LAYERS; the implicit-layer switches do not apply.
+    // `VK_ECHO_DISABLE` in the child then switches off only an installed implicit copy.
+    layer.remove("enable_environment");
+    layer.remove("disable_environment");
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = base.join(format!("vkecho-layer-{}", unsafe { libc::getuid() }));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let file = dir.join("VkLayer_echo.json");
+    let tmp = dir.join(format!(".VkLayer_echo.json.{}", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_string_pretty(&doc).unwrap())
+        .and_then(|_| std::fs::rename(&tmp, &file))
+        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    Ok(dir)
+}
+
+fn prepend(var: &str, value: &str, sep: &str) -> String {
+    match std::env::var(var) {
+        Ok(old) if !old.is_empty() => format!("{value}{sep}{old}"),
+        _ => value.to_string(),
+    }
+}
+
+/// What the layer should do in the child.
+pub struct LayerRun<'a> {
+    /// `profile`, `enforce`, `off`, `auto`, or `None` to run without the layer at all.
+    pub mode: Option<&'a str>,
+    /// Extra `VK_ECHO_*` settings, e.g. `("TRACE", path)`.
+    pub settings: Vec<(&'a str, String)>,
+}
+
+/// A `Command` for `argv` with the layer enabled as `run` says. `XDG_RUNTIME_DIR` gets a default
+/// so the loader and drivers do not complain.
+pub fn command(argv: &[String], run: &LayerRun) -> Result<Command, String> {
+    let (prog, args) = argv
+        .split_first()
+        .ok_or("no command given (expected: -- CMD ARGS...)")?;
+    let mut cmd = Command::new(prog);
+    cmd.args(args);
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        cmd.env("XDG_RUNTIME_DIR", std::env::temp_dir());
+    }
+    match run.mode {
+        None => {
+            // No echo at all: also switch off an installed implicit copy.
+            cmd.env("VK_ECHO_DISABLE", "1");
+        }
+        Some(mode) => {
+            let dir = explicit_manifest_dir(&layer_library()?)?;
+            cmd.env(
+                "VK_ADD_LAYER_PATH",
+                prepend("VK_ADD_LAYER_PATH", &dir.display().to_string(), ":"),
+            );
+            cmd.env(
+                "VK_INSTANCE_LAYERS",
+                prepend("VK_INSTANCE_LAYERS", "VK_LAYER_echo", ":"),
+            );
+            cmd.env("VK_ECHO_MODE", mode);
+            // An implicit installed copy would load a second instance of the layer.
+            cmd.env("VK_ECHO_DISABLE", "1");
+            for (k, v) in &run.settings {
+                cmd.env(format!("VK_ECHO_{k}"), v);
+            }
+        }
+    }
+    Ok(cmd)
+}
+
+/// Split `[options] -- CMD ARGS...` into the options and the command.
+pub fn split_command(args: &[String]) -> (Vec<String>, Vec<String>) {
+    match args.iter().position(|a| a == "--") {
+        Some(i) => (args[..i].to_vec(), args[i + 1..].to_vec()),
+        None => (args.to_vec(), Vec::new()),
+    }
+}
+
+/// The value after `flag` in `opts` (`--plan P`), if present.
+pub fn flag_value(opts: &[String], flag: &str) -> Result<Option<String>, String> {
+    match opts.iter().position(|a| a == flag) {
+        None => Ok(None),
+        Some(i) => opts
+            .get(i + 1)
+            .cloned()
+            .map(Some)
+            .ok_or(format!("{flag} needs a value")),
+    }
+}
+
+/// A fresh private file path for a run's statistics.
+pub fn temp_file(stem: &str, ext: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!(
+        "vkecho-{stem}-{}-{nanos}.{ext}",
+        std::process::id()
+    ))
+}
