@@ -1,0 +1,230 @@
+//! Per-instance and per-device records, keyed by dispatch key, with the next layer's tables.
+//!
+//! The dispatch key is the first pointer-sized word of a dispatchable handle: the loader's
+//! dispatch table, shared by an instance and its physical devices, and by a device and its
+//! queues and command buffers. Non-dispatchable handles are opaque `u64`s and never dereferenced
+//! (a layer below may wrap them).
+
+use crate::hooks::{HookId, HOOK_COUNT};
+use crate::log;
+use crate::state::DeviceState;
+use ash::vk;
+use dashmap::DashMap;
+use echo_analyzer::settings::{Mode, Settings};
+use echo_analyzer::topology::{MemoryTable, Topology};
+use std::collections::HashSet;
+use std::ffi::{c_char, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+pub type Key = usize;
+
+/// The dispatch key of a dispatchable handle.
+///
+/// # Safety
+/// `raw` must be a live dispatchable handle (instance, physical device, device, queue, command
+/// buffer) created through the loader.
+#[inline]
+pub unsafe fn key_of(raw: u64) -> Key {
+    *(raw as usize as *const usize)
+}
+
+#[inline]
+pub fn raw<H: vk::Handle>(h: H) -> u64 {
+    h.as_raw()
+}
+
+#[allow(dead_code)] // fields read by profile and enforce mode
+pub struct InstanceData {
+    pub handle: vk::Instance,
+    pub next_gipa: vk::PFN_vkGetInstanceProcAddr,
+    /// The next layer's Vulkan 1.0 instance commands.
+    pub fp: ash::InstanceFnV1_0,
+    /// `vkGetPhysicalDeviceProperties2` (1.1) or its KHR alias, if the next layer has one.
+    pub get_physical_device_properties2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
+    pub settings: Settings,
+    /// The application's `apiVersion` (1.0 when it gave none).
+    pub api_version: u32,
+}
+
+impl InstanceData {
+    /// The next layer's instance-level command `name`, if it has one.
+    pub fn next_proc(&self, name: &CStr) -> vk::PFN_vkVoidFunction {
+        // SAFETY: next_gipa comes from the loader's link info for this instance.
+        unsafe { (self.next_gipa)(self.handle, name.as_ptr()) }
+    }
+
+    /// The physical device's memory table and type, read through the next layer (so a layer
+    /// below can present another table), plus its name.
+    pub fn memory_table(
+        &self,
+        pd: vk::PhysicalDevice,
+    ) -> (MemoryTable, String, vk::PhysicalDeviceProperties) {
+        use echo_analyzer::topology::{DeviceType, MemoryHeap, MemoryType};
+        let mut props = vk::PhysicalDeviceProperties::default();
+        let mut mem = vk::PhysicalDeviceMemoryProperties::default();
+        // SAFETY: pd belongs to this instance; the out structs are valid.
+        unsafe {
+            (self.fp.get_physical_device_properties)(pd, &mut props);
+            (self.fp.get_physical_device_memory_properties)(pd, &mut mem);
+        }
+        let name = props
+            .device_name_as_c_str()
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let table = MemoryTable {
+            device_type: DeviceType::from_raw(props.device_type.as_raw()),
+            heaps: mem
+                .memory_heaps_as_slice()
+                .iter()
+                .map(|h| MemoryHeap {
+                    size: h.size,
+                    flags: h.flags.as_raw(),
+                })
+                .collect(),
+            types: mem
+                .memory_types_as_slice()
+                .iter()
+                .map(|t| MemoryType {
+                    heap: t.heap_index,
+                    flags: t.property_flags.as_raw(),
+                })
+                .collect(),
+        };
+        (table, name, props)
+    }
+}
+
+/// Why a device is (in)active, decided once at `vkCreateDevice`.
+#[derive(Clone, Debug)]
+#[allow(dead_code)] // fields read by profile and enforce mode
+pub struct Decision {
+    pub name: String,
+    pub table: MemoryTable,
+    pub topology: Topology,
+    pub mode: Mode,
+    pub active: bool,
+    pub why: String,
+}
+
+/// A test-only panic injection point (`VK_ECHO_TEST_PANIC=<command>[@after]`).
+#[derive(Clone, Copy, Debug)]
+pub struct PanicAt {
+    pub hook: HookId,
+    /// Panic after the call went down to the next layer instead of before.
+    pub after: bool,
+}
+
+#[allow(dead_code)] // fields read by profile and enforce mode
+pub struct DeviceData {
+    pub handle: vk::Device,
+    pub physical_device: vk::PhysicalDevice,
+    pub instance: Option<Arc<InstanceData>>,
+    pub next_gdpa: vk::PFN_vkGetDeviceProcAddr,
+    /// The next layer's Vulkan 1.0 device commands, for echo's own calls.
+    pub fp: ash::DeviceFnV1_0,
+    /// The next layer's pointer for every hooked command, by [`HookId`]; `None` where the next
+    /// layer has none (then echo hands out no hook for it either).
+    pub next: [vk::PFN_vkVoidFunction; HOOK_COUNT],
+    pub settings: Settings,
+    pub decision: Decision,
+    /// Extensions enabled on the device: the application's plus any echo added.
+    pub extensions: HashSet<String>,
+    /// Extensions echo added for itself (not visible to the application's requests).
+    pub added_extensions: Vec<String>,
+    /// Set when echo hit an internal error on this device: passthrough from then on.
+    pub failed: AtomicBool,
+    pub panic_at: Option<PanicAt>,
+    pub state: DeviceState,
+}
+
+impl DeviceData {
+    /// Whether echo's hooks do anything for this device.
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.decision.active && !self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The next layer's device-level command `name`.
+    pub fn next_proc(&self, name: &CStr) -> vk::PFN_vkVoidFunction {
+        // SAFETY: next_gdpa comes from the loader's link info for this device.
+        unsafe { (self.next_gdpa)(self.handle, name.as_ptr()) }
+    }
+
+    /// Marks the device failed after an internal error in `what`; logs once per device.
+    pub fn fail(&self, what: &str) {
+        if !self.failed.swap(true, Ordering::Relaxed) {
+            log::error!(
+                "internal error in {what} on device '{}'; echo falls back to passthrough for this device",
+                self.decision.name
+            );
+        }
+    }
+}
+
+/// A next-layer pointer, typed.
+///
+/// # Safety
+/// `F` must be the function-pointer type of the command `p` was resolved for.
+#[inline]
+pub unsafe fn typed<F: Copy>(p: unsafe extern "system" fn()) -> F {
+    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<usize>());
+    std::mem::transmute_copy(&p)
+}
+
+fn instances() -> &'static DashMap<Key, Arc<InstanceData>> {
+    static M: OnceLock<DashMap<Key, Arc<InstanceData>>> = OnceLock::new();
+    M.get_or_init(DashMap::new)
+}
+
+fn devices() -> &'static DashMap<Key, Arc<DeviceData>> {
+    static M: OnceLock<DashMap<Key, Arc<DeviceData>>> = OnceLock::new();
+    M.get_or_init(DashMap::new)
+}
+
+/// The next layer's `vkGetDeviceProcAddr` of every device echo saw created, recorded before
+/// anything that could fail, so `vkGetDeviceProcAddr` can always answer.
+fn device_links() -> &'static DashMap<Key, vk::PFN_vkGetDeviceProcAddr> {
+    static M: OnceLock<DashMap<Key, vk::PFN_vkGetDeviceProcAddr>> = OnceLock::new();
+    M.get_or_init(DashMap::new)
+}
+
+pub fn insert_instance(key: Key, data: InstanceData) {
+    instances().insert(key, Arc::new(data));
+}
+pub fn instance(key: Key) -> Option<Arc<InstanceData>> {
+    instances().get(&key).map(|r| Arc::clone(r.value()))
+}
+pub fn remove_instance(key: Key) -> Option<Arc<InstanceData>> {
+    instances().remove(&key).map(|(_, v)| v)
+}
+
+pub fn insert_device_link(key: Key, gdpa: vk::PFN_vkGetDeviceProcAddr) {
+    device_links().insert(key, gdpa);
+}
+pub fn device_link(key: Key) -> Option<vk::PFN_vkGetDeviceProcAddr> {
+    device_links().get(&key).map(|r| *r.value())
+}
+pub fn insert_device(key: Key, data: DeviceData) {
+    devices().insert(key, Arc::new(data));
+}
+#[inline]
+pub fn device(key: Key) -> Option<Arc<DeviceData>> {
+    devices().get(&key).map(|r| Arc::clone(r.value()))
+}
+pub fn remove_device(key: Key) -> Option<Arc<DeviceData>> {
+    device_links().remove(&key);
+    devices().remove(&key).map(|(_, v)| v)
+}
+
+/// Name of a C string for messages.
+///
+/// # Safety
+/// `p` must be null or a valid C string.
+pub unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a CStr> {
+    if p.is_null() {
+        None
+    } else {
+        Some(CStr::from_ptr(p))
+    }
+}

@@ -1,0 +1,170 @@
+//! Panic safety (DESIGN §3 "never take the app down").
+//!
+//! Every exported entry point and every hook runs inside `catch_unwind`. On a panic echo logs
+//! once, marks the device (or, outside a device, the layer) failed — passthrough from then on —
+//! and still completes the application's call through the next layer: if the call had already
+//! gone down, its recorded result is returned; otherwise it is forwarded now.
+
+use crate::dispatch::{self, typed, DeviceData, Key};
+use crate::hooks::HookId;
+use crate::log;
+use ash::vk;
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static LAYER_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Set after a panic outside any device: devices created from then on stay inactive.
+pub fn layer_failed() -> bool {
+    LAYER_FAILED.load(Ordering::Relaxed)
+}
+
+fn fail_layer(what: &str) {
+    if !LAYER_FAILED.swap(true, Ordering::Relaxed) {
+        log::error!("internal error in {what}; echo falls back to passthrough");
+    }
+}
+
+/// What a call returns when echo cannot even find the next layer (a handle echo never saw).
+pub trait Fallback: Copy {
+    fn fallback() -> Self;
+}
+impl Fallback for vk::Result {
+    fn fallback() -> Self {
+        vk::Result::ERROR_INITIALIZATION_FAILED
+    }
+}
+impl Fallback for () {
+    fn fallback() -> Self {}
+}
+impl Fallback for u64 {
+    fn fallback() -> Self {
+        0
+    }
+}
+impl Fallback for vk::PFN_vkVoidFunction {
+    fn fallback() -> Self {
+        None
+    }
+}
+
+/// Records the result of the call once it went down to the next layer.
+pub struct Down<R: Copy>(Cell<Option<R>>);
+
+impl<R: Copy> Down<R> {
+    /// Note that the next layer returned `r`; returns it.
+    #[inline]
+    pub fn record(&self, r: R) -> R {
+        self.0.set(Some(r));
+        r
+    }
+}
+
+/// Runs `body`; on a panic logs once, marks the layer failed and returns the recorded result of
+/// the call if it already went down, else `pass()` (which forwards it).
+pub fn guard<R: Copy>(name: &str, pass: impl FnOnce() -> R, body: impl FnOnce(&Down<R>) -> R) -> R {
+    let down = Down(Cell::new(None));
+    match catch_unwind(AssertUnwindSafe(|| body(&down))) {
+        Ok(r) => r,
+        Err(_) => {
+            fail_layer(name);
+            match down.0.get() {
+                Some(r) => r,
+                None => pass(),
+            }
+        }
+    }
+}
+
+/// A plain guard for code that forwards nothing: on a panic, log and return `fallback`.
+pub fn guard_value<R>(name: &str, fallback: impl FnOnce() -> R, body: impl FnOnce() -> R) -> R {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
+        fail_layer(name);
+        fallback()
+    })
+}
+
+/// One intercepted device-level call, as a hook body sees it.
+pub struct Call<'a, F: Copy, R: Copy> {
+    pub dev: &'a DeviceData,
+    /// The next layer's function for the exact command the application called.
+    pub next: F,
+    pub id: HookId,
+    result: Cell<Option<R>>,
+}
+
+impl<F: Copy, R: Copy> Call<'_, F, R> {
+    /// Wrap the call to the next layer: `cx.down((cx.next)(args))`. Records the result, so that
+    /// a later panic in the hook does not forward the call twice.
+    #[inline]
+    pub fn down(&self, r: R) -> R {
+        self.result.set(Some(r));
+        if let Some(p) = self.dev.panic_at {
+            if p.after && p.hook == self.id {
+                panic!(
+                    "VK_ECHO_TEST_PANIC: injected panic in {} after the call went down",
+                    self.id.name()
+                );
+            }
+        }
+        r
+    }
+}
+
+/// The body of every generated device hook: find the device by dispatch key, pass straight
+/// through when it is inactive or failed, otherwise run `body` under `catch_unwind`.
+#[inline]
+pub fn device_call<F: Copy, R: Fallback>(
+    key: Key,
+    id: HookId,
+    body: impl FnOnce(&Call<'_, F, R>) -> R,
+    pass: impl FnOnce(F) -> R,
+) -> R {
+    let outer = catch_unwind(AssertUnwindSafe(|| {
+        let Some(dev) = dispatch::device(key) else {
+            log::warn_once(
+                id.name(),
+                format_args!("{} called on a device echo does not know", id.name()),
+            );
+            return R::fallback();
+        };
+        let Some(p) = dev.next[id as usize] else {
+            log::warn_once(
+                id.name(),
+                format_args!("{} is missing in the next layer", id.name()),
+            );
+            return R::fallback();
+        };
+        // SAFETY: next[id] was resolved for exactly this command.
+        let next: F = unsafe { typed(p) };
+        if !dev.is_active() {
+            return pass(next);
+        }
+        let cx = Call {
+            dev: &dev,
+            next,
+            id,
+            result: Cell::new(None),
+        };
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            if let Some(p) = dev.panic_at {
+                if !p.after && p.hook == id {
+                    panic!("VK_ECHO_TEST_PANIC: injected panic in {}", id.name());
+                }
+            }
+            body(&cx)
+        }));
+        match r {
+            Ok(r) => r,
+            Err(_) => {
+                dev.fail(id.name());
+                match cx.result.get() {
+                    Some(r) => r,
+                    None => pass(next),
+                }
+            }
+        }
+    }));
+    outer.unwrap_or_else(|_| R::fallback())
+}

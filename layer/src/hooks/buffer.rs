@@ -1,0 +1,84 @@
+//! Buffers: creation, memory binding, device addresses (chapter "Resource Creation").
+
+use super::hook;
+use crate::dispatch::raw;
+use crate::state::BufferState;
+use ash::vk;
+
+hook! {
+    fn vkCreateBuffer(
+        cx,
+        device: vk::Device,
+        info: *const vk::BufferCreateInfo<'_>,
+        alloc: *const vk::AllocationCallbacks<'_>,
+        out: *mut vk::Buffer,
+    ) -> vk::Result {
+        let r = cx.down((cx.next)(device, info, alloc, out));
+        if r == vk::Result::SUCCESS {
+            let i = &*info;
+            let mut req = vk::MemoryRequirements::default();
+            (cx.dev.fp.get_buffer_memory_requirements)(device, *out, &mut req);
+            cx.dev.state.buffers.insert(
+                raw(*out),
+                BufferState {
+                    size: i.size,
+                    usage: i.usage,
+                    flags: i.flags,
+                    requirements: req,
+                    bound: None,
+                    address_taken: false,
+                },
+            );
+        }
+        r
+    }
+
+    fn vkDestroyBuffer(cx, device: vk::Device, buffer: vk::Buffer, alloc: *const vk::AllocationCallbacks<'_>) {
+        cx.dev.state.buffers.remove(&raw(buffer));
+        cx.down((cx.next)(device, buffer, alloc))
+    }
+
+    fn vkBindBufferMemory(
+        cx,
+        device: vk::Device,
+        buffer: vk::Buffer,
+        memory: vk::DeviceMemory,
+        offset: vk::DeviceSize,
+    ) -> vk::Result {
+        let r = cx.down((cx.next)(device, buffer, memory, offset));
+        if r == vk::Result::SUCCESS {
+            if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw(buffer)) {
+                b.bound = Some((raw(memory), offset));
+            }
+        }
+        r
+    }
+
+    fn vkBindBufferMemory2 | vkBindBufferMemory2KHR(
+        cx,
+        device: vk::Device,
+        count: u32,
+        infos: *const vk::BindBufferMemoryInfo<'_>,
+    ) -> vk::Result {
+        let r = cx.down((cx.next)(device, count, infos));
+        if r == vk::Result::SUCCESS && count > 0 {
+            for i in std::slice::from_raw_parts(infos, count as usize) {
+                if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw(i.buffer)) {
+                    b.bound = Some((raw(i.memory), i.memory_offset));
+                }
+            }
+        }
+        r
+    }
+
+    fn vkGetBufferDeviceAddress | vkGetBufferDeviceAddressKHR | vkGetBufferDeviceAddressEXT(
+        cx,
+        device: vk::Device,
+        info: *const vk::BufferDeviceAddressInfo<'_>,
+    ) -> vk::DeviceAddress {
+        if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw((*info).buffer)) {
+            b.address_taken = true;
+        }
+        cx.down((cx.next)(device, info))
+    }
+}

@@ -1,0 +1,259 @@
+//! Command buffers and the recorded commands that touch buffers (chapters "Command Buffers",
+//! "Copy Commands", "Dispatching Commands", "Drawing Commands", "Synchronization" barriers).
+//! Recording hooks are on the hot path: no global lock, one map lookup at most.
+
+use super::hook;
+use crate::dispatch::raw;
+use crate::state::{CommandBufferState, Recording};
+use ash::vk;
+use std::ffi::c_void;
+
+hook! {
+    fn vkAllocateCommandBuffers(
+        cx,
+        device: vk::Device,
+        info: *const vk::CommandBufferAllocateInfo<'_>,
+        out: *mut vk::CommandBuffer,
+    ) -> vk::Result {
+        let r = cx.down((cx.next)(device, info, out));
+        if r == vk::Result::SUCCESS {
+            let i = &*info;
+            let pool = raw(i.command_pool);
+            let cbs = std::slice::from_raw_parts(out, i.command_buffer_count as usize);
+            let st = &cx.dev.state;
+            for cb in cbs {
+                st.command_buffers.insert(
+                    raw(*cb),
+                    CommandBufferState { pool, level: i.level, recording: Recording::Initial, one_time_submit: false },
+                );
+            }
+            st.pools.entry(pool).or_default().extend(cbs.iter().map(|c| raw(*c)));
+        }
+        r
+    }
+
+    fn vkFreeCommandBuffers(
+        cx,
+        device: vk::Device,
+        pool: vk::CommandPool,
+        count: u32,
+        cbs: *const vk::CommandBuffer,
+    ) {
+        if count > 0 && !cbs.is_null() {
+            let st = &cx.dev.state;
+            let cbs = std::slice::from_raw_parts(cbs, count as usize);
+            for cb in cbs {
+                st.command_buffers.remove(&raw(*cb));
+            }
+            if let Some(mut set) = st.pools.get_mut(&raw(pool)) {
+                for cb in cbs {
+                    set.remove(&raw(*cb));
+                }
+            }
+        }
+        cx.down((cx.next)(device, pool, count, cbs))
+    }
+
+    fn vkDestroyCommandPool(cx, device: vk::Device, pool: vk::CommandPool, alloc: *const vk::AllocationCallbacks<'_>) {
+        cx.dev.state.drop_pool(raw(pool));
+        cx.down((cx.next)(device, pool, alloc))
+    }
+
+    fn vkResetCommandPool(cx, device: vk::Device, pool: vk::CommandPool, flags: vk::CommandPoolResetFlags) -> vk::Result {
+        let r = cx.down((cx.next)(device, pool, flags));
+        if r == vk::Result::SUCCESS {
+            cx.dev.state.reset_pool(raw(pool));
+        }
+        r
+    }
+
+    fn vkBeginCommandBuffer(cx, cb: vk::CommandBuffer, info: *const vk::CommandBufferBeginInfo<'_>) -> vk::Result {
+        let r = cx.down((cx.next)(cb, info));
+        if r == vk::Result::SUCCESS {
+            if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
+                s.recording = Recording::Recording;
+                s.one_time_submit = (*info).flags.contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+            }
+        }
+        r
+    }
+
+    fn vkEndCommandBuffer(cx, cb: vk::CommandBuffer) -> vk::Result {
+        let r = cx.down((cx.next)(cb));
+        if r == vk::Result::SUCCESS {
+            if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
+                s.recording = Recording::Executable;
+            }
+        }
+        r
+    }
+
+    fn vkResetCommandBuffer(cx, cb: vk::CommandBuffer, flags: vk::CommandBufferResetFlags) -> vk::Result {
+        let r = cx.down((cx.next)(cb, flags));
+        if r == vk::Result::SUCCESS {
+            if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
+                s.recording = Recording::Initial;
+            }
+        }
+        r
+    }
+
+    fn vkCmdCopyBuffer(
+        cx,
+        cb: vk::CommandBuffer,
+        src: vk::Buffer,
+        dst: vk::Buffer,
+        count: u32,
+        regions: *const vk::BufferCopy,
+    ) {
+        cx.down((cx.next)(cb, src, dst, count, regions))
+    }
+
+    fn vkCmdCopyBuffer2 | vkCmdCopyBuffer2KHR(cx, cb: vk::CommandBuffer, info: *const vk::CopyBufferInfo2<'_>) {
+        cx.down((cx.next)(cb, info))
+    }
+
+    fn vkCmdFillBuffer(
+        cx,
+        cb: vk::CommandBuffer,
+        dst: vk::Buffer,
+        offset: vk::DeviceSize,
+        size: vk::DeviceSize,
+        data: u32,
+    ) {
+        cx.down((cx.next)(cb, dst, offset, size, data))
+    }
+
+    fn vkCmdUpdateBuffer(
+        cx,
+        cb: vk::CommandBuffer,
+        dst: vk::Buffer,
+        offset: vk::DeviceSize,
+        size: vk::DeviceSize,
+        data: *const c_void,
+    ) {
+        cx.down((cx.next)(cb, dst, offset, size, data))
+    }
+
+    fn vkCmdBindVertexBuffers(
+        cx,
+        cb: vk::CommandBuffer,
+        first: u32,
+        count: u32,
+        buffers: *const vk::Buffer,
+        offsets: *const vk::DeviceSize,
+    ) {
+        cx.down((cx.next)(cb, first, count, buffers, offsets))
+    }
+
+    fn vkCmdBindIndexBuffer(cx, cb: vk::CommandBuffer, buffer: vk::Buffer, offset: vk::DeviceSize, ty: vk::IndexType) {
+        cx.down((cx.next)(cb, buffer, offset, ty))
+    }
+
+    fn vkCmdBindPipeline(cx, cb: vk::CommandBuffer, bind_point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
+        cx.down((cx.next)(cb, bind_point, pipeline))
+    }
+
+    fn vkCmdBindDescriptorSets(
+        cx,
+        cb: vk::CommandBuffer,
+        bind_point: vk::PipelineBindPoint,
+        layout: vk::PipelineLayout,
+        first_set: u32,
+        count: u32,
+        sets: *const vk::DescriptorSet,
+        dynamic_count: u32,
+        dynamic_offsets: *const u32,
+    ) {
+        cx.down((cx.next)(cb, bind_point, layout, first_set, count, sets, dynamic_count, dynamic_offsets))
+    }
+
+    fn vkCmdPushDescriptorSetKHR(
+        cx,
+        cb: vk::CommandBuffer,
+        bind_point: vk::PipelineBindPoint,
+        layout: vk::PipelineLayout,
+        set: u32,
+        count: u32,
+        writes: *const vk::WriteDescriptorSet<'_>,
+    ) {
+        cx.down((cx.next)(cb, bind_point, layout, set, count, writes))
+    }
+
+    fn vkCmdDispatch(cx, cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
+        cx.down((cx.next)(cb, x, y, z))
+    }
+
+    fn vkCmdDispatchIndirect(cx, cb: vk::CommandBuffer, buffer: vk::Buffer, offset: vk::DeviceSize) {
+        cx.down((cx.next)(cb, buffer, offset))
+    }
+
+    fn vkCmdDraw(cx, cb: vk::CommandBuffer, vertices: u32, instances: u32, first_vertex: u32, first_instance: u32) {
+        cx.down((cx.next)(cb, vertices, instances, first_vertex, first_instance))
+    }
+
+    fn vkCmdDrawIndexed(
+        cx,
+        cb: vk::CommandBuffer,
+        indices: u32,
+        instances: u32,
+        first_index: u32,
+        vertex_offset: i32,
+        first_instance: u32,
+    ) {
+        cx.down((cx.next)(cb, indices, instances, first_index, vertex_offset, first_instance))
+    }
+
+    fn vkCmdDrawIndirect | vkCmdDrawIndexedIndirect(
+        cx,
+        cb: vk::CommandBuffer,
+        buffer: vk::Buffer,
+        offset: vk::DeviceSize,
+        count: u32,
+        stride: u32,
+    ) {
+        cx.down((cx.next)(cb, buffer, offset, count, stride))
+    }
+
+    fn vkCmdCopyBufferToImage(
+        cx,
+        cb: vk::CommandBuffer,
+        src: vk::Buffer,
+        dst: vk::Image,
+        layout: vk::ImageLayout,
+        count: u32,
+        regions: *const vk::BufferImageCopy,
+    ) {
+        cx.down((cx.next)(cb, src, dst, layout, count, regions))
+    }
+
+    fn vkCmdCopyImageToBuffer(
+        cx,
+        cb: vk::CommandBuffer,
+        src: vk::Image,
+        layout: vk::ImageLayout,
+        dst: vk::Buffer,
+        count: u32,
+        regions: *const vk::BufferImageCopy,
+    ) {
+        cx.down((cx.next)(cb, src, layout, dst, count, regions))
+    }
+
+    fn vkCmdPipelineBarrier(
+        cx,
+        cb: vk::CommandBuffer,
+        src_stage: vk::PipelineStageFlags,
+        dst_stage: vk::PipelineStageFlags,
+        dependency: vk::DependencyFlags,
+        memory_count: u32,
+        memory: *const vk::MemoryBarrier<'_>,
+        buffer_count: u32,
+        buffer: *const vk::BufferMemoryBarrier<'_>,
+        image_count: u32,
+        image: *const vk::ImageMemoryBarrier<'_>,
+    ) {
+        cx.down((cx.next)(
+            cb, src_stage, dst_stage, dependency, memory_count, memory, buffer_count, buffer, image_count, image,
+        ))
+    }
+}

@@ -1,0 +1,346 @@
+//! `vkCreateDevice` (topology decision, extension additions), `vkDestroyDevice`, and the
+//! device-level `vkGetDeviceProcAddr` answer (active device: echo's hooks; inactive: the next
+//! layer's pointers, so no call passes through echo).
+
+use super::HookId;
+use crate::dispatch::{self, cstr, key_of, raw, Decision, DeviceData, InstanceData, PanicAt};
+use crate::guard::{guard_value, layer_failed};
+use crate::hooks::instance::proc_typed;
+use crate::loader;
+use crate::log;
+use crate::settings::{env_lookup, secure_execution};
+use crate::state::DeviceState;
+use ash::vk;
+use echo_analyzer::settings::Mode;
+use echo_analyzer::topology::{classify, flag_names, Class, MemoryTable, TopologyPolicy};
+use std::collections::HashSet;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Reads the physical device's table through the next layer, classifies it, and decides
+/// whether echo acts: the class must be active under `topology`, and `mode` must not be off.
+pub fn decide(inst: &InstanceData, pd: vk::PhysicalDevice) -> Decision {
+    let (table, name, _props) = inst.memory_table(pd);
+    let topology = classify(&table);
+    let s = &inst.settings;
+    let policy = match s.topology {
+        TopologyPolicy::Strict => "strict",
+        TopologyPolicy::Integrated => "integrated",
+    };
+    let mode = format!("{:?}", s.mode).to_lowercase();
+    let (active, why) = if layer_failed() {
+        (
+            false,
+            "echo hit an internal error earlier in this process".to_string(),
+        )
+    } else if !topology.active(s.topology) {
+        let why = match topology.class {
+            Class::Discrete => {
+                "class discrete: device memory is separate from host memory".to_string()
+            }
+            c => format!(
+                "class {c} is not acted on with topology={policy} (set topology=integrated)"
+            ),
+        };
+        (false, why)
+    } else if s.mode == Mode::Off {
+        (false, "mode off".to_string())
+    } else {
+        (
+            true,
+            format!(
+                "class {} with topology={policy}, mode {mode}",
+                topology.class
+            ),
+        )
+    };
+    Decision {
+        name,
+        table,
+        topology,
+        mode: s.mode,
+        active,
+        why,
+    }
+}
+
+fn unknown_decision(why: &str) -> Decision {
+    let table = MemoryTable {
+        device_type: echo_analyzer::topology::DeviceType::Other,
+        heaps: vec![],
+        types: vec![],
+    };
+    Decision {
+        name: "?".into(),
+        topology: classify(&table),
+        table,
+        mode: Mode::Off,
+        active: false,
+        why: why.into(),
+    }
+}
+
+fn log_decision(d: &Decision) {
+    let t = &d.topology;
+    log::info!(
+        "device '{}': class {}, alias memory type {}, cached host-visible {}; {} ({})",
+        d.name,
+        t.class,
+        t.alias_type.map_or("none".to_string(), |i| i.to_string()),
+        if t.cached_host_visible { "yes" } else { "no" },
+        if d.active { "ACTIVE" } else { "INACTIVE" },
+        d.why
+    );
+    if log::enabled(echo_analyzer::settings::LogLevel::Debug) {
+        for (i, ty) in d.table.types.iter().enumerate() {
+            log::debug!(
+                "  memory type {i}: heap {} [{}]",
+                ty.heap,
+                flag_names(ty.flags).join("|")
+            );
+        }
+        for (i, h) in d.table.heaps.iter().enumerate() {
+            log::debug!("  memory heap {i}: {} bytes, flags {:#x}", h.size, h.flags);
+        }
+    }
+}
+
+/// Device extensions echo enables for itself on top of the application's, where the device
+/// offers them. Profile mode will add `VK_EXT_external_memory_host` here (DESIGN §4); nothing
+/// yet. Only called for active devices.
+pub fn extensions_to_add(
+    _inst: &InstanceData,
+    _pd: vk::PhysicalDevice,
+    _d: &Decision,
+) -> Vec<&'static CStr> {
+    Vec::new()
+}
+
+/// The device extensions the next layer offers.
+unsafe fn available_extensions(inst: &InstanceData, pd: vk::PhysicalDevice) -> HashSet<String> {
+    let mut n = 0u32;
+    let f = inst.fp.enumerate_device_extension_properties;
+    if f(pd, std::ptr::null(), &mut n, std::ptr::null_mut()) != vk::Result::SUCCESS {
+        return HashSet::new();
+    }
+    let mut v = vec![vk::ExtensionProperties::default(); n as usize];
+    if f(pd, std::ptr::null(), &mut n, v.as_mut_ptr()) != vk::Result::SUCCESS {
+        return HashSet::new();
+    }
+    v.truncate(n as usize);
+    v.iter()
+        .filter_map(|e| e.extension_name_as_c_str().ok())
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect()
+}
+
+unsafe fn app_extensions(info: &vk::DeviceCreateInfo<'_>) -> Vec<String> {
+    (0..info.enabled_extension_count as usize)
+        .filter_map(|i| cstr(*info.pp_enabled_extension_names.add(i)))
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// `VK_ECHO_TEST_PANIC=<command>[@after]`: a test-only switch that makes echo's hook for that
+/// command panic (before, or after, the call went down). Read once per device; ignored in
+/// secure-execution processes.
+fn test_panic() -> Option<PanicAt> {
+    let v = env_lookup(secure_execution())("VK_ECHO_TEST_PANIC")?;
+    let (name, after) = match v.strip_suffix("@after") {
+        Some(n) => (n, true),
+        None => (v.as_str(), false),
+    };
+    let hook = HookId::from_name(name.trim().as_bytes())?;
+    log::warn!(
+        "VK_ECHO_TEST_PANIC: a panic will be injected into {}",
+        hook.name()
+    );
+    Some(PanicAt { hook, after })
+}
+
+pub unsafe extern "system" fn vkCreateDevice(
+    pd: vk::PhysicalDevice,
+    info: *const vk::DeviceCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Device,
+) -> vk::Result {
+    let Some(link) = loader::take_device_link(info) else {
+        log::error!("vkCreateDevice: no loader link info");
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let inst = dispatch::instance(key_of(raw(pd)));
+    let inst_handle = inst.as_ref().map_or(vk::Instance::null(), |i| i.handle);
+    let Some(next_create) =
+        proc_typed::<vk::PFN_vkCreateDevice>(link.next_gipa, inst_handle, c"vkCreateDevice")
+    else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+
+    // Decide before creating, so echo can add the extensions it needs (any failure: inactive).
+    let decision = match &inst {
+        Some(i) => guard_value(
+            "vkCreateDevice",
+            || unknown_decision("internal error while classifying"),
+            || decide(i, pd),
+        ),
+        None => unknown_decision("instance not created through echo"),
+    };
+    let app_exts = app_extensions(&*info);
+    let mut added: Vec<CString> = Vec::new();
+    if let (true, Some(i)) = (decision.active, &inst) {
+        added = guard_value("vkCreateDevice", Vec::new, || {
+            let want = extensions_to_add(i, pd, &decision);
+            if want.is_empty() {
+                return Vec::new();
+            }
+            let have = available_extensions(i, pd);
+            want.into_iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .filter(|n| have.contains(n) && !app_exts.contains(n))
+                .filter_map(|n| CString::new(n).ok())
+                .collect()
+        });
+    }
+
+    let mut r;
+    if added.is_empty() {
+        r = next_create(pd, info, alloc, out);
+    } else {
+        let mut names: Vec<*const c_char> = (0..(*info).enabled_extension_count as usize)
+            .map(|i| *(*info).pp_enabled_extension_names.add(i))
+            .collect();
+        names.extend(added.iter().map(|c| c.as_ptr()));
+        let mut patched = *info;
+        patched.enabled_extension_count = names.len() as u32;
+        patched.pp_enabled_extension_names = names.as_ptr();
+        r = next_create(pd, &patched, alloc, out);
+        if r == vk::Result::ERROR_EXTENSION_NOT_PRESENT
+            || r == vk::Result::ERROR_FEATURE_NOT_PRESENT
+        {
+            log::warn!(
+                "vkCreateDevice with echo's extra extensions failed ({r:?}); retrying without them"
+            );
+            added.clear();
+            r = next_create(pd, info, alloc, out);
+        }
+    }
+    if r != vk::Result::SUCCESS {
+        return r;
+    }
+    let device = *out;
+    let key = key_of(raw(device));
+    dispatch::insert_device_link(key, link.next_gdpa);
+
+    guard_value(
+        "vkCreateDevice",
+        || (),
+        || {
+            let gdpa = link.next_gdpa;
+            let fp = ash::DeviceFnV1_0::load(|n| {
+                gdpa(device, n.as_ptr()).map_or(std::ptr::null(), |f| f as *const c_void)
+            });
+            let mut next = [None; super::HOOK_COUNT];
+            for id in HookId::ALL {
+                let name = CString::new(id.name()).expect("hook names have no NUL");
+                next[id as usize] = gdpa(device, name.as_ptr());
+            }
+            let added: Vec<String> = added
+                .iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect();
+            let mut extensions: HashSet<String> = app_exts.iter().cloned().collect();
+            extensions.extend(added.iter().cloned());
+            log_decision(&decision);
+            if !added.is_empty() {
+                log::info!("enabled for echo: {}", added.join(", "));
+            }
+            let settings = inst
+                .as_ref()
+                .map(|i| i.settings.clone())
+                .unwrap_or_else(|| {
+                    echo_analyzer::settings::Settings::defaults(&env_lookup(secure_execution()))
+                });
+            let panic_at = if decision.active { test_panic() } else { None };
+            dispatch::insert_device(
+                key,
+                DeviceData {
+                    handle: device,
+                    physical_device: pd,
+                    instance: inst.clone(),
+                    next_gdpa: gdpa,
+                    fp,
+                    next,
+                    settings,
+                    decision,
+                    extensions,
+                    added_extensions: added,
+                    failed: AtomicBool::new(false),
+                    panic_at,
+                    state: DeviceState::default(),
+                },
+            );
+        },
+    );
+    vk::Result::SUCCESS
+}
+
+pub unsafe extern "system" fn vkDestroyDevice(
+    device: vk::Device,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    if device == vk::Device::null() {
+        return;
+    }
+    let key = key_of(raw(device));
+    let gdpa = dispatch::device_link(key);
+    let dev: Option<Arc<DeviceData>> = dispatch::remove_device(key);
+    let destroy: Option<vk::PFN_vkDestroyDevice> = match (&dev, gdpa) {
+        (Some(d), _) => Some(d.fp.destroy_device),
+        (None, Some(g)) => g(device, c"vkDestroyDevice".as_ptr()).map(|f| dispatch::typed(f)),
+        (None, None) => None,
+    };
+    if let Some(d) = &dev {
+        log::debug!(
+            "device '{}' destroyed: {} buffers, {} allocations, {} command buffers still tracked",
+            d.decision.name,
+            d.state.buffers.len(),
+            d.state.memory.len(),
+            d.state.command_buffers.len()
+        );
+    }
+    drop(dev);
+    match destroy {
+        Some(f) => f(device, alloc),
+        None => log::error!("vkDestroyDevice on a device echo does not know; not forwarded"),
+    }
+}
+
+/// `vkGetDeviceProcAddr`: echo's hook for an intercepted command on an active device (when the
+/// next layer has the command), the next layer's pointer otherwise. `vkGetDeviceProcAddr` and
+/// `vkDestroyDevice` stay echo's on every device (bookkeeping; never on a hot path).
+pub unsafe fn get_device_proc_addr(
+    device: vk::Device,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    let Some(cname) = cstr(name) else { return None };
+    let n = cname.to_bytes();
+    if n == b"vkGetDeviceProcAddr" || n == b"vkDestroyDevice" {
+        return super::instance::instance_hook(n);
+    }
+    if device == vk::Device::null() {
+        return None;
+    }
+    let key = key_of(raw(device));
+    match dispatch::device(key) {
+        Some(dev) => {
+            if dev.is_active() {
+                if let Some(id) = HookId::from_name(n) {
+                    return dev.next[id as usize].map(|_| id.hook());
+                }
+            }
+            dev.next_proc(cname)
+        }
+        None => dispatch::device_link(key).and_then(|g| g(device, name)),
+    }
+}

@@ -1,0 +1,224 @@
+//! Instance-level commands: `vkCreateInstance`, `vkDestroyInstance`, and the layer
+//! introspection queries. Settings are resolved here, once per instance.
+
+use crate::dispatch::{self, cstr, key_of, raw, InstanceData};
+use crate::guard::guard;
+use crate::loader;
+use crate::settings::{self, LAYER_NAME};
+use ash::vk;
+use std::ffi::{c_char, c_void, CStr};
+
+pub const SPEC_VERSION: u32 = vk::make_api_version(0, 1, 3, 239);
+pub const IMPLEMENTATION_VERSION: u32 = 1;
+const DESCRIPTION: &str = "Echo: removes host-device self-copies on unified-memory devices";
+
+/// Resolves `name` through `gipa` as a typed function pointer.
+///
+/// # Safety
+/// `F` must be the type of command `name`.
+pub unsafe fn proc_typed<F: Copy>(
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    instance: vk::Instance,
+    name: &CStr,
+) -> Option<F> {
+    gipa(instance, name.as_ptr()).map(|f| dispatch::typed::<F>(f))
+}
+
+pub unsafe extern "system" fn vkCreateInstance(
+    info: *const vk::InstanceCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Instance,
+) -> vk::Result {
+    let Some(link) = loader::take_instance_link(info) else {
+        crate::log::error!(
+            "vkCreateInstance: no loader link info; is the layer loaded by the Vulkan loader?"
+        );
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next_create) = proc_typed::<vk::PFN_vkCreateInstance>(
+        link.next_gipa,
+        vk::Instance::null(),
+        c"vkCreateInstance",
+    ) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    guard(
+        "vkCreateInstance",
+        || next_create(info, alloc, out),
+        |down| {
+            let settings = settings::gather(info);
+            let r = down.record(next_create(info, alloc, out));
+            if r != vk::Result::SUCCESS {
+                return r;
+            }
+            let handle = *out;
+            let gipa = link.next_gipa;
+            let fp = ash::InstanceFnV1_0::load(|n| {
+                gipa(handle, n.as_ptr()).map_or(std::ptr::null(), |f| f as *const c_void)
+            });
+            let props2 = proc_typed(gipa, handle, c"vkGetPhysicalDeviceProperties2")
+                .or_else(|| proc_typed(gipa, handle, c"vkGetPhysicalDeviceProperties2KHR"));
+            let app = (*info).p_application_info;
+            let api_version = if app.is_null() || (*app).api_version == 0 {
+                vk::API_VERSION_1_0
+            } else {
+                (*app).api_version
+            };
+            dispatch::insert_instance(
+                key_of(raw(handle)),
+                InstanceData {
+                    handle,
+                    next_gipa: gipa,
+                    fp,
+                    get_physical_device_properties2: props2,
+                    settings,
+                    api_version,
+                },
+            );
+            r
+        },
+    )
+}
+
+pub unsafe extern "system" fn vkDestroyInstance(
+    instance: vk::Instance,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    if instance == vk::Instance::null() {
+        return;
+    }
+    if let Some(inst) = dispatch::remove_instance(key_of(raw(instance))) {
+        (inst.fp.destroy_instance)(instance, alloc);
+    }
+}
+
+pub fn layer_properties() -> vk::LayerProperties {
+    let mut p = vk::LayerProperties {
+        spec_version: SPEC_VERSION,
+        implementation_version: IMPLEMENTATION_VERSION,
+        ..Default::default()
+    };
+    copy_str(&mut p.layer_name, LAYER_NAME);
+    copy_str(&mut p.description, DESCRIPTION);
+    p
+}
+
+fn copy_str(dst: &mut [c_char], s: &str) {
+    let n = dst.len() - 1;
+    for (d, b) in dst.iter_mut().zip(s.bytes().take(n)) {
+        *d = b as c_char;
+    }
+}
+
+/// The count/array protocol of the enumerate commands, for a list of one.
+pub unsafe fn write_layer_properties(
+    count: *mut u32,
+    props: *mut vk::LayerProperties,
+) -> vk::Result {
+    if count.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    if props.is_null() {
+        *count = 1;
+        return vk::Result::SUCCESS;
+    }
+    if *count < 1 {
+        return vk::Result::INCOMPLETE;
+    }
+    *props = layer_properties();
+    *count = 1;
+    vk::Result::SUCCESS
+}
+
+pub unsafe fn is_echo(layer_name: *const c_char) -> bool {
+    cstr(layer_name).is_some_and(|n| n.to_bytes() == LAYER_NAME.as_bytes())
+}
+
+pub unsafe extern "system" fn vkEnumerateInstanceLayerProperties(
+    count: *mut u32,
+    props: *mut vk::LayerProperties,
+) -> vk::Result {
+    write_layer_properties(count, props)
+}
+
+/// Echo provides no instance extensions.
+pub unsafe extern "system" fn vkEnumerateInstanceExtensionProperties(
+    layer_name: *const c_char,
+    count: *mut u32,
+    _props: *mut vk::ExtensionProperties,
+) -> vk::Result {
+    if is_echo(layer_name) && !count.is_null() {
+        *count = 0;
+        return vk::Result::SUCCESS;
+    }
+    vk::Result::ERROR_LAYER_NOT_PRESENT
+}
+
+pub unsafe extern "system" fn vkEnumerateDeviceLayerProperties(
+    _pd: vk::PhysicalDevice,
+    count: *mut u32,
+    props: *mut vk::LayerProperties,
+) -> vk::Result {
+    write_layer_properties(count, props)
+}
+
+/// Echo provides no device extensions; other queries go down the chain.
+pub unsafe extern "system" fn vkEnumerateDeviceExtensionProperties(
+    pd: vk::PhysicalDevice,
+    layer_name: *const c_char,
+    count: *mut u32,
+    props: *mut vk::ExtensionProperties,
+) -> vk::Result {
+    if is_echo(layer_name) {
+        if count.is_null() {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
+        }
+        *count = 0;
+        return vk::Result::SUCCESS;
+    }
+    if pd == vk::PhysicalDevice::null() {
+        return vk::Result::ERROR_LAYER_NOT_PRESENT;
+    }
+    match dispatch::instance(key_of(raw(pd))) {
+        Some(inst) => (inst.fp.enumerate_device_extension_properties)(pd, layer_name, count, props),
+        None => vk::Result::ERROR_LAYER_NOT_PRESENT,
+    }
+}
+
+/// Echo's own instance-level commands, by name (global ones need no instance).
+pub fn global_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
+    // SAFETY: each pointer is returned for the command of that name.
+    unsafe {
+        let f: *const () = match name {
+            b"vkGetInstanceProcAddr" => crate::vkGetInstanceProcAddr as *const (),
+            b"vkCreateInstance" => vkCreateInstance as *const (),
+            b"vkEnumerateInstanceLayerProperties" => {
+                vkEnumerateInstanceLayerProperties as *const ()
+            }
+            b"vkEnumerateInstanceExtensionProperties" => {
+                vkEnumerateInstanceExtensionProperties as *const ()
+            }
+            _ => return None,
+        };
+        Some(std::mem::transmute::<*const (), unsafe extern "system" fn()>(f))
+    }
+}
+
+/// Echo's instance-level commands that need an instance.
+pub fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
+    // SAFETY: as in global_hook.
+    unsafe {
+        let f: *const () = match name {
+            b"vkDestroyInstance" => vkDestroyInstance as *const (),
+            b"vkCreateDevice" => super::device::vkCreateDevice as *const (),
+            b"vkDestroyDevice" => super::device::vkDestroyDevice as *const (),
+            b"vkGetDeviceProcAddr" => crate::vkGetDeviceProcAddr as *const (),
+            b"vkEnumerateDeviceExtensionProperties" => {
+                vkEnumerateDeviceExtensionProperties as *const ()
+            }
+            b"vkEnumerateDeviceLayerProperties" => vkEnumerateDeviceLayerProperties as *const (),
+            _ => return None,
+        };
+        Some(std::mem::transmute::<*const (), unsafe extern "system" fn()>(f))
+    }
+}

@@ -1,0 +1,84 @@
+//! Memory: allocation, mapping, flush/invalidate (Vulkan spec chapter "Memory Allocation").
+
+use super::hook;
+use crate::dispatch::raw;
+use crate::state::{Mapping, MemoryState};
+use ash::vk;
+use std::ffi::c_void;
+
+/// The dedicated buffer of an allocation, from its pNext chain.
+unsafe fn dedicated_buffer(info: &vk::MemoryAllocateInfo<'_>) -> Option<u64> {
+    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        if (*p).s_type == vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO {
+            let d = &*(p as *const vk::MemoryDedicatedAllocateInfo<'_>);
+            return (d.buffer != vk::Buffer::null()).then(|| raw(d.buffer));
+        }
+        p = (*p).p_next;
+    }
+    None
+}
+
+hook! {
+    fn vkAllocateMemory(
+        cx,
+        device: vk::Device,
+        info: *const vk::MemoryAllocateInfo<'_>,
+        alloc: *const vk::AllocationCallbacks<'_>,
+        out: *mut vk::DeviceMemory,
+    ) -> vk::Result {
+        let r = cx.down((cx.next)(device, info, alloc, out));
+        if r == vk::Result::SUCCESS {
+            let i = &*info;
+            cx.dev.state.memory.insert(
+                raw(*out),
+                MemoryState {
+                    type_index: i.memory_type_index,
+                    size: i.allocation_size,
+                    dedicated_buffer: dedicated_buffer(i),
+                    mapped: None,
+                },
+            );
+        }
+        r
+    }
+
+    fn vkFreeMemory(cx, device: vk::Device, memory: vk::DeviceMemory, alloc: *const vk::AllocationCallbacks<'_>) {
+        cx.dev.state.memory.remove(&raw(memory));
+        cx.down((cx.next)(device, memory, alloc))
+    }
+
+    fn vkMapMemory(
+        cx,
+        device: vk::Device,
+        memory: vk::DeviceMemory,
+        offset: vk::DeviceSize,
+        size: vk::DeviceSize,
+        flags: vk::MemoryMapFlags,
+        data: *mut *mut c_void,
+    ) -> vk::Result {
+        let r = cx.down((cx.next)(device, memory, offset, size, flags, data));
+        if r == vk::Result::SUCCESS {
+            if let Some(mut m) = cx.dev.state.memory.get_mut(&raw(memory)) {
+                let size = if size == vk::WHOLE_SIZE { m.size.saturating_sub(offset) } else { size };
+                m.mapped = Some(Mapping { ptr: *data as usize, offset, size });
+            }
+        }
+        r
+    }
+
+    fn vkUnmapMemory(cx, device: vk::Device, memory: vk::DeviceMemory) {
+        if let Some(mut m) = cx.dev.state.memory.get_mut(&raw(memory)) {
+            m.mapped = None;
+        }
+        cx.down((cx.next)(device, memory))
+    }
+
+    fn vkFlushMappedMemoryRanges(cx, device: vk::Device, count: u32, ranges: *const vk::MappedMemoryRange<'_>) -> vk::Result {
+        cx.down((cx.next)(device, count, ranges))
+    }
+
+    fn vkInvalidateMappedMemoryRanges(cx, device: vk::Device, count: u32, ranges: *const vk::MappedMemoryRange<'_>) -> vk::Result {
+        cx.down((cx.next)(device, count, ranges))
+    }
+}

@@ -1,0 +1,92 @@
+#![allow(dead_code)] // the records are read by profile and enforce mode
+//! Per-handle records of one device, kept while the device is active.
+//!
+//! Keys are the raw 64-bit handle values (non-dispatchable handles are opaque: never
+//! dereferenced). Each map entry lives from the create/allocate call that made the handle to the
+//! destroy/free call that ended it; destroying a command pool ends its command buffers. Every
+//! map is a `DashMap`, so recording from many threads takes no global lock.
+
+use ash::vk;
+use dashmap::DashMap;
+use std::collections::HashSet;
+
+#[derive(Clone, Debug)]
+pub struct BufferState {
+    pub size: u64,
+    pub usage: vk::BufferUsageFlags,
+    pub flags: vk::BufferCreateFlags,
+    /// From the next layer, asked right after creation.
+    pub requirements: vk::MemoryRequirements,
+    /// `(memory, offset)` once bound.
+    pub bound: Option<(u64, u64)>,
+    /// A device address was taken (DESIGN §5 S3).
+    pub address_taken: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Mapping {
+    /// The pointer returned to the application.
+    pub ptr: usize,
+    pub offset: u64,
+    /// `VK_WHOLE_SIZE` resolved to bytes.
+    pub size: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct MemoryState {
+    pub type_index: u32,
+    pub size: u64,
+    /// `VkMemoryDedicatedAllocateInfo::buffer`, if dedicated to a buffer.
+    pub dedicated_buffer: Option<u64>,
+    pub mapped: Option<Mapping>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recording {
+    Initial,
+    Recording,
+    Executable,
+}
+
+#[derive(Clone, Debug)]
+pub struct CommandBufferState {
+    pub pool: u64,
+    pub level: vk::CommandBufferLevel,
+    pub recording: Recording,
+    pub one_time_submit: bool,
+}
+
+#[derive(Default)]
+pub struct DeviceState {
+    pub buffers: DashMap<u64, BufferState>,
+    pub memory: DashMap<u64, MemoryState>,
+    pub command_buffers: DashMap<u64, CommandBufferState>,
+    /// Command pool → its live command buffers.
+    pub pools: DashMap<u64, HashSet<u64>>,
+}
+
+impl DeviceState {
+    /// Forgets the command buffers of `pool` (destroyed) and returns them.
+    pub fn drop_pool(&self, pool: u64) -> Vec<u64> {
+        let cbs: Vec<u64> = self
+            .pools
+            .remove(&pool)
+            .map(|(_, s)| s.into_iter().collect())
+            .unwrap_or_default();
+        for cb in &cbs {
+            self.command_buffers.remove(cb);
+        }
+        cbs
+    }
+
+    /// Puts every command buffer of `pool` back to the initial state (pool reset).
+    pub fn reset_pool(&self, pool: u64) {
+        if let Some(set) = self.pools.get(&pool) {
+            for cb in set.iter() {
+                if let Some(mut s) = self.command_buffers.get_mut(cb) {
+                    s.recording = Recording::Initial;
+                }
+            }
+        }
+    }
+}
