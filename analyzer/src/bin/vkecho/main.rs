@@ -7,6 +7,7 @@ mod calibrate;
 mod doctor;
 mod install;
 mod launch;
+mod paths;
 mod run;
 
 const USAGE: &str = "\
@@ -17,7 +18,7 @@ usage: vkecho <command> [options]
 commands:
   doctor [--json]                         explain this machine: loader, drivers, devices, layer install
   install [--system] [--explicit]         install the layer manifest (user dir by default)
-  uninstall [--system]                    remove an installed manifest
+  uninstall [--system] [--explicit]       remove an installed manifest
   analyze TRACE [-o PLAN] [--json]        turn a profile trace into a plan, with every decision explained
   run [--plan PLAN] [--stats F] -- CMD    run CMD with the layer enforcing a plan; print what it saved
   calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# THE test command of VK_LAYER_echo (README): installs the Debian packages it needs when they
+# are missing, builds every crate and target of the workspace (debug), and runs every test on
+# the real Vulkan loader with Mesa lavapipe. Exits non-zero when anything fails.
+#
+# Extra arguments go to `cargo test` (e.g. `scripts/test.sh -p echo-tests --test cli`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+
+# Mesa complains on every Vulkan program without it; the loader and tests do not care where.
+if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
+    export XDG_RUNTIME_DIR=/tmp
+fi
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+target="${CARGO_TARGET_DIR:-target}"
+mkdir -p "$target"
+log="$target/test-log.txt"
+
+echo "== cargo build --workspace --all-targets"
+cargo build --workspace --all-targets
+
+echo "== cargo test --workspace $*"
+status=0
+cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+
+# Summary over every test binary's "test result:" line.
+passed=0 failed=0 ignored=0 binaries=0
+while read -r p f i; do
+    passed=$((passed + p)); failed=$((failed + f)); ignored=$((ignored + i)); binaries=$((binaries + 1))
+done < <(sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed; \([0-9]*\) ignored.*/\1 \2 \3/p' "$log")
+
+echo
+echo "== summary: $passed passed, $failed failed, $ignored ignored, in $binaries test binaries (log: $log)"
+if [ "$status" -ne 0 ] || [ "$failed" -ne 0 ]; then
+    grep -E '^test .* \.\.\. FAILED$' "$log" | sed 's/^test /   FAILED: /; s/ \.\.\. FAILED$//' || true
+    grep -E '^error(\[|:)' "$log" | sort -u | head -20 | sed 's/^/   /' || true
+    echo "== FAILED (cargo test exit status $status)"
+    exit 1
+fi
+echo "== all tests passed"

@@ -1,0 +1,367 @@
+//! `vkecho doctor`, `vkecho install` and `vkecho uninstall` on the real loader and lavapipe.
+//!
+//! Every test runs the built `vkecho` (from `cargo build --workspace`, as scripts/test.sh does)
+//! with its own temporary HOME / XDG_DATA_HOME and a cleaned environment, so nothing outside
+//! the temporary directory is read or written.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// target/<profile>/, found from this test executable (target/<profile>/deps/cli-…).
+fn build_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+fn vkecho_path() -> PathBuf {
+    let p = build_dir().join("vkecho");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace first (`cargo build --workspace`; scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+fn layer_lib() -> PathBuf {
+    let p = build_dir().join("libVkLayer_echo.so");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace first",
+        p.display()
+    );
+    std::fs::canonicalize(p).unwrap()
+}
+
+fn repo_manifest() -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifest/VkLayer_echo.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// A fresh private directory that is removed when dropped.
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(name: &str) -> Temp {
+        let p = std::env::temp_dir().join(format!("vkecho-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Temp(p)
+    }
+    fn home(&self) -> PathBuf {
+        self.0.join("home")
+    }
+    fn data(&self) -> PathBuf {
+        self.0.join("data")
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `vkecho` with an environment that points every user directory into `t` and drops every
+/// variable that would steer the loader or echo.
+fn vkecho(t: &Temp, args: &[&str]) -> Command {
+    let mut c = Command::new(vkecho_path());
+    c.args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("VK_") || k.starts_with("XDG_") {
+            c.env_remove(&k);
+        }
+    }
+    std::fs::create_dir_all(t.home()).unwrap();
+    c.env("HOME", t.home())
+        .env("XDG_DATA_HOME", t.data())
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .current_dir(&t.0);
+    c
+}
+
+fn run(mut c: Command) -> Output {
+    c.output().expect("vkecho runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn doctor_json(c: Command) -> (Value, i32) {
+    let out = run(c);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor --json printed no JSON ({e}):\n{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (doc, out.status.code().unwrap_or(-1))
+}
+
+fn problems(doc: &Value) -> String {
+    doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn lavapipe(doc: &Value) -> &Value {
+    doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"].as_str().unwrap_or("").contains("llvmpipe"))
+        .unwrap_or_else(|| panic!("no lavapipe device in {:#}", doc["devices"]))
+}
+
+/// Doctor explains this machine: the loader, lavapipe's driver manifest, lavapipe as a
+/// `uma-strict` device with its one DL|HV|HC|HCA memory type, and echo not installed (a problem,
+/// so exit status 1).
+#[test]
+fn doctor_json_reports_lavapipe_as_uma_strict() {
+    let t = Temp::new("doctor");
+    let (doc, code) = doctor_json(vkecho(&t, &["doctor", "--json"]));
+    assert_eq!(doc["loader"]["found"], true);
+    let v = doc["loader"]["version"].as_str().unwrap();
+    assert!(v.starts_with("1."), "loader version {v}");
+    assert!(
+        doc["drivers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["manifest"].as_str().unwrap().contains("lvp_icd")
+                && d["library_found"] == true),
+        "lavapipe's ICD manifest: {:#}",
+        doc["drivers"]
+    );
+    let d = lavapipe(&doc);
+    assert_eq!(d["class"], "uma-strict");
+    assert_eq!(d["type"], "CPU");
+    assert_eq!(d["alias_type"], 0);
+    assert_eq!(d["cached_host_visible"], true);
+    assert_eq!(
+        d["types"][0]["flags"],
+        serde_json::json!(["DL", "HV", "HC", "HCA"])
+    );
+    assert_eq!(d["heaps"][0]["flags"], serde_json::json!(["DEVICE_LOCAL"]));
+    assert_eq!(d["echo_active"], true);
+    assert_eq!(doc["echo"]["installed"], false);
+    assert_eq!(doc["echo"]["loaded_in_doctor"], false);
+    assert!(
+        problems(&doc).contains("not installed"),
+        "{}",
+        problems(&doc)
+    );
+    assert_eq!(code, 1, "a problem gives exit status 1");
+}
+
+#[test]
+fn doctor_text_names_the_device_and_its_class() {
+    let t = Temp::new("doctor-text");
+    let out = run(vkecho(&t, &["doctor"]));
+    let s = text(&out.stdout);
+    for want in [
+        "Vulkan loader",
+        "llvmpipe",
+        "uma-strict",
+        "DL|HV|HC|HCA",
+        "not installed",
+    ] {
+        assert!(s.contains(want), "doctor's text lacks '{want}':\n{s}");
+    }
+}
+
+/// Install writes the repository's manifest with an absolute library_path into the user's
+/// implicit-layer directory; doctor then finds it where the loader looks, the loader lists it,
+/// and doctor did not load echo itself even with VK_ECHO_ENABLE=1 in its environment.
+/// Uninstall removes it again.
+#[test]
+fn install_implicit_then_doctor_then_uninstall() {
+    let t = Temp::new("implicit");
+    let out = run(vkecho(&t, &["install"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = t.data().join("vulkan/implicit_layer.d/VkLayer_echo.json");
+    assert!(file.is_file(), "{} not written", file.display());
+    let so = text(&out.stdout);
+    assert!(
+        so.contains(&file.display().to_string()) && so.contains("VK_ECHO_ENABLE=1"),
+        "{so}"
+    );
+
+    let installed: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let lib = installed["layer"]["library_path"].as_str().unwrap();
+    assert!(Path::new(lib).is_absolute(), "library_path {lib}");
+    assert_eq!(Path::new(lib), layer_lib());
+    let mut expected = repo_manifest();
+    expected["layer"]["library_path"] = lib.into();
+    assert_eq!(
+        installed, expected,
+        "only library_path differs from manifest/"
+    );
+
+    let mut c = vkecho(&t, &["doctor", "--json"]);
+    c.env("VK_ECHO_ENABLE", "1");
+    let (doc, _) = doctor_json(c);
+    let e = &doc["echo"];
+    assert_eq!(e["installed"], true);
+    assert_eq!(e["manifests"].as_array().unwrap().len(), 1);
+    let m = &e["manifests"][0];
+    assert_eq!(m["path"], file.display().to_string());
+    assert_eq!(m["kind"], "implicit");
+    assert_eq!(m["origin"], "XDG_DATA_HOME");
+    assert_eq!(m["library_found"], true);
+    assert_eq!(e["seen_by_loader"], true, "the loader lists VK_LAYER_echo");
+    assert_eq!(e["enabled_in_this_environment"], true);
+    assert_eq!(e["loaded_in_doctor"], false, "doctor must not load echo");
+    assert!(!problems(&doc).contains("not installed"));
+
+    let out = run(vkecho(&t, &["uninstall"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!file.exists());
+    let (doc, _) = doctor_json(vkecho(&t, &["doctor", "--json"]));
+    assert_eq!(doc["echo"]["installed"], false);
+    assert_eq!(doc["echo"]["seen_by_loader"], false);
+    // Uninstalling twice is not an error.
+    assert!(run(vkecho(&t, &["uninstall"])).status.success());
+}
+
+/// The explicit install goes to explicit_layer.d without the implicit-layer switches, and doctor
+/// says it is enabled by name.
+#[test]
+fn install_explicit() {
+    let t = Temp::new("explicit");
+    let out = run(vkecho(&t, &["install", "--explicit"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("VK_INSTANCE_LAYERS=VK_LAYER_echo"));
+    let file = t.data().join("vulkan/explicit_layer.d/VkLayer_echo.json");
+    let installed: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert!(installed["layer"].get("enable_environment").is_none());
+    assert_eq!(
+        installed["layer"]["features"],
+        repo_manifest()["layer"]["features"]
+    );
+    let (doc, _) = doctor_json(vkecho(&t, &["doctor", "--json"]));
+    assert_eq!(doc["echo"]["manifests"][0]["kind"], "explicit");
+    assert_eq!(doc["echo"]["seen_by_loader"], true);
+    assert_eq!(doc["echo"]["enabled_in_this_environment"], false);
+    let mut c = vkecho(&t, &["doctor", "--json"]);
+    c.env("VK_INSTANCE_LAYERS", "VK_LAYER_echo");
+    let (doc, _) = doctor_json(c);
+    assert_eq!(doc["echo"]["enabled_in_this_environment"], true);
+    assert_eq!(doc["echo"]["loaded_in_doctor"], false);
+    let out = run(vkecho(&t, &["uninstall", "--explicit"]));
+    assert!(out.status.success());
+    assert!(!file.exists());
+}
+
+/// Doctor's load test: with echo installed, a child process creates an instance with echo
+/// enabled (mode off) and the built library must be mapped there and accepted by the loader.
+#[test]
+fn doctor_load_test_loads_the_built_layer() {
+    let t = Temp::new("probe");
+    assert!(run(vkecho(&t, &["install"])).status.success());
+    let (doc, _) = doctor_json(vkecho(&t, &["doctor", "--json"]));
+    let p = &doc["echo"]["load_probe"];
+    assert_eq!(p["loaded"], true, "load test: {p:#}");
+    assert_eq!(Path::new(p["library"].as_str().unwrap()), layer_lib());
+    assert_eq!(p["physical_devices"], 1);
+    assert_eq!(problems(&doc), "", "no problem with echo installed");
+}
+
+#[test]
+fn install_errors_are_clear() {
+    let t = Temp::new("errors");
+    let out = run(vkecho(
+        &t,
+        &["install", "--lib", "/nonexistent/libVkLayer_echo.so"],
+    ));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("/nonexistent/libVkLayer_echo.so"));
+
+    let not_elf = t.0.join("fake.so");
+    std::fs::write(&not_elf, "hello").unwrap();
+    let out = run(vkecho(&t, &["install", "--lib", not_elf.to_str().unwrap()]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("not a shared library"));
+
+    let mut c = vkecho(&t, &["install"]);
+    c.env_remove("HOME").env_remove("XDG_DATA_HOME");
+    let out = run(c);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("HOME"), "{}", text(&out.stderr));
+
+    let out = run(vkecho(&t, &["install", "--frobnicate"]));
+    assert_eq!(out.status.code(), Some(2));
+
+    // Uninstall removes only echo manifests.
+    let dir = t.data().join("vulkan/implicit_layer.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let foreign = dir.join("VkLayer_echo.json");
+    std::fs::write(
+        &foreign,
+        r#"{"file_format_version":"1.0.0","layer":{"name":"VK_LAYER_other"}}"#,
+    )
+    .unwrap();
+    let out = run(vkecho(&t, &["uninstall"]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(foreign.exists());
+    let out = run(vkecho(&t, &["install"]));
+    assert_eq!(out.status.code(), Some(1), "no overwrite of a foreign file");
+}
+
+/// `XDG_DATA_DIRS` replaces the loader's default list (DESIGN §3): without /usr/share the
+/// lavapipe ICD disappears, and doctor says why.
+#[test]
+fn doctor_flags_xdg_data_dirs_without_usr_share() {
+    let t = Temp::new("xdg");
+    let mut c = vkecho(&t, &["doctor", "--json"]);
+    c.env("XDG_DATA_DIRS", "/nonexistent");
+    let (doc, code) = doctor_json(c);
+    assert!(
+        problems(&doc).contains("lacks /usr/share"),
+        "{}",
+        problems(&doc)
+    );
+    assert_eq!(code, 1);
+}
+
+/// Doctor resolves settings as the layer does: VK_ECHO_* first, then vk_layer_settings.txt in
+/// $XDG_DATA_HOME/vulkan/settings.d; an invalid value is a warning naming the accepted values.
+#[test]
+fn doctor_resolves_settings_like_the_layer() {
+    let t = Temp::new("settings");
+    let sd = t.data().join("vulkan/settings.d");
+    std::fs::create_dir_all(&sd).unwrap();
+    std::fs::write(
+        sd.join("vk_layer_settings.txt"),
+        "echo.topology = integrated\necho.mode = profile\n",
+    )
+    .unwrap();
+    let mut c = vkecho(&t, &["doctor", "--json"]);
+    c.env("VK_ECHO_MODE", "enforce")
+        .env("VK_ECHO_MIN_BYTES", "1M")
+        .env("VK_ECHO_LOG", "loud");
+    let (doc, _) = doctor_json(c);
+    let s = &doc["settings"];
+    assert_eq!(s["values"]["mode"], "enforce");
+    assert_eq!(s["sources"]["mode"], "environment");
+    assert_eq!(s["values"]["min_bytes"], "1048576");
+    assert_eq!(s["values"]["topology"], "integrated");
+    assert_eq!(s["sources"]["topology"], "vk_layer_settings.txt");
+    assert_eq!(s["values"]["log"], "warn");
+    let w = s["warnings"].to_string();
+    assert!(
+        w.contains("VK_ECHO_LOG") && w.contains("error|warn|info|debug"),
+        "{w}"
+    );
+    assert_eq!(
+        s["values"]["cache_dir"],
+        t.home().join(".cache/vk-echo").display().to_string()
+    );
+}
