@@ -1,0 +1,189 @@
+//! What every sample shares outside Vulkan: options, deterministic input data, the iteration loop
+//! with timing, the output checksum and the one-line JSON report.
+
+use crate::vk::Res;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Variant {
+    /// Discrete-GPU style: staging buffers and vkCmdCopyBuffer.
+    Staging,
+    /// Hand-written UMA version: host-visible device-local buffers, no copies.
+    ZeroCopy,
+}
+
+impl Variant {
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Staging => "staging",
+            Variant::ZeroCopy => "zero-copy",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Opts {
+    pub variant: Variant,
+    /// The sample's main size in bytes (each sample says what it measures).
+    pub size_bytes: u64,
+    pub iters: u32,
+    pub threads: u32,
+    pub seed: u64,
+    /// Timestamp queries around copies; adds copy_ms_median and f_copy to the report.
+    pub timing: bool,
+    /// Test only: saxpy omits the upload → compute barrier (validation must catch it).
+    pub inject_hazard: bool,
+}
+
+impl Opts {
+    pub fn staging(&self) -> bool {
+        self.variant == Variant::Staging
+    }
+    /// Number of f32 elements in `size_bytes` (at least `min`).
+    pub fn floats(&self, min: u64) -> u64 {
+        (self.size_bytes / 4).max(min)
+    }
+}
+
+/// Bytes copied and time spent in copies by one submission.
+#[derive(Clone, Copy, Default)]
+pub struct Exec {
+    pub bytes_copied: u64,
+    pub copy_ns: f64,
+}
+
+/// A deterministic seed for (run seed, iteration, stream).
+pub fn seed(base: u64, iter: u32, stream: u32) -> u32 {
+    let mut x = base ^ ((iter as u64) << 32) ^ (stream as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (x ^ (x >> 31)) as u32
+}
+
+#[inline]
+fn hash32(seed: u32, i: u32) -> u32 {
+    let mut h = (i ^ seed).wrapping_mul(0x9E37_79B1);
+    h ^= h >> 15;
+    h = h.wrapping_mul(0x85EB_CA77);
+    h ^ (h >> 13)
+}
+
+/// Fills `dst` with values in [-1, 1), a pure function of (seed, index).
+pub fn fill_f32(dst: &mut [f32], seed: u32) {
+    for (i, v) in dst.iter_mut().enumerate() {
+        *v = (hash32(seed, i as u32) >> 8) as f32 * (2.0 / 16_777_216.0) - 1.0;
+    }
+}
+
+/// Fills `dst` with bytes, a pure function of (seed, index).
+pub fn fill_u8(dst: &mut [u8], seed: u32) {
+    for (i, v) in dst.iter_mut().enumerate() {
+        *v = (hash32(seed, i as u32) >> 24) as u8;
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// Collects per-iteration times, copy statistics and the FNV-1a 64 checksum of every output byte
+/// the host reads back. Time spent folding the checksum is excluded from the iteration time.
+pub struct Sink {
+    hash: u64,
+    iter_ms: Vec<f64>,
+    copy_ms: Vec<f64>,
+    bytes: Vec<u64>,
+    excluded: Duration,
+    cur: Exec,
+}
+
+impl Default for Sink {
+    fn default() -> Self {
+        Sink {
+            hash: FNV_OFFSET,
+            iter_ms: Vec::new(),
+            copy_ms: Vec::new(),
+            bytes: Vec::new(),
+            excluded: Duration::ZERO,
+            cur: Exec::default(),
+        }
+    }
+}
+
+impl Sink {
+    /// Runs `iters` timed iterations of `f(iteration, sink)`.
+    pub fn iterate(&mut self, iters: u32, mut f: impl FnMut(u32, &mut Sink) -> Res<()>) -> Res<()> {
+        for it in 0..iters {
+            self.excluded = Duration::ZERO;
+            self.cur = Exec::default();
+            let start = Instant::now();
+            f(it, self)?;
+            let elapsed = start.elapsed().saturating_sub(self.excluded);
+            self.iter_ms.push(elapsed.as_secs_f64() * 1e3);
+            self.copy_ms.push(self.cur.copy_ns / 1e6);
+            self.bytes.push(self.cur.bytes_copied);
+        }
+        Ok(())
+    }
+
+    /// Accounts one submission's copies to the current iteration.
+    pub fn add(&mut self, e: Exec) {
+        self.cur.bytes_copied += e.bytes_copied;
+        self.cur.copy_ns += e.copy_ns;
+    }
+
+    /// Folds output bytes into the checksum (not timed).
+    pub fn fold(&mut self, bytes: &[u8]) {
+        let t = Instant::now();
+        let mut h = self.hash;
+        for &b in bytes {
+            h ^= b as u64;
+            h = h.wrapping_mul(FNV_PRIME);
+        }
+        self.hash = h;
+        self.excluded += t.elapsed();
+    }
+
+    /// The one JSON line the run prints on stdout.
+    pub fn json(&self, sample: &str, o: &Opts) -> String {
+        let med = |v: &[f64]| {
+            let mut s = v.to_vec();
+            s.sort_by(|a, b| a.total_cmp(b));
+            match s.len() {
+                0 => 0.0,
+                n if n % 2 == 1 => s[n / 2],
+                n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+            }
+        };
+        let n = self.iter_ms.len().max(1) as f64;
+        let iter_sum: f64 = self.iter_ms.iter().sum();
+        let bytes_per_iter = self.bytes.iter().sum::<u64>() / self.bytes.len().max(1) as u64;
+        let mut s = format!(
+            "{{\"sample\":\"{sample}\",\"variant\":\"{}\",\"size_bytes\":{},\"iters\":{},\
+             \"checksum\":\"{:016x}\",\"iter_ms_median\":{:.4},\"iter_ms_mean\":{:.4},\
+             \"bytes_copied_per_iter\":{bytes_per_iter}",
+            o.variant.name(),
+            o.size_bytes,
+            self.iter_ms.len(),
+            self.hash,
+            med(&self.iter_ms),
+            iter_sum / n,
+        );
+        if o.timing {
+            let copy_sum: f64 = self.copy_ms.iter().sum();
+            let f_copy = if iter_sum > 0.0 {
+                copy_sum / iter_sum
+            } else {
+                0.0
+            };
+            s += &format!(
+                ",\"copy_ms_median\":{:.4},\"copy_ms_mean\":{:.4},\"f_copy\":{f_copy:.4}",
+                med(&self.copy_ms),
+                copy_sum / n
+            );
+        }
+        if sample == "threads" {
+            s += &format!(",\"threads\":{}", o.threads);
+        }
+        s + "}"
+    }
+}
