@@ -8,8 +8,14 @@
 
 pub mod apply;
 pub mod context;
+pub mod analysis;
+pub mod model;
+pub mod pairing;
 pub mod plan;
+pub mod report;
+pub mod safety;
 pub mod settings;
+pub mod symbolize;
 pub mod stats;
 pub mod topology;
 pub mod trace;

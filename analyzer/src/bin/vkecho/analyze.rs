@@ -1,5 +1,155 @@
-//! `vkecho analyze` (placeholder until implemented).
-pub fn main(_args: &[String]) -> i32 {
-    eprintln!("vkecho analyze: not implemented yet");
-    2
+//! `vkecho analyze TRACE [-o PLAN] [--json]`: turn a profile trace into a plan, with every
+//! decision explained.
+
+use echo_analyzer::analysis::explain;
+use echo_analyzer::plan::Thresholds;
+use echo_analyzer::report;
+use echo_analyzer::settings::parse_u64;
+use echo_analyzer::symbolize::Symbolizer;
+use echo_analyzer::trace::read_trace;
+use std::io::{BufReader, Write};
+
+const USAGE: &str = "\
+usage: vkecho analyze TRACE [-o PLAN] [--json] [--min-bytes N] [--min-copies K] [--no-symbolize]
+
+  TRACE            a trace written by the layer in profile mode (JSON Lines)
+  -o PLAN          write the plan there (file mode 0600)
+  --json           print the analysis as JSON instead of a table
+  --min-bytes N    smallest copy that counts (default: the trace's setting, else 256K)
+  --min-copies K   fewest copies that make a pair (default: the trace's setting, else 2)
+  --no-symbolize   print creation sites as module+0xoffset (no addr2line)
+";
+
+fn fail(msg: &str) -> i32 {
+    eprintln!("vkecho analyze: {msg}");
+    1
+}
+
+pub fn main(args: &[String]) -> i32 {
+    let mut trace_path: Option<&str> = None;
+    let mut out: Option<&str> = None;
+    let mut as_json = false;
+    let mut symbolize = true;
+    let mut min_bytes: Option<u64> = None;
+    let mut min_copies: Option<u64> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-o" | "--output" => match it.next() {
+                Some(p) => out = Some(p),
+                None => {
+                    eprint!("vkecho analyze: -o needs a file\n{USAGE}");
+                    return 2;
+                }
+            },
+            "--json" => as_json = true,
+            "--no-symbolize" => symbolize = false,
+            "--min-bytes" | "--min-copies" => {
+                let v = it.next().and_then(|v| parse_u64(v));
+                match (a.as_str(), v) {
+                    ("--min-bytes", Some(v)) => min_bytes = Some(v),
+                    ("--min-copies", Some(v)) if v >= 1 => min_copies = Some(v),
+                    _ => {
+                        eprint!("vkecho analyze: {a} needs a number\n{USAGE}");
+                        return 2;
+                    }
+                }
+            }
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return 0;
+            }
+            s if s.starts_with('-') && s != "-" => {
+                eprint!("vkecho analyze: unknown option {s}\n{USAGE}");
+                return 2;
+            }
+            s => {
+                if trace_path.replace(s).is_some() {
+                    eprint!("vkecho analyze: one trace at a time\n{USAGE}");
+                    return 2;
+                }
+            }
+        }
+    }
+    let Some(trace_path) = trace_path else {
+        eprint!("{USAGE}");
+        return 2;
+    };
+    let trace = if trace_path == "-" {
+        read_trace(std::io::stdin().lock())
+    } else {
+        match std::fs::File::open(trace_path) {
+            Ok(f) => read_trace(BufReader::new(f)),
+            Err(e) => return fail(&format!("cannot open {trace_path}: {e}")),
+        }
+    };
+    let trace = match trace {
+        Ok(t) => t,
+        Err(e) => return fail(&format!("{trace_path}: {e}")),
+    };
+    // Thresholds: the command line, else what the trace was recorded with, else the defaults.
+    let from_trace = |k: &str| trace.header.settings.get(k).and_then(|v| parse_u64(v));
+    let d = Thresholds::default();
+    let t = Thresholds {
+        min_bytes: min_bytes.or(from_trace("min_bytes")).unwrap_or(d.min_bytes),
+        min_copies: min_copies
+            .or(from_trace("min_copies").filter(|&k| k >= 1))
+            .unwrap_or(d.min_copies),
+    };
+    let sym = if symbolize {
+        Symbolizer::new(&trace.header.context.exe_path)
+    } else {
+        Symbolizer::disabled()
+    };
+    sym.prefetch(&trace);
+    let analysis = explain(&trace, t, &|s| sym.site(s));
+    if trace.truncated {
+        eprintln!(
+            "vkecho analyze: warning: {trace_path} was truncated by the layer; analyzing what it holds"
+        );
+    }
+    let text = if as_json {
+        report::json(&analysis)
+    } else {
+        report::table(&analysis, trace_path)
+    };
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    if as_json {
+        let _ = stdout.write_all(b"\n");
+    }
+    if let Some(path) = out {
+        if let Err(e) = write_private(path, analysis.plan.to_json().as_bytes()) {
+            return fail(&format!("cannot write plan {path}: {e}"));
+        }
+        if !as_json {
+            eprintln!(
+                "vkecho analyze: plan written to {path} ({} group{}, {} rejected)",
+                analysis.plan.groups.len(),
+                if analysis.plan.groups.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                analysis.plan.rejected.len()
+            );
+        }
+    }
+    0
+}
+
+/// Write a file readable by its owner only (plans name executables and their buffers).
+fn write_private(path: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    // An existing file keeps its mode on open: set it.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(bytes)?;
+    f.write_all(b"\n")?;
+    f.sync_all()
 }

@@ -1,0 +1,427 @@
+//! From a trace to a plan, with every decision explained (DESIGN §5).
+//!
+//! 1. [`Model::build`] replays the trace into per-object histories.
+//! 2. [`pairing::candidates`]: every (host-mapped staging, unmapped) pair linked by executed copies.
+//! 3. Per candidate, in this order, the first failing rule rejects it: reuse over time, one
+//!    constant offset, thresholds, S3 pointer, untracked uses, S2 order and S1 value for the pair.
+//! 4. Per device buffer, its surviving candidates become one group. `StagingIntoDevice` when the
+//!    staging buffers have their own allocations and no other partner (then several members, each
+//!    checked for compatibility and S4 in that direction); otherwise `DeviceIntoStaging` with the one
+//!    member that passes compatibility and S4 in that direction. One-time uploads are only taken
+//!    `StagingIntoDevice` (the other direction would keep the staging allocation alive).
+//! 5. Members join a group one by one (largest traffic first) as long as S1 and S2 hold for the
+//!    group as a whole: members share bytes with each other, not only with the device buffer.
+
+use crate::model::{BufId, Model};
+use crate::pairing::{self, Candidate};
+use crate::plan::{
+    BufferRef, Condition, Direction, Group, Member, Plan, Rejection, Role, SubstituteSync,
+    Thresholds,
+};
+use crate::safety::{compat, s1_value, s2_order, s3_pointer, s4_lifetime, Ctx, GroupSpec, Verdict};
+use crate::trace::{Frame, ObjectKey, Trace};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A buffer as reports show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferDesc {
+    /// Creation order, 1-based (`#3` in messages).
+    pub number: usize,
+    pub key: ObjectKey,
+    pub size: u64,
+    pub usage: u32,
+    pub created_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    Accepted {
+        group: u32,
+        direction: Direction,
+        one_time: bool,
+    },
+    Rejected {
+        condition: Condition,
+        event: Option<u64>,
+        message: String,
+    },
+}
+
+/// One candidate pair: the row of `vkecho analyze`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CandidateRow {
+    pub staging: BufferDesc,
+    pub device: BufferDesc,
+    pub role: Role,
+    /// The pair's offset when its copies kept one (byte `i` of device ↔ byte `i + delta` of staging).
+    pub delta: Option<i64>,
+    /// Executed copies and bytes between the two, in the whole trace.
+    pub copies: u64,
+    pub bytes: u64,
+    /// Submissions that carried those copies.
+    pub iterations: u64,
+    pub copies_per_iter: f64,
+    pub bytes_per_iter: u64,
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+/// Everything `vkecho analyze` shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    pub plan: Plan,
+    pub candidates: Vec<CandidateRow>,
+    pub warnings: Vec<String>,
+    pub truncated: bool,
+}
+
+/// A creation site without symbolization: `module+0xoffset` of the first frame outside the
+/// Vulkan loader and layers.
+pub fn plain_site(stack: &[Frame]) -> String {
+    app_frame(stack)
+        .map(|f| format!("{}+{:#x}", f.module, f.offset))
+        .unwrap_or_default()
+}
+
+/// The innermost frame that belongs to the application (not the loader, not a layer).
+pub fn app_frame(stack: &[Frame]) -> Option<&Frame> {
+    let outside = |f: &&Frame| {
+        let base = f.module.rsplit('/').next().unwrap_or(&f.module);
+        !(base.starts_with("libvulkan") || base.starts_with("libVkLayer"))
+    };
+    stack.iter().find(outside).or_else(|| stack.first())
+}
+
+/// The plan for a trace.
+pub fn analyze(trace: &Trace, t: Thresholds) -> Plan {
+    explain(trace, t, &plain_site).plan
+}
+
+/// The plan with one row per candidate and every reason; `site` names creation sites.
+pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) -> Analysis {
+    let m = Model::build(trace);
+    let created_at: Vec<String> = m.buffers.iter().map(|b| site(&b.stack)).collect();
+    let ctx = Ctx {
+        m: &m,
+        created_at: &created_at,
+    };
+    let cands = pairing::candidates(&m);
+    let reuse = pairing::reuse(&m, &cands);
+
+    // Step 3: per-pair rules.
+    let mut verdict: Vec<Option<Verdict>> = vec![None; cands.len()];
+    let mut delta: Vec<Option<i64>> = vec![None; cands.len()];
+    for (i, c) in cands.iter().enumerate() {
+        let r = (|| {
+            if let Some(v) = reuse.get(&i) {
+                return Err(v.clone());
+            }
+            let dl = pairing::offset(&m, c)?;
+            delta[i] = Some(dl);
+            pairing::threshold(&m, c, t)?;
+            s3_pointer::check(&ctx, c.staging, c.device)?;
+            compat::untracked(&ctx, c.staging, c.device)?;
+            let g = GroupSpec::single(c.device, c.staging, dl);
+            s2_order::check(&ctx, &g)?;
+            s1_value::check(&ctx, &g)?;
+            Ok(())
+        })();
+        verdict[i] = r.err();
+    }
+
+    // Partners per staging buffer, over every candidate.
+    let mut partners: BTreeMap<BufId, BTreeSet<BufId>> = BTreeMap::new();
+    for c in &cands {
+        partners.entry(c.staging).or_default().insert(c.device);
+    }
+
+    // Step 4–5: groups per device buffer.
+    let mut by_device: BTreeMap<BufId, Vec<usize>> = BTreeMap::new();
+    for (i, c) in cands.iter().enumerate() {
+        if verdict[i].is_none() {
+            by_device.entry(c.device).or_default().push(i);
+        }
+    }
+    let mut accepted: BTreeMap<usize, (u32, Direction)> = BTreeMap::new();
+    let mut groups: Vec<Group> = Vec::new();
+    for (d, mut idx) in by_device {
+        idx.sort_by_key(|&i| std::cmp::Reverse(cands[i].bytes()));
+        let dnum = m.buffers[d].number;
+        let own = |i: usize| {
+            let h = cands[i].staging;
+            partners[&h].len() == 1
+                && m.buffers[h]
+                    .bind
+                    .as_ref()
+                    .is_some_and(|b| m.memories[b.memory].owned_by(h))
+        };
+        let dir_checks = |i: usize, dir: Direction| -> Result<(), Verdict> {
+            let c = &cands[i];
+            let dl = delta[i].unwrap_or(0);
+            compat::check(&ctx, c.staging, c.device, dl, dir)?;
+            s4_lifetime::check(&ctx, c.staging, c.device, dl, dir)?;
+            Ok(())
+        };
+        let mut members: Vec<usize> = Vec::new();
+        let mut direction = Direction::StagingIntoDevice;
+        let mut why: BTreeMap<usize, Verdict> = BTreeMap::new();
+        for &i in idx.iter().filter(|&&i| own(i)) {
+            match dir_checks(i, Direction::StagingIntoDevice) {
+                Ok(()) => members.push(i),
+                Err(v) => {
+                    why.insert(i, v);
+                }
+            }
+        }
+        if members.is_empty() {
+            direction = Direction::DeviceIntoStaging;
+            for &i in &idx {
+                if pairing::is_one_time(&m, &cands[i]) && t.min_copies > 1 {
+                    let reason = why
+                        .get(&i)
+                        .map(|v| format!(" ({})", v.message))
+                        .unwrap_or_else(|| {
+                            " (it is sub-allocated or shared with other partners)".into()
+                        });
+                    why.insert(i, Verdict {
+                        condition: Condition::Threshold,
+                        event: cands[i].links.first().map(|l| l.recorded),
+                        message: format!(
+                            "threshold: a single upload from {} into device buffer #{dnum}, then the staging buffer is destroyed; worth it only with the staging buffer bound into the device buffer's memory, which is not possible here{reason}; binding the device buffer into the staging allocation would keep that alive and raise the footprint",
+                            ctx.name(cands[i].staging, "staging")
+                        ),
+                    });
+                    continue;
+                }
+                match dir_checks(i, Direction::DeviceIntoStaging) {
+                    Ok(()) => {
+                        members.push(i);
+                        break;
+                    }
+                    Err(v) => {
+                        why.insert(i, v);
+                    }
+                }
+            }
+        }
+        // Group-wide S1/S2, greedily.
+        let mut spec = GroupSpec {
+            device: d,
+            members: Vec::new(),
+        };
+        let mut kept: Vec<usize> = Vec::new();
+        for &i in &members {
+            let mut trial = spec.clone();
+            trial
+                .members
+                .push((cands[i].staging, delta[i].unwrap_or(0)));
+            let r = if trial.members.len() == 1 {
+                Ok(())
+            } else {
+                s2_order::check(&ctx, &trial).and_then(|_| s1_value::check(&ctx, &trial))
+            };
+            match r {
+                Ok(()) => {
+                    spec = trial;
+                    kept.push(i);
+                }
+                Err(mut v) => {
+                    let others: Vec<String> = spec
+                        .members
+                        .iter()
+                        .map(|x| format!("#{}", m.buffers[x.0].number))
+                        .collect();
+                    v.message = format!(
+                        "{} [as a member of the group of device buffer #{dnum} with staging {}]",
+                        v.message,
+                        others.join(", ")
+                    );
+                    why.insert(i, v);
+                }
+            }
+        }
+        if kept.is_empty() {
+            for &i in &idx {
+                verdict[i] = why.remove(&i);
+            }
+            continue;
+        }
+        let gid = groups.len() as u32 + 1;
+        let partner_list: Vec<String> = kept
+            .iter()
+            .map(|&i| format!("#{}", m.buffers[cands[i].staging].number))
+            .collect();
+        for &i in &idx {
+            if kept.contains(&i) {
+                accepted.insert(i, (gid, direction));
+            } else {
+                verdict[i] = Some(why.remove(&i).unwrap_or_else(|| Verdict {
+                    condition: Condition::Compat,
+                    event: None,
+                    message: format!(
+                        "compat: device buffer #{dnum} already shares memory with staging {} ({}); {} cannot share it too{}",
+                        partner_list.join(", "),
+                        match direction {
+                            Direction::DeviceIntoStaging => "bound into that staging range",
+                            Direction::StagingIntoDevice => "bound into the device allocation",
+                        },
+                        ctx.name(cands[i].staging, "staging"),
+                        if own(i) { "" } else { " (it is sub-allocated or exchanges data with other buffers, so it cannot be bound into the device buffer's memory)" }
+                    ),
+                }));
+            }
+        }
+        groups.push(make_group(&ctx, gid, d, &cands, &kept, &delta, direction));
+    }
+
+    // Rows and rejections.
+    let desc = |b: BufId| {
+        let buf = &m.buffers[b];
+        BufferDesc {
+            number: buf.number,
+            key: buf.key.clone(),
+            size: buf.size,
+            usage: buf.usage,
+            created_at: created_at[b].clone(),
+        }
+    };
+    let mut plan = Plan::empty(trace.header.context.clone(), t);
+    let mut rows = Vec::new();
+    for (i, c) in cands.iter().enumerate() {
+        let iterations = c.iterations().max(1);
+        let decision = match (&verdict[i], accepted.get(&i)) {
+            (Some(v), _) => {
+                plan.rejected.push(Rejection {
+                    device: buffer_ref(&ctx, c.device),
+                    staging: buffer_ref(&ctx, c.staging),
+                    condition: v.condition,
+                    event: v.event,
+                    message: v.message.clone(),
+                    copies: c.copies(),
+                    bytes: c.bytes(),
+                });
+                Decision::Rejected {
+                    condition: v.condition,
+                    event: v.event,
+                    message: v.message.clone(),
+                }
+            }
+            (None, Some(&(group, direction))) => Decision::Accepted {
+                group,
+                direction,
+                one_time: pairing::is_one_time(&m, c),
+            },
+            (None, None) => unreachable!("every candidate is accepted or rejected"),
+        };
+        rows.push(CandidateRow {
+            staging: desc(c.staging),
+            device: desc(c.device),
+            role: c.role(),
+            delta: delta[i],
+            copies: c.copies(),
+            bytes: c.bytes(),
+            iterations,
+            copies_per_iter: c.copies() as f64 / iterations as f64,
+            bytes_per_iter: c.bytes() / iterations,
+            decision,
+        });
+    }
+    plan.groups = groups;
+
+    let mut warnings = m.warnings.clone();
+    if trace.truncated {
+        warnings.insert(
+            0,
+            format!(
+                "the trace was truncated (last event {}): the analysis covers only what was recorded, and a hazard after the cut would go unseen; re-profile with a larger trace_max_bytes",
+                m.last_seq
+            ),
+        );
+    }
+    let any_host = m
+        .timeline
+        .iter()
+        .any(|(_, s)| matches!(s, crate::model::Step::Host { .. }));
+    if !plan.groups.is_empty() && !any_host {
+        warnings.push(
+            "the trace has no host-access records: host-side S1/S2 could not be checked (was page protection off?)".into(),
+        );
+    }
+    Analysis {
+        plan,
+        candidates: rows,
+        warnings,
+        truncated: trace.truncated,
+    }
+}
+
+fn buffer_ref(ctx: &Ctx, b: BufId) -> BufferRef {
+    let buf = &ctx.m.buffers[b];
+    BufferRef {
+        key: buf.key.clone(),
+        usage: buf.usage,
+        created_at: ctx.created_at[b].clone(),
+    }
+}
+
+fn make_group(
+    ctx: &Ctx,
+    id: u32,
+    d: BufId,
+    cands: &[Candidate],
+    kept: &[usize],
+    delta: &[Option<i64>],
+    direction: Direction,
+) -> Group {
+    let m = ctx.m;
+    let members: Vec<Member> = kept
+        .iter()
+        .map(|&i| {
+            let c = &cands[i];
+            Member {
+                staging: buffer_ref(ctx, c.staging),
+                delta: delta[i].unwrap_or(0),
+                role: c.role(),
+                copies: c.copies(),
+                bytes: c.bytes(),
+                one_time: pairing::is_one_time(m, c),
+            }
+        })
+        .collect();
+    let copies_total = members.iter().map(|x| x.copies).sum();
+    let bytes_total = members.iter().map(|x| x.bytes).sum();
+    // Steady state: the repeated members' bytes over the submissions that carried them.
+    let mut subs = BTreeSet::new();
+    let mut loop_bytes = 0u64;
+    for &i in kept {
+        if !pairing::is_one_time(m, &cands[i]) {
+            subs.extend(cands[i].links.iter().map(|l| l.submission));
+            loop_bytes += cands[i].bytes();
+        }
+    }
+    let bytes_saved_per_iter = if subs.is_empty() {
+        bytes_total
+    } else {
+        loop_bytes / subs.len() as u64
+    };
+    let memory_saved = match direction {
+        Direction::StagingIntoDevice => kept
+            .iter()
+            .map(|&i| m.buffers[cands[i].staging].bound_len())
+            .sum(),
+        Direction::DeviceIntoStaging => m.buffers[d].bound_len(),
+    };
+    Group {
+        id,
+        device: buffer_ref(ctx, d),
+        members,
+        direction,
+        sync: SubstituteSync::MemoryBarrier,
+        bytes_saved_per_iter,
+        copies_total,
+        bytes_total,
+        memory_saved,
+    }
+}

@@ -1,0 +1,247 @@
+//! What people and scripts read: the `vkecho analyze` table and its JSON twin.
+
+use crate::analysis::{Analysis, BufferDesc, Decision};
+use crate::plan::{Direction, Role};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// `67108864` → `64 MiB`, `1536` → `1.5 KiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else if (v - v.round()).abs() < 0.05 {
+        format!("{:.0} {}", v, UNITS[u])
+    } else {
+        format!("{:.1} {}", v, UNITS[u])
+    }
+}
+
+/// `VkBufferUsageFlags` in short words: `SRC|STORAGE`.
+pub fn usage_names(usage: u32) -> String {
+    const NAMES: [(u32, &str); 10] = [
+        (0x1, "SRC"),
+        (0x2, "DST"),
+        (0x4, "UTEXEL"),
+        (0x8, "STEXEL"),
+        (0x10, "UNIFORM"),
+        (0x20, "STORAGE"),
+        (0x40, "INDEX"),
+        (0x80, "VERTEX"),
+        (0x100, "INDIRECT"),
+        (0x20000, "ADDRESS"),
+    ];
+    let mut parts: Vec<String> = Vec::new();
+    let mut rest = usage;
+    for (bit, name) in NAMES {
+        if usage & bit != 0 {
+            parts.push(name.into());
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        parts.push(format!("{rest:#x}"));
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join("|")
+    }
+}
+
+fn direction_words(d: Direction) -> &'static str {
+    match d {
+        Direction::DeviceIntoStaging => "device into staging",
+        Direction::StagingIntoDevice => "staging into device",
+    }
+}
+
+fn role_words(r: Role) -> &'static str {
+    match r {
+        Role::Upload => "upload",
+        Role::Readback => "readback",
+        Role::Both => "upload+readback",
+    }
+}
+
+fn short(b: &BufferDesc) -> String {
+    format!(
+        "#{} {} {}",
+        b.number,
+        human_bytes(b.size),
+        usage_names(b.usage)
+    )
+}
+
+/// The readable report: one row per candidate, then the buffers, the reasons and the warnings.
+pub fn table(a: &Analysis, source: &str) -> String {
+    let mut s = String::new();
+    let ctx = &a.plan.context;
+    let accepted = a
+        .candidates
+        .iter()
+        .filter(|c| matches!(c.decision, Decision::Accepted { .. }))
+        .count();
+    let _ = writeln!(
+        s,
+        "vkecho analyze: {source}{}\n  {} candidate pair{}, {accepted} accepted in {} group{}, {} rejected; thresholds: {} copies of ≥ {}",
+        if ctx.device_name.is_empty() {
+            String::new()
+        } else {
+            format!(" (device \"{}\", {})", ctx.device_name, ctx.exe_path)
+        },
+        a.candidates.len(),
+        if a.candidates.len() == 1 { "" } else { "s" },
+        a.plan.groups.len(),
+        if a.plan.groups.len() == 1 { "" } else { "s" },
+        a.plan.rejected.len(),
+        a.plan.thresholds.min_copies,
+        human_bytes(a.plan.thresholds.min_bytes),
+    );
+    for w in &a.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
+    if a.candidates.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nno candidates: no executed copy between a host-mapped buffer and an unmapped one"
+        );
+        return s;
+    }
+    let mut rows: Vec<[String; 7]> = vec![[
+        "".into(),
+        "staging".into(),
+        "device".into(),
+        "role".into(),
+        "copies/it".into(),
+        "bytes/it".into(),
+        "decision".into(),
+    ]];
+    for (i, c) in a.candidates.iter().enumerate() {
+        let decision = match &c.decision {
+            Decision::Accepted {
+                group,
+                direction,
+                one_time,
+            } => format!(
+                "accepted: group {group}, {}{}",
+                direction_words(*direction),
+                if *one_time { ", one-time upload" } else { "" }
+            ),
+            Decision::Rejected {
+                condition, event, ..
+            } => match event {
+                Some(e) => format!("rejected: {} at event {e}", condition.as_str()),
+                None => format!("rejected: {}", condition.as_str()),
+            },
+        };
+        rows.push([
+            format!("{}", i + 1),
+            short(&c.staging),
+            short(&c.device),
+            role_words(c.role).into(),
+            format!("{:.1} ({} in all)", c.copies_per_iter, c.copies),
+            human_bytes(c.bytes_per_iter),
+            decision,
+        ]);
+    }
+    let mut w = [0usize; 7];
+    for r in &rows {
+        for (k, cell) in r.iter().enumerate() {
+            w[k] = w[k].max(cell.chars().count());
+        }
+    }
+    s.push('\n');
+    for r in &rows {
+        let mut line = String::new();
+        for (k, cell) in r.iter().enumerate() {
+            let pad = w[k] - cell.chars().count();
+            line.push_str(cell);
+            if k + 1 < r.len() {
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        let _ = writeln!(s, "  {}", line.trim_end());
+    }
+
+    let mut bufs: BTreeMap<usize, &BufferDesc> = BTreeMap::new();
+    for c in &a.candidates {
+        bufs.insert(c.staging.number, &c.staging);
+        bufs.insert(c.device.number, &c.device);
+    }
+    let _ = writeln!(s, "\nbuffers:");
+    for b in bufs.values() {
+        let _ = writeln!(
+            s,
+            "  #{:<4} {}  {}  {}  created at {}",
+            b.number,
+            b.key,
+            human_bytes(b.size),
+            usage_names(b.usage),
+            if b.created_at.is_empty() {
+                "?"
+            } else {
+                &b.created_at
+            }
+        );
+    }
+    let reasons: Vec<(usize, &String)> = a
+        .candidates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| match &c.decision {
+            Decision::Rejected { message, .. } => Some((i + 1, message)),
+            _ => None,
+        })
+        .collect();
+    if !reasons.is_empty() {
+        let _ = writeln!(s, "\nwhy rejected:");
+        for (i, m) in reasons {
+            let _ = writeln!(s, "  {i}. {m}");
+        }
+    }
+    if !a.plan.groups.is_empty() {
+        let _ = writeln!(s, "\ngroups:");
+        for g in &a.plan.groups {
+            let _ = writeln!(
+                s,
+                "  group {}: {}, {} member{}, saves {} per iteration ({} copies, {} in the trace), {} of buffer memory",
+                g.id,
+                direction_words(g.direction),
+                g.members.len(),
+                if g.members.len() == 1 { "" } else { "s" },
+                human_bytes(g.bytes_saved_per_iter),
+                g.copies_total,
+                human_bytes(g.bytes_total),
+                human_bytes(g.memory_saved)
+            );
+        }
+    }
+    s
+}
+
+/// The same data for scripts.
+pub fn json(a: &Analysis) -> String {
+    serde_json::to_string_pretty(a).expect("analysis serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_and_usage_read_well() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(64 << 20), "64 MiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(usage_names(0x1 | 0x20), "SRC|STORAGE");
+        assert_eq!(usage_names(0), "-");
+        assert_eq!(usage_names(0x4000_0000), "0x40000000");
+    }
+}

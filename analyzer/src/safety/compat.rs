@@ -1,0 +1,148 @@
+//! Compatibility: the memory type must be allowed by both buffers' `memoryTypeBits`, the guest's
+//! offset aligned to its requirement, the range large enough for the guest's memory requirement,
+//! and no buffer of the pair used in a way the layer cannot follow (descriptor buffers,
+//! acceleration structures …). lavapipe's `vkBindBufferMemory` accepts a misaligned offset or a
+//! range past the end without complaint, so these are checked here, not left to the driver.
+
+use super::{Ctx, Verdict};
+use crate::model::{BufId, OpKind};
+use crate::plan::{Condition, Direction};
+use crate::trace::UseKind;
+
+/// An untracked use of either buffer, in any submitted command.
+pub fn untracked(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
+    let m = ctx.m;
+    for s in 0..m.submissions.len() {
+        if !(m.touched[s].contains(&staging) || m.touched[s].contains(&device)) {
+            continue;
+        }
+        for op in m.ops(s) {
+            if let OpKind::Use {
+                buffer,
+                kind: UseKind::Untracked,
+                command,
+                ..
+            } = &op.kind
+            {
+                if *buffer == staging || *buffer == device {
+                    let role = if *buffer == device {
+                        "device"
+                    } else {
+                        "staging"
+                    };
+                    return Err(Verdict {
+                        condition: Condition::Compat,
+                        event: Some(op.recorded),
+                        message: format!(
+                            "compat: {command} (recorded at event {}) uses {} in a way the layer cannot follow (descriptor buffer, acceleration structure, …); its memory must stay as it is",
+                            op.recorded,
+                            ctx.name(*buffer, role)
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn verdict(event: Option<u64>, message: String) -> Verdict {
+    Verdict {
+        condition: Condition::Compat,
+        event,
+        message,
+    }
+}
+
+/// The memory type the shared range will have.
+pub fn shared_type(ctx: &Ctx, staging: BufId, device: BufId, dir: Direction) -> Option<u32> {
+    let m = ctx.m;
+    let hm = &m.memories[m.buffers[staging].bind.as_ref()?.memory];
+    let dm = &m.memories[m.buffers[device].bind.as_ref()?.memory];
+    Some(match dir {
+        Direction::DeviceIntoStaging => hm.type_index,
+        // The device allocation is switched to a host-visible type where it is not one.
+        Direction::StagingIntoDevice if dm.host_visible => dm.type_index,
+        Direction::StagingIntoDevice => m.alias_type.unwrap_or(hm.type_index),
+    })
+}
+
+pub fn check(
+    ctx: &Ctx,
+    staging: BufId,
+    device: BufId,
+    delta: i64,
+    dir: Direction,
+) -> Result<(), Verdict> {
+    let m = ctx.m;
+    let (h, d) = (&m.buffers[staging], &m.buffers[device]);
+    for (b, role) in [(staging, "staging"), (device, "device")] {
+        if m.buffers[b].bind.is_none() {
+            return Err(verdict(
+                Some(m.buffers[b].created),
+                format!(
+                    "compat: {} was never bound to memory in the trace",
+                    ctx.name(b, role)
+                ),
+            ));
+        }
+    }
+    let t = shared_type(ctx, staging, device, dir).unwrap_or(0);
+    for (b, role) in [(h, "staging"), (d, "device")] {
+        if t >= 32 || b.req.type_bits & (1u32 << t) == 0 {
+            let id = if role == "staging" { staging } else { device };
+            return Err(verdict(
+                Some(b.created),
+                format!(
+                    "compat: the shared memory would be of type {t}, which {} does not allow (memoryTypeBits {:#x})",
+                    ctx.name(id, role),
+                    b.req.type_bits
+                ),
+            ));
+        }
+    }
+    let (owner, guest, orole, grole, obuf, gbuf) = match dir {
+        Direction::DeviceIntoStaging => (staging, device, "staging", "device", h, d),
+        Direction::StagingIntoDevice => (device, staging, "device", "staging", d, h),
+    };
+    let ob = obuf.bind.as_ref().expect("checked above");
+    let mem = &m.memories[ob.memory];
+    // Where the guest starts relative to the owner, and in the owner's memory.
+    let rel: i128 = match dir {
+        Direction::DeviceIntoStaging => delta as i128,
+        Direction::StagingIntoDevice => -(delta as i128),
+    };
+    let start = ob.offset as i128 + rel;
+    let align = gbuf.req.alignment.max(1) as i128;
+    if start < 0 || start % align != 0 {
+        return Err(verdict(
+            Some(ob.seq),
+            format!(
+                "compat: {} would be bound at offset {start} of the memory of {}, which is not a multiple of its alignment {align}",
+                ctx.name(guest, grole),
+                ctx.name(owner, orole)
+            ),
+        ));
+    }
+    // The guest's whole requirement must lie in the owner's range (or in the owner's allocation
+    // when the owner has it to itself) and inside the allocation.
+    let need = gbuf.req.size.max(gbuf.size) as i128;
+    let room = if mem.owned_by(owner) {
+        mem.size as i128 - ob.offset as i128
+    } else {
+        obuf.bound_len() as i128
+    };
+    if rel < 0 || rel + need > room || start + need > mem.size as i128 {
+        return Err(verdict(
+            Some(ob.seq),
+            format!(
+                "compat: {} needs {} bytes at offset {rel} of {}, which has room for {} there",
+                ctx.name(guest, grole),
+                need,
+                ctx.name(owner, orole),
+                (room - rel).max(0)
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! The safety conditions of DESIGN §5, one file each. Every check returns `Ok(())` or a
+//! [`Verdict`]: the condition, the trace event that showed it, and a sentence a person can act on.
+
+pub mod compat;
+pub mod s1_value;
+pub mod s2_order;
+pub mod s3_pointer;
+pub mod s4_lifetime;
+
+use crate::model::{BufId, Model};
+use crate::plan::Condition;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub condition: Condition,
+    pub event: Option<u64>,
+    pub message: String,
+}
+
+/// What the checks need besides the model: how to name a buffer for people.
+pub struct Ctx<'a> {
+    pub m: &'a Model,
+    /// Per buffer id: where it was created (symbolized, or `module+0xoffset`), maybe empty.
+    pub created_at: &'a [String],
+}
+
+impl Ctx<'_> {
+    /// "staging buffer #3 (created at samples/src/race.rs:88)".
+    pub fn name(&self, b: BufId, what: &str) -> String {
+        let n = self.m.buffers[b].number;
+        match self.created_at.get(b).filter(|s| !s.is_empty()) {
+            Some(at) => format!("{what} buffer #{n} (created at {at})"),
+            None => format!("{what} buffer #{n}"),
+        }
+    }
+}
+
+/// The buffers that would share one memory range: a device buffer and staging members, each with
+/// its offset (byte `i` of the device buffer is byte `i + delta` of the member).
+#[derive(Clone, Debug)]
+pub struct GroupSpec {
+    pub device: BufId,
+    pub members: Vec<(BufId, i64)>,
+}
+
+impl GroupSpec {
+    pub fn single(device: BufId, staging: BufId, delta: i64) -> GroupSpec {
+        GroupSpec {
+            device,
+            members: vec![(staging, delta)],
+        }
+    }
+    pub fn delta(&self, b: BufId) -> Option<i64> {
+        if b == self.device {
+            return Some(0);
+        }
+        self.members.iter().find(|m| m.0 == b).map(|m| m.1)
+    }
+    pub fn is_member(&self, b: BufId) -> bool {
+        self.members.iter().any(|m| m.0 == b)
+    }
+    pub fn contains(&self, b: BufId) -> bool {
+        b == self.device || self.is_member(b)
+    }
+}

@@ -1,0 +1,342 @@
+//! S1 value: every read of a group buffer (host or GPU) must see, once the buffers share memory,
+//! the value the original program read.
+//!
+//! Version simulation in device-buffer coordinates: every write makes a new version. The
+//! *original* world keeps one byte-range version map per buffer (the device buffer and each
+//! member); linking copies (the ones enforce drops) propagate versions between them. The *merged*
+//! world keeps one map for the shared range; linking copies are no-ops there. A read is fine iff
+//! over the bytes it reads the original version equals the merged one (or the original bytes were
+//! never written: reading undefined contents is not a value to keep).
+//!
+//! GPU commands are placed at their submission (S2 guarantees separately that no host access to a
+//! member overlaps GPU work on the group). A host access record stands for the whole buffer.
+
+use super::{Ctx, GroupSpec, Verdict};
+use crate::model::{BufId, OpKind, Step};
+use crate::plan::Condition;
+
+type Ver = u32;
+
+/// Versions over `[lo, hi)`: sorted, contiguous segments `(start, end, version)`; 0 = never written.
+#[derive(Clone, Debug)]
+struct VMap {
+    lo: i64,
+    hi: i64,
+    segs: Vec<(i64, i64, Ver)>,
+}
+
+impl VMap {
+    fn new(lo: i64, hi: i64) -> VMap {
+        let segs = if lo < hi { vec![(lo, hi, 0)] } else { vec![] };
+        VMap { lo, hi, segs }
+    }
+
+    fn set(&mut self, a: i64, b: i64, v: Ver) {
+        let (a, b) = (a.max(self.lo), b.min(self.hi));
+        if a >= b {
+            return;
+        }
+        let mut out: Vec<(i64, i64, Ver)> = Vec::with_capacity(self.segs.len() + 2);
+        let mut inserted = false;
+        let push = |out: &mut Vec<(i64, i64, Ver)>, s: i64, e: i64, x: Ver| {
+            if s >= e {
+                return;
+            }
+            if let Some(last) = out.last_mut() {
+                if last.2 == x && last.1 == s {
+                    last.1 = e;
+                    return;
+                }
+            }
+            out.push((s, e, x));
+        };
+        for &(s, e, x) in &self.segs {
+            if s < a {
+                push(&mut out, s, e.min(a), x);
+            }
+            if e > a && s < b && !inserted {
+                push(&mut out, a, b, v);
+                inserted = true;
+            }
+            if e > b {
+                push(&mut out, s.max(b), e, x);
+            }
+        }
+        self.segs = out;
+    }
+
+    fn slices(&self, a: i64, b: i64) -> Vec<(i64, i64, Ver)> {
+        self.segs
+            .iter()
+            .filter(|&&(s, e, _)| s < b && e > a)
+            .map(|&(s, e, x)| (s.max(a), e.min(b), x))
+            .collect()
+    }
+
+    fn copy_from(&mut self, src: &VMap, a: i64, b: i64) {
+        for (s, e, x) in src.slices(a, b) {
+            self.set(s, e, x);
+        }
+    }
+}
+
+/// First byte range in `[a, b)` where the original world holds a defined version that differs
+/// from the merged world's: `(original, merged)`.
+fn mismatch(orig: &VMap, merged: &VMap, a: i64, b: i64) -> Option<(Ver, Ver)> {
+    for (s, e, x) in orig.slices(a, b) {
+        if x == 0 {
+            continue;
+        }
+        for (_, _, y) in merged.slices(s, e) {
+            if y != x {
+                return Some((x, y));
+            }
+        }
+    }
+    None
+}
+
+struct Sim<'a> {
+    g: &'a GroupSpec,
+    /// Index 0: the device buffer; 1..: the members, in `g.members` order.
+    orig: Vec<VMap>,
+    merged: VMap,
+    /// Where each version came from, for messages. Index 0 = undefined.
+    origin: Vec<String>,
+}
+
+impl Sim<'_> {
+    fn slot(&self, b: BufId) -> Option<usize> {
+        if b == self.g.device {
+            return Some(0);
+        }
+        self.g.members.iter().position(|m| m.0 == b).map(|i| i + 1)
+    }
+    fn delta(&self, slot: usize) -> i64 {
+        if slot == 0 {
+            0
+        } else {
+            self.g.members[slot - 1].1
+        }
+    }
+    /// Buffer range → device coordinates.
+    fn range(&self, slot: usize, off: u64, len: u64) -> (i64, i64) {
+        let d = self.delta(slot) as i128;
+        let a = off as i128 - d;
+        let b = a + len as i128;
+        (
+            a.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            b.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+        )
+    }
+    fn fresh(&mut self, what: String) -> Ver {
+        self.origin.push(what);
+        (self.origin.len() - 1) as Ver
+    }
+    fn write(&mut self, slot: usize, a: i64, b: i64, what: String) {
+        let v = self.fresh(what);
+        self.orig[slot].set(a, b, v);
+        self.merged.set(a, b, v);
+    }
+    fn read(&self, slot: usize, a: i64, b: i64) -> Option<(Ver, Ver)> {
+        mismatch(&self.orig[slot], &self.merged, a, b)
+    }
+    fn desc(&self, v: Ver) -> &str {
+        self.origin
+            .get(v as usize)
+            .map(|s| s.as_str())
+            .unwrap_or("an unknown write")
+    }
+}
+
+pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
+    let m = ctx.m;
+    let dbuf = &m.buffers[g.device];
+    let mut lo = 0i64;
+    let mut hi = dbuf.size.min(i64::MAX as u64) as i64;
+    let mut orig = vec![VMap::new(0, hi)];
+    for &(h, delta) in &g.members {
+        let size = m.buffers[h].size.min(i64::MAX as u64) as i64;
+        let (a, b) = (-delta, size.saturating_sub(delta));
+        lo = lo.min(a);
+        hi = hi.max(b);
+        orig.push(VMap::new(a, b));
+    }
+    let mut sim = Sim {
+        g,
+        orig,
+        merged: VMap::new(lo, hi),
+        origin: vec!["nothing (undefined contents)".into()],
+    };
+    let role = |slot: usize| if slot == 0 { "device" } else { "staging" };
+    let name = |slot: usize| {
+        let b = if slot == 0 {
+            g.device
+        } else {
+            g.members[slot - 1].0
+        };
+        ctx.name(b, role(slot))
+    };
+
+    for (seq, step) in &m.timeline {
+        match step {
+            Step::Complete(_) => {}
+            Step::Host { buffer, access } => {
+                let Some(slot) = sim.slot(*buffer) else {
+                    continue;
+                };
+                let (a, b) = sim.range(slot, 0, m.buffers[*buffer].size);
+                if access.reads() {
+                    if let Some((x, y)) = sim.read(slot, a, b) {
+                        return Err(Verdict {
+                            condition: Condition::S1,
+                            event: Some(*seq),
+                            message: format!(
+                                "S1: the host read {} at event {seq}; the original program reads there {}, but sharing memory with the group it would read {} (the host expects the buffers to hold different data at once)",
+                                name(slot),
+                                sim.desc(x),
+                                sim.desc(y)
+                            ),
+                        });
+                    }
+                }
+                if access.writes() {
+                    let what = format!(
+                        "the host's write to staging buffer #{} at event {seq}",
+                        m.buffers[*buffer].number
+                    );
+                    sim.write(slot, a, b, what);
+                }
+            }
+            Step::Submit(s) => {
+                let sub_seq = m.submissions[*s].seq;
+                for op in m.ops(*s) {
+                    match &op.kind {
+                        OpKind::Copy { src, dst, regions } => {
+                            let (ss, ds) = (sim.slot(*src), sim.slot(*dst));
+                            if ss.is_none() && ds.is_none() {
+                                continue;
+                            }
+                            for r in regions {
+                                // A linking copy: member ↔ device at the member's delta.
+                                if let (Some(a), Some(b)) = (ss, ds) {
+                                    let linking = (a == 0) != (b == 0) && {
+                                        let slot = a.max(b);
+                                        let (ho, dof) = if a == 0 {
+                                            (r.dst_offset, r.src_offset)
+                                        } else {
+                                            (r.src_offset, r.dst_offset)
+                                        };
+                                        ho as i128 - dof as i128 == sim.delta(slot) as i128
+                                    };
+                                    if linking {
+                                        let (x, y) = sim.range(a, r.src_offset, r.size);
+                                        let src_map = sim.orig[a].clone();
+                                        sim.orig[b].copy_from(&src_map, x, y);
+                                        continue;
+                                    }
+                                }
+                                if let Some(a) = ss {
+                                    let (x, y) = sim.range(a, r.src_offset, r.size);
+                                    if let Some((o, mm)) = sim.read(a, x, y) {
+                                        return Err(gpu_verdict(
+                                            &name(a),
+                                            op.recorded,
+                                            "vkCmdCopyBuffer",
+                                            sub_seq,
+                                            sim.desc(o),
+                                            sim.desc(mm),
+                                        ));
+                                    }
+                                }
+                                if let Some(b) = ds {
+                                    let (x, y) = sim.range(b, r.dst_offset, r.size);
+                                    let what = format!(
+                                        "the copy into {} buffer #{} in submission {sub_seq}",
+                                        role(b),
+                                        m.buffers[*dst].number
+                                    );
+                                    sim.write(b, x, y, what);
+                                }
+                            }
+                        }
+                        OpKind::Use {
+                            buffer,
+                            offset,
+                            size,
+                            access,
+                            command,
+                            ..
+                        } => {
+                            let Some(slot) = sim.slot(*buffer) else {
+                                continue;
+                            };
+                            let (x, y) = sim.range(slot, *offset, *size);
+                            if access.reads() {
+                                if let Some((o, mm)) = sim.read(slot, x, y) {
+                                    return Err(gpu_verdict(
+                                        &name(slot),
+                                        op.recorded,
+                                        command,
+                                        sub_seq,
+                                        sim.desc(o),
+                                        sim.desc(mm),
+                                    ));
+                                }
+                            }
+                            if access.writes() {
+                                let what = format!(
+                                    "{command} writing {} buffer #{} in submission {sub_seq}",
+                                    role(slot),
+                                    m.buffers[*buffer].number
+                                );
+                                sim.write(slot, x, y, what);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn gpu_verdict(
+    buf: &str,
+    recorded: u64,
+    command: &str,
+    sub_seq: u64,
+    orig: &str,
+    merged: &str,
+) -> Verdict {
+    Verdict {
+        condition: Condition::S1,
+        event: Some(sub_seq),
+        message: format!(
+            "S1: {command} (recorded at event {recorded}) in submission {sub_seq} reads {buf}; in the original program it holds {orig}, but sharing memory it would hold {merged} (a value still live on the device was overwritten through the staging buffer, or the reverse)"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vmap_set_splits_and_merges() {
+        let mut v = VMap::new(0, 100);
+        v.set(10, 20, 1);
+        v.set(20, 30, 1);
+        assert_eq!(v.segs, vec![(0, 10, 0), (10, 30, 1), (30, 100, 0)]);
+        v.set(-5, 5, 2);
+        assert_eq!(v.segs[0], (0, 5, 2));
+        v.set(0, 100, 3);
+        assert_eq!(v.segs, vec![(0, 100, 3)]);
+        let mut w = VMap::new(0, 100);
+        w.set(50, 60, 3);
+        assert_eq!(mismatch(&w, &v, 0, 100), None);
+        w.set(55, 56, 4);
+        assert_eq!(mismatch(&w, &v, 0, 100), Some((4, 3)));
+        assert_eq!(mismatch(&w, &v, 0, 55), None);
+    }
+}

@@ -1,0 +1,719 @@
+//! The analyzer on synthetic traces: one test per rule, including the four hazards Echo motivates
+//! its conditions with (DESIGN §5).
+
+mod common;
+use common::*;
+use echo_analyzer::analysis::Decision;
+use echo_analyzer::plan::{Condition, Direction, Role, Thresholds};
+use echo_analyzer::trace::Event;
+
+fn accepted(d: &Decision) -> (u32, Direction, bool) {
+    match d {
+        Decision::Accepted {
+            group,
+            direction,
+            one_time,
+        } => (*group, *direction, *one_time),
+        other => panic!("expected acceptance, got {other:?}"),
+    }
+}
+
+/// host writes h; copy h→d; dispatch on d; wait — three times.
+fn upload_loop(t: &mut T, h: Buf, d: Buf, iters: usize) {
+    for _ in 0..iters {
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+    }
+}
+
+#[test]
+fn upload_loop_is_accepted_staging_into_device() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    let a = t.analyze();
+    let (g, dir, one) = accepted(decision(&a, 1, 2));
+    assert_eq!((g, dir, one), (1, Direction::StagingIntoDevice, false));
+    let grp = &a.plan.groups[0];
+    assert_eq!(grp.members.len(), 1);
+    assert_eq!(grp.members[0].role, Role::Upload);
+    assert_eq!(grp.members[0].delta, 0);
+    assert_eq!(grp.copies_total, 3);
+    assert_eq!(grp.bytes_saved_per_iter, MIB);
+    assert_eq!(a.candidates[0].copies_per_iter, 1.0);
+    assert!(a.plan.rejected.is_empty());
+    assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+}
+
+#[test]
+fn upload_and_readback_make_one_group_with_two_members() {
+    let mut t = T::new();
+    let h_in = t.staging(MIB);
+    let d = t.device(MIB);
+    let h_out = t.staging(MIB);
+    for _ in 0..4 {
+        t.host_write(h_in.buf);
+        t.run(&[
+            Cmd::Copy(h_in.buf, d.buf, MIB),
+            Cmd::ReadWrite(d.buf),
+            Cmd::Copy(d.buf, h_out.buf, MIB),
+        ]);
+        t.host_read(h_out.buf);
+    }
+    let a = t.analyze();
+    assert_eq!(a.plan.groups.len(), 1, "{:#?}", a.candidates);
+    let g = &a.plan.groups[0];
+    assert_eq!(g.direction, Direction::StagingIntoDevice);
+    assert_eq!(g.members.len(), 2);
+    let roles: Vec<Role> = g.members.iter().map(|m| m.role).collect();
+    assert!(roles.contains(&Role::Upload) && roles.contains(&Role::Readback));
+    assert_eq!(g.bytes_saved_per_iter, 2 * MIB);
+    assert_eq!(g.memory_saved, 2 * MIB);
+}
+
+#[test]
+fn group_member_whose_bytes_the_host_expects_to_differ_is_dropped_s1() {
+    // The host writes the next input before reading the previous result: alone each pair is
+    // fine, but h_in and h_out would share bytes in the group.
+    let mut t = T::new();
+    let h_in = t.staging(MIB);
+    let d = t.device(MIB);
+    let h_out = t.staging(MIB);
+    t.host_write(h_in.buf);
+    for _ in 0..3 {
+        t.run(&[
+            Cmd::Copy(h_in.buf, d.buf, MIB),
+            Cmd::ReadWrite(d.buf),
+            Cmd::Copy(d.buf, h_out.buf, MIB),
+        ]);
+        t.host_write(h_in.buf);
+        t.host_read(h_out.buf);
+    }
+    let a = t.analyze();
+    accepted(decision(&a, 1, 2));
+    let (c, ev, msg) = rejected(decision(&a, 3, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(ev.is_some());
+    assert!(
+        msg.contains("as a member of the group of device buffer #2"),
+        "{msg}"
+    );
+    assert!(msg.contains("staging buffer #3"), "{msg}");
+}
+
+// Hazard 1: a device value still live when the host overwrites the staging buffer.
+#[test]
+fn device_value_still_live_when_host_overwrites_staging_is_s1() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::Read(d.buf)]);
+        // The next input is written while d's value is still needed by a second pass.
+        t.host_write(h.buf);
+        let second = t.run(&[Cmd::Read(d.buf)]);
+        let _ = second;
+    }
+    let a = t.analyze();
+    let (c, ev, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    // The event is the submission of the second pass of the first iteration.
+    let second_pass = t
+        .recs
+        .iter()
+        .filter(|r| matches!(r.event, Event::QueueSubmit { .. }))
+        .nth(1)
+        .unwrap()
+        .seq;
+    assert_eq!(ev, Some(second_pass));
+    assert!(msg.contains("reads device buffer #2"), "{msg}");
+    assert!(
+        msg.contains("the host's write to staging buffer #1"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn host_write_then_dispatch_without_copy_is_s1() {
+    // DESIGN §5's example: host writes h, then a dispatch reads d with no h→d copy between.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 2);
+    t.host_write(h.buf);
+    t.run(&[Cmd::Read(d.buf)]);
+    let a = t.analyze();
+    assert_eq!(rejected(decision(&a, 1, 2)).0, Condition::S1);
+}
+
+// Hazard 2: a readback whose copy was also the host's wait.
+#[test]
+fn readback_read_after_the_fence_is_accepted() {
+    let mut t = T::new();
+    let d = t.device(MIB);
+    let h = t.staging(MIB);
+    for _ in 0..3 {
+        t.run(&[Cmd::Write(d.buf), Cmd::Copy(d.buf, h.buf, MIB)]);
+        t.host_read(h.buf);
+    }
+    let a = t.analyze();
+    let (_, dir, _) = accepted(decision(&a, 2, 1));
+    assert_eq!(dir, Direction::StagingIntoDevice);
+    assert_eq!(a.plan.groups[0].members[0].role, Role::Readback);
+}
+
+#[test]
+fn readback_read_before_the_fence_is_s2() {
+    let mut t = T::new();
+    let d = t.device(MIB);
+    let h = t.staging(MIB);
+    let mut reads = Vec::new();
+    let mut subs = Vec::new();
+    for _ in 0..3 {
+        let (s, f) = t.submit(&[Cmd::Write(d.buf), Cmd::Copy(d.buf, h.buf, MIB)]);
+        subs.push(s);
+        reads.push(t.host_read(h.buf));
+        t.wait(f);
+    }
+    let a = t.analyze();
+    let (c, ev, msg) = rejected(decision(&a, 2, 1));
+    assert_eq!(c, Condition::S2, "{msg}");
+    assert_eq!(ev, Some(reads[0]));
+    assert!(
+        msg.contains(&format!("host read staging buffer #2 (created at app+0x")),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "at event {} while submission {} using its device buffer #1 was in flight",
+            reads[0], subs[0]
+        )),
+        "{msg}"
+    );
+}
+
+#[test]
+fn host_write_while_upload_in_flight_is_s2() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        let (_, f) = t.submit(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+        t.host_write(h.buf); // next input while the GPU still runs on d
+        t.wait(f);
+    }
+    let a = t.analyze();
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S2, "{msg}");
+    assert!(msg.contains("host wrote staging buffer #1"), "{msg}");
+}
+
+#[test]
+fn later_fence_on_the_same_queue_completes_earlier_work() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.submit_with(
+            &[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)],
+            None,
+            vec![],
+        );
+        let (_, f) = t.submit(&[]);
+        t.wait(f);
+    }
+    accepted(decision(&t.analyze(), 1, 2));
+}
+
+#[test]
+fn timeline_semaphore_value_and_queue_idle_complete_work() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for i in 1..=3u64 {
+        t.host_write(h.buf);
+        t.submit_with(
+            &[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)],
+            None,
+            vec![(0x77, i)],
+        );
+        if i == 2 {
+            let q = t.queue;
+            t.push(Event::QueueWaitIdle { queue: q });
+        } else {
+            t.push(Event::SemaphoreReached {
+                semaphores: vec![(0x77, i)],
+            });
+        }
+    }
+    accepted(decision(&t.analyze(), 1, 2));
+}
+
+// Hazard 3: code that can tell the two buffers apart.
+#[test]
+fn device_address_of_either_buffer_is_s3() {
+    for which in [0, 1] {
+        let mut t = T::new();
+        let h = t.staging(MIB);
+        let d = t.device(MIB);
+        let addr = t.address(if which == 0 { d.buf } else { h.buf });
+        upload_loop(&mut t, h, d, 3);
+        let a = t.analyze();
+        let (c, ev, msg) = rejected(decision(&a, 1, 2));
+        assert_eq!(c, Condition::S3, "{msg}");
+        assert_eq!(ev, Some(addr));
+        assert!(msg.contains("device address"), "{msg}");
+    }
+}
+
+#[test]
+fn sparse_protected_and_external_are_s3() {
+    for flags in [0x1u32, 0x8, 0x10] {
+        let mut t = T::new();
+        let h = t.staging(MIB);
+        let buf = t.create(MIB, STORAGE | DST, flags);
+        let mem = t.alloc(MIB, 0, Some(buf));
+        t.bind(buf, mem, 0);
+        upload_loop(&mut t, h, Buf { buf, mem }, 3);
+        assert_eq!(rejected(decision(&t.analyze(), 1, 2)).0, Condition::S3);
+    }
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let buf = t.create(MIB, STORAGE | DST, 0);
+    let mem = t.handle();
+    t.push(Event::MemoryAlloc {
+        memory: mem,
+        key: echo_analyzer::trace::ObjectKey {
+            site: "x".into(),
+            size: MIB,
+            usage: 0,
+            flags: 0,
+            ordinal: 0,
+        },
+        type_index: 0,
+        size: MIB,
+        dedicated_buffer: None,
+        host_visible: true,
+        external: true,
+    });
+    t.bind(buf, mem, 0);
+    upload_loop(&mut t, h, Buf { buf, mem }, 3);
+    let (c, _, msg) = rejected(decision(&t.analyze(), 1, 2));
+    assert_eq!(c, Condition::S3);
+    assert!(msg.contains("external"), "{msg}");
+}
+
+/// A sub-allocated staging buffer (pool shared with another buffer) paired with `d`.
+fn pooled(t: &mut T) -> (u64, Buf, Buf) {
+    let pool = t.pool(8 * MIB);
+    let _other = t.sub_staging(pool, 4 * MIB, MIB);
+    let h = t.sub_staging(pool, MIB, MIB);
+    let d = t.device(MIB);
+    (pool, h, d)
+}
+
+#[test]
+fn sub_allocated_staging_goes_device_into_staging() {
+    let mut t = T::new();
+    let (pool, h, d) = pooled(&mut t);
+    upload_loop(&mut t, h, d, 3);
+    t.destroy(d.buf);
+    t.destroy(h.buf);
+    t.free(pool);
+    let a = t.analyze();
+    let (_, dir, _) = accepted(decision(&a, 2, 3));
+    assert_eq!(dir, Direction::DeviceIntoStaging);
+    assert_eq!(a.plan.groups[0].memory_saved, MIB);
+}
+
+// Hazard 4: a staging buffer freed before the device buffer's last use.
+#[test]
+fn staging_memory_freed_before_device_buffers_last_use_is_s4() {
+    let mut t = T::new();
+    let (pool, h, d) = pooled(&mut t);
+    upload_loop(&mut t, h, d, 3);
+    t.destroy(h.buf);
+    let freed = t.free(pool);
+    t.run(&[Cmd::ReadWrite(d.buf)]);
+    let a = t.analyze();
+    let (c, ev, msg) = rejected(decision(&a, 2, 3));
+    assert_eq!(c, Condition::S4, "{msg}");
+    assert_eq!(ev, Some(freed));
+    assert!(msg.contains("was freed at event"), "{msg}");
+}
+
+#[test]
+fn dedicated_device_memory_freed_early_is_deferred_for_staging_into_device() {
+    // One-time upload then the *device* allocation is freed while... no: the guest is the
+    // staging buffer; its owner (the device allocation) is dedicated, so the layer defers the free.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    t.destroy(d.buf);
+    t.free(d.mem);
+    t.host_write(h.buf);
+    accepted(decision(&t.analyze(), 1, 2));
+}
+
+#[test]
+fn sub_allocated_range_rebound_while_partner_lives_is_s4() {
+    let mut t = T::new();
+    let (pool, h, d) = pooled(&mut t);
+    upload_loop(&mut t, h, d, 3);
+    t.destroy(h.buf);
+    // The sub-allocator hands h's range to a new buffer while d still lives.
+    let y = t.create(MIB / 2, STORAGE, 0);
+    let rebind = t.bind(y, pool, MIB + MIB / 4);
+    t.run(&[Cmd::ReadWrite(d.buf)]);
+    let a = t.analyze();
+    let (c, ev, msg) = rejected(decision(&a, 2, 3));
+    assert_eq!(c, Condition::S4, "{msg}");
+    assert_eq!(ev, Some(rebind));
+    assert!(msg.contains("bound to buffer #4"), "{msg}");
+}
+
+#[test]
+fn copies_that_shift_offsets_are_rejected_offset() {
+    let mut t = T::new();
+    let h = t.staging(4 * MIB);
+    let d = t.device(MIB);
+    let mut shifted = 0;
+    for i in 0..4u64 {
+        t.host_write(h.buf);
+        t.run(&[
+            Cmd::CopyAt(h.buf, d.buf, (i % 2) * MIB, 0, MIB),
+            Cmd::Read(d.buf),
+        ]);
+        if i == 1 {
+            shifted = t
+                .recs
+                .iter()
+                .rev()
+                .find(|r| matches!(r.event, Event::CmdCopyBuffer { .. }))
+                .unwrap()
+                .seq;
+        }
+    }
+    let a = t.analyze();
+    let (c, ev, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::Offset, "{msg}");
+    assert_eq!(ev, Some(shifted));
+}
+
+#[test]
+fn staging_shared_side_by_side_gives_one_pair_each() {
+    let mut t = T::new();
+    let h = t.staging(2 * MIB);
+    let d1 = t.device(MIB);
+    let d2 = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.run(&[
+            Cmd::CopyAt(h.buf, d1.buf, 0, 0, MIB),
+            Cmd::CopyAt(h.buf, d2.buf, MIB, 0, MIB),
+            Cmd::ReadWrite(d1.buf),
+            Cmd::ReadWrite(d2.buf),
+        ]);
+    }
+    let a = t.analyze();
+    assert_eq!(a.plan.groups.len(), 2, "{:#?}", a.plan.rejected);
+    for g in &a.plan.groups {
+        assert_eq!(g.direction, Direction::DeviceIntoStaging);
+        assert_eq!(g.members.len(), 1);
+    }
+    let deltas: Vec<i64> = a.plan.groups.iter().map(|g| g.members[0].delta).collect();
+    assert_eq!(deltas, vec![0, MIB as i64]);
+}
+
+#[test]
+fn staging_reused_over_time_is_rejected_reuse_for_all() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d1 = t.device(MIB);
+    let d2 = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d1.buf, MIB), Cmd::ReadWrite(d1.buf)]);
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d2.buf, MIB), Cmd::ReadWrite(d2.buf)]);
+    }
+    let a = t.analyze();
+    assert!(a.plan.groups.is_empty());
+    for d in [2, 3] {
+        let (c, ev, msg) = rejected(decision(&a, 1, d));
+        assert_eq!(c, Condition::Reuse, "{msg}");
+        assert!(ev.is_some());
+        assert!(msg.contains("more than one partner"), "{msg}");
+    }
+}
+
+#[test]
+fn thresholds_count_copies_and_bytes() {
+    // Small copies.
+    let mut t = T::new();
+    let h = t.staging(4096);
+    let d = t.device(4096);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d.buf, 4096), Cmd::Read(d.buf)]);
+    }
+    let (c, _, msg) = rejected(decision(&t.analyze(), 1, 2));
+    assert_eq!(c, Condition::Threshold, "{msg}");
+    assert!(msg.contains("min_copies"), "{msg}");
+    // The same trace with a lower min_bytes is accepted.
+    let a = t.analyze_with(Thresholds {
+        min_bytes: 4096,
+        min_copies: 2,
+    });
+    accepted(decision(&a, 1, 2));
+    // One big copy, staging kept: not enough copies.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 1);
+    t.run(&[Cmd::Read(d.buf)]);
+    assert_eq!(
+        rejected(decision(&t.analyze(), 1, 2)).0,
+        Condition::Threshold
+    );
+    let a = t.analyze_with(Thresholds {
+        min_bytes: MIB,
+        min_copies: 1,
+    });
+    accepted(decision(&a, 1, 2));
+}
+
+#[test]
+fn one_time_upload_is_accepted_staging_into_device() {
+    let mut t = T::new();
+    let w = t.staging(MIB);
+    let d = t.device(MIB);
+    t.host_write(w.buf);
+    t.run(&[Cmd::Copy(w.buf, d.buf, MIB)]);
+    t.destroy(w.buf);
+    t.free(w.mem);
+    for _ in 0..5 {
+        t.run(&[Cmd::Read(d.buf)]);
+    }
+    let a = t.analyze();
+    let (_, dir, one) = accepted(decision(&a, 1, 2));
+    assert_eq!(dir, Direction::StagingIntoDevice);
+    assert!(one);
+    assert!(a.plan.groups[0].members[0].one_time);
+}
+
+#[test]
+fn one_time_upload_through_a_pool_is_refused() {
+    let mut t = T::new();
+    let (pool, h, d) = pooled(&mut t);
+    t.host_write(h.buf);
+    t.run(&[Cmd::Copy(h.buf, d.buf, MIB)]);
+    t.destroy(h.buf);
+    for _ in 0..3 {
+        t.run(&[Cmd::Read(d.buf)]);
+    }
+    let _ = pool;
+    let (c, _, msg) = rejected(decision(&t.analyze(), 2, 3));
+    assert_eq!(c, Condition::Threshold, "{msg}");
+    assert!(msg.contains("raise the footprint"), "{msg}");
+}
+
+#[test]
+fn compat_memory_type_alignment_and_untracked_use() {
+    // Device buffer that does not allow the pool's memory type.
+    let mut t = T::new();
+    let pool = t.alloc(8 * MIB, 1, None);
+    t.map(pool);
+    let _other = t.sub_staging(pool, 0, MIB);
+    let h = t.sub_staging(pool, MIB, MIB);
+    let buf = t.create(MIB, STORAGE | DST, 0);
+    let mem = t.alloc(MIB, 0, Some(buf));
+    t.bind(buf, mem, 0);
+    // Rewrite the device buffer's requirement: only type 0.
+    for r in &mut t.recs {
+        if let Event::BufferCreate { buffer, req, .. } = &mut r.event {
+            if *buffer == buf {
+                req.type_bits = 0b1;
+            }
+        }
+    }
+    upload_loop(&mut t, h, Buf { buf, mem }, 3);
+    let (c, _, msg) = rejected(decision(&t.analyze(), 2, 3));
+    assert_eq!(c, Condition::Compat, "{msg}");
+    assert!(msg.contains("memoryTypeBits"), "{msg}");
+
+    // Misaligned: the device buffer needs 64 KiB alignment, the staging range sits at 4 KiB.
+    let mut t = T::new();
+    let pool = t.pool(8 * MIB);
+    let _other = t.sub_staging(pool, 0, 4096);
+    let h = t.sub_staging(pool, 4096, MIB);
+    let d = t.device(MIB);
+    for r in &mut t.recs {
+        if let Event::BufferCreate { buffer, req, .. } = &mut r.event {
+            if *buffer == d.buf {
+                req.alignment = 65536;
+            }
+        }
+    }
+    upload_loop(&mut t, h, d, 3);
+    let (c, _, msg) = rejected(decision(&t.analyze(), 2, 3));
+    assert_eq!(c, Condition::Compat, "{msg}");
+    assert!(msg.contains("alignment"), "{msg}");
+
+    // Device buffer larger than the staging range (staging into device needs h to fit in d,
+    // device into staging needs d to fit in h): a larger d with a smaller pooled h fails.
+    let mut t = T::new();
+    let pool = t.pool(8 * MIB);
+    let _other = t.sub_staging(pool, 2 * MIB, MIB);
+    let h = t.sub_staging(pool, 0, MIB);
+    let d = t.device(2 * MIB);
+    upload_loop(&mut t, h, d, 3);
+    let (c, _, msg) = rejected(decision(&t.analyze(), 2, 3));
+    assert_eq!(c, Condition::Compat, "{msg}");
+    assert!(msg.contains("needs"), "{msg}");
+
+    // Untracked use.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    t.run(&[Cmd::Untracked(d.buf)]);
+    let (c, _, msg) = rejected(decision(&t.analyze(), 1, 2));
+    assert_eq!(c, Condition::Compat, "{msg}");
+    assert!(msg.contains("cannot follow"), "{msg}");
+}
+
+#[test]
+fn resubmitted_command_buffer_counts_every_execution() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    let cmd = t.handle();
+    t.push(Event::CmdBegin {
+        cmd,
+        one_time: false,
+    });
+    t.push(Event::CmdCopyBuffer {
+        cmd,
+        src: h.buf,
+        dst: d.buf,
+        regions: vec![echo_analyzer::trace::CopyRegion {
+            src_offset: 0,
+            dst_offset: 0,
+            size: MIB,
+        }],
+    });
+    t.push(Event::CmdEnd { cmd });
+    for _ in 0..5 {
+        t.host_write(h.buf);
+        let f = t.handle();
+        let q = t.queue;
+        t.push(Event::QueueSubmit {
+            queue: q,
+            batches: vec![echo_analyzer::trace::SubmitBatch {
+                command_buffers: vec![cmd],
+                waits: vec![],
+                signals: vec![],
+            }],
+            fence: Some(f),
+        });
+        t.wait(f);
+    }
+    let a = t.analyze();
+    assert_eq!(a.candidates[0].copies, 5);
+    assert_eq!(a.candidates[0].iterations, 5);
+    accepted(decision(&a, 1, 2));
+}
+
+#[test]
+fn recycled_handles_are_distinct_buffers() {
+    // A handle value reused after destroy names a new buffer (#3), not the old one.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    t.destroy(d.buf);
+    let key = echo_analyzer::trace::ObjectKey {
+        site: "re".into(),
+        size: MIB,
+        usage: STORAGE,
+        flags: 0,
+        ordinal: 0,
+    };
+    t.push(Event::BufferCreate {
+        buffer: d.buf,
+        key,
+        usage: STORAGE | DST,
+        flags: 0,
+        size: MIB,
+        req: echo_analyzer::trace::MemReq {
+            size: MIB,
+            alignment: 256,
+            type_bits: 3,
+        },
+        stack: vec![],
+    });
+    let mem = t.alloc(MIB, 0, Some(d.buf));
+    t.bind(d.buf, mem, 0);
+    t.host_write(h.buf);
+    t.run(&[Cmd::Copy(h.buf, d.buf, MIB)]);
+    let a = t.analyze();
+    // h now has two partners (#2 then #3) over the same bytes: reuse.
+    assert_eq!(a.candidates.len(), 2);
+    assert_eq!(rejected(decision(&a, 1, 3)).0, Condition::Reuse);
+}
+
+#[test]
+fn nothing_to_pair_is_still_a_valid_plan() {
+    let t = T::new();
+    let a = t.analyze();
+    assert!(a.plan.groups.is_empty() && a.plan.rejected.is_empty());
+    let text = echo_analyzer::report::table(&a, "empty.jsonl");
+    assert!(text.contains("no candidates"), "{text}");
+}
+
+#[test]
+fn truncated_trace_is_analyzed_with_a_warning() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    t.push(Event::Truncated {
+        dropped_after_bytes: 1 << 30,
+    });
+    let a = t.analyze();
+    assert!(a.truncated);
+    assert!(a.warnings[0].contains("truncated"), "{:?}", a.warnings);
+    accepted(decision(&a, 1, 2));
+}
+
+#[test]
+fn report_table_and_json_show_every_candidate() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    let h2 = t.staging(MIB);
+    let d2 = t.device(MIB);
+    t.address(d2.buf);
+    upload_loop(&mut t, h2, d2, 3);
+    let a = t.analyze();
+    let text = echo_analyzer::report::table(&a, "x.jsonl");
+    assert!(
+        text.contains("accepted: group 1, staging into device"),
+        "{text}"
+    );
+    assert!(text.contains("rejected: S3 at event"), "{text}");
+    assert!(text.contains("created at app+0x"), "{text}");
+    assert!(text.contains("why rejected:"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&echo_analyzer::report::json(&a)).unwrap();
+    assert_eq!(v["candidates"].as_array().unwrap().len(), 2);
+    assert_eq!(v["candidates"][1]["decision"], "rejected");
+    assert_eq!(v["candidates"][1]["condition"], "S3");
+    assert_eq!(v["plan"]["groups"].as_array().unwrap().len(), 1);
+}

@@ -1,0 +1,364 @@
+//! A small builder for synthetic traces: write what the layer would record, in order.
+#![allow(dead_code)]
+
+use echo_analyzer::analysis::{explain, plain_site, Analysis, Decision};
+use echo_analyzer::plan::{Condition, Thresholds};
+use echo_analyzer::trace::*;
+
+pub const MIB: u64 = 1 << 20;
+pub const SRC: u32 = 0x1;
+pub const DST: u32 = 0x2;
+pub const STORAGE: u32 = 0x20;
+
+/// A buffer and the allocation it was given.
+#[derive(Clone, Copy, Debug)]
+pub struct Buf {
+    pub buf: u64,
+    pub mem: u64,
+}
+
+/// One command of a command buffer.
+#[derive(Clone, Debug)]
+pub enum Cmd {
+    /// Whole-size copy at offset 0 → 0.
+    Copy(u64, u64, u64),
+    /// `(src, dst, src_offset, dst_offset, size)`.
+    CopyAt(u64, u64, u64, u64, u64),
+    /// A dispatch reading the buffer.
+    Read(u64),
+    /// A dispatch writing the buffer.
+    Write(u64),
+    /// A dispatch reading and writing the buffer.
+    ReadWrite(u64),
+    /// A use the layer cannot follow.
+    Untracked(u64),
+}
+
+pub struct T {
+    pub header: Header,
+    pub recs: Vec<Record>,
+    seq: u64,
+    next: u64,
+    pub queue: u64,
+    pub truncated: bool,
+}
+
+impl Default for T {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl T {
+    pub fn new() -> T {
+        let mut t = T {
+            header: Header {
+                format: TRACE_FORMAT.into(),
+                version: TRACE_VERSION,
+                context: Context {
+                    exe_path: "/nonexistent/app".into(),
+                    device_name: "synthetic".into(),
+                    ..Default::default()
+                },
+                pid: 1,
+                started_unix: 0,
+                settings: Default::default(),
+            },
+            recs: Vec::new(),
+            seq: 0,
+            next: 0x1000,
+            queue: 0x900,
+            truncated: false,
+        };
+        t.push(Event::DeviceCreate {
+            device: 0xd0,
+            class: "uma-strict".into(),
+            alias_type: Some(0),
+            min_import_alignment: 4096,
+        });
+        t
+    }
+
+    pub fn push(&mut self, event: Event) -> u64 {
+        self.seq += 1;
+        self.recs.push(Record {
+            seq: self.seq,
+            thread: 0,
+            event,
+        });
+        self.seq
+    }
+
+    pub fn handle(&mut self) -> u64 {
+        self.next += 0x10;
+        self.next
+    }
+
+    /// Create a buffer (not bound).
+    pub fn create(&mut self, size: u64, usage: u32, flags: u32) -> u64 {
+        let buffer = self.handle();
+        self.push(Event::BufferCreate {
+            buffer,
+            key: ObjectKey {
+                site: format!("{buffer:016x}"),
+                size,
+                usage,
+                flags,
+                ordinal: 0,
+            },
+            usage,
+            flags,
+            size,
+            req: MemReq {
+                size,
+                alignment: 256,
+                type_bits: 0b11,
+            },
+            stack: vec![
+                Frame {
+                    module: "libvulkan.so.1".into(),
+                    offset: 0x4242,
+                },
+                Frame {
+                    module: "app".into(),
+                    offset: buffer,
+                },
+            ],
+        });
+        buffer
+    }
+
+    pub fn alloc(&mut self, size: u64, type_index: u32, dedicated: Option<u64>) -> u64 {
+        let memory = self.handle();
+        self.push(Event::MemoryAlloc {
+            memory,
+            key: ObjectKey {
+                site: format!("{memory:016x}"),
+                size,
+                usage: type_index,
+                flags: 0,
+                ordinal: 0,
+            },
+            type_index,
+            size,
+            dedicated_buffer: dedicated,
+            host_visible: true,
+            external: false,
+        });
+        memory
+    }
+
+    pub fn bind(&mut self, buffer: u64, memory: u64, offset: u64) -> u64 {
+        self.push(Event::BindBuffer {
+            buffer,
+            memory,
+            offset,
+        })
+    }
+
+    pub fn map(&mut self, memory: u64) -> u64 {
+        self.push(Event::MapMemory {
+            memory,
+            offset: 0,
+            size: u64::MAX,
+        })
+    }
+
+    /// A host-visible staging buffer in its own (dedicated) allocation, mapped.
+    pub fn staging(&mut self, size: u64) -> Buf {
+        let buf = self.create(size, SRC | DST, 0);
+        let mem = self.alloc(size, 0, Some(buf));
+        self.bind(buf, mem, 0);
+        self.map(mem);
+        Buf { buf, mem }
+    }
+
+    /// A device buffer in its own allocation, never mapped.
+    pub fn device(&mut self, size: u64) -> Buf {
+        let buf = self.create(size, STORAGE | SRC | DST, 0);
+        let mem = self.alloc(size, 0, Some(buf));
+        self.bind(buf, mem, 0);
+        Buf { buf, mem }
+    }
+
+    /// A mapped pool allocation for sub-allocated staging buffers.
+    pub fn pool(&mut self, size: u64) -> u64 {
+        let mem = self.alloc(size, 0, None);
+        self.map(mem);
+        mem
+    }
+
+    /// A staging buffer sub-allocated from `pool` at `offset`.
+    pub fn sub_staging(&mut self, pool: u64, offset: u64, size: u64) -> Buf {
+        let buf = self.create(size, SRC | DST, 0);
+        self.bind(buf, pool, offset);
+        Buf { buf, mem: pool }
+    }
+
+    pub fn host_write(&mut self, buffer: u64) -> u64 {
+        self.push(Event::HostAccess {
+            buffer,
+            access: Access::Write,
+        })
+    }
+
+    pub fn host_read(&mut self, buffer: u64) -> u64 {
+        self.push(Event::HostAccess {
+            buffer,
+            access: Access::Read,
+        })
+    }
+
+    /// Record a fresh command buffer with `cmds` and submit it with a new fence: `(seq, fence)`.
+    pub fn submit(&mut self, cmds: &[Cmd]) -> (u64, u64) {
+        let fence = self.handle();
+        let seq = self.submit_with(cmds, Some(fence), vec![]);
+        (seq, fence)
+    }
+
+    pub fn submit_with(
+        &mut self,
+        cmds: &[Cmd],
+        fence: Option<u64>,
+        signals: Vec<(u64, u64)>,
+    ) -> u64 {
+        let cmd = self.handle();
+        self.push(Event::CmdBegin {
+            cmd,
+            one_time: true,
+        });
+        for c in cmds {
+            let ev = match c.clone() {
+                Cmd::Copy(src, dst, size) => Event::CmdCopyBuffer {
+                    cmd,
+                    src,
+                    dst,
+                    regions: vec![CopyRegion {
+                        src_offset: 0,
+                        dst_offset: 0,
+                        size,
+                    }],
+                },
+                Cmd::CopyAt(src, dst, so, d_o, size) => Event::CmdCopyBuffer {
+                    cmd,
+                    src,
+                    dst,
+                    regions: vec![CopyRegion {
+                        src_offset: so,
+                        dst_offset: d_o,
+                        size,
+                    }],
+                },
+                Cmd::Read(b) | Cmd::Write(b) | Cmd::ReadWrite(b) | Cmd::Untracked(b) => {
+                    let (access, kind) = match c {
+                        Cmd::Read(_) => (Access::Read, UseKind::Descriptor),
+                        Cmd::Write(_) => (Access::Write, UseKind::Descriptor),
+                        Cmd::ReadWrite(_) => (Access::ReadWrite, UseKind::Descriptor),
+                        _ => (Access::Read, UseKind::Untracked),
+                    };
+                    Event::CmdUse {
+                        cmd,
+                        command: "vkCmdDispatch".into(),
+                        uses: vec![BufferUse {
+                            buffer: b,
+                            offset: 0,
+                            size: u64::MAX,
+                            access,
+                            kind,
+                        }],
+                    }
+                }
+            };
+            self.push(ev);
+        }
+        self.push(Event::CmdEnd { cmd });
+        let queue = self.queue;
+        self.push(Event::QueueSubmit {
+            queue,
+            batches: vec![SubmitBatch {
+                command_buffers: vec![cmd],
+                waits: vec![],
+                signals,
+            }],
+            fence,
+        })
+    }
+
+    pub fn wait(&mut self, fence: u64) -> u64 {
+        self.push(Event::FenceSignaled {
+            fences: vec![fence],
+        })
+    }
+
+    /// Submit and wait at once.
+    pub fn run(&mut self, cmds: &[Cmd]) -> u64 {
+        let (s, f) = self.submit(cmds);
+        self.wait(f);
+        s
+    }
+
+    pub fn destroy(&mut self, buffer: u64) -> u64 {
+        self.push(Event::BufferDestroy { buffer })
+    }
+
+    pub fn free(&mut self, memory: u64) -> u64 {
+        self.push(Event::MemoryFree { memory })
+    }
+
+    pub fn address(&mut self, buffer: u64) -> u64 {
+        self.push(Event::BufferAddress { buffer })
+    }
+
+    /// The trace as the layer writes it.
+    pub fn text(&self) -> String {
+        let mut s = header_line(&self.header);
+        s.push('\n');
+        for r in &self.recs {
+            s.push_str(&record_line(r));
+            s.push('\n');
+        }
+        s
+    }
+
+    /// Through the real reader, so every test also exercises the format.
+    pub fn trace(&self) -> Trace {
+        read_trace(self.text().as_bytes()).expect("synthetic trace reads back")
+    }
+
+    pub fn analyze(&self) -> Analysis {
+        self.analyze_with(Thresholds::default())
+    }
+
+    pub fn analyze_with(&self, t: Thresholds) -> Analysis {
+        let a = explain(&self.trace(), t, &plain_site);
+        // Every plan the analyzer writes must read back.
+        let again = echo_analyzer::plan::parse_plan(&a.plan.to_json()).expect("plan parses");
+        assert_eq!(again, a.plan);
+        a
+    }
+}
+
+/// The decision for the candidate (staging, device), by buffer handle order of creation.
+pub fn decision<'a>(a: &'a Analysis, staging_no: usize, device_no: usize) -> &'a Decision {
+    &a.candidates
+        .iter()
+        .find(|c| c.staging.number == staging_no && c.device.number == device_no)
+        .unwrap_or_else(|| {
+            panic!(
+                "no candidate #{staging_no}/#{device_no}: {:#?}",
+                a.candidates
+            )
+        })
+        .decision
+}
+
+pub fn rejected(d: &Decision) -> (Condition, Option<u64>, String) {
+    match d {
+        Decision::Rejected {
+            condition,
+            event,
+            message,
+        } => (*condition, *event, message.clone()),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
