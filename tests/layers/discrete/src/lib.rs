@@ -1,1 +1,515 @@
+//! `VK_LAYER_ECHO_test_discrete`: a test-only explicit layer placed below VK_LAYER_echo that
+//! makes the device look like a discrete GPU to the layers above it.
+//!
+//! It presents the memory table of a typical discrete card — type 0 DEVICE_LOCAL (heap 0),
+//! type 1 HOST_VISIBLE|HOST_COHERENT and type 2 HOST_VISIBLE|HOST_COHERENT|HOST_CACHED (heap 1,
+//! host memory) — and `deviceType = DISCRETE_GPU`, and maps every fake memory type index back to
+//! the driver's real host-visible type in `vkAllocateMemory` (and `memoryTypeBits` in the
+//! memory-requirement queries), so applications still run. The tests write its manifest.
 
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+#[path = "../../../../layer/src/loader/vk_layer_bindings.rs"]
+#[rustfmt::skip]
+mod bindings;
+
+use ash::vk;
+use ash::vk::Handle;
+use bindings::{
+    VkLayerDeviceCreateInfo, VkLayerFunction, VkLayerInstanceCreateInfo, VkNegotiateLayerInterface,
+};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::{Mutex, OnceLock};
+
+const LAYER_NAME: &CStr = c"VK_LAYER_ECHO_test_discrete";
+const FAKE_TYPES: [(u32, vk::MemoryPropertyFlags); 3] = [
+    (0, vk::MemoryPropertyFlags::DEVICE_LOCAL),
+    (
+        1,
+        vk::MemoryPropertyFlags::from_raw(
+            vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
+                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
+        ),
+    ),
+    (
+        1,
+        vk::MemoryPropertyFlags::from_raw(
+            vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
+                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw()
+                | vk::MemoryPropertyFlags::HOST_CACHED.as_raw(),
+        ),
+    ),
+];
+const FAKE_BITS: u32 = 0b111;
+
+struct Instance {
+    handle: vk::Instance,
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    fp: ash::InstanceFnV1_0,
+    props2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
+    mem2: Option<vk::PFN_vkGetPhysicalDeviceMemoryProperties2>,
+}
+
+struct Device {
+    gdpa: vk::PFN_vkGetDeviceProcAddr,
+    fp: ash::DeviceFnV1_0,
+    /// The driver's memory type every fake type maps to.
+    real_type: u32,
+    buf_req2: Option<vk::PFN_vkGetBufferMemoryRequirements2>,
+    buf_req2_khr: Option<vk::PFN_vkGetBufferMemoryRequirements2>,
+    img_req2: Option<vk::PFN_vkGetImageMemoryRequirements2>,
+    img_req2_khr: Option<vk::PFN_vkGetImageMemoryRequirements2>,
+}
+
+fn instances() -> &'static Mutex<HashMap<usize, &'static Instance>> {
+    static M: OnceLock<Mutex<HashMap<usize, &'static Instance>>> = OnceLock::new();
+    M.get_or_init(Default::default)
+}
+fn devices() -> &'static Mutex<HashMap<usize, &'static Device>> {
+    static M: OnceLock<Mutex<HashMap<usize, &'static Device>>> = OnceLock::new();
+    M.get_or_init(Default::default)
+}
+
+unsafe fn key(raw: u64) -> usize {
+    *(raw as usize as *const usize)
+}
+unsafe fn inst<H: vk::Handle>(h: H) -> Option<&'static Instance> {
+    instances().lock().ok()?.get(&key(h.as_raw())).copied()
+}
+unsafe fn dev<H: vk::Handle>(h: H) -> Option<&'static Device> {
+    devices().lock().ok()?.get(&key(h.as_raw())).copied()
+}
+unsafe fn typed<F: Copy>(f: unsafe extern "system" fn()) -> F {
+    std::mem::transmute_copy(&f)
+}
+fn void(f: *const ()) -> unsafe extern "system" fn() {
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(f) }
+}
+
+#[no_mangle]
+pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
+    p: *mut VkNegotiateLayerInterface,
+) -> vk::Result {
+    if p.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    let v = &mut *p;
+    v.loaderLayerInterfaceVersion = v.loaderLayerInterfaceVersion.min(2);
+    v.pfnGetInstanceProcAddr = Some(vkGetInstanceProcAddr);
+    v.pfnGetDeviceProcAddr = Some(vkGetDeviceProcAddr);
+    v.pfnGetPhysicalDeviceProcAddr = None;
+    vk::Result::SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "system" fn vkGetInstanceProcAddr(
+    instance: vk::Instance,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    let n = CStr::from_ptr(name).to_bytes();
+    let f: *const () = match n {
+        b"vkGetInstanceProcAddr" => vkGetInstanceProcAddr as *const (),
+        b"vkCreateInstance" => create_instance as *const (),
+        b"vkDestroyInstance" => destroy_instance as *const (),
+        b"vkGetPhysicalDeviceProperties" => get_properties as *const (),
+        b"vkGetPhysicalDeviceProperties2" | b"vkGetPhysicalDeviceProperties2KHR" => {
+            get_properties2 as *const ()
+        }
+        b"vkGetPhysicalDeviceMemoryProperties" => get_memory_properties as *const (),
+        b"vkGetPhysicalDeviceMemoryProperties2" | b"vkGetPhysicalDeviceMemoryProperties2KHR" => {
+            get_memory_properties2 as *const ()
+        }
+        b"vkCreateDevice" => create_device as *const (),
+        b"vkEnumerateDeviceExtensionProperties" => {
+            enumerate_device_extension_properties as *const ()
+        }
+        _ => {
+            if let Some(f) = device_hook(n) {
+                return Some(f);
+            }
+            return match inst(instance) {
+                Some(i) if instance != vk::Instance::null() => (i.gipa)(instance, name),
+                _ => None,
+            };
+        }
+    };
+    Some(void(f))
+}
+
+fn device_hook(n: &[u8]) -> vk::PFN_vkVoidFunction {
+    let f: *const () = match n {
+        b"vkGetDeviceProcAddr" => vkGetDeviceProcAddr as *const (),
+        b"vkDestroyDevice" => destroy_device as *const (),
+        b"vkAllocateMemory" => allocate_memory as *const (),
+        b"vkGetBufferMemoryRequirements" => buffer_requirements as *const (),
+        b"vkGetBufferMemoryRequirements2" => buffer_requirements2 as *const (),
+        b"vkGetBufferMemoryRequirements2KHR" => buffer_requirements2_khr as *const (),
+        b"vkGetImageMemoryRequirements" => image_requirements as *const (),
+        b"vkGetImageMemoryRequirements2" => image_requirements2 as *const (),
+        b"vkGetImageMemoryRequirements2KHR" => image_requirements2_khr as *const (),
+        _ => return None,
+    };
+    Some(void(f))
+}
+
+#[no_mangle]
+pub unsafe extern "system" fn vkGetDeviceProcAddr(
+    device: vk::Device,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    let d = dev(device)?;
+    let next = (d.gdpa)(device, name);
+    next?;
+    device_hook(CStr::from_ptr(name).to_bytes()).or(next)
+}
+
+#[no_mangle]
+pub unsafe extern "system" fn vkEnumerateInstanceLayerProperties(
+    count: *mut u32,
+    props: *mut vk::LayerProperties,
+) -> vk::Result {
+    if props.is_null() {
+        *count = 1;
+        return vk::Result::SUCCESS;
+    }
+    if *count == 0 {
+        return vk::Result::INCOMPLETE;
+    }
+    let mut p = vk::LayerProperties {
+        spec_version: vk::make_api_version(0, 1, 3, 239),
+        implementation_version: 1,
+        ..Default::default()
+    };
+    for (d, b) in p.layer_name.iter_mut().zip(LAYER_NAME.to_bytes()) {
+        *d = *b as c_char;
+    }
+    *props = p;
+    *count = 1;
+    vk::Result::SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "system" fn vkEnumerateInstanceExtensionProperties(
+    _layer: *const c_char,
+    count: *mut u32,
+    _props: *mut vk::ExtensionProperties,
+) -> vk::Result {
+    *count = 0;
+    vk::Result::SUCCESS
+}
+
+unsafe extern "system" fn enumerate_device_extension_properties(
+    pd: vk::PhysicalDevice,
+    layer: *const c_char,
+    count: *mut u32,
+    props: *mut vk::ExtensionProperties,
+) -> vk::Result {
+    if !layer.is_null() && CStr::from_ptr(layer) == LAYER_NAME {
+        *count = 0;
+        return vk::Result::SUCCESS;
+    }
+    match inst(pd) {
+        Some(i) => (i.fp.enumerate_device_extension_properties)(pd, layer, count, props),
+        None => vk::Result::ERROR_INITIALIZATION_FAILED,
+    }
+}
+
+unsafe extern "system" fn create_instance(
+    info: *const vk::InstanceCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Instance,
+) -> vk::Result {
+    let mut p = (*info).p_next as *mut VkLayerInstanceCreateInfo;
+    while !p.is_null()
+        && !((*p).sType == vk::StructureType::LOADER_INSTANCE_CREATE_INFO
+            && (*p).function == VkLayerFunction::VK_LAYER_LINK_INFO)
+    {
+        p = (*p).pNext as *mut VkLayerInstanceCreateInfo;
+    }
+    if p.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    let link = *(*p).u.pLayerInfo.as_ref();
+    let Some(gipa) = (*link).pfnNextGetInstanceProcAddr else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    *(*p).u.pLayerInfo.as_mut() = (*link).pNext;
+    let Some(create) = gipa(vk::Instance::null(), c"vkCreateInstance".as_ptr()) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let r = typed::<vk::PFN_vkCreateInstance>(create)(info, alloc, out);
+    if r != vk::Result::SUCCESS {
+        return r;
+    }
+    let handle = *out;
+    let fp = ash::InstanceFnV1_0::load(|n| {
+        gipa(handle, n.as_ptr()).map_or(std::ptr::null(), |f| f as *const c_void)
+    });
+    let get = |a: &CStr, b: &CStr| gipa(handle, a.as_ptr()).or_else(|| gipa(handle, b.as_ptr()));
+    let data = Box::leak(Box::new(Instance {
+        handle,
+        gipa,
+        fp,
+        props2: get(
+            c"vkGetPhysicalDeviceProperties2",
+            c"vkGetPhysicalDeviceProperties2KHR",
+        )
+        .map(|f| typed(f)),
+        mem2: get(
+            c"vkGetPhysicalDeviceMemoryProperties2",
+            c"vkGetPhysicalDeviceMemoryProperties2KHR",
+        )
+        .map(|f| typed(f)),
+    }));
+    instances()
+        .lock()
+        .unwrap()
+        .insert(key(handle.as_raw()), data);
+    r
+}
+
+unsafe extern "system" fn destroy_instance(
+    instance: vk::Instance,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    let i = instances().lock().unwrap().remove(&key(instance.as_raw()));
+    if let Some(i) = i {
+        (i.fp.destroy_instance)(instance, alloc);
+    }
+}
+
+fn make_discrete(p: &mut vk::PhysicalDeviceProperties) {
+    p.device_type = vk::PhysicalDeviceType::DISCRETE_GPU;
+}
+
+unsafe extern "system" fn get_properties(
+    pd: vk::PhysicalDevice,
+    out: *mut vk::PhysicalDeviceProperties,
+) {
+    if let Some(i) = inst(pd) {
+        (i.fp.get_physical_device_properties)(pd, out);
+        make_discrete(&mut *out);
+    }
+}
+
+unsafe extern "system" fn get_properties2(
+    pd: vk::PhysicalDevice,
+    out: *mut vk::PhysicalDeviceProperties2<'_>,
+) {
+    if let Some(i) = inst(pd) {
+        match i.props2 {
+            Some(f) => f(pd, out),
+            None => (i.fp.get_physical_device_properties)(pd, &mut (*out).properties),
+        }
+        make_discrete(&mut (*out).properties);
+    }
+}
+
+/// The real table → the fake discrete one.
+fn make_table(m: &mut vk::PhysicalDeviceMemoryProperties) {
+    let total = m.memory_heaps[0].size;
+    m.memory_heap_count = 2;
+    m.memory_heaps[0] = vk::MemoryHeap {
+        size: total,
+        flags: vk::MemoryHeapFlags::DEVICE_LOCAL,
+    };
+    m.memory_heaps[1] = vk::MemoryHeap {
+        size: total,
+        flags: vk::MemoryHeapFlags::empty(),
+    };
+    m.memory_type_count = FAKE_TYPES.len() as u32;
+    for (i, (heap, flags)) in FAKE_TYPES.iter().enumerate() {
+        m.memory_types[i] = vk::MemoryType {
+            property_flags: *flags,
+            heap_index: *heap,
+        };
+    }
+}
+
+unsafe extern "system" fn get_memory_properties(
+    pd: vk::PhysicalDevice,
+    out: *mut vk::PhysicalDeviceMemoryProperties,
+) {
+    if let Some(i) = inst(pd) {
+        (i.fp.get_physical_device_memory_properties)(pd, out);
+        make_table(&mut *out);
+    }
+}
+
+unsafe extern "system" fn get_memory_properties2(
+    pd: vk::PhysicalDevice,
+    out: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
+) {
+    if let Some(i) = inst(pd) {
+        match i.mem2 {
+            Some(f) => f(pd, out),
+            None => (i.fp.get_physical_device_memory_properties)(pd, &mut (*out).memory_properties),
+        }
+        make_table(&mut (*out).memory_properties);
+    }
+}
+
+unsafe extern "system" fn create_device(
+    pd: vk::PhysicalDevice,
+    info: *const vk::DeviceCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Device,
+) -> vk::Result {
+    let Some(i) = inst(pd) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let mut p = (*info).p_next as *mut VkLayerDeviceCreateInfo;
+    while !p.is_null()
+        && !((*p).sType == vk::StructureType::LOADER_DEVICE_CREATE_INFO
+            && (*p).function == VkLayerFunction::VK_LAYER_LINK_INFO)
+    {
+        p = (*p).pNext as *mut VkLayerDeviceCreateInfo;
+    }
+    if p.is_null() {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    }
+    let link = (*p).u.pLayerInfo;
+    let (Some(gipa), Some(gdpa)) = (
+        (*link).pfnNextGetInstanceProcAddr,
+        (*link).pfnNextGetDeviceProcAddr,
+    ) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    (*p).u.pLayerInfo = (*link).pNext;
+    let Some(create) = gipa(i.handle, c"vkCreateDevice".as_ptr()) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let r = typed::<vk::PFN_vkCreateDevice>(create)(pd, info, alloc, out);
+    if r != vk::Result::SUCCESS {
+        return r;
+    }
+    let device = *out;
+    // The real table: the first host-visible type takes every fake type's allocations.
+    let mut mem = vk::PhysicalDeviceMemoryProperties::default();
+    (i.fp.get_physical_device_memory_properties)(pd, &mut mem);
+    let real_type = mem
+        .memory_types_as_slice()
+        .iter()
+        .position(|t| {
+            t.property_flags
+                .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+        })
+        .unwrap_or(0) as u32;
+    let fp = ash::DeviceFnV1_0::load(|n| {
+        gdpa(device, n.as_ptr()).map_or(std::ptr::null(), |f| f as *const c_void)
+    });
+    unsafe fn get<F: Copy>(
+        gdpa: vk::PFN_vkGetDeviceProcAddr,
+        device: vk::Device,
+        n: &CStr,
+    ) -> Option<F> {
+        gdpa(device, n.as_ptr()).map(|f| typed(f))
+    }
+    let d = Box::leak(Box::new(Device {
+        gdpa,
+        fp,
+        real_type,
+        buf_req2: get(gdpa, device, c"vkGetBufferMemoryRequirements2"),
+        buf_req2_khr: get(gdpa, device, c"vkGetBufferMemoryRequirements2KHR"),
+        img_req2: get(gdpa, device, c"vkGetImageMemoryRequirements2"),
+        img_req2_khr: get(gdpa, device, c"vkGetImageMemoryRequirements2KHR"),
+    }));
+    devices().lock().unwrap().insert(key(device.as_raw()), d);
+    r
+}
+
+unsafe extern "system" fn destroy_device(
+    device: vk::Device,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    let d = devices().lock().unwrap().remove(&key(device.as_raw()));
+    if let Some(d) = d {
+        (d.fp.destroy_device)(device, alloc);
+    }
+}
+
+unsafe extern "system" fn allocate_memory(
+    device: vk::Device,
+    info: *const vk::MemoryAllocateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::DeviceMemory,
+) -> vk::Result {
+    let Some(d) = dev(device) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if (*info).memory_type_index >= FAKE_TYPES.len() as u32 {
+        return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
+    }
+    let mut real = *info;
+    real.memory_type_index = d.real_type;
+    (d.fp.allocate_memory)(device, &real, alloc, out)
+}
+
+fn fake_bits(d: &Device, bits: u32) -> u32 {
+    if bits & (1 << d.real_type) != 0 {
+        FAKE_BITS
+    } else {
+        0
+    }
+}
+
+unsafe extern "system" fn buffer_requirements(
+    device: vk::Device,
+    b: vk::Buffer,
+    out: *mut vk::MemoryRequirements,
+) {
+    if let Some(d) = dev(device) {
+        (d.fp.get_buffer_memory_requirements)(device, b, out);
+        (*out).memory_type_bits = fake_bits(d, (*out).memory_type_bits);
+    }
+}
+
+unsafe extern "system" fn image_requirements(
+    device: vk::Device,
+    i: vk::Image,
+    out: *mut vk::MemoryRequirements,
+) {
+    if let Some(d) = dev(device) {
+        (d.fp.get_image_memory_requirements)(device, i, out);
+        (*out).memory_type_bits = fake_bits(d, (*out).memory_type_bits);
+    }
+}
+
+macro_rules! req2 {
+    ($name:ident, $info:ty, $field:ident) => {
+        unsafe extern "system" fn $name(
+            device: vk::Device,
+            info: *const $info,
+            out: *mut vk::MemoryRequirements2<'_>,
+        ) {
+            if let Some(d) = dev(device) {
+                if let Some(f) = d.$field {
+                    f(device, info, out);
+                    let r = &mut (*out).memory_requirements;
+                    r.memory_type_bits = fake_bits(d, r.memory_type_bits);
+                }
+            }
+        }
+    };
+}
+req2!(
+    buffer_requirements2,
+    vk::BufferMemoryRequirementsInfo2<'_>,
+    buf_req2
+);
+req2!(
+    buffer_requirements2_khr,
+    vk::BufferMemoryRequirementsInfo2<'_>,
+    buf_req2_khr
+);
+req2!(
+    image_requirements2,
+    vk::ImageMemoryRequirementsInfo2<'_>,
+    img_req2
+);
+req2!(
+    image_requirements2_khr,
+    vk::ImageMemoryRequirementsInfo2<'_>,
+    img_req2_khr
+);
