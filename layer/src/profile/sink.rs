@@ -1,0 +1,501 @@
+//! The trace sink: hooks hand it [`Event`]s, a writer thread encodes them as JSON Lines.
+//!
+//! Hot path ([`Sink::record`]): take a sequence number from the global counter, look up the
+//! calling thread's small id, push the record onto a channel. No JSON on the calling thread, no
+//! lock, no I/O. The writer thread encodes each record with [`record_line`] into a `BufWriter`.
+//!
+//! Size bound: when the next line (plus room for the marker) would take the file past
+//! `max_bytes`, the writer writes one [`Event::Truncated`] record (`dropped_after_bytes` = bytes
+//! in the file before the marker, its `seq` = the seq of the first dropped record) and drops
+//! everything after it; callers see [`Sink::is_active`] turn false. The file never exceeds
+//! `max_bytes` unless the header alone does.
+//!
+//! Failure: an unwritable path gives a warning string and a disabled sink (records dropped);
+//! a write error later (disk full) disables the sink with one warning on stderr. Never a panic.
+//!
+//! Sequence numbers come from one process-wide counter ([`next_seq`]), shared with the
+//! page-protection guard's signal handler, so host accesses sort correctly among API events.
+
+use echo_analyzer::trace::{header_line, record_line, Event, Header, Record};
+use std::cell::Cell;
+use std::fs::OpenOptions;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// Process-wide sequence counter. Starts at 1 (0 means "none" in the guard).
+static SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// Take the next global sequence number. Async-signal-safe (one atomic add).
+#[inline]
+pub fn next_seq() -> u64 {
+    SEQ.fetch_add(1, Ordering::Relaxed)
+}
+
+static NEXT_THREAD: AtomicU32 = AtomicU32::new(1);
+
+thread_local! {
+    // `const` init and a `Copy` type: no destructor is registered for this thread-local.
+    static THREAD_ID: Cell<u32> = const { Cell::new(0) };
+}
+
+/// A small per-thread id (1, 2, 3 … in order of each thread's first record). Not for signal
+/// handlers (TLS in a dlopen'd library may allocate on first touch).
+#[inline]
+pub fn thread_id() -> u32 {
+    THREAD_ID.with(|t| {
+        let v = t.get();
+        if v != 0 {
+            return v;
+        }
+        let v = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+        t.set(v);
+        v
+    })
+}
+
+enum Msg {
+    Rec(Record),
+    /// Write out everything queued so far, fsync, then answer.
+    Flush(SyncSender<()>),
+    /// Like `Flush`, then stop the writer thread.
+    Finish(SyncSender<()>),
+}
+
+struct Shared {
+    /// False once disabled (unwritable, write error, truncated or finished).
+    active: AtomicBool,
+}
+
+/// A trace file being written. `Sync`: share it by reference among threads.
+pub struct Sink {
+    tx: Mutex<Option<Sender<Msg>>>,
+    // A clone per call would need the mutex; `Sender` is `Sync`, so keep one outside it too.
+    fast_tx: Option<Sender<Msg>>,
+    shared: std::sync::Arc<Shared>,
+    path: Option<PathBuf>,
+}
+
+/// How long `flush`/`finish` wait for the writer (a wedged disk must not hang the app forever).
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Room kept for the truncation marker line.
+const MARKER_RESERVE: u64 = 128;
+
+impl Sink {
+    /// A sink that drops everything.
+    pub fn disabled() -> Sink {
+        Sink {
+            tx: Mutex::new(None),
+            fast_tx: None,
+            shared: std::sync::Arc::new(Shared {
+                active: AtomicBool::new(false),
+            }),
+            path: None,
+        }
+    }
+
+    /// Create (or truncate) `path` with mode 0600, creating its parent directories, write the
+    /// header line and start the writer thread. An error is a warning for the log; the caller
+    /// then uses [`Sink::disabled`] (or call [`Sink::open_or_disabled`]).
+    pub fn open(path: &Path, header: &Header, max_bytes: u64) -> Result<Sink, String> {
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    format!(
+                        "cannot create trace directory {}: {e}; profiling continues without a trace",
+                        dir.display()
+                    )
+                })?;
+            }
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| {
+                format!(
+                    "cannot open trace file {}: {e}; profiling continues without a trace",
+                    path.display()
+                )
+            })?;
+        let mut out = BufWriter::with_capacity(1 << 16, file);
+        let head = header_line(header);
+        out.write_all(head.as_bytes())
+            .and_then(|_| out.write_all(b"\n"))
+            .and_then(|_| out.flush())
+            .map_err(|e| format!("cannot write trace file {}: {e}", path.display()))?;
+        let written = head.len() as u64 + 1;
+
+        let shared = std::sync::Arc::new(Shared {
+            active: AtomicBool::new(true),
+        });
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let w_shared = shared.clone();
+        let w_path = path.to_path_buf();
+        std::thread::Builder::new()
+            .name("echo-trace".into())
+            .spawn(move || writer(rx, out, written, max_bytes, w_shared, w_path))
+            .map_err(|e| format!("cannot start the trace writer thread: {e}"))?;
+        Ok(Sink {
+            tx: Mutex::new(Some(tx.clone())),
+            fast_tx: Some(tx),
+            shared,
+            path: Some(path.to_path_buf()),
+        })
+    }
+
+    /// [`Sink::open`], falling back to a disabled sink; the warning, if any, is returned.
+    pub fn open_or_disabled(
+        path: &Path,
+        header: &Header,
+        max_bytes: u64,
+    ) -> (Sink, Option<String>) {
+        match Sink::open(path, header, max_bytes) {
+            Ok(s) => (s, None),
+            Err(w) => (Sink::disabled(), Some(w)),
+        }
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// True while records are being kept (not disabled, truncated or finished). Hooks may
+    /// skip building events when false.
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.shared.active.load(Ordering::Relaxed)
+    }
+
+    /// Record `event` with a fresh sequence number; returns that number (0 when dropped).
+    #[inline]
+    pub fn record(&self, event: Event) -> u64 {
+        if !self.is_active() {
+            return 0;
+        }
+        let seq = next_seq();
+        self.record_at(seq, event);
+        seq
+    }
+
+    /// Record `event` with a sequence number taken earlier (e.g. before calling down, so the
+    /// event sorts where the call began), or taken in a signal handler.
+    #[inline]
+    pub fn record_at(&self, seq: u64, event: Event) {
+        if !self.is_active() {
+            return;
+        }
+        if let Some(tx) = &self.fast_tx {
+            let _ = tx.send(Msg::Rec(Record {
+                seq,
+                thread: thread_id(),
+                event,
+            }));
+        }
+    }
+
+    fn request(&self, finish: bool) {
+        let tx = {
+            let mut g = match self.tx.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            if finish {
+                g.take()
+            } else {
+                g.clone()
+            }
+        };
+        let Some(tx) = tx else { return };
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        let msg = if finish {
+            Msg::Finish(ack_tx)
+        } else {
+            Msg::Flush(ack_tx)
+        };
+        if tx.send(msg).is_ok() {
+            let _ = ack_rx.recv_timeout(FLUSH_TIMEOUT);
+        }
+    }
+
+    /// Write out everything recorded before this call and fsync. Blocks (bounded).
+    pub fn flush(&self) {
+        self.request(false);
+    }
+
+    /// Flush, fsync and stop the writer; later records are dropped. Idempotent. The writer
+    /// thread is not joined (so this is safe from an `atexit` handler or a library destructor
+    /// that runs under the dynamic loader's lock): it acknowledges, then returns on its own.
+    pub fn finish(&self) {
+        self.shared.active.store(false, Ordering::Relaxed);
+        self.request(true);
+    }
+}
+
+fn writer(
+    rx: Receiver<Msg>,
+    mut out: BufWriter<std::fs::File>,
+    mut written: u64,
+    max_bytes: u64,
+    shared: std::sync::Arc<Shared>,
+    path: PathBuf,
+) {
+    let mut failed = false;
+    let mut truncated = false;
+    let fail = |e: std::io::Error, failed: &mut bool| {
+        if !*failed {
+            *failed = true;
+            shared.active.store(false, Ordering::Relaxed);
+            eprintln!(
+                "[VK_LAYER_echo] warning: writing trace {} failed: {e}; the rest of the trace is dropped",
+                path.display()
+            );
+        }
+    };
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            Msg::Rec(rec) => {
+                if failed || truncated {
+                    continue;
+                }
+                let mut line = record_line(&rec);
+                line.push('\n');
+                if written + line.len() as u64 + MARKER_RESERVE > max_bytes {
+                    truncated = true;
+                    shared.active.store(false, Ordering::Relaxed);
+                    let mut marker = record_line(&Record {
+                        seq: rec.seq,
+                        thread: 0,
+                        event: Event::Truncated {
+                            dropped_after_bytes: written,
+                        },
+                    });
+                    marker.push('\n');
+                    match out.write_all(marker.as_bytes()) {
+                        Ok(()) => written += marker.len() as u64,
+                        Err(e) => fail(e, &mut failed),
+                    }
+                    continue;
+                }
+                match out.write_all(line.as_bytes()) {
+                    Ok(()) => written += line.len() as u64,
+                    Err(e) => fail(e, &mut failed),
+                }
+            }
+            Msg::Flush(ack) => {
+                if !failed {
+                    if let Err(e) = out.flush().and_then(|_| out.get_ref().sync_data()) {
+                        fail(e, &mut failed);
+                    }
+                }
+                let _ = ack.send(());
+            }
+            Msg::Finish(ack) => {
+                if !failed {
+                    if let Err(e) = out.flush().and_then(|_| out.get_ref().sync_data()) {
+                        fail(e, &mut failed);
+                    }
+                }
+                let _ = ack.send(());
+                return;
+            }
+        }
+    }
+    let _ = out.flush();
+}
+
+/// The process's sink, once profile mode opened one.
+static GLOBAL: OnceLock<Sink> = OnceLock::new();
+
+/// Install `sink` as the process's sink (first call wins; later calls return `false`) and
+/// register an exit-time [`Sink::finish`] for it.
+pub fn install_global(sink: Sink) -> bool {
+    let ok = GLOBAL.set(sink).is_ok();
+    if ok {
+        extern "C" fn at_exit() {
+            // No unwinding across the C boundary.
+            let _ = std::panic::catch_unwind(|| {
+                if let Some(s) = GLOBAL.get() {
+                    s.finish();
+                }
+            });
+        }
+        // glibc links `atexit` from libc_nonshared.a with this library's __dso_handle, so the
+        // handler also runs if the loader dlcloses the layer before exit.
+        unsafe {
+            libc::atexit(at_exit);
+        }
+    }
+    ok
+}
+
+/// The process's sink, if one was installed.
+pub fn global() -> Option<&'static Sink> {
+    GLOBAL.get()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use echo_analyzer::trace::{read_trace, Context, TRACE_FORMAT, TRACE_VERSION};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn header() -> Header {
+        Header {
+            format: TRACE_FORMAT.into(),
+            version: TRACE_VERSION,
+            context: Context::default(),
+            pid: std::process::id(),
+            started_unix: 0,
+            settings: Default::default(),
+        }
+    }
+
+    fn tmpdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "echo-sink-{tag}-{}-{}",
+            std::process::id(),
+            next_seq()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn records_from_many_threads_read_back_in_seq_order() {
+        let dir = tmpdir("order");
+        let path = dir.join("sub/trace.jsonl");
+        let sink = Sink::open(&path, &header(), 1 << 30).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let mut seqs = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let sink = &sink;
+                let seqs = &seqs;
+                s.spawn(move || {
+                    for i in 0..500u64 {
+                        let q = sink.record(Event::BufferAddress {
+                            buffer: t * 1000 + i,
+                        });
+                        seqs.lock().unwrap().push(q);
+                    }
+                });
+            }
+        });
+        sink.flush();
+        sink.record(Event::DeviceWaitIdle);
+        sink.finish();
+        sink.finish(); // idempotent
+        assert_eq!(
+            sink.record(Event::DeviceWaitIdle),
+            0,
+            "dropped after finish"
+        );
+        let t = read_trace(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+        assert_eq!(t.records.len(), 2001);
+        assert!(!t.truncated);
+        let got: Vec<u64> = t.records.iter().map(|r| r.seq).collect();
+        let mut want = std::mem::take(seqs.get_mut().unwrap());
+        want.sort();
+        assert_eq!(&got[..2000], &want[..]);
+        assert!(got.windows(2).all(|w| w[0] < w[1]));
+        // Per thread, buffers appear in program order.
+        let mut threads = std::collections::BTreeSet::new();
+        for r in &t.records {
+            threads.insert(r.thread);
+        }
+        assert_eq!(threads.len(), 5, "4 workers + the main thread: {threads:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn truncation_marker_once_and_bounded_size() {
+        let dir = tmpdir("trunc");
+        let path = dir.join("t.jsonl");
+        let max = 4096;
+        let sink = Sink::open(&path, &header(), max).unwrap();
+        for i in 0..1000 {
+            sink.record(Event::BufferAddress { buffer: i });
+        }
+        sink.finish();
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(len <= max, "{len} > {max}");
+        let t = read_trace(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+        assert!(t.truncated);
+        let markers: Vec<_> = t
+            .records
+            .iter()
+            .filter(|r| matches!(r.event, Event::Truncated { .. }))
+            .collect();
+        assert_eq!(markers.len(), 1);
+        assert!(matches!(
+            t.records.last().unwrap().event,
+            Event::Truncated { .. }
+        ));
+        assert!(t.records.len() > 10 && t.records.len() < 1000);
+        if let Event::Truncated {
+            dropped_after_bytes,
+        } = markers[0].event
+        {
+            assert!(dropped_after_bytes < max && dropped_after_bytes > 3000);
+        }
+        assert!(!sink.is_active());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn unwritable_path_is_a_warning_and_a_disabled_sink() {
+        // A path under a regular file can never be created, even as root.
+        let dir = tmpdir("bad");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("plain");
+        std::fs::write(&file, b"x").unwrap();
+        let (sink, warn) = Sink::open_or_disabled(&file.join("t.jsonl"), &header(), 1 << 20);
+        let warn = warn.expect("a warning");
+        assert!(warn.contains("trace"), "{warn}");
+        assert!(!sink.is_active());
+        assert_eq!(sink.record(Event::DeviceWaitIdle), 0);
+        sink.flush();
+        sink.finish();
+        // A symlink is not followed.
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let (_s, warn) = Sink::open_or_disabled(&link, &header(), 1 << 20);
+        assert!(warn.is_some());
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn record_cost_is_small() {
+        let dir = tmpdir("cost");
+        let sink = Sink::open(&dir.join("t.jsonl"), &header(), 1 << 30).unwrap();
+        let n = 20_000u64;
+        let t0 = std::time::Instant::now();
+        for i in 0..n {
+            sink.record(Event::CmdCopyBuffer {
+                cmd: i,
+                src: 1,
+                dst: 2,
+                regions: vec![echo_analyzer::trace::CopyRegion {
+                    src_offset: 0,
+                    dst_offset: 0,
+                    size: 1 << 20,
+                }],
+            });
+        }
+        let per = t0.elapsed().as_nanos() as f64 / n as f64;
+        sink.finish();
+        eprintln!("sink.record(CmdCopyBuffer): {per:.0} ns per call (calling thread)");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
