@@ -1,0 +1,424 @@
+//! Call-site identity (DESIGN §4): which line of the APPLICATION created a buffer or an
+//! allocation, in a form that is equal across runs despite ASLR.
+//!
+//! 1. glibc `backtrace()` collects return addresses (it unwinds with libgcc's
+//!    `_Unwind_Backtrace` from `.eh_frame`, which x86_64 and aarch64 code has by default).
+//! 2. Leading frames inside this layer, the Vulkan loader (`libvulkan.so*`) or another layer
+//!    (`libVkLayer_*`) are dropped, so the site starts at the application's call; the next
+//!    `depth` frames are kept.
+//! 3. Each address becomes `(module, offset)`: the module (found with `dl_iterate_phdr`, cached
+//!    until the loader's add/remove counters change) is named by its file's basename (so `./app`
+//!    and `/abs/app` agree; the main program by its executable's name); `offset = address − load
+//!    bias`, i.e. the ELF virtual address of the return address, which is what `addr2line -e
+//!    module` takes (look up `offset − 1` to land in the call instruction).
+//! 4. `site = FNV-1a 64` over, per frame, the module bytes, a 0 byte, and the offset as 8
+//!    little-endian bytes; written as 16 hex digits.
+//!
+//! [`KeyAllocator`] adds the ordinal among objects with the same (site, size, usage, flags).
+
+use dashmap::DashMap;
+use echo_analyzer::trace::{Frame, ObjectKey};
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::{OnceLock, RwLock};
+
+extern "C" {
+    // glibc <execinfo.h>. Async-signal-unsafe on first use (it loads libgcc_s); fine here.
+    fn backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int;
+}
+
+/// Most frames we ever keep (the `stack_depth` setting accepts 1..64).
+pub const MAX_DEPTH: usize = 64;
+/// Extra frames captured to make room for the ones we drop (layer, loader, other layers).
+const SLACK: usize = 48;
+
+/// A resolved call site.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallSite {
+    pub hash: u64,
+    pub frames: Vec<Frame>,
+}
+
+impl CallSite {
+    /// The site as the trace writes it: 16 lowercase hex digits.
+    pub fn hex(&self) -> String {
+        format!("{:016x}", self.hash)
+    }
+
+    /// The hash of a list of module-relative frames (also usable by tests and the analyzer).
+    pub fn hash_frames(frames: &[Frame]) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                h ^= *b as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        for f in frames {
+            eat(f.module.as_bytes());
+            eat(&[0]);
+            eat(&f.offset.to_le_bytes());
+        }
+        h
+    }
+}
+
+/// One raw frame resolved with `dladdr`.
+struct Resolved {
+    module: String,
+    base: usize,
+    addr: usize,
+}
+
+/// A loaded module: its PT_LOAD address ranges, load bias and basename.
+struct Module {
+    ranges: Vec<(usize, usize)>,
+    bias: usize,
+    name: String,
+}
+
+/// Modules, refreshed when the dynamic loader's add/remove counters change. (`dladdr` would do,
+/// but glibc's also searches the symbol table for the nearest symbol: ~1 µs per frame.)
+struct ModuleCache {
+    adds: u64,
+    subs: u64,
+    modules: Vec<Module>,
+}
+
+static MODULES: RwLock<ModuleCache> = RwLock::new(ModuleCache {
+    adds: u64::MAX,
+    subs: u64::MAX,
+    modules: Vec::new(),
+});
+
+/// `(dlpi_adds, dlpi_subs)`: how many objects were ever loaded and unloaded.
+fn loader_counters() -> (u64, u64) {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        let out = &mut *(data as *mut (u64, u64));
+        if size >= std::mem::size_of::<libc::dl_phdr_info>() {
+            *out = ((*info).dlpi_adds, (*info).dlpi_subs);
+        }
+        1 // stop after the first object
+    }
+    let mut v = (0u64, 0u64);
+    unsafe { libc::dl_iterate_phdr(Some(first), &mut v as *mut _ as *mut c_void) };
+    v
+}
+
+fn load_modules() -> Vec<Module> {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+        let out = &mut *(data as *mut Vec<Module>);
+        let info = &*info;
+        let bias = info.dlpi_addr as usize;
+        let mut ranges = Vec::new();
+        for i in 0..info.dlpi_phnum as usize {
+            let ph = &*info.dlpi_phdr.add(i);
+            if ph.p_type == libc::PT_LOAD {
+                let start = bias.wrapping_add(ph.p_vaddr as usize);
+                ranges.push((start, start.wrapping_add(ph.p_memsz as usize)));
+            }
+        }
+        let name = if info.dlpi_name.is_null() {
+            ""
+        } else {
+            CStr::from_ptr(info.dlpi_name).to_str().unwrap_or("")
+        };
+        let name = match name.rsplit('/').next() {
+            Some(b) if !b.is_empty() => b.to_string(),
+            _ => exe_basename().to_string(), // the main program has an empty name
+        };
+        out.push(Module { ranges, bias, name });
+        0
+    }
+    let mut v: Vec<Module> = Vec::new();
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut v as *mut _ as *mut c_void) };
+    v
+}
+
+fn resolve_in(modules: &[Module], addr: usize) -> Option<Resolved> {
+    let m = modules
+        .iter()
+        .find(|m| m.ranges.iter().any(|&(a, b)| addr >= a && addr < b))?;
+    Some(Resolved {
+        module: m.name.clone(),
+        base: m.bias,
+        addr,
+    })
+}
+
+/// Resolve many addresses under one look at the loader's state.
+fn resolve_all(addrs: &[usize]) -> Vec<Option<Resolved>> {
+    let now = loader_counters();
+    {
+        let c = MODULES.read().unwrap_or_else(|p| p.into_inner());
+        if (c.adds, c.subs) == now {
+            return addrs.iter().map(|&a| resolve_in(&c.modules, a)).collect();
+        }
+    }
+    let mut c = MODULES.write().unwrap_or_else(|p| p.into_inner());
+    c.modules = load_modules();
+    c.adds = now.0;
+    c.subs = now.1;
+    addrs.iter().map(|&a| resolve_in(&c.modules, a)).collect()
+}
+
+fn resolve(addr: usize) -> Option<Resolved> {
+    resolve_all(&[addr]).pop().flatten()
+}
+
+fn exe_basename() -> &'static str {
+    static EXE: OnceLock<String> = OnceLock::new();
+    EXE.get_or_init(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "<exe>".into())
+    })
+}
+
+/// Load base of the module that contains this layer's code.
+fn own_base() -> usize {
+    static BASE: OnceLock<usize> = OnceLock::new();
+    *BASE.get_or_init(|| {
+        resolve(own_base as *const () as usize)
+            .map(|r| r.base)
+            .unwrap_or(0)
+    })
+}
+
+/// Is this module the Vulkan loader or a layer (ours or another)? Their frames are not part of
+/// the application's call site.
+pub fn is_loader_or_layer(module: &str) -> bool {
+    module.starts_with("libvulkan.so") || module.starts_with("libVkLayer_")
+}
+
+/// The production skip rule: this layer's own module, the loader, other layers.
+fn skip_layer_frames(r: &Resolved) -> bool {
+    r.base == own_base() || is_loader_or_layer(&r.module)
+}
+
+/// Capture the application's call site, `depth` frames deep (clamped to 1..=MAX_DEPTH).
+#[inline(never)]
+pub fn capture(depth: usize) -> CallSite {
+    capture_with(depth, &skip_layer_frames)
+}
+
+/// Like [`capture`], with the rule that drops leading frames given by the caller (tests run
+/// the layer's code inside the test executable, where "our own module" is everything).
+#[inline(never)]
+fn capture_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallSite {
+    let depth = depth.clamp(1, MAX_DEPTH);
+    let mut buf = [std::ptr::null_mut::<c_void>(); MAX_DEPTH + SLACK];
+    let want = (depth + SLACK).min(buf.len()) as c_int;
+    // SAFETY: `buf` has room for `want` pointers.
+    let n = unsafe { backtrace(buf.as_mut_ptr(), want) }.max(0) as usize;
+    let addrs: Vec<usize> = buf[..n].iter().map(|&a| a as usize).collect();
+    let mut frames = Vec::with_capacity(depth);
+    let mut leading = true;
+    for r in resolve_all(&addrs) {
+        let Some(r) = r else {
+            // An address in no module (JIT code): keep a placeholder so the depth still
+            // counts, but without the run-dependent address.
+            if !leading {
+                frames.push(Frame {
+                    module: "?".into(),
+                    offset: 0,
+                });
+                if frames.len() == depth {
+                    break;
+                }
+            }
+            continue;
+        };
+        if leading && skip_leading(&r) {
+            continue;
+        }
+        leading = false;
+        frames.push(Frame {
+            module: r.module,
+            offset: r.addr.wrapping_sub(r.base) as u64,
+        });
+        if frames.len() == depth {
+            break;
+        }
+    }
+    CallSite {
+        hash: CallSite::hash_frames(&frames),
+        frames,
+    }
+}
+
+/// Hands out [`ObjectKey`]s: the ordinal counts objects with the same (site, size, usage,
+/// flags) in creation order. Safe to share among threads.
+#[derive(Default)]
+pub struct KeyAllocator {
+    next: DashMap<(u64, u64, u32, u32), u32>,
+}
+
+impl KeyAllocator {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn key(&self, site: u64, size: u64, usage: u32, flags: u32) -> ObjectKey {
+        let mut e = self.next.entry((site, size, usage, flags)).or_insert(0);
+        let ordinal = *e;
+        *e += 1;
+        ObjectKey {
+            site: format!("{site:016x}"),
+            size,
+            usage,
+            flags,
+            ordinal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn keep_all(_: &Resolved) -> bool {
+        false
+    }
+
+    // Two distinct call sites (never inlined, so each has its own return address).
+    #[inline(never)]
+    fn site_a() -> CallSite {
+        std::hint::black_box(capture_with(16, &keep_all))
+    }
+    #[inline(never)]
+    fn site_b() -> CallSite {
+        std::hint::black_box(capture_with(16, &keep_all))
+    }
+
+    const CHILD_ENV: &str = "ECHO_CALLSITE_CHILD";
+
+    /// In the child: print the hashes and a raw address, so the parent can compare runs.
+    #[test]
+    fn aslr_child_prints_sites() {
+        if std::env::var_os(CHILD_ENV).is_none() {
+            return;
+        }
+        let a = site_a();
+        let b = site_b();
+        println!(
+            "SITES {} {} {} {:#x}",
+            a.hex(),
+            b.hex(),
+            a.frames[0].module,
+            site_a as *const () as usize
+        );
+    }
+
+    fn run_child() -> (String, String, String, String) {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "profile::callsite::tests::aslr_child_prints_sites",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find_map(|l| l.split_once("SITES ").map(|x| x.1))
+            .unwrap_or_else(|| panic!("no SITES line in {text}"));
+        let v: Vec<String> = line.split(' ').map(String::from).collect();
+        (v[0].clone(), v[1].clone(), v[2].clone(), v[3].clone())
+    }
+
+    #[test]
+    fn same_program_twice_gives_same_sites_despite_aslr() {
+        let (a1, b1, m1, raw1) = run_child();
+        let (a2, b2, m2, raw2) = run_child();
+        assert_eq!(a1, a2, "site A differs between runs");
+        assert_eq!(b1, b2, "site B differs between runs");
+        assert_ne!(a1, b1, "two call sites must hash differently");
+        assert_eq!(m1, m2);
+        let aslr = std::fs::read_to_string("/proc/sys/kernel/randomize_va_space")
+            .map(|s| s.trim() != "0")
+            .unwrap_or(false);
+        if aslr {
+            // The test is only meaningful if the load address really moved.
+            assert_ne!(
+                raw1, raw2,
+                "PIE test binary loaded at the same address twice"
+            );
+        } else {
+            eprintln!("note: ASLR is off on this machine; the raw-address check is skipped");
+        }
+    }
+
+    #[test]
+    fn frames_are_module_relative_and_hash_is_their_fnv() {
+        let a = site_a();
+        assert!(!a.frames.is_empty());
+        assert_eq!(a.hash, CallSite::hash_frames(&a.frames));
+        assert_eq!(a.hex().len(), 16);
+        let exe = exe_basename();
+        assert!(a.frames.iter().any(|f| f.module == exe), "{:?}", a.frames);
+        // The same call site twice (a loop): same hash. Another line of the caller, or another
+        // function: another hash (the caller's return address is part of the site).
+        let v: Vec<u64> = (0..2).map(|_| site_a().hash).collect();
+        assert_eq!(v[0], v[1]);
+        assert_ne!(site_a().hash, v[0]);
+        assert_ne!(site_b().hash, v[0]);
+        // Depth is honoured.
+        assert!(capture_with(3, &keep_all).frames.len() <= 3);
+    }
+
+    #[test]
+    fn production_rule_drops_layer_and_loader_frames() {
+        assert!(is_loader_or_layer("libvulkan.so.1"));
+        assert!(is_loader_or_layer("libvulkan.so.1.3.239"));
+        assert!(is_loader_or_layer("libVkLayer_khronos_validation.so"));
+        assert!(is_loader_or_layer("libVkLayer_echo.so"));
+        assert!(!is_loader_or_layer("saxpy"));
+        assert!(!is_loader_or_layer("libc.so.6"));
+        // In the test binary the layer's code IS the executable: the production rule skips
+        // its frames and starts at libstd/libc (thread start), so it still yields a site.
+        let s = capture(16);
+        assert!(
+            s.frames.iter().all(|f| f.module != exe_basename()),
+            "{:?}",
+            s.frames
+        );
+    }
+
+    #[test]
+    fn key_ordinals_count_per_key() {
+        let k = KeyAllocator::new();
+        assert_eq!(k.key(1, 64, 3, 0).ordinal, 0);
+        assert_eq!(k.key(1, 64, 3, 0).ordinal, 1);
+        assert_eq!(k.key(1, 65, 3, 0).ordinal, 0);
+        assert_eq!(k.key(2, 64, 3, 0).ordinal, 0);
+        let key = k.key(1, 64, 3, 0);
+        assert_eq!(key.ordinal, 2);
+        assert_eq!(key.site, "0000000000000001");
+    }
+
+    #[test]
+    fn capture_cost() {
+        let _ = capture(16); // first call loads libgcc_s
+        let n = 200;
+        let mut per = f64::MAX;
+        for _ in 0..10 {
+            let t0 = std::time::Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(capture(16));
+            }
+            per = per.min(t0.elapsed().as_nanos() as f64 / n as f64 / 1000.0);
+        }
+        eprintln!("callsite::capture(16): {per:.2} us per call (min of 10 batches)");
+        assert!(per < 5000.0, "capture takes {per} us");
+    }
+}
