@@ -1,1 +1,2 @@
 //! Helpers shared by the integration tests.
+pub mod samples;
