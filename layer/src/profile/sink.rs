@@ -71,6 +71,23 @@ struct Shared {
     active: AtomicBool,
 }
 
+/// Bumped in the child of every `fork()`: the writer thread does not exist there, so a sink
+/// opened before the fork drops everything in the child (and `finish` at the child's exit
+/// returns at once instead of waiting for a writer that will never answer).
+static FORK_GEN: AtomicU64 = AtomicU64::new(0);
+
+fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        extern "C" fn child() {
+            FORK_GEN.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe {
+            libc::pthread_atfork(None, None, Some(child));
+        }
+    });
+}
+
 /// A trace file being written. `Sync`: share it by reference among threads.
 pub struct Sink {
     tx: Mutex<Option<Sender<Msg>>>,
@@ -78,6 +95,8 @@ pub struct Sink {
     fast_tx: Option<Sender<Msg>>,
     shared: std::sync::Arc<Shared>,
     path: Option<PathBuf>,
+    /// `FORK_GEN` when opened.
+    fork_gen: u64,
 }
 
 /// How long `flush`/`finish` wait for the writer (a wedged disk must not hang the app forever).
@@ -96,6 +115,7 @@ impl Sink {
                 active: AtomicBool::new(false),
             }),
             path: None,
+            fork_gen: 0,
         }
     }
 
@@ -134,6 +154,7 @@ impl Sink {
             .map_err(|e| format!("cannot write trace file {}: {e}", path.display()))?;
         let written = head.len() as u64 + 1;
 
+        watch_forks();
         let shared = std::sync::Arc::new(Shared {
             active: AtomicBool::new(true),
         });
@@ -149,6 +170,7 @@ impl Sink {
             fast_tx: Some(tx),
             shared,
             path: Some(path.to_path_buf()),
+            fork_gen: FORK_GEN.load(Ordering::Relaxed),
         })
     }
 
@@ -173,6 +195,7 @@ impl Sink {
     #[inline]
     pub fn is_active(&self) -> bool {
         self.shared.active.load(Ordering::Relaxed)
+            && FORK_GEN.load(Ordering::Relaxed) == self.fork_gen
     }
 
     /// Record `event` with a fresh sequence number; returns that number (0 when dropped).
@@ -203,6 +226,9 @@ impl Sink {
     }
 
     fn request(&self, finish: bool) {
+        if FORK_GEN.load(Ordering::Relaxed) != self.fork_gen {
+            return; // a forked child: no writer here, and the file belongs to the parent
+        }
         let tx = {
             let mut g = match self.tx.lock() {
                 Ok(g) => g,
@@ -473,6 +499,59 @@ mod tests {
         assert!(warn.is_some());
         assert_eq!(std::fs::read(&file).unwrap(), b"x");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn forked_child_neither_writes_nor_waits() {
+        if std::env::var_os("ECHO_SINK_CHILD").is_none() {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "profile::sink::tests::forked_child_neither_writes_nor_waits",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("ECHO_SINK_CHILD", "1")
+                .output()
+                .unwrap();
+            let so = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success() && so.contains("CHILD-OK"), "{out:?}");
+            return;
+        }
+        let dir = tmpdir("fork");
+        let path = dir.join("t.jsonl");
+        let sink = Sink::open(&path, &header(), 1 << 20).unwrap();
+        sink.record(Event::BufferAddress { buffer: 1 });
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let t0 = std::time::Instant::now();
+            let ok = sink.record(Event::BufferAddress { buffer: 2 }) == 0 && !sink.is_active();
+            sink.flush();
+            sink.finish();
+            let fast = t0.elapsed() < Duration::from_secs(2);
+            unsafe { libc::_exit(if ok && fast { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status}"
+        );
+        sink.record(Event::BufferAddress { buffer: 3 });
+        sink.finish();
+        let t = read_trace(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+        let bufs: Vec<_> = t
+            .records
+            .iter()
+            .map(|r| match r.event {
+                Event::BufferAddress { buffer } => buffer,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(bufs, vec![1, 3]);
+        let _ = std::fs::remove_dir_all(&dir);
+        println!("CHILD-OK");
     }
 
     #[test]
