@@ -4,7 +4,8 @@
 //! are exercised. Used by tests/tests/loader.rs.
 //!
 //! Options: `--app-setting name=value` (repeatable) passes a `VkLayerSettingsCreateInfoEXT`
-//! string setting for VK_LAYER_echo; `--bytes N` sets the workload size (default 1 MiB).
+//! string setting for VK_LAYER_echo; `--bytes N` sets the workload size (default 1 MiB);
+//! `--out FILE` writes the JSON there instead of stdout (layers may print to stdout).
 
 use ash::vk;
 use serde_json::{json, Value};
@@ -212,6 +213,7 @@ unsafe fn work(
 fn main() {
     let mut app_settings: Vec<(CString, CString)> = Vec::new();
     let mut bytes: u64 = 1 << 20;
+    let mut out_file: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -220,6 +222,7 @@ fn main() {
                 let (k, v) = v.split_once('=').expect("--app-setting name=value");
                 app_settings.push((CString::new(k).unwrap(), CString::new(v).unwrap()));
             }
+            "--out" => out_file = Some(args.next().expect("--out FILE")),
             "--bytes" => bytes = args.next().and_then(|v| v.parse().ok()).expect("--bytes N"),
             other => {
                 eprintln!("echo-probe: unknown argument {other}");
@@ -229,7 +232,13 @@ fn main() {
     }
     let out = unsafe { run(&app_settings, bytes) };
     match out {
-        Ok(v) => println!("{}", serde_json::to_string_pretty(&v).unwrap()),
+        Ok(v) => {
+            let text = serde_json::to_string_pretty(&v).unwrap();
+            match out_file {
+                Some(f) => std::fs::write(&f, text + "\n").expect("cannot write --out file"),
+                None => println!("{text}"),
+            }
+        }
         Err(e) => {
             eprintln!("echo-probe: {e}");
             std::process::exit(1);
@@ -240,7 +249,11 @@ fn main() {
 unsafe fn run(app_settings: &[(CString, CString)], bytes: u64) -> Result<Value, String> {
     let entry = ash::Entry::load().map_err(|e| format!("cannot load libvulkan: {e}"))?;
     // Vulkan 1.3 where the loader offers it, so 1.3 commands (vkCmdCopyBuffer2) resolve too.
-    let version = entry.try_enumerate_instance_version().ok().flatten().unwrap_or(vk::API_VERSION_1_0);
+    let version = entry
+        .try_enumerate_instance_version()
+        .ok()
+        .flatten()
+        .unwrap_or(vk::API_VERSION_1_0);
     let app = vk::ApplicationInfo::default().api_version(version.min(vk::API_VERSION_1_3));
     let values: Vec<*const std::ffi::c_char> =
         app_settings.iter().map(|(_, v)| v.as_ptr()).collect();
