@@ -3,11 +3,9 @@
 //! manifest written next to the user's runtime files, with an absolute `library_path`), so the
 //! layer need not be installed.
 
+use crate::paths;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// The manifest in the repository; its `library_path` is rewritten to an absolute path.
-const MANIFEST: &str = include_str!("../../../../manifest/VkLayer_echo.json");
 
 /// `libVkLayer_echo.so` of this build: `VK_ECHO_LIBRARY` if set, else next to this executable.
 pub fn layer_library() -> Result<PathBuf, String> {
@@ -16,7 +14,7 @@ pub fn layer_library() -> Result<PathBuf, String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate vkecho itself: {e}"))?;
     let dir = exe.parent().ok_or("vkecho has no parent directory")?;
-    let lib = dir.join("libVkLayer_echo.so");
+    let lib = dir.join(paths::LIBRARY_FILE);
     if lib.exists() {
         Ok(lib)
     } else {
@@ -43,26 +41,16 @@ pub fn sibling(name: &str) -> Result<PathBuf, String> {
 
 /// Write an explicit-layer manifest for `lib` into a private directory and return the directory.
 pub fn explicit_manifest_dir(lib: &Path) -> Result<PathBuf, String> {
-    let mut doc: serde_json::Value = serde_json::from_str(MANIFEST)
-        .map_err(|e| format!("built-in manifest is not JSON: {e}"))?;
-    let layer = doc
-        .get_mut("layer")
-        .and_then(|l| l.as_object_mut())
-        .ok_or("built-in manifest has no layer")?;
-    layer.insert("library_path".into(), lib.display().to_string().into());
-    // An explicit layer is enabled by VK_INSTANCE_LAYERS; the implicit-layer switches do not apply.
-    // `VK_ECHO_DISABLE` in the child then switches off only an installed implicit copy.
-    layer.remove("enable_environment");
-    layer.remove("disable_environment");
+    let text = paths::manifest_for(lib, paths::Kind::Explicit)?;
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_dir())
         .unwrap_or_else(std::env::temp_dir);
     let dir = base.join(format!("vkecho-layer-{}", unsafe { libc::getuid() }));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let file = dir.join("VkLayer_echo.json");
-    let tmp = dir.join(format!(".VkLayer_echo.json.{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_string_pretty(&doc).unwrap())
+    let file = dir.join(paths::MANIFEST_FILE);
+    let tmp = dir.join(format!(".{}.{}", paths::MANIFEST_FILE, std::process::id()));
+    std::fs::write(&tmp, text)
         .and_then(|_| std::fs::rename(&tmp, &file))
         .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     Ok(dir)
