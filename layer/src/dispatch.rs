@@ -145,6 +145,16 @@ impl DeviceData {
         self.decision.active && !self.failed.load(Ordering::Relaxed)
     }
 
+    /// Whether buffers and allocations get stable keys (call site + ordinal): profile, enforce
+    /// and auto mode (which is one of the two).
+    #[inline]
+    pub fn wants_keys(&self) -> bool {
+        matches!(
+            self.decision.mode,
+            Mode::Profile | Mode::Enforce | Mode::Auto
+        )
+    }
+
     /// The next layer's device-level command `name`.
     pub fn next_proc(&self, name: &CStr) -> vk::PFN_vkVoidFunction {
         // SAFETY: next_gdpa comes from the loader's link info for this device.

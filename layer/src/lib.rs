@@ -6,6 +6,7 @@
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
+mod context;
 mod dispatch;
 mod guard;
 mod hooks;

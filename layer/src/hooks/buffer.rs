@@ -18,6 +18,13 @@ hook! {
             let i = &*info;
             let mut req = vk::MemoryRequirements::default();
             (cx.dev.fp.get_buffer_memory_requirements)(device, *out, &mut req);
+            let (key, stack) = if cx.dev.wants_keys() {
+                let site = crate::profile::callsite::capture(cx.dev.settings.stack_depth as usize);
+                let key = cx.dev.state.buffer_keys.key(site.hash, i.size, i.usage.as_raw(), i.flags.as_raw());
+                (Some(key), site.frames)
+            } else {
+                (None, Vec::new())
+            };
             cx.dev.state.buffers.insert(
                 raw(*out),
                 BufferState {
@@ -27,6 +34,8 @@ hook! {
                     requirements: req,
                     bound: None,
                     address_taken: false,
+                    key,
+                    stack,
                 },
             );
         }

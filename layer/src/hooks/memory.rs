@@ -19,6 +19,20 @@ unsafe fn dedicated_buffer(info: &vk::MemoryAllocateInfo<'_>) -> Option<u64> {
     None
 }
 
+/// `VkMemoryAllocateFlagsInfo::flags` from the pNext chain, 0 when absent.
+unsafe fn allocate_flags(info: &vk::MemoryAllocateInfo<'_>) -> u32 {
+    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        if (*p).s_type == vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO {
+            return (*(p as *const vk::MemoryAllocateFlagsInfo<'_>))
+                .flags
+                .as_raw();
+        }
+        p = (*p).p_next;
+    }
+    0
+}
+
 hook! {
     fn vkAllocateMemory(
         cx,
@@ -30,6 +44,14 @@ hook! {
         let r = cx.down((cx.next)(device, info, alloc, out));
         if r == vk::Result::SUCCESS {
             let i = &*info;
+            let alloc_flags = allocate_flags(i);
+            let (key, stack) = if cx.dev.wants_keys() {
+                let site = crate::profile::callsite::capture(cx.dev.settings.stack_depth as usize);
+                let key = cx.dev.state.memory_keys.key(site.hash, i.allocation_size, i.memory_type_index, alloc_flags);
+                (Some(key), site.frames)
+            } else {
+                (None, Vec::new())
+            };
             cx.dev.state.memory.insert(
                 raw(*out),
                 MemoryState {
@@ -37,6 +59,9 @@ hook! {
                     size: i.allocation_size,
                     dedicated_buffer: dedicated_buffer(i),
                     mapped: None,
+                    alloc_flags,
+                    key,
+                    stack,
                 },
             );
         }

@@ -6,8 +6,10 @@
 //! destroy/free call that ended it; destroying a command pool ends its command buffers. Every
 //! map is a `DashMap`, so recording from many threads takes no global lock.
 
+use crate::profile::callsite::KeyAllocator;
 use ash::vk;
 use dashmap::DashMap;
+use echo_analyzer::trace::{Frame, ObjectKey};
 use std::collections::HashSet;
 
 #[derive(Clone, Debug)]
@@ -21,6 +23,11 @@ pub struct BufferState {
     pub bound: Option<(u64, u64)>,
     /// A device address was taken (DESIGN §5 S3).
     pub address_taken: bool,
+    /// Stable identity (call site, size, usage, flags, ordinal); set in profile and enforce
+    /// mode (see [`DeviceState::keys_wanted`]).
+    pub key: Option<ObjectKey>,
+    /// The module-relative creation stack the key's site hashes (innermost first).
+    pub stack: Vec<Frame>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +46,12 @@ pub struct MemoryState {
     /// `VkMemoryDedicatedAllocateInfo::buffer`, if dedicated to a buffer.
     pub dedicated_buffer: Option<u64>,
     pub mapped: Option<Mapping>,
+    /// `VkMemoryAllocateFlagsInfo::flags`, 0 when absent.
+    pub alloc_flags: u32,
+    /// Stable identity (call site, size, memory type index as usage, allocate flags,
+    /// ordinal); set in profile and enforce mode.
+    pub key: Option<ObjectKey>,
+    pub stack: Vec<Frame>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +76,10 @@ pub struct DeviceState {
     pub command_buffers: DashMap<u64, CommandBufferState>,
     /// Command pool → its live command buffers.
     pub pools: DashMap<u64, HashSet<u64>>,
+    /// Ordinals of buffer keys on this device.
+    pub buffer_keys: KeyAllocator,
+    /// Ordinals of allocation keys on this device.
+    pub memory_keys: KeyAllocator,
 }
 
 impl DeviceState {

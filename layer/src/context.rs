@@ -1,0 +1,68 @@
+//! The run context (DESIGN §5) of a device: which program, with which arguments, on which
+//! device and driver, recorded by which layer. Profile mode writes it into the trace header;
+//! enforce mode compares it with a plan's (`echo_analyzer::context::plan_applies`).
+
+#![allow(dead_code)] // called by profile and enforce start-up
+
+use crate::dispatch::InstanceData;
+use ash::vk;
+use echo_analyzer::context::{args_hash, exe_identity};
+use echo_analyzer::trace::Context;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// Executable path, identity and argument hash: the same for every device of the process, so
+/// gathered once (reading the executable for its build-id costs a file read).
+fn process_part() -> &'static (String, String, String) {
+    static P: OnceLock<(String, String, String)> = OnceLock::new();
+    P.get_or_init(|| {
+        let exe_path = std::fs::read_link("/proc/self/exe")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let exe_id = exe_identity(Path::new("/proc/self/exe"));
+        let args: Vec<Vec<u8>> = std::fs::read("/proc/self/cmdline")
+            .map(|b| b.split(|&c| c == 0).map(|s| s.to_vec()).collect::<Vec<_>>())
+            .unwrap_or_default();
+        // cmdline ends with a NUL, so the split yields a trailing empty piece.
+        let mut argv: &[Vec<u8>] = &args;
+        if argv.last().is_some_and(|l| l.is_empty()) {
+            argv = &argv[..argv.len() - 1];
+        }
+        let rest = if argv.is_empty() { argv } else { &argv[1..] };
+        (exe_path, exe_id, args_hash(rest))
+    })
+}
+
+/// The context of this process on physical device `pd`, read through the next layer.
+pub fn gather(inst: &InstanceData, pd: vk::PhysicalDevice) -> Context {
+    let (exe_path, exe_id, args) = process_part().clone();
+    let mut props = vk::PhysicalDeviceProperties::default();
+    // SAFETY: pd belongs to this instance; the out struct is valid.
+    unsafe { (inst.fp.get_physical_device_properties)(pd, &mut props) };
+    let device_name = props
+        .device_name_as_c_str()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut device_uuid = String::new();
+    // VkPhysicalDeviceIDProperties is core 1.1 (and VK_KHR_external_*_capabilities): ask only
+    // through a vkGetPhysicalDeviceProperties2 the next layer really has.
+    let api_ok =
+        inst.api_version >= vk::API_VERSION_1_1 || props.api_version >= vk::API_VERSION_1_1;
+    if let (true, Some(gpdp2)) = (api_ok, inst.get_physical_device_properties2) {
+        let mut id = vk::PhysicalDeviceIDProperties::default();
+        let mut p2 = vk::PhysicalDeviceProperties2::default();
+        p2.p_next = &mut id as *mut _ as *mut std::ffi::c_void;
+        // SAFETY: valid chain of out structs; pd belongs to this instance.
+        unsafe { gpdp2(pd, &mut p2) };
+        device_uuid = id.device_uuid.iter().map(|b| format!("{b:02x}")).collect();
+    }
+    Context {
+        exe_path,
+        exe_id,
+        args_hash: args,
+        layer_version: env!("CARGO_PKG_VERSION").to_string(),
+        device_name,
+        device_uuid,
+        driver_version: props.driver_version,
+    }
+}
