@@ -31,6 +31,8 @@ pub struct Opts {
     pub seed: u64,
     /// Timestamp queries around copies; adds copy_ms_median and f_copy to the report.
     pub timing: bool,
+    /// Untimed iterations run first (they still feed the checksum).
+    pub warmup: u32,
     /// Test only: saxpy omits the upload → compute barrier (validation must catch it).
     pub inject_hazard: bool,
 }
@@ -88,6 +90,7 @@ const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 /// Collects per-iteration times, copy statistics and the FNV-1a 64 checksum of every output byte
 /// the host reads back. Time spent folding the checksum is excluded from the iteration time.
 pub struct Sink {
+    warmup: u32,
     hash: u64,
     iter_ms: Vec<f64>,
     copy_ms: Vec<f64>,
@@ -96,9 +99,10 @@ pub struct Sink {
     cur: Exec,
 }
 
-impl Default for Sink {
-    fn default() -> Self {
+impl Sink {
+    pub fn new(warmup: u32) -> Self {
         Sink {
+            warmup,
             hash: FNV_OFFSET,
             iter_ms: Vec::new(),
             copy_ms: Vec::new(),
@@ -107,17 +111,18 @@ impl Default for Sink {
             cur: Exec::default(),
         }
     }
-}
 
-impl Sink {
-    /// Runs `iters` timed iterations of `f(iteration, sink)`.
+    /// Runs `warmup` untimed, then `iters` timed iterations of `f(iteration, sink)`.
     pub fn iterate(&mut self, iters: u32, mut f: impl FnMut(u32, &mut Sink) -> Res<()>) -> Res<()> {
-        for it in 0..iters {
+        for it in 0..self.warmup + iters {
             self.excluded = Duration::ZERO;
             self.cur = Exec::default();
             let start = Instant::now();
             f(it, self)?;
             let elapsed = start.elapsed().saturating_sub(self.excluded);
+            if it < self.warmup {
+                continue;
+            }
             self.iter_ms.push(elapsed.as_secs_f64() * 1e3);
             self.copy_ms.push(self.cur.copy_ns / 1e6);
             self.bytes.push(self.cur.bytes_copied);

@@ -13,11 +13,12 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: echo-samples list
        echo-samples <sample> [--size-mib F | --size-kib N] [--iters N]
-                             [--variant staging|zero-copy] [--threads N] [--seed N] [--timing]
+                             [--variant staging|zero-copy] [--threads N] [--seed N] [--warmup N] [--timing]
 
   --size-mib F   main buffer size in MiB (fractions allowed; default 16)
   --size-kib N   main buffer size in KiB
   --iters N      timed iterations (default 10)
+  --warmup N     untimed iterations before them (default 0; they still feed the checksum)
   --variant V    staging (default): staging buffers + vkCmdCopyBuffer
                  zero-copy: host-visible device-local buffers, no copies
   --threads N    threads for the `threads` sample (default 4)
@@ -32,6 +33,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         threads: 4,
         seed: 1,
         timing: false,
+        warmup: 0,
         inject_hazard: false,
     };
     let mut it = args.iter();
@@ -48,6 +50,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             }
             "--iters" => o.iters = val(a)?.parse().map_err(|e| format!("--iters: {e}"))?,
             "--threads" => o.threads = val(a)?.parse().map_err(|e| format!("--threads: {e}"))?,
+            "--warmup" => o.warmup = val(a)?.parse().map_err(|e| format!("--warmup: {e}"))?,
             "--seed" => o.seed = val(a)?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--variant" => {
                 o.variant = match val(a)?.as_str() {
@@ -100,7 +103,7 @@ fn main() -> ExitCode {
         }
     };
     let result = vk::Ctx::new((sample.needs)(&opts), opts.timing).and_then(|ctx| {
-        let mut sink = Sink::default();
+        let mut sink = Sink::new(opts.warmup);
         (sample.run)(&ctx, &opts, &mut sink)?;
         drop(ctx);
         Ok(sink)

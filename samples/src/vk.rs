@@ -307,8 +307,12 @@ impl Ctx {
             (true, None) => (family, 0, "same-queue"),
         };
 
-        if timing && families[family as usize].timestamp_valid_bits == 0 {
-            return Err("--timing: the compute queue family does not support timestamps".into());
+        if timing
+            && [family, upload_family]
+                .iter()
+                .any(|&f| families[f as usize].timestamp_valid_bits == 0)
+        {
+            return Err("--timing: a queue family in use does not support timestamps".into());
         }
 
         // Features: only what the sample uses.

@@ -1,13 +1,13 @@
 //! sgemm (positive): C = A * B with n x n matrices, n ≈ sqrt(size / 4) rounded down to a multiple
-//! of 16 (so one matrix is about `size` bytes). A tiled shared-memory kernel: O(n³) compute for
-//! O(n²) copies, so the copy fraction is small.
+//! of 64 (so one matrix is about `size` bytes). A tiled shared-memory kernel with register
+//! blocking (64 x 64 per workgroup): O(n³) compute for O(n²) copies, so the copy fraction is small.
 
 use crate::harness::{fill_f32, seed, Opts, Sink};
 use crate::vk::{words, Ctx, Dir, Res};
 use ash::vk::BufferUsageFlags as U;
 
 pub fn run(ctx: &Ctx, o: &Opts, sink: &mut Sink) -> Res<()> {
-    let n = (((o.size_bytes / 4) as f64).sqrt() as u64 / 16 * 16).max(16);
+    let n = (((o.size_bytes / 4) as f64).sqrt() as u64 / 64 * 64).max(64);
     let bytes = n * n * 4;
     eprintln!("sgemm: n = {n}");
     let a = ctx.io(o.variant, bytes, Dir::In, U::empty())?;
@@ -16,7 +16,7 @@ pub fn run(ctx: &Ctx, o: &Opts, sink: &mut Sink) -> Res<()> {
     let k = ctx.kernel(spv!("sgemm"), 3, 4)?;
     let set = ctx.bind(&k, &[&a.dev, &b.dev, &c.dev])?;
     let mut s = ctx.stream(ctx.compute)?;
-    let tiles = (n / 16) as u32;
+    let tiles = (n / 64) as u32;
 
     sink.iterate(o.iters, |it, sink| {
         fill_f32(a.input().f32s_mut(), seed(o.seed, it, 0));
