@@ -4,6 +4,7 @@
 
 mod analyze;
 mod calibrate;
+mod demo;
 mod doctor;
 mod install;
 mod launch;
@@ -23,6 +24,8 @@ commands:
   run [--plan PLAN] [--stats F] -- CMD    run CMD with the layer enforcing a plan; print what it saved
   calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD
                                           time CMD without and with the plan; keep the plan only if faster
+  demo [--size-mib N] [--iters N] [--samples a,b]
+                                          profile, analyze and enforce every sample; print a results table
   help                                    this text
 ";
 
@@ -40,6 +43,7 @@ fn main() {
         "analyze" => analyze::main(rest),
         "run" => run::main(rest),
         "calibrate" => calibrate::main(rest),
+        "demo" => demo::main(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0

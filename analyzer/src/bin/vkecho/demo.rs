@@ -1,0 +1,396 @@
+//! `vkecho demo`: the main job of the README. For every sample of `echo-samples`: run it without
+//! the layer (staging and zero-copy twins), profile it, analyze the trace into a plan, enforce the
+//! plan, and print one table: what was elided, the speedup, the zero-copy twin's speedup, and
+//! whether the output stayed byte-identical.
+//!
+//! Timing here is a demonstration (median of a few interleaved rounds); `bench/` holds the
+//! measurement this project is judged by.
+
+use crate::calibrate::median;
+use crate::launch::{command, flag_value, sibling, LayerRun};
+use crate::run::read_stats;
+use echo_analyzer::analysis::{explain, plain_site, Decision};
+use echo_analyzer::plan::Thresholds;
+use echo_analyzer::report::human_bytes;
+use echo_analyzer::stats::Stats;
+use echo_analyzer::trace::read_trace;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const USAGE: &str = "usage: vkecho demo [--size-mib N] [--iters N] [--rounds N] [--samples a,b,...] [--out DIR] [--json]";
+
+struct Opts {
+    size_mib: String,
+    iters: String,
+    rounds: usize,
+    samples: Option<Vec<String>>,
+    out: PathBuf,
+    json: bool,
+}
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    for (i, a) in args.iter().enumerate() {
+        let takes_value =
+            ["--size-mib", "--iters", "--rounds", "--samples", "--out"].contains(&a.as_str());
+        let is_value = i > 0
+            && ["--size-mib", "--iters", "--rounds", "--samples", "--out"]
+                .contains(&args[i - 1].as_str());
+        if !takes_value && !is_value && a != "--json" {
+            return Err(format!("unknown option '{a}'\n{USAGE}"));
+        }
+    }
+    let num = |flag: &str, default: &str| -> Result<String, String> {
+        let v = flag_value(args, flag)?.unwrap_or_else(|| default.to_string());
+        v.parse::<f64>()
+            .ok()
+            .filter(|x| *x > 0.0)
+            .ok_or(format!("{flag} needs a positive number, got '{v}'"))?;
+        Ok(v)
+    };
+    let rounds: usize = num("--rounds", "3")?
+        .parse()
+        .map_err(|_| "--rounds needs a whole number".to_string())?;
+    Ok(Opts {
+        size_mib: num("--size-mib", "32")?,
+        iters: num("--iters", "10")?,
+        rounds,
+        samples: flag_value(args, "--samples")?
+            .map(|s| s.split(',').map(|x| x.trim().to_string()).collect()),
+        out: flag_value(args, "--out")?
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("vkecho-demo-{}", std::process::id()))
+            }),
+        json: args.iter().any(|a| a == "--json"),
+    })
+}
+
+/// One sample run's report line.
+struct Report {
+    checksum: String,
+    iter_ms: f64,
+}
+
+fn run_sample(argv: &[String], layer: &LayerRun) -> Result<Report, String> {
+    let out = command(argv, layer)?
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(5).collect();
+        return Err(format!(
+            "{} failed ({}): {}",
+            argv[1..].join(" "),
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(|v| v.get("checksum").is_some())
+        })
+        .ok_or(format!("{} printed no report line", argv[1..].join(" ")))?;
+    Ok(Report {
+        checksum: v["checksum"].as_str().unwrap_or_default().to_string(),
+        iter_ms: v["iter_ms_median"].as_f64().unwrap_or(f64::NAN),
+    })
+}
+
+/// Everything the table shows for one sample.
+#[derive(serde::Serialize)]
+struct Row {
+    sample: String,
+    kind: String,
+    accepted: usize,
+    rejected: Vec<String>,
+    regions_elided: u64,
+    bytes_elided: u64,
+    base_ms: f64,
+    echo_ms: f64,
+    zero_ms: f64,
+    speedup: f64,
+    zero_copy_speedup: f64,
+    recovered: f64,
+    identical: bool,
+    profile_identical: bool,
+    note: String,
+}
+
+fn list_samples(samples_bin: &Path) -> Result<Vec<(String, String)>, String> {
+    let out = std::process::Command::new(samples_bin)
+        .arg("list")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", samples_bin.display()))?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next()?.to_string();
+            let kind = it.next().unwrap_or("").trim_end_matches(':').to_string();
+            Some((name, kind))
+        })
+        .collect())
+}
+
+fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String> {
+    let argv = |variant: &str| -> Vec<String> {
+        vec![
+            bin.display().to_string(),
+            name.into(),
+            "--size-mib".into(),
+            o.size_mib.clone(),
+            "--iters".into(),
+            o.iters.clone(),
+            "--variant".into(),
+            variant.into(),
+        ]
+    };
+    let staging = argv("staging");
+    let no_layer = LayerRun {
+        mode: None,
+        settings: vec![],
+    };
+    let trace = o.out.join(format!("{name}.trace.jsonl"));
+    let plan_path = o.out.join(format!("{name}.plan.json"));
+    let _ = std::fs::remove_file(&trace);
+
+    // 1. Profile, 2. analyze.
+    let prof = run_sample(
+        &staging,
+        &LayerRun {
+            mode: Some("profile"),
+            settings: vec![("TRACE", trace.display().to_string())],
+        },
+    )?;
+    let file = std::fs::File::open(&trace)
+        .map_err(|e| format!("no trace from the profile run ({}): {e}", trace.display()))?;
+    let t = read_trace(std::io::BufReader::new(file))
+        .map_err(|e| format!("{}: {e}", trace.display()))?;
+    let analysis = explain(&t, Thresholds::default(), &plain_site);
+    crate::write_private(&plan_path, &analysis.plan.to_json())?;
+    let accepted = analysis.plan.groups.len();
+    let mut rejected: Vec<String> = analysis
+        .candidates
+        .iter()
+        .filter_map(|c| match &c.decision {
+            Decision::Rejected { condition, .. } => Some(condition.as_str().to_string()),
+            Decision::Accepted { .. } => None,
+        })
+        .collect();
+    rejected.sort();
+    rejected.dedup();
+
+    // 3. Interleaved rounds: baseline, enforce, zero-copy.
+    let stats_path = o.out.join(format!("{name}.stats.jsonl"));
+    let enforce = LayerRun {
+        mode: Some("enforce"),
+        settings: vec![
+            ("PLAN", plan_path.display().to_string()),
+            ("STATS", stats_path.display().to_string()),
+        ],
+    };
+    let zero = argv("zero-copy");
+    let (mut tb, mut te, mut tz) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut base_sum, mut echo_sum) = (String::new(), String::new());
+    let mut last_stats = Stats::default();
+    for _ in 0..o.rounds.max(1) {
+        let b = run_sample(&staging, &no_layer)?;
+        let _ = std::fs::remove_file(&stats_path);
+        let e = run_sample(&staging, &enforce)?;
+        let z = run_sample(&zero, &no_layer)?;
+        if let Ok(s) = read_stats(&stats_path) {
+            if let Some(s) = s.into_iter().next() {
+                last_stats = s;
+            }
+        }
+        if !base_sum.is_empty() && base_sum != b.checksum {
+            return Err(format!("{name}: the sample itself is not deterministic"));
+        }
+        base_sum = b.checksum;
+        if echo_sum.is_empty() || echo_sum == base_sum {
+            echo_sum = e.checksum;
+        }
+        tb.push(b.iter_ms);
+        te.push(e.iter_ms);
+        tz.push(z.iter_ms);
+    }
+    let (base_ms, echo_ms, zero_ms) = (median(&mut tb), median(&mut te), median(&mut tz));
+    let gain_zero = base_ms - zero_ms;
+    let mut note = String::new();
+    if last_stats.plan_status.starts_with("refused") {
+        note = last_stats.plan_status.clone();
+    } else if let Some(n) = last_stats.not_applied.first() {
+        note = format!("group {} not applied: {}", n.group, n.reason);
+    }
+    Ok(Row {
+        sample: name.into(),
+        kind: kind.into(),
+        accepted,
+        rejected,
+        regions_elided: last_stats.regions_elided,
+        bytes_elided: last_stats.bytes_elided,
+        base_ms,
+        echo_ms,
+        zero_ms,
+        speedup: base_ms / echo_ms,
+        zero_copy_speedup: base_ms / zero_ms,
+        recovered: if gain_zero > 0.0 {
+            (base_ms - echo_ms) / gain_zero
+        } else {
+            f64::NAN
+        },
+        identical: echo_sum == base_sum,
+        profile_identical: prof.checksum == base_sum,
+        note,
+    })
+}
+
+pub fn main(args: &[String]) -> i32 {
+    let o = match parse(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("vkecho demo: {e}");
+            return 2;
+        }
+    };
+    let bin = match sibling("echo-samples") {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("vkecho demo: {e}");
+            return 2;
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&o.out) {
+        eprintln!("vkecho demo: cannot create {}: {e}", o.out.display());
+        return 2;
+    }
+    let all = match list_samples(&bin) {
+        Ok(l) if !l.is_empty() => l,
+        Ok(_) => {
+            eprintln!("vkecho demo: echo-samples lists no samples");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("vkecho demo: {e}");
+            return 2;
+        }
+    };
+    let chosen: Vec<(String, String)> = match &o.samples {
+        None => all,
+        Some(names) => {
+            let mut v = Vec::new();
+            for n in names {
+                match all.iter().find(|(a, _)| a == n) {
+                    Some(x) => v.push(x.clone()),
+                    None => {
+                        eprintln!(
+                            "vkecho demo: unknown sample '{n}' (known: {})",
+                            all.iter()
+                                .map(|a| a.0.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        );
+                        return 2;
+                    }
+                }
+            }
+            v
+        }
+    };
+    eprintln!(
+        "vkecho demo: {} samples at {} MiB, {} iterations, {} interleaved rounds; files in {}",
+        chosen.len(),
+        o.size_mib,
+        o.iters,
+        o.rounds,
+        o.out.display()
+    );
+    let mut rows = Vec::new();
+    let mut failures = 0;
+    for (i, (name, kind)) in chosen.iter().enumerate() {
+        eprintln!(
+            "vkecho demo: [{}/{}] {name}: profile, analyze, enforce …",
+            i + 1,
+            chosen.len()
+        );
+        match demo_one(&o, &bin, name, kind) {
+            Ok(r) => {
+                if !r.identical || !r.profile_identical {
+                    failures += 1;
+                }
+                rows.push(r)
+            }
+            Err(e) => {
+                failures += 1;
+                eprintln!("vkecho demo: {name}: {e}");
+            }
+        }
+    }
+    if o.json {
+        println!("{}", serde_json::to_string_pretty(&rows).unwrap());
+    } else {
+        print_table(&rows);
+    }
+    if failures > 0 {
+        eprintln!("vkecho demo: {failures} sample(s) failed or changed their output");
+        1
+    } else {
+        0
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "{:<11} {:<9} {:<22} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9}",
+        "sample",
+        "kind",
+        "plan",
+        "elided",
+        "bytes",
+        "speedup",
+        "zero-copy",
+        "recovered",
+        "identical"
+    );
+    for r in rows {
+        let plan = if r.accepted > 0 {
+            format!("{} group(s)", r.accepted)
+        } else if r.rejected.is_empty() {
+            "no candidates".to_string()
+        } else {
+            format!("refused: {}", r.rejected.join(","))
+        };
+        let rec = if r.recovered.is_finite() {
+            format!("{:.0}%", r.recovered * 100.0)
+        } else {
+            "-".into()
+        };
+        println!(
+            "{:<11} {:<9} {:<22} {:>8} {:>10} {:>7.2}x {:>9.2}x {:>9} {:>9}",
+            r.sample,
+            r.kind,
+            plan,
+            r.regions_elided,
+            human_bytes(r.bytes_elided),
+            r.speedup,
+            r.zero_copy_speedup,
+            rec,
+            if r.identical && r.profile_identical {
+                "yes"
+            } else {
+                "NO"
+            }
+        );
+        if !r.note.is_empty() {
+            println!("{:<11} note: {}", "", r.note);
+        }
+    }
+    println!("\nspeedup = staging baseline / enforce (median iteration time of interleaved runs); zero-copy = the hand-written twin; recovered = (base - echo) / (base - zero-copy).");
+    println!("identical = the output checksum without the layer equals the one under profile and under enforce.");
+}
