@@ -390,15 +390,21 @@ fn make_group(
             }
         })
         .collect();
-    let copies_total = members.iter().map(|x| x.copies).sum();
-    let bytes_total = members.iter().map(|x| x.bytes).sum();
+    let copies_total = members
+        .iter()
+        .map(|x| x.copies)
+        .fold(0u64, u64::saturating_add);
+    let bytes_total = members
+        .iter()
+        .map(|x| x.bytes)
+        .fold(0u64, u64::saturating_add);
     // Steady state: the repeated members' bytes over the submissions that carried them.
     let mut subs = BTreeSet::new();
     let mut loop_bytes = 0u64;
     for &i in kept {
         if !pairing::is_one_time(m, &cands[i]) {
             subs.extend(cands[i].links.iter().map(|l| l.submission));
-            loop_bytes += cands[i].bytes();
+            loop_bytes = loop_bytes.saturating_add(cands[i].bytes());
         }
     }
     let bytes_saved_per_iter = if subs.is_empty() {
@@ -410,7 +416,7 @@ fn make_group(
         Direction::StagingIntoDevice => kept
             .iter()
             .map(|&i| m.buffers[cands[i].staging].bound_len())
-            .sum(),
+            .fold(0u64, u64::saturating_add),
         Direction::DeviceIntoStaging => m.buffers[d].bound_len(),
     };
     Group {

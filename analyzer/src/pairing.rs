@@ -40,7 +40,10 @@ impl Candidate {
         self.links.len() as u64
     }
     pub fn bytes(&self) -> u64 {
-        self.links.iter().map(|l| l.bytes).sum()
+        self.links
+            .iter()
+            .map(|l| l.bytes)
+            .fold(0u64, u64::saturating_add)
     }
     /// Distinct submissions that carried a linking copy: the iterations the trace saw.
     pub fn iterations(&self) -> u64 {
@@ -93,7 +96,7 @@ pub fn candidates(m: &Model) -> Vec<Candidate> {
                     Way::Down => (r.dst_offset, r.src_offset, r.size),
                 })
                 .collect();
-            let bytes = regions.iter().map(|r| r.2).sum();
+            let bytes = regions.iter().map(|r| r.2).fold(0u64, u64::saturating_add);
             let i = *index.entry((h, d)).or_insert_with(|| {
                 out.push(Candidate {
                     staging: h,

@@ -1,0 +1,250 @@
+//! The property the fuzz targets check, as a stable, bounded, deterministic test: the trace and
+//! plan readers, and the analyzer on whatever the reader accepts, never panic on any input.
+//! (`fuzz/` runs the same entry points under libFuzzer where nightly + cargo-fuzz exist.)
+
+mod common;
+use common::*;
+use echo_analyzer::analysis::explain;
+use echo_analyzer::plan::{parse_plan, Thresholds};
+use echo_analyzer::trace::read_trace;
+
+/// Cases per test: `VKECHO_FUZZ_ITERS` (for a longer soak), else 2000.
+fn iterations() -> usize {
+    std::env::var("VKECHO_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
+/// `VKECHO_FUZZ_SEED` varies the run; the default keeps CI reproducible.
+fn seed_value(default: u64) -> u64 {
+    std::env::var("VKECHO_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+        | 1
+}
+
+/// xorshift64*: reproducible without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const TOKENS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "18446744073709551615",
+    "1e400",
+    "null",
+    "true",
+    "\"\"",
+    "[]",
+    "{}",
+    ",",
+    ":",
+    "\"seq\"",
+    "\"ev\"",
+    "\"buffer\"",
+    "\"size\"",
+    "\"regions\"",
+    "\"host_access\"",
+    "\"truncated\"",
+    "\"queue_submit\"",
+    "\"cmd_copy_buffer\"",
+    "\"fence_signaled\"",
+    "\n",
+    "\"version\"",
+    "2",
+    "\u{1F600}",
+    "\\u0000",
+    "\"memory\"",
+    "\"offset\"",
+];
+
+/// One mutation of a byte string: flip, delete, duplicate, splice a token, or cut.
+fn mutate(rng: &mut Rng, s: &mut Vec<u8>) {
+    if s.is_empty() {
+        s.extend_from_slice(TOKENS[rng.below(TOKENS.len())].as_bytes());
+        return;
+    }
+    let i = rng.below(s.len());
+    match rng.below(6) {
+        0 => s[i] ^= 1 << rng.below(8),
+        1 => {
+            let n = rng.below(16).min(s.len() - i);
+            s.drain(i..i + n);
+        }
+        2 => {
+            let n = rng.below(64).min(s.len() - i);
+            let chunk: Vec<u8> = s[i..i + n].to_vec();
+            let j = rng.below(s.len());
+            s.splice(j..j, chunk);
+        }
+        3 | 4 => {
+            let tok = TOKENS[rng.below(TOKENS.len())].as_bytes();
+            s.splice(i..i, tok.iter().copied());
+        }
+        _ => s.truncate(i),
+    }
+}
+
+/// A realistic seed trace with every kind of event the builder makes.
+fn seed() -> String {
+    let mut t = T::new();
+    let h_in = t.staging(MIB);
+    let d = t.device(MIB);
+    let h_out = t.staging(MIB);
+    let pool = t.pool(8 * MIB);
+    let p = t.sub_staging(pool, MIB, MIB);
+    let d2 = t.device(MIB);
+    t.address(d2.buf);
+    for i in 0..3 {
+        t.host_write(h_in.buf);
+        t.host_write(p.buf);
+        let (_, f) = t.submit(&[
+            Cmd::Copy(h_in.buf, d.buf, MIB),
+            Cmd::ReadWrite(d.buf),
+            Cmd::Copy(d.buf, h_out.buf, MIB),
+            Cmd::CopyAt(p.buf, d2.buf, i * 4096, 0, MIB / 2),
+            Cmd::Untracked(d2.buf),
+        ]);
+        t.host_read(h_out.buf);
+        t.wait(f);
+    }
+    t.destroy(p.buf);
+    t.free(pool);
+    t.push(echo_analyzer::trace::Event::DeviceWaitIdle);
+    t.text()
+}
+
+/// Structural mutations that keep each line JSON: drop, duplicate or swap lines, or replace a
+/// number somewhere in a record with an interesting value (0, max, another line's handle …).
+fn mutate_lines(rng: &mut Rng, lines: &mut Vec<String>) {
+    if lines.len() < 3 {
+        return;
+    }
+    let i = 1 + rng.below(lines.len() - 1);
+    match rng.below(4) {
+        0 => {
+            lines.remove(i);
+        }
+        1 => {
+            let l = lines[i].clone();
+            let j = 1 + rng.below(lines.len() - 1);
+            lines.insert(j, l);
+        }
+        2 => {
+            let j = 1 + rng.below(lines.len() - 1);
+            lines.swap(i, j);
+        }
+        _ => {
+            let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&lines[i]) else {
+                return;
+            };
+            let mut nums: Vec<*mut serde_json::Value> = Vec::new();
+            fn walk(v: &mut serde_json::Value, out: &mut Vec<*mut serde_json::Value>) {
+                match v {
+                    serde_json::Value::Number(_) => out.push(v as *mut _),
+                    serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, out)),
+                    serde_json::Value::Object(o) => o.values_mut().for_each(|x| walk(x, out)),
+                    _ => {}
+                }
+            }
+            walk(&mut v, &mut nums);
+            if nums.is_empty() {
+                return;
+            }
+            let k = rng.below(nums.len());
+            let new: u64 = match rng.below(5) {
+                0 => 0,
+                1 => u64::MAX,
+                2 => rng.next() % 0x2000,
+                3 => 1 << rng.below(64),
+                _ => rng.next(),
+            };
+            // SAFETY: the pointers come from `v`, which is alive and not otherwise borrowed.
+            unsafe { *nums[k] = serde_json::Value::from(new) };
+            lines[i] = v.to_string();
+        }
+    }
+}
+
+#[test]
+fn trace_reader_and_analyzer_never_panic() {
+    let seed = seed().into_bytes();
+    let mut rng = Rng(seed_value(0x9E37_79B9_7F4A_7C15));
+    let mut accepted = 0;
+    for _ in 0..iterations() {
+        let mut s = seed.clone();
+        if rng.below(2) == 0 {
+            for _ in 0..1 + rng.below(8) {
+                mutate(&mut rng, &mut s);
+            }
+        } else {
+            let text = String::from_utf8(s).unwrap();
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            for _ in 0..1 + rng.below(12) {
+                mutate_lines(&mut rng, &mut lines);
+            }
+            s = lines.join("\n").into_bytes();
+        }
+        if let Ok(t) = read_trace(&s[..]) {
+            accepted += 1;
+            let a = explain(&t, Thresholds::default(), &|_| String::new());
+            let _ = echo_analyzer::report::table(&a, "fuzz");
+            let _ = echo_analyzer::report::json(&a);
+            parse_plan(&a.plan.to_json()).expect("the analyzer writes valid plans");
+        }
+    }
+    // The mutations must leave some traces readable, or the analyzer is not exercised.
+    assert!(
+        accepted > iterations() / 3,
+        "only {accepted} mutated traces were readable"
+    );
+}
+
+#[test]
+fn plan_reader_never_panics() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+    }
+    let plan = t.analyze().plan.to_json().into_bytes();
+    let mut rng = Rng(seed_value(42));
+    for _ in 0..iterations() {
+        let mut s = plan.clone();
+        for _ in 0..1 + rng.below(8) {
+            mutate(&mut rng, &mut s);
+        }
+        let _ = parse_plan(&String::from_utf8_lossy(&s));
+    }
+}
+
+/// Not a check: writes fuzz seeds when `VKECHO_WRITE_SEEDS=DIR` is set (scripts/fuzz.sh).
+#[test]
+fn write_seeds() {
+    let Ok(dir) = std::env::var("VKECHO_WRITE_SEEDS") else {
+        return;
+    };
+    let dir = std::path::Path::new(&dir);
+    std::fs::create_dir_all(dir.join("trace_reader")).unwrap();
+    std::fs::create_dir_all(dir.join("plan_reader")).unwrap();
+    let trace = seed();
+    std::fs::write(dir.join("trace_reader/seed.jsonl"), &trace).unwrap();
+    let t = read_trace(trace.as_bytes()).unwrap();
+    let plan = explain(&t, Thresholds::default(), &|_| String::new()).plan;
+    std::fs::write(dir.join("plan_reader/seed.json"), plan.to_json()).unwrap();
+}
