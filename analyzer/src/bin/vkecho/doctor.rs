@@ -77,7 +77,11 @@ pub fn main(args: &[String]) -> i32 {
     let env = |k: &str| snapshot.get(k).cloned();
     // Keep an installed implicit echo out of this process. Single-threaded here, before the
     // loader is loaded, so changing the environment is sound.
+    // An explicit echo is kept out by naming no layer: VK_INSTANCE_LAYERS and the loader's
+    // enable filter are dropped for this process (doctor's instance only enumerates devices).
     std::env::set_var("VK_ECHO_DISABLE", "1");
+    std::env::remove_var("VK_INSTANCE_LAYERS");
+    std::env::remove_var("VK_LOADER_LAYERS_ENABLE");
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
         std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
     }
@@ -237,10 +241,12 @@ fn build_report(env: paths::Env) -> Value {
                 Err(e) => warnings.push(format!("vkEnumerateInstanceLayerProperties: {e}")),
             }
             match list_devices(&entry, version) {
-                Ok(d) => devices = d,
+                Ok((d, echo_mapped)) => {
+                    devices = d;
+                    loaded_in_doctor = echo_mapped;
+                }
                 Err(e) => problems.push(e),
             }
-            loaded_in_doctor = mapped_path(paths::LIBRARY_FILE).is_some();
         }
     }
     if loader["found"] == true && devices.is_empty() && !drivers.is_empty() {
@@ -462,7 +468,8 @@ fn device_type_name(t: DeviceType) -> &'static str {
     }
 }
 
-fn list_devices(entry: &ash::Entry, loader_version: u32) -> Result<Vec<Value>, String> {
+/// Every physical device, and whether echo's library was mapped while the instance lived.
+fn list_devices(entry: &ash::Entry, loader_version: u32) -> Result<(Vec<Value>, bool), String> {
     let api = if loader_version >= vk::API_VERSION_1_1 {
         vk::API_VERSION_1_1
     } else {
@@ -552,9 +559,10 @@ fn list_devices(entry: &ash::Entry, loader_version: u32) -> Result<Vec<Value>, S
             }
             out.push(d);
         }
+        let echo_mapped = mapped_path(paths::LIBRARY_FILE).is_some();
         instance.destroy_instance(None);
+        Ok((out, echo_mapped))
     }
-    Ok(out)
 }
 
 /// The path of a mapped library whose file name starts with `prefix`, from /proc/self/maps.
