@@ -222,7 +222,7 @@ pub fn resolve(
             if v.is_empty() {
                 None
             } else {
-                Some(PathBuf::from(v))
+                Some(PathBuf::from(expand_path(v, env)))
             }
         };
         match name {
@@ -272,6 +272,51 @@ pub fn resolve(
         }
     }
     (s, warnings)
+}
+
+/// Expand a leading `~` and `$VAR` / `${VAR}` in a path setting (Vulkan Configurator writes the
+/// manifest default `$XDG_CACHE_HOME/vk-echo` literally). An unset `XDG_CACHE_HOME` or
+/// `XDG_DATA_HOME` falls back to its XDG default; any other unset variable expands to nothing.
+pub fn expand_path(v: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+    let lookup = |name: &str| -> String {
+        let home = || env("HOME").unwrap_or_default();
+        match env(name).filter(|s| !s.is_empty()) {
+            Some(x) => x,
+            None if name == "XDG_CACHE_HOME" => format!("{}/.cache", home()),
+            None if name == "XDG_DATA_HOME" => format!("{}/.local/share", home()),
+            None => String::new(),
+        }
+    };
+    let mut out = String::new();
+    let mut rest = v;
+    if rest == "~" || rest.starts_with("~/") {
+        out.push_str(&lookup("HOME"));
+        rest = &rest[1..];
+    }
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let (name, tail) = if let Some(inner) = after.strip_prefix('{') {
+            match inner.find('}') {
+                Some(j) => (&inner[..j], &inner[j + 1..]),
+                None => ("", after),
+            }
+        } else {
+            let j = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..j], &after[j..])
+        };
+        if name.is_empty() {
+            out.push('$');
+            rest = after;
+        } else {
+            out.push_str(&lookup(name));
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn names() -> String {
@@ -373,6 +418,23 @@ mod tests {
         let (s, _) = resolve(&env_of(&[]), &got, &[]);
         assert_eq!(s.min_bytes, 1 << 20);
         assert_eq!(s.mode, Mode::Enforce);
+    }
+
+    #[test]
+    fn path_settings_expand_variables_and_home() {
+        let env = env_of(&[("HOME", "/h"), ("X", "/x")]);
+        // The manifest default, as Vulkan Configurator writes it, with XDG_CACHE_HOME unset.
+        let (s, w) = resolve(
+            &env,
+            &[("cache_dir".into(), "$XDG_CACHE_HOME/vk-echo".into())],
+            &[],
+        );
+        assert!(w.is_empty());
+        assert_eq!(s.cache_dir, PathBuf::from("/h/.cache/vk-echo"));
+        assert_eq!(expand_path("~/p", &env), "/h/p");
+        assert_eq!(expand_path("${X}/a$X", &env), "/x/a/x");
+        assert_eq!(expand_path("a$/b${", &env), "a$/b${");
+        assert_eq!(expand_path("$NOPE/t", &env), "/t");
     }
 
     #[test]
