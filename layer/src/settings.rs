@@ -168,3 +168,124 @@ pub unsafe fn gather(create_info: *const vk::InstanceCreateInfo<'_>) -> Settings
     }
     settings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::c_void;
+
+    #[test]
+    fn secure_execution_ignores_echo_environment() {
+        std::env::set_var("VK_ECHO_UNIT_TEST_SECURE", "1");
+        assert_eq!(
+            env_lookup(false)("VK_ECHO_UNIT_TEST_SECURE").as_deref(),
+            Some("1")
+        );
+        assert_eq!(env_lookup(true)("VK_ECHO_UNIT_TEST_SECURE"), None);
+        std::env::set_var("VK_LAYER_SETTINGS_PATH", "/nonexistent");
+        assert_eq!(env_lookup(true)("VK_LAYER_SETTINGS_PATH"), None);
+        std::env::remove_var("VK_LAYER_SETTINGS_PATH");
+        // This test process is not setuid.
+        assert!(!secure_execution());
+    }
+
+    #[test]
+    fn settings_file_search_order() {
+        let dir = std::env::temp_dir().join(format!("echo-settings-test-{}", std::process::id()));
+        let data = dir.join("data/vulkan/settings.d");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(dir.join("explicit")).unwrap();
+        std::fs::write(data.join("vk_layer_settings.txt"), "echo.mode = off\n").unwrap();
+        std::fs::write(
+            dir.join("explicit/vk_layer_settings.txt"),
+            "echo.mode = profile\n",
+        )
+        .unwrap();
+        let d = dir.display().to_string();
+        let env = |path: Option<String>| {
+            let d = d.clone();
+            move |k: &str| match k {
+                "VK_LAYER_SETTINGS_PATH" => path.clone(),
+                "XDG_DATA_HOME" => Some(format!("{d}/data")),
+                _ => None,
+            }
+        };
+        // VK_LAYER_SETTINGS_PATH as a directory, then as a file, wins over XDG_DATA_HOME.
+        let e = env(Some(format!("{d}/explicit")));
+        assert_eq!(
+            settings_file(&e),
+            Some(dir.join("explicit/vk_layer_settings.txt"))
+        );
+        let e = env(Some(format!("{d}/explicit/vk_layer_settings.txt")));
+        assert_eq!(
+            settings_file(&e),
+            Some(dir.join("explicit/vk_layer_settings.txt"))
+        );
+        let e = env(None);
+        assert_eq!(settings_file(&e), Some(data.join("vk_layer_settings.txt")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn app_settings_of_every_type_become_text() {
+        let t: u32 = 1;
+        let n: u64 = 1 << 20;
+        let s = c"profile";
+        let sp = [s.as_ptr()];
+        let i: i32 = -3;
+        let entry =
+            |layer: &'static CStr, name: &'static CStr, ty, p: *const c_void| vk::LayerSettingEXT {
+                p_layer_name: layer.as_ptr(),
+                p_setting_name: name.as_ptr(),
+                ty,
+                value_count: 1,
+                p_values: p,
+                ..Default::default()
+            };
+        let settings = [
+            entry(
+                c"VK_LAYER_echo",
+                c"mode",
+                vk::LayerSettingTypeEXT::STRING,
+                sp.as_ptr() as *const c_void,
+            ),
+            entry(
+                c"VK_LAYER_echo",
+                c"min_bytes",
+                vk::LayerSettingTypeEXT::UINT64,
+                &n as *const u64 as *const c_void,
+            ),
+            entry(
+                c"VK_LAYER_echo",
+                c"flag",
+                vk::LayerSettingTypeEXT::BOOL32,
+                &t as *const u32 as *const c_void,
+            ),
+            entry(
+                c"VK_LAYER_echo",
+                c"neg",
+                vk::LayerSettingTypeEXT::INT32,
+                &i as *const i32 as *const c_void,
+            ),
+            entry(
+                c"VK_LAYER_other",
+                c"mode",
+                vk::LayerSettingTypeEXT::STRING,
+                sp.as_ptr() as *const c_void,
+            ),
+        ];
+        let mut lsci = vk::LayerSettingsCreateInfoEXT::default().settings(&settings);
+        let ci = vk::InstanceCreateInfo::default().push_next(&mut lsci);
+        let got = unsafe { app_settings(&ci) };
+        let want: Vec<(String, String)> = [
+            ("mode", "profile"),
+            ("min_bytes", "1048576"),
+            ("flag", "true"),
+            ("neg", "-3"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        assert_eq!(got, want);
+    }
+}

@@ -323,7 +323,7 @@ pub unsafe fn get_device_proc_addr(
     device: vk::Device,
     name: *const c_char,
 ) -> vk::PFN_vkVoidFunction {
-    let Some(cname) = cstr(name) else { return None };
+    let cname = cstr(name)?;
     let n = cname.to_bytes();
     if n == b"vkGetDeviceProcAddr" || n == b"vkDestroyDevice" {
         return super::instance::instance_hook(n);

@@ -39,7 +39,7 @@ macro_rules! hook {
         $($rest:tt)*
     ) => {
         $(#[$m])*
-        #[allow(non_snake_case, unused_unsafe, clippy::missing_safety_doc)]
+        #[allow(non_snake_case, unused_unsafe, clippy::missing_safety_doc, clippy::unit_arg)]
         pub unsafe extern "system" fn $name($first: $fty $(, $arg: $ty)*) $(-> $ret)? {
             type Next = unsafe extern "system" fn($fty $(, $ty)*) $(-> $ret)?;
             type Ret = $crate::hooks::ret_ty!($($ret)?);

@@ -55,6 +55,7 @@ pub struct MemoryState {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)]
 pub enum Recording {
     Initial,
     Recording,

@@ -7,7 +7,7 @@
 //! the driver's real host-visible type in `vkAllocateMemory` (and `memoryTypeBits` in the
 //! memory-requirement queries), so applications still run. The tests write its manifest.
 
-#![allow(non_snake_case, clippy::missing_safety_doc)]
+#![allow(non_snake_case, clippy::missing_safety_doc, clippy::nonminimal_bool)]
 
 #[path = "../../../../layer/src/loader/vk_layer_bindings.rs"]
 #[rustfmt::skip]
