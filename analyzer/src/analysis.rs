@@ -201,6 +201,18 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
                         break;
                     }
                     Err(v) => {
+                        // Both directions failed: keep the preferred one's condition, say both.
+                        let v = match why.remove(&i) {
+                            Some(first) => Verdict {
+                                condition: first.condition,
+                                event: first.event,
+                                message: format!(
+                                    "{} — and device into staging fails too: {}",
+                                    first.message, v.message
+                                ),
+                            },
+                            None => v,
+                        };
                         why.insert(i, v);
                     }
                 }
@@ -366,6 +378,13 @@ fn buffer_ref(ctx: &Ctx, b: BufId) -> BufferRef {
     }
 }
 
+/// The key of `b`'s allocation and `b`'s offset in it, when `b` is the only buffer bound there.
+fn own_memory(m: &Model, b: BufId) -> Option<(ObjectKey, u64)> {
+    let bind = m.buffers[b].bind.as_ref()?;
+    let mem = &m.memories[bind.memory];
+    mem.owned_by(b).then(|| (mem.key.clone(), bind.offset))
+}
+
 fn make_group(
     ctx: &Ctx,
     id: u32,
@@ -387,6 +406,8 @@ fn make_group(
                 copies: c.copies(),
                 bytes: c.bytes(),
                 one_time: pairing::is_one_time(m, c),
+                memory: own_memory(m, c.staging).map(|(k, _)| k),
+                memory_offset: own_memory(m, c.staging).map_or(0, |(_, o)| o),
             }
         })
         .collect();

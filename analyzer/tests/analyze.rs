@@ -717,3 +717,112 @@ fn report_table_and_json_show_every_candidate() {
     assert_eq!(v["candidates"][1]["condition"], "S3");
     assert_eq!(v["plan"]["groups"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn completion_follows_semaphore_waits_across_queues() {
+    // Upload on a transfer queue signals a semaphore; the compute queue waits on it and carries
+    // the fence. Observing the fence completes the upload too.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for i in 0..3u64 {
+        t.host_write(h.buf);
+        t.queue = 0x901;
+        t.submit_with(&[Cmd::Copy(h.buf, d.buf, MIB)], None, vec![(0x55, 0)]);
+        t.queue = 0x900;
+        let cmd = t.handle();
+        t.push(Event::CmdBegin {
+            cmd,
+            one_time: true,
+        });
+        t.push(Event::CmdUse {
+            cmd,
+            command: "vkCmdDispatch".into(),
+            uses: vec![echo_analyzer::trace::BufferUse {
+                buffer: d.buf,
+                offset: 0,
+                size: u64::MAX,
+                access: echo_analyzer::trace::Access::ReadWrite,
+                kind: echo_analyzer::trace::UseKind::Descriptor,
+            }],
+        });
+        let fence = 0x7000 + i;
+        t.push(Event::QueueSubmit {
+            queue: 0x900,
+            batches: vec![echo_analyzer::trace::SubmitBatch {
+                command_buffers: vec![cmd],
+                waits: vec![(0x55, 0)],
+                signals: vec![],
+            }],
+            fence: Some(fence),
+        });
+        t.wait(fence);
+    }
+    accepted(decision(&t.analyze(), 1, 2));
+
+    // Without the wait edge, the upload queue's work is never observed complete: S2.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.queue = 0x901;
+        t.submit_with(&[Cmd::Copy(h.buf, d.buf, MIB)], None, vec![]);
+        t.queue = 0x900;
+        t.run(&[Cmd::ReadWrite(d.buf)]);
+    }
+    assert_eq!(rejected(decision(&t.analyze(), 1, 2)).0, Condition::S2);
+}
+
+#[test]
+fn device_memory_sub_allocated_and_recycled_under_staging_is_s4() {
+    // Staging into device, but the device buffer lives in a shared block whose range is handed
+    // to another buffer after the device buffer is destroyed, while the staging buffer lives on.
+    let build = |d_type_bits: u32| {
+        let mut t = T::new();
+        let buf = t.create(MIB, SRC | DST, 0);
+        let mem = t.alloc(MIB, 1, Some(buf));
+        t.bind(buf, mem, 0);
+        t.map(mem);
+        let h = Buf { buf, mem };
+        let block = t.alloc(8 * MIB, 0, None);
+        let dbuf = t.create(MIB, STORAGE | DST, 0);
+        for r in &mut t.recs {
+            if let Event::BufferCreate { buffer, req, .. } = &mut r.event {
+                if *buffer == dbuf {
+                    req.type_bits = d_type_bits;
+                }
+            }
+        }
+        t.bind(dbuf, block, 0);
+        let other = t.create(MIB, STORAGE, 0);
+        t.bind(other, block, 2 * MIB);
+        upload_loop(
+            &mut t,
+            h,
+            Buf {
+                buf: dbuf,
+                mem: block,
+            },
+            3,
+        );
+        t.destroy(dbuf);
+        let y = t.create(MIB, STORAGE, 0);
+        let rebind = t.bind(y, block, 0);
+        t.host_write(h.buf);
+        (t.analyze(), rebind)
+    };
+    // The device buffer can still move into the staging allocation instead: accepted that way.
+    let (a, _) = build(0b11);
+    let (_, dir, _) = accepted(decision(&a, 1, 2));
+    assert_eq!(dir, Direction::DeviceIntoStaging);
+    // It cannot (the staging memory type is not allowed for it): S4, and both reasons are given.
+    let (a, rebind) = build(0b01);
+    let (c, ev, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S4, "{msg}");
+    assert_eq!(ev, Some(rebind));
+    assert!(
+        msg.contains("device into staging fails too: compat"),
+        "{msg}"
+    );
+}

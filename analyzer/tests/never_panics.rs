@@ -8,12 +8,12 @@ use echo_analyzer::analysis::explain;
 use echo_analyzer::plan::{parse_plan, Thresholds};
 use echo_analyzer::trace::read_trace;
 
-/// Cases per test: `VKECHO_FUZZ_ITERS` (for a longer soak), else 2000.
+/// Cases per test: `VKECHO_FUZZ_ITERS` (for a longer soak), else 800.
 fn iterations() -> usize {
     std::env::var("VKECHO_FUZZ_ITERS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2000)
+        .unwrap_or(800)
 }
 
 /// `VKECHO_FUZZ_SEED` varies the run; the default keeps CI reproducible.
