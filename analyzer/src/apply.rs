@@ -197,6 +197,8 @@ mod tests {
                     copies: 2,
                     bytes: 2 << 20,
                     one_time: false,
+                    memory: None,
+                    memory_offset: 0,
                 })
                 .collect(),
             direction: Direction::StagingIntoDevice,

@@ -54,6 +54,14 @@ pub struct Member {
     /// allocation.
     #[serde(default)]
     pub one_time: bool,
+    /// Key of the staging buffer's own allocation (the only buffer bound to it in the trace) and
+    /// the buffer's offset in it: enforce recognises that allocation at `vkAllocateMemory` and can
+    /// redirect a map made before the buffer is bound. Absent (older plans, or sub-allocated
+    /// staging): maps are redirected only once the buffer is bound.
+    #[serde(default)]
+    pub memory: Option<ObjectKey>,
+    #[serde(default)]
+    pub memory_offset: u64,
 }
 
 /// The synchronization that replaces a dropped copy.
