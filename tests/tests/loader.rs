@@ -417,6 +417,39 @@ fn discrete_test_layer_below_makes_echo_inactive() {
 }
 
 #[test]
+fn uma_integrated_is_active_only_with_topology_integrated() {
+    let reference = reference_checksum();
+    let world = || {
+        World::new(Setup {
+            implicit: true,
+            discrete: true,
+            ..Default::default()
+        })
+        .set("VK_ECHO_ENABLE", "1")
+        .set("VK_ECHO_TEST_TABLE", "apu")
+    };
+    let (r, stderr) = world().probe(&[]);
+    let dev = lavapipe(&r);
+    assert_eq!(dev["device_type"], "INTEGRATED_GPU");
+    assert!(stderr.contains("class uma-integrated"), "{stderr}");
+    assert!(
+        stderr.contains("topology=integrated"),
+        "the reason names the setting:\n{stderr}"
+    );
+    assert_inactive(dev, &stderr);
+
+    let (r, stderr) = world().set("VK_ECHO_TOPOLOGY", "integrated").probe(&[]);
+    let dev = lavapipe(&r);
+    assert!(
+        stderr.contains("class uma-integrated") && stderr.contains("ACTIVE ("),
+        "{stderr}"
+    );
+    assert_eq!(hook_lib(dev, "vkCreateBuffer"), ECHO_SO);
+    assert_work_ok(dev);
+    assert_eq!(dev["work"]["checksum"], reference.as_str());
+}
+
+#[test]
 fn mode_off_makes_echo_inactive_from_every_settings_source() {
     // Environment.
     let w = World::new(Setup {

@@ -6,6 +6,10 @@
 //! host memory) — and `deviceType = DISCRETE_GPU`, and maps every fake memory type index back to
 //! the driver's real host-visible type in `vkAllocateMemory` (and `memoryTypeBits` in the
 //! memory-requirement queries), so applications still run. The tests write its manifest.
+//!
+//! With `VK_ECHO_TEST_TABLE=apu` it presents an AMD-APU-like table instead (`INTEGRATED_GPU`;
+//! types DEVICE_LOCAL, HOST_VISIBLE|HOST_COHERENT on a host heap, DEVICE_LOCAL|HOST_VISIBLE|
+//! HOST_COHERENT): class `uma-integrated`, which echo acts on only with `topology=integrated`.
 
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::nonminimal_bool)]
 
@@ -41,7 +45,25 @@ const FAKE_TYPES: [(u32, vk::MemoryPropertyFlags); 3] = [
         ),
     ),
 ];
+const APU_TYPES: [(u32, vk::MemoryPropertyFlags); 3] = [
+    (0, vk::MemoryPropertyFlags::DEVICE_LOCAL),
+    (1, FAKE_TYPES[1].1),
+    (
+        0,
+        vk::MemoryPropertyFlags::from_raw(
+            vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw()
+                | vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
+                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
+        ),
+    ),
+];
 const FAKE_BITS: u32 = 0b111;
+
+/// Whether to present the APU table (`VK_ECHO_TEST_TABLE=apu`) instead of the discrete one.
+fn apu() -> bool {
+    static APU: OnceLock<bool> = OnceLock::new();
+    *APU.get_or_init(|| std::env::var("VK_ECHO_TEST_TABLE").is_ok_and(|v| v == "apu"))
+}
 
 struct Instance {
     handle: vk::Instance,
@@ -280,7 +302,11 @@ unsafe extern "system" fn destroy_instance(
 }
 
 fn make_discrete(p: &mut vk::PhysicalDeviceProperties) {
-    p.device_type = vk::PhysicalDeviceType::DISCRETE_GPU;
+    p.device_type = if apu() {
+        vk::PhysicalDeviceType::INTEGRATED_GPU
+    } else {
+        vk::PhysicalDeviceType::DISCRETE_GPU
+    };
 }
 
 unsafe extern "system" fn get_properties(
@@ -319,7 +345,8 @@ fn make_table(m: &mut vk::PhysicalDeviceMemoryProperties) {
         flags: vk::MemoryHeapFlags::empty(),
     };
     m.memory_type_count = FAKE_TYPES.len() as u32;
-    for (i, (heap, flags)) in FAKE_TYPES.iter().enumerate() {
+    let types = if apu() { &APU_TYPES } else { &FAKE_TYPES };
+    for (i, (heap, flags)) in types.iter().enumerate() {
         m.memory_types[i] = vk::MemoryType {
             property_flags: *flags,
             heap_index: *heap,
