@@ -53,6 +53,8 @@ pub struct Settings {
     pub stack_depth: u32,
     /// Largest trace, in bytes, before it is cut with a truncation marker.
     pub trace_max_bytes: u64,
+    /// Profile mode: validate host access to candidate staging buffers with page protection.
+    pub validate: bool,
 }
 
 /// One setting's description, for docs, the manifest and `vkecho doctor`.
@@ -76,6 +78,7 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "min_copies", kind: "int", default: "2", accepted: "a count >= 1", description: "Fewest copies between two buffers that make a candidate pair." },
     SettingInfo { name: "stack_depth", kind: "int", default: "16", accepted: "1..64", description: "Return addresses hashed into a buffer's call-site identity." },
     SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
+    SettingInfo { name: "validate", kind: "bool", default: "true", accepted: "true|false", description: "Profile mode: validate host access to candidate staging buffers with page protection (false: record the trace only)." },
 ];
 
 impl Settings {
@@ -102,6 +105,7 @@ impl Settings {
             min_copies: 2,
             stack_depth: 16,
             trace_max_bytes: 1 << 30,
+            validate: true,
         }
     }
 
@@ -127,6 +131,7 @@ impl Settings {
             ("min_copies".into(), self.min_copies.to_string()),
             ("stack_depth".into(), self.stack_depth.to_string()),
             ("trace_max_bytes".into(), self.trace_max_bytes.to_string()),
+            ("validate".into(), self.validate.to_string()),
         ]
     }
 }
@@ -266,6 +271,11 @@ pub fn resolve(
             },
             "trace_max_bytes" => match parse_u64(v) {
                 Some(n) if n >= 4096 => s.trace_max_bytes = n,
+                _ => bad(&mut warnings),
+            },
+            "validate" => match v.to_ascii_lowercase().as_str() {
+                "true" | "1" | "on" | "yes" => s.validate = true,
+                "false" | "0" | "off" | "no" => s.validate = false,
                 _ => bad(&mut warnings),
             },
             _ => unreachable!("every SETTINGS entry is handled"),
