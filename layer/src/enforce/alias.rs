@@ -1,0 +1,1163 @@
+//! Aliasing (DESIGN §6): binds redirected into a partner's memory, deferred binds, redirected
+//! maps, translated flush/invalidate ranges, deferred frees.
+//!
+//! `StagingIntoDevice` (groups `h_in → d → h_out`, one-time uploads): each staging buffer `h` is
+//! bound into `d`'s memory at `d`'s offset − δ, and `vkMapMemory` of `h`'s own allocation `M`
+//! returns echo's mapping of `d`'s memory, shifted so byte `i` of `h` in the app's view is byte
+//! `i` of `h` where it really lives. `M` is `h`'s own when the plan names its key (recognised at
+//! `vkAllocateMemory`) or when it is dedicated to `h`; then a map made *before* `h` is bound is
+//! redirected too, at the offset the plan recorded. `d`'s memory is mapped once, through the next
+//! layer; if the application maps it too it gets the same mapping, and its unmap is a no-op.
+//!
+//! `DeviceIntoStaging` (sub-allocated staging): `d` is bound into `h`'s memory at `h`'s offset + δ.
+//!
+//! A guest whose host is not bound yet is deferred (`VK_SUCCESS` to the app) until the host is
+//! bound, and bound as the application asked at its first use at the latest (that member is then
+//! "not applied", with the reason). Every redirected bind passes `echo_analyzer::apply::
+//! check_redirect` first: the driver may accept a wrong one silently. `vkFreeMemory` of memory a
+//! guest still lives in is deferred until the last guest is destroyed (S4).
+
+use crate::dispatch::DeviceData;
+use crate::log;
+use crate::state::Mapping;
+use ash::vk;
+use dashmap::DashMap;
+use echo_analyzer::apply::{check_redirect, PlanIndex, Role, Target};
+use echo_analyzer::plan::Direction;
+use echo_analyzer::stats::{NotApplied, Stats};
+use echo_analyzer::topology::MemoryTable;
+use echo_analyzer::trace::{MemReq, ObjectKey};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+const HOST_VISIBLE: u32 = vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw();
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub copies_elided: AtomicU64,
+    pub regions_elided: AtomicU64,
+    pub bytes_elided: AtomicU64,
+    pub regions_passed: AtomicU64,
+    pub barriers_inserted: AtomicU64,
+    pub binds_redirected: AtomicU64,
+    pub maps_redirected: AtomicU64,
+    pub frees_deferred: AtomicU64,
+}
+
+/// The part a live buffer plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Device(u32),
+    Staging(u32, usize),
+}
+
+impl Slot {
+    fn group(self) -> u32 {
+        match self {
+            Slot::Device(g) | Slot::Staging(g, _) => g,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bind {
+    Unbound,
+    /// The application bound it; echo holds the bind until the partner is bound.
+    Pending {
+        memory: u64,
+        offset: u64,
+    },
+    Done,
+}
+
+struct BufRt {
+    slot: Slot,
+    bind: Bind,
+}
+
+struct MemberRt {
+    delta: i64,
+    buffer: Option<u64>,
+    seen: bool,
+    /// `Some(Ok)`: aliased; `Some(Err(why))`: not applied.
+    outcome: Option<Result<(), String>>,
+    memory_offset: u64,
+}
+
+struct GroupRt {
+    direction: Direction,
+    device: Option<u64>,
+    device_seen: bool,
+    members: Vec<MemberRt>,
+}
+
+/// Maps of this allocation are served from `target`'s mapping: app offset `x` ↔ `target` offset
+/// `shift + x`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Redirect {
+    target: u64,
+    shift: i128,
+}
+
+/// `VkAllocationCallbacks` kept for a deferred `vkFreeMemory` (copied: the app's struct may be
+/// gone by then).
+#[derive(Clone, Copy)]
+struct Callbacks(vk::AllocationCallbacks<'static>);
+// SAFETY: the callbacks are only passed back to the next layer, as the application allowed.
+unsafe impl Send for Callbacks {}
+
+#[derive(Default)]
+struct MemRt {
+    /// A staging member's own allocation, recognised by the key the plan recorded.
+    owner: Option<(u32, usize)>,
+    redirect: Option<Redirect>,
+    /// The application has this allocation mapped through echo (redirected or echo's mapping).
+    app_mapped: bool,
+    /// Echo's mapping of the whole allocation.
+    echo_map: Option<usize>,
+    /// Buffers bound into this allocation by a redirected bind, still alive.
+    guests: HashSet<u64>,
+    /// The application freed it while guests lived in it.
+    deferred_free: Option<Option<Callbacks>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    groups: BTreeMap<u32, GroupRt>,
+    bufs: HashMap<u64, BufRt>,
+    mems: HashMap<u64, MemRt>,
+}
+
+/// A memory to free after the buffer that was its last guest is destroyed.
+pub struct DeferredFree(u64, Option<Callbacks>);
+
+pub struct Enforcer {
+    pub plan_path: PathBuf,
+    index: PlanIndex,
+    /// Key of a staging member's own allocation → (group, member).
+    staging_memory: HashMap<ObjectKey, (u32, usize)>,
+    type_flags: Vec<u32>,
+    alias_type: Option<u32>,
+    atom: u64,
+    inner: Mutex<Inner>,
+    /// Group of each live planned buffer (hot path: copies).
+    group_of: DashMap<u64, u32>,
+    /// Some buffer was bound into its partner's memory (else copies pass untouched).
+    pub(super) any_alias: AtomicBool,
+    /// Binds held back until a partner is bound.
+    pending: AtomicUsize,
+    pub(super) c: Counters,
+}
+
+fn req_of(r: &vk::MemoryRequirements) -> MemReq {
+    MemReq {
+        size: r.size,
+        alignment: r.alignment,
+        type_bits: r.memory_type_bits,
+    }
+}
+
+impl Enforcer {
+    pub fn new(plan_path: PathBuf, index: PlanIndex, table: &MemoryTable, atom: u64) -> Enforcer {
+        let mut groups = BTreeMap::new();
+        let mut staging_memory = HashMap::new();
+        for g in &index.plan.groups {
+            if index.role(&g.device.key).is_none() {
+                continue; // left out by PlanIndex (a key in two groups)
+            }
+            let members = g
+                .members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    if let (Direction::StagingIntoDevice, Some(k)) = (g.direction, &m.memory) {
+                        staging_memory.insert(k.clone(), (g.id, i));
+                    }
+                    MemberRt {
+                        delta: m.delta,
+                        buffer: None,
+                        seen: false,
+                        outcome: None,
+                        memory_offset: m.memory_offset,
+                    }
+                })
+                .collect();
+            groups.insert(
+                g.id,
+                GroupRt {
+                    direction: g.direction,
+                    device: None,
+                    device_seen: false,
+                    members,
+                },
+            );
+        }
+        let alias_type = echo_analyzer::topology::classify(table).alias_type;
+        Enforcer {
+            plan_path,
+            index,
+            staging_memory,
+            type_flags: table.types.iter().map(|t| t.flags).collect(),
+            alias_type,
+            atom: atom.max(1),
+            inner: Mutex::new(Inner {
+                groups,
+                ..Default::default()
+            }),
+            group_of: DashMap::new(),
+            any_alias: AtomicBool::new(false),
+            pending: AtomicUsize::new(0),
+            c: Counters::default(),
+        }
+    }
+
+    pub fn groups_planned(&self) -> u32 {
+        self.index.plan.groups.len() as u32
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn host_visible(&self, type_index: u32) -> bool {
+        self.type_flags
+            .get(type_index as usize)
+            .is_some_and(|f| f & HOST_VISIBLE != 0)
+    }
+
+    /// The planned group of a live buffer, if any (hot path).
+    #[inline]
+    pub(super) fn group_of(&self, buffer: u64) -> Option<u32> {
+        self.group_of.get(&buffer).map(|g| *g)
+    }
+
+    // ------------------------------------------------------------------ creation
+
+    /// `vkCreateBuffer` succeeded with stable key `key`.
+    pub fn buffer_created(&self, buffer: u64, key: &ObjectKey) {
+        let Some(role) = self.index.role(key) else {
+            return;
+        };
+        let mut inner = self.lock();
+        let Some(g) = inner.groups.get_mut(&role.group()) else {
+            return;
+        };
+        let slot = match role {
+            Role::Device { group, .. } => {
+                if g.device.is_some() || g.device_seen {
+                    return; // a second buffer with the key: not the planned one
+                }
+                g.device = Some(buffer);
+                g.device_seen = true;
+                Slot::Device(group)
+            }
+            Role::Staging { group, member, .. } => {
+                let Some(m) = g.members.get_mut(member) else {
+                    return;
+                };
+                if m.buffer.is_some() || m.seen {
+                    return;
+                }
+                m.buffer = Some(buffer);
+                m.seen = true;
+                Slot::Staging(group, member)
+            }
+        };
+        log::debug!("enforce: buffer {buffer:#x} ({key}) is {slot:?}");
+        inner.bufs.insert(
+            buffer,
+            BufRt {
+                slot,
+                bind: Bind::Unbound,
+            },
+        );
+        self.group_of.insert(buffer, slot.group());
+    }
+
+    /// `vkAllocateMemory`: the memory type to allocate instead, when the allocation is dedicated
+    /// to a `StagingIntoDevice` device buffer and its type is not host-visible (the staging
+    /// buffers' maps will be served from it).
+    pub fn allocation_type(
+        &self,
+        dedicated_to: Option<u64>,
+        type_index: u32,
+        dev: &DeviceData,
+    ) -> Option<u32> {
+        let d = dedicated_to?;
+        if self.host_visible(type_index) {
+            return None;
+        }
+        let inner = self.lock();
+        let b = inner.bufs.get(&d)?;
+        let Slot::Device(g) = b.slot else { return None };
+        if inner.groups.get(&g)?.direction != Direction::StagingIntoDevice {
+            return None;
+        }
+        let t = self.alias_type?;
+        let bits = dev.state.buffers.get(&d)?.requirements.memory_type_bits;
+        if bits & (1 << t) == 0 {
+            return None;
+        }
+        log::info!(
+            "enforce: the allocation dedicated to device buffer {d:#x} (group {g}) gets host-visible memory type {t} instead of {type_index}"
+        );
+        Some(t)
+    }
+
+    /// `vkAllocateMemory` succeeded (state recorded, with the key of the application's request);
+    /// `switched`: the type [`Self::allocation_type`] chose instead.
+    pub fn memory_allocated(&self, dev: &DeviceData, memory: u64, switched: Option<u32>) {
+        let key = {
+            let Some(mut s) = dev.state.memory.get_mut(&memory) else {
+                return;
+            };
+            if let Some(t) = switched {
+                s.type_index = t;
+            }
+            s.key.clone()
+        };
+        if let Some(owner) = key.and_then(|k| self.staging_memory.get(&k).copied()) {
+            log::debug!(
+                "enforce: allocation {memory:#x} is the own allocation of group {} member {}",
+                owner.0,
+                owner.1
+            );
+            self.lock().mems.entry(memory).or_default().owner = Some(owner);
+        }
+    }
+
+    // ------------------------------------------------------------------ binds
+
+    /// `vkBindBufferMemory` (or one element of `vkBindBufferMemory2`). `down(memory, offset)`
+    /// binds the application's buffer through the next layer; `has_next`: the bind carried
+    /// extension structures (never deferred).
+    pub fn bind(
+        &self,
+        dev: &DeviceData,
+        buffer: u64,
+        memory: u64,
+        offset: u64,
+        has_next: bool,
+        down: &mut dyn FnMut(u64, u64) -> vk::Result,
+    ) -> vk::Result {
+        let mut inner = self.lock();
+        let Some(slot) = inner.bufs.get(&buffer).map(|b| b.slot) else {
+            drop(inner);
+            return plain_bind(dev, buffer, memory, offset, down);
+        };
+        let dir = inner.groups[&slot.group()].direction;
+        match (slot, dir) {
+            // The owner of the shared range: bind as asked, then the guests waiting for it.
+            (Slot::Device(g), Direction::StagingIntoDevice)
+            | (Slot::Staging(g, _), Direction::DeviceIntoStaging) => {
+                let r = plain_bind(dev, buffer, memory, offset, down);
+                if let Some(b) = inner.bufs.get_mut(&buffer) {
+                    b.bind = Bind::Done;
+                }
+                if r == vk::Result::SUCCESS {
+                    self.release_guests(dev, &mut inner, g);
+                }
+                r
+            }
+            (guest, _) => {
+                let host_bound = self.host_binding(dev, &inner, guest).is_some();
+                if !host_bound && !has_next {
+                    if let Some(b) = inner.bufs.get_mut(&buffer) {
+                        b.bind = Bind::Pending { memory, offset };
+                    }
+                    self.pending.fetch_add(1, Ordering::Relaxed);
+                    log::debug!("enforce: bind of {buffer:#x} deferred until its partner is bound");
+                    return vk::Result::SUCCESS;
+                }
+                if !host_bound {
+                    self.set_outcome(
+                        &mut inner,
+                        guest,
+                        Err(
+                            "bound (with extension structures) before its partner was bound".into(),
+                        ),
+                    );
+                    if let Some(b) = inner.bufs.get_mut(&buffer) {
+                        b.bind = Bind::Done;
+                    }
+                    return plain_bind(dev, buffer, memory, offset, down);
+                }
+                self.alias(dev, &mut inner, guest, buffer, memory, offset, down)
+            }
+        }
+    }
+
+    /// Where the host of `guest`'s range is bound: `d` for a staging member of
+    /// `StagingIntoDevice`, member 0 for the device buffer of `DeviceIntoStaging`.
+    fn host_binding(&self, dev: &DeviceData, inner: &Inner, guest: Slot) -> Option<(u64, u64)> {
+        let g = inner.groups.get(&guest.group())?;
+        let host = match (guest, g.direction) {
+            (Slot::Staging(..), Direction::StagingIntoDevice) => g.device?,
+            (Slot::Device(_), Direction::DeviceIntoStaging) => g.members.first()?.buffer?,
+            _ => return None,
+        };
+        if inner.bufs.get(&host)?.bind != Bind::Done {
+            return None;
+        }
+        dev.state.buffers.get(&host)?.bound
+    }
+
+    fn set_outcome(&self, inner: &mut Inner, guest: Slot, outcome: Result<(), String>) {
+        if let Err(why) = &outcome {
+            log::info!("enforce: group {} not applied: {why}", guest.group());
+        }
+        let Some(g) = inner.groups.get_mut(&guest.group()) else {
+            return;
+        };
+        let m = match guest {
+            Slot::Staging(_, m) => m,
+            Slot::Device(_) => 0,
+        };
+        if let Some(m) = g.members.get_mut(m) {
+            m.outcome = Some(outcome);
+        }
+    }
+
+    /// The host of group `g` was just bound: bind every guest that waited for it.
+    fn release_guests(&self, dev: &DeviceData, inner: &mut Inner, g: u32) {
+        let waiting: Vec<(u64, Slot, u64, u64)> = inner
+            .bufs
+            .iter()
+            .filter(|(_, b)| b.slot.group() == g)
+            .filter_map(|(&h, b)| match b.bind {
+                Bind::Pending { memory, offset } => Some((h, b.slot, memory, offset)),
+                _ => None,
+            })
+            .collect();
+        for (h, slot, memory, offset) in waiting {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+            let mut down = |m: u64, o: u64| fp_bind(dev, h, m, o);
+            let r = self.alias(dev, inner, slot, h, memory, offset, &mut down);
+            if r != vk::Result::SUCCESS {
+                log::warn!("enforce: deferred bind of buffer {h:#x} failed: {r:?}");
+            }
+        }
+    }
+
+    /// Binds guest `buffer` into its host's memory when every check passes, else as the
+    /// application asked (recording why).
+    #[allow(clippy::too_many_arguments)]
+    fn alias(
+        &self,
+        dev: &DeviceData,
+        inner: &mut Inner,
+        slot: Slot,
+        buffer: u64,
+        memory: u64,
+        offset: u64,
+        down: &mut dyn FnMut(u64, u64) -> vk::Result,
+    ) -> vk::Result {
+        if let Some(b) = inner.bufs.get_mut(&buffer) {
+            b.bind = Bind::Done;
+        }
+        let plan = match slot {
+            Slot::Staging(..) => self.plan_staging_alias(dev, inner, slot, buffer, memory, offset),
+            Slot::Device(_) => self.plan_device_alias(dev, inner, slot, buffer),
+        };
+        let (target, at, redirect) = match plan {
+            Ok(p) => p,
+            Err(why) => {
+                self.set_outcome(inner, slot, Err(why));
+                return plain_bind(dev, buffer, memory, offset, down);
+            }
+        };
+        let r = down(target, at);
+        if r != vk::Result::SUCCESS {
+            self.set_outcome(
+                inner,
+                slot,
+                Err(format!("the redirected bind failed ({r:?})")),
+            );
+            return plain_bind(dev, buffer, memory, offset, down);
+        }
+        if let Some(mut b) = dev.state.buffers.get_mut(&buffer) {
+            b.bound = Some((target, at));
+        }
+        inner.mems.entry(target).or_default().guests.insert(buffer);
+        if let Some(rd) = redirect {
+            inner.mems.entry(memory).or_default().redirect = Some(rd);
+        }
+        self.c.binds_redirected.fetch_add(1, Ordering::Relaxed);
+        self.any_alias.store(true, Ordering::Release);
+        log::debug!("enforce: buffer {buffer:#x} bound into {target:#x} at {at}");
+        self.set_outcome(inner, slot, Ok(()));
+        vk::Result::SUCCESS
+    }
+
+    /// `StagingIntoDevice`: where staging buffer `h` goes in `d`'s memory, and the map redirect
+    /// of `h`'s own allocation `memory`.
+    fn plan_staging_alias(
+        &self,
+        dev: &DeviceData,
+        inner: &mut Inner,
+        slot: Slot,
+        h: u64,
+        memory: u64,
+        offset: u64,
+    ) -> Result<(u64, u64, Option<Redirect>), String> {
+        let Slot::Staging(g, m) = slot else {
+            return Err("internal: not a staging member".into());
+        };
+        let delta = inner.groups[&g].members[m].delta;
+        let (dmem, doff) = self
+            .host_binding(dev, inner, slot)
+            .ok_or("its device buffer is not bound")?;
+        let target_off = doff as i128 - delta as i128;
+        let shift = target_off - offset as i128;
+        self.check_staging_target(dev, inner, g, m, h, memory, dmem, target_off)?;
+        if let Some(rd) = inner.mems.get(&memory).and_then(|x| x.redirect) {
+            if rd
+                != (Redirect {
+                    target: dmem,
+                    shift,
+                })
+            {
+                log::error!(
+                    "enforce: staging buffer {h:#x} is bound at offset {offset} of its allocation, not where the plan said; its allocation's map was already redirected, so the host's writes land in the device buffer's memory: results may be wrong"
+                );
+                return Err(format!(
+                    "bound at offset {offset} of its allocation, not at {} as in the plan",
+                    inner.groups[&g].members[m].memory_offset
+                ));
+            }
+        } else if dev
+            .state
+            .memory
+            .get(&memory)
+            .is_some_and(|s| s.mapped.is_some())
+        {
+            return Err(
+                "its allocation was mapped (and possibly written) before the device buffer was bound"
+                    .into(),
+            );
+        }
+        self.ensure_echo_map(dev, inner, dmem)?;
+        Ok((
+            dmem,
+            target_off as u64,
+            Some(Redirect {
+                target: dmem,
+                shift,
+            }),
+        ))
+    }
+
+    /// The checks of a `StagingIntoDevice` alias of member `(g, m)` (buffer `h`, own allocation
+    /// `memory`) into `dmem` at `target_off`.
+    #[allow(clippy::too_many_arguments)]
+    fn check_staging_target(
+        &self,
+        dev: &DeviceData,
+        inner: &Inner,
+        g: u32,
+        m: usize,
+        h: u64,
+        memory: u64,
+        dmem: u64,
+        target_off: i128,
+    ) -> Result<(), String> {
+        let (dtype, dsize) = {
+            let s = dev
+                .state
+                .memory
+                .get(&dmem)
+                .ok_or("the device allocation is unknown")?;
+            (s.type_index, s.size)
+        };
+        if !self.host_visible(dtype) {
+            return Err(format!(
+                "the device buffer's memory (type {dtype}) is not host-visible, so the staging maps cannot be served from it"
+            ));
+        }
+        let req = req_of(
+            &dev.state
+                .buffers
+                .get(&h)
+                .ok_or("the staging buffer is unknown")?
+                .requirements,
+        );
+        check_redirect(
+            &req,
+            &Target {
+                memory_type: dtype,
+                memory_size: dsize,
+                offset: target_off,
+            },
+        )
+        .map_err(|r| format!("staging buffer into the device allocation: {r}"))?;
+        let (own, msize) = {
+            let s = dev
+                .state
+                .memory
+                .get(&memory)
+                .ok_or("its allocation is unknown")?;
+            let owned = s.dedicated_buffer == Some(h)
+                || inner.mems.get(&memory).and_then(|x| x.owner) == Some((g, m));
+            (owned, s.size)
+        };
+        if !own {
+            return Err(
+                "its allocation was not recognised as its own (sub-allocated, or another key than in the plan), so its map cannot be redirected"
+                    .into(),
+            );
+        }
+        // Every byte the app can map of its allocation must land inside the device allocation.
+        let offset_in_own = match inner.bufs.get(&h).map(|b| b.bind) {
+            Some(Bind::Pending { offset, .. }) => offset,
+            _ => dev
+                .state
+                .buffers
+                .get(&h)
+                .and_then(|b| b.bound.map(|x| x.1))
+                .unwrap_or(inner.groups[&g].members[m].memory_offset),
+        };
+        let shift = target_off - offset_in_own as i128;
+        if shift < 0 || shift + msize as i128 > dsize as i128 {
+            return Err(format!(
+                "its {msize}-byte allocation would map to [{shift}, {}) of the {dsize}-byte device allocation",
+                shift + msize as i128
+            ));
+        }
+        Ok(())
+    }
+
+    /// `DeviceIntoStaging`: where device buffer `d` goes in member 0's memory.
+    fn plan_device_alias(
+        &self,
+        dev: &DeviceData,
+        inner: &mut Inner,
+        slot: Slot,
+        d: u64,
+    ) -> Result<(u64, u64, Option<Redirect>), String> {
+        let g = slot.group();
+        let delta = inner.groups[&g].members.first().ok_or("no member")?.delta;
+        let (hmem, hoff) = self
+            .host_binding(dev, inner, slot)
+            .ok_or("its staging buffer is not bound")?;
+        let (htype, hsize) = {
+            let s = dev
+                .state
+                .memory
+                .get(&hmem)
+                .ok_or("the staging allocation is unknown")?;
+            (s.type_index, s.size)
+        };
+        let req = req_of(
+            &dev.state
+                .buffers
+                .get(&d)
+                .ok_or("the device buffer is unknown")?
+                .requirements,
+        );
+        let at = hoff as i128 + delta as i128;
+        check_redirect(
+            &req,
+            &Target {
+                memory_type: htype,
+                memory_size: hsize,
+                offset: at,
+            },
+        )
+        .map_err(|r| format!("device buffer into the staging allocation: {r}"))?;
+        Ok((hmem, at as u64, None))
+    }
+
+    /// Maps `dmem` once through the next layer (or adopts the application's whole mapping).
+    fn ensure_echo_map(
+        &self,
+        dev: &DeviceData,
+        inner: &mut Inner,
+        dmem: u64,
+    ) -> Result<usize, String> {
+        if let Some(p) = inner.mems.get(&dmem).and_then(|x| x.echo_map) {
+            return Ok(p);
+        }
+        let (size, app) = {
+            let s = dev
+                .state
+                .memory
+                .get(&dmem)
+                .ok_or("the device allocation is unknown")?;
+            (s.size, s.mapped)
+        };
+        let ptr = match app {
+            Some(Mapping {
+                ptr,
+                offset: 0,
+                size: n,
+            }) if n >= size => ptr,
+            Some(_) => {
+                return Err("the application maps part of the device allocation itself".into())
+            }
+            None => {
+                let mut p: *mut c_void = std::ptr::null_mut();
+                // SAFETY: dmem is a live host-visible allocation of this device, not mapped.
+                let r = unsafe {
+                    (dev.fp.map_memory)(
+                        dev.handle,
+                        vk::DeviceMemory::from_raw(dmem),
+                        0,
+                        vk::WHOLE_SIZE,
+                        vk::MemoryMapFlags::empty(),
+                        &mut p,
+                    )
+                };
+                if r != vk::Result::SUCCESS || p.is_null() {
+                    return Err(format!("mapping the device allocation failed ({r:?})"));
+                }
+                p as usize
+            }
+        };
+        let e = inner.mems.entry(dmem).or_default();
+        e.echo_map = Some(ptr);
+        e.app_mapped = app.is_some();
+        Ok(ptr)
+    }
+
+    // ------------------------------------------------------------------ first use
+
+    /// Some bind is held back until its partner is bound.
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed) > 0
+    }
+
+    /// A command, descriptor or map uses `buffer`: a bind still held back is done now, as the
+    /// application asked.
+    #[inline]
+    pub fn touch(&self, dev: &DeviceData, buffer: u64) {
+        if self.pending.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        self.force_pending(dev, &mut inner, |h, _| h == buffer);
+    }
+
+    fn force_pending(&self, dev: &DeviceData, inner: &mut Inner, pick: impl Fn(u64, u64) -> bool) {
+        let due: Vec<(u64, Slot, u64, u64)> = inner
+            .bufs
+            .iter()
+            .filter_map(|(&h, b)| match b.bind {
+                Bind::Pending { memory, offset } if pick(h, memory) => {
+                    Some((h, b.slot, memory, offset))
+                }
+                _ => None,
+            })
+            .collect();
+        for (h, slot, memory, offset) in due {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+            if let Some(b) = inner.bufs.get_mut(&h) {
+                b.bind = Bind::Done;
+            }
+            self.set_outcome(
+                inner,
+                slot,
+                Err("used before its partner was bound; bound as the application asked".into()),
+            );
+            let r = plain_bind(dev, h, memory, offset, &mut |m, o| fp_bind(dev, h, m, o));
+            if r != vk::Result::SUCCESS {
+                log::warn!("enforce: held-back bind of buffer {h:#x} failed: {r:?}");
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ maps
+
+    /// `vkMapMemory`. `down` maps through the next layer.
+    pub fn map(
+        &self,
+        dev: &DeviceData,
+        memory: u64,
+        offset: u64,
+        size: u64,
+        data: *mut *mut c_void,
+        down: &mut dyn FnMut() -> vk::Result,
+    ) -> vk::Result {
+        let mut inner = self.lock();
+        if self.pending.load(Ordering::Relaxed) > 0 {
+            self.force_pending(dev, &mut inner, |_, m| m == memory);
+        }
+        let msize = dev.state.memory.get(&memory).map_or(0, |m| m.size);
+        let len = if size == vk::WHOLE_SIZE {
+            msize.saturating_sub(offset)
+        } else {
+            size
+        };
+        let mut redirect = inner.mems.get(&memory).and_then(|m| m.redirect);
+        if redirect.is_none() {
+            redirect = self.predict_redirect(dev, &mut inner, memory);
+        }
+        let served = match redirect {
+            Some(rd) => match self.ensure_echo_map(dev, &mut inner, rd.target) {
+                Ok(base) => {
+                    let at = rd.shift + offset as i128;
+                    let tsize = dev.state.memory.get(&rd.target).map_or(0, |m| m.size);
+                    (at >= 0 && at + len as i128 <= tsize as i128).then(|| {
+                        self.c.maps_redirected.fetch_add(1, Ordering::Relaxed);
+                        base + at as usize
+                    })
+                }
+                Err(_) => None,
+            },
+            None => inner
+                .mems
+                .get(&memory)
+                .and_then(|m| m.echo_map)
+                .map(|base| base + offset as usize),
+        };
+        if let Some(ptr) = served {
+            // SAFETY: data is the application's out pointer.
+            unsafe { *data = ptr as *mut c_void };
+            inner.mems.entry(memory).or_default().app_mapped = true;
+            if let Some(mut m) = dev.state.memory.get_mut(&memory) {
+                m.mapped = Some(Mapping {
+                    ptr,
+                    offset,
+                    size: len,
+                });
+            }
+            return vk::Result::SUCCESS;
+        }
+        if redirect.is_some() {
+            log::error!(
+                "enforce: a map of redirected allocation {memory:#x} falls outside the device allocation; mapping it as asked (the aliased staging buffer will not see these bytes)"
+            );
+        }
+        let r = down();
+        if r == vk::Result::SUCCESS {
+            if let Some(mut m) = dev.state.memory.get_mut(&memory) {
+                // SAFETY: the next layer filled *data.
+                m.mapped = Some(Mapping {
+                    ptr: unsafe { *data } as usize,
+                    offset,
+                    size: len,
+                });
+            }
+        }
+        r
+    }
+
+    /// A staging member's own allocation is mapped before the member is bound (allocate, map,
+    /// bind): redirect it now, at the offset the plan recorded, when the device buffer is bound
+    /// and every check passes.
+    fn predict_redirect(
+        &self,
+        dev: &DeviceData,
+        inner: &mut Inner,
+        memory: u64,
+    ) -> Option<Redirect> {
+        let (g, m) = inner.mems.get(&memory)?.owner?;
+        let grp = inner.groups.get(&g)?;
+        if grp.direction != Direction::StagingIntoDevice || grp.members[m].outcome.is_some() {
+            return None;
+        }
+        let h = grp.members[m].buffer?;
+        if inner.bufs.get(&h)?.bind != Bind::Unbound {
+            return None;
+        }
+        let delta = grp.members[m].delta;
+        let at_in_own = grp.members[m].memory_offset;
+        let (dmem, doff) = self.host_binding(dev, inner, Slot::Staging(g, m))?;
+        let target_off = doff as i128 - delta as i128;
+        if let Err(why) = self.check_staging_target(dev, inner, g, m, h, memory, dmem, target_off) {
+            log::debug!("enforce: map of {memory:#x} not redirected ahead of the bind: {why}");
+            return None;
+        }
+        self.ensure_echo_map(dev, inner, dmem).ok()?;
+        let rd = Redirect {
+            target: dmem,
+            shift: target_off - at_in_own as i128,
+        };
+        inner.mems.entry(memory).or_default().redirect = Some(rd);
+        Some(rd)
+    }
+
+    /// `vkUnmapMemory`: `true` when echo serves the mapping (the call must not go down).
+    pub fn unmap(&self, dev: &DeviceData, memory: u64) -> bool {
+        let mut inner = self.lock();
+        let Some(m) = inner.mems.get_mut(&memory) else {
+            return false;
+        };
+        if m.redirect.is_none() && m.echo_map.is_none() {
+            return false;
+        }
+        m.app_mapped = false;
+        if let Some(mut s) = dev.state.memory.get_mut(&memory) {
+            s.mapped = None;
+        }
+        true
+    }
+
+    /// Flush/invalidate ranges of redirected allocations, translated into the device
+    /// allocation (offsets rounded down and ends up to `nonCoherentAtomSize`). `None`: unchanged.
+    pub fn translate_ranges(
+        &self,
+        dev: &DeviceData,
+        ranges: &[vk::MappedMemoryRange<'_>],
+    ) -> Option<Vec<vk::MappedMemoryRange<'static>>> {
+        if !self.any_alias.load(Ordering::Acquire) {
+            return None;
+        }
+        let inner = self.lock();
+        if !ranges.iter().any(|r| {
+            inner
+                .mems
+                .get(&r.memory.as_raw())
+                .is_some_and(|m| m.redirect.is_some())
+        }) {
+            return None;
+        }
+        let out = ranges
+            .iter()
+            .map(|r| {
+                let mut n = vk::MappedMemoryRange {
+                    memory: r.memory,
+                    offset: r.offset,
+                    size: r.size,
+                    ..Default::default()
+                };
+                if let Some(rd) = inner.mems.get(&r.memory.as_raw()).and_then(|m| m.redirect) {
+                    let tsize = dev.state.memory.get(&rd.target).map_or(0, |m| m.size);
+                    let start = (rd.shift + r.offset as i128).max(0) as u64;
+                    let aligned = start - start % self.atom;
+                    n.memory = vk::DeviceMemory::from_raw(rd.target);
+                    n.offset = aligned;
+                    n.size = if r.size == vk::WHOLE_SIZE {
+                        vk::WHOLE_SIZE
+                    } else {
+                        let end = (start + r.size).div_ceil(self.atom) * self.atom;
+                        end.min(tsize).saturating_sub(aligned)
+                    };
+                }
+                n
+            })
+            .collect();
+        Some(out)
+    }
+
+    // ------------------------------------------------------------------ lifetime
+
+    /// `vkFreeMemory`: `true` when the free is deferred (a guest still lives in the memory).
+    pub fn free(
+        &self,
+        _dev: &DeviceData,
+        memory: u64,
+        alloc: *const vk::AllocationCallbacks<'_>,
+    ) -> bool {
+        let mut inner = self.lock();
+        if self.pending.load(Ordering::Relaxed) > 0 {
+            // A held-back bind into memory that is going away will never happen.
+            let dropped: Vec<(u64, Slot)> = inner
+                .bufs
+                .iter()
+                .filter_map(|(&h, b)| match b.bind {
+                    Bind::Pending { memory: m, .. } if m == memory => Some((h, b.slot)),
+                    _ => None,
+                })
+                .collect();
+            for (h, slot) in dropped {
+                self.pending.fetch_sub(1, Ordering::Relaxed);
+                if let Some(b) = inner.bufs.get_mut(&h) {
+                    b.bind = Bind::Done;
+                }
+                self.set_outcome(
+                    &mut inner,
+                    slot,
+                    Err("its memory was freed before its partner was bound".into()),
+                );
+            }
+        }
+        if let Some(m) = inner.mems.get_mut(&memory) {
+            if !m.guests.is_empty() {
+                // SAFETY: alloc is null or the application's valid callbacks.
+                let cb = unsafe { alloc.as_ref() }.map(|a| {
+                    Callbacks(vk::AllocationCallbacks {
+                        p_user_data: a.p_user_data,
+                        pfn_allocation: a.pfn_allocation,
+                        pfn_reallocation: a.pfn_reallocation,
+                        pfn_free: a.pfn_free,
+                        pfn_internal_allocation: a.pfn_internal_allocation,
+                        pfn_internal_free: a.pfn_internal_free,
+                        _marker: std::marker::PhantomData,
+                    })
+                });
+                m.deferred_free = Some(cb);
+                self.c.frees_deferred.fetch_add(1, Ordering::Relaxed);
+                log::debug!(
+                    "enforce: free of {memory:#x} deferred: {} buffer(s) still live in it",
+                    m.guests.len()
+                );
+                return true;
+            }
+        }
+        inner.mems.remove(&memory);
+        for m in inner.mems.values_mut() {
+            if m.redirect.is_some_and(|r| r.target == memory) {
+                m.redirect = None;
+            }
+        }
+        false
+    }
+
+    /// `vkDestroyBuffer` (before the call goes down): forget the buffer; the memory to free once
+    /// the call went down, when it was the last guest of a deferred free.
+    pub fn buffer_destroyed(&self, dev: &DeviceData, buffer: u64) -> Option<DeferredFree> {
+        let bound = dev.state.buffers.get(&buffer).and_then(|b| b.bound);
+        let mut inner = self.lock();
+        if let Some(b) = inner.bufs.remove(&buffer) {
+            self.group_of.remove(&buffer);
+            if matches!(b.bind, Bind::Pending { .. }) {
+                self.pending.fetch_sub(1, Ordering::Relaxed);
+            }
+            if let Some(g) = inner.groups.get_mut(&b.slot.group()) {
+                match b.slot {
+                    Slot::Device(_) => g.device = None,
+                    Slot::Staging(_, m) => g.members[m].buffer = None,
+                }
+            }
+        }
+        let (mem, _) = bound?;
+        let m = inner.mems.get_mut(&mem)?;
+        if !m.guests.remove(&buffer) || !m.guests.is_empty() {
+            return None;
+        }
+        let cb = m.deferred_free.take()?;
+        inner.mems.remove(&mem);
+        Some(DeferredFree(mem, cb))
+    }
+
+    /// Frees a memory whose free was deferred.
+    pub fn free_now(&self, dev: &DeviceData, f: DeferredFree) {
+        log::debug!("enforce: deferred free of {:#x} done", f.0);
+        dev.state.memory.remove(&f.0);
+        let cb = f.1.as_ref().map_or(std::ptr::null(), |c| &c.0 as *const _);
+        // SAFETY: the application freed this memory; no buffer lives in it any more.
+        unsafe { (dev.fp.free_memory)(dev.handle, vk::DeviceMemory::from_raw(f.0), cb) };
+    }
+
+    /// `vkDestroyDevice` (before the call goes down): frees still deferred.
+    pub fn device_destroyed(&self, dev: &DeviceData) {
+        let due: Vec<DeferredFree> = {
+            let mut inner = self.lock();
+            let ids: Vec<u64> = inner
+                .mems
+                .iter()
+                .filter(|(_, m)| m.deferred_free.is_some())
+                .map(|(&k, _)| k)
+                .collect();
+            ids.into_iter()
+                .filter_map(|k| {
+                    let m = inner.mems.remove(&k)?;
+                    Some(DeferredFree(k, m.deferred_free?))
+                })
+                .collect()
+        };
+        for f in due {
+            self.free_now(dev, f);
+        }
+    }
+
+    // ------------------------------------------------------------------ statistics
+
+    /// The statistics so far (mode, device and plan fields filled by the caller).
+    pub fn stats(&self) -> Stats {
+        let inner = self.lock();
+        let mut s = Stats {
+            groups_planned: self.groups_planned(),
+            ..Default::default()
+        };
+        for (id, g) in &inner.groups {
+            let mut reasons = Vec::new();
+            if !g.device_seen {
+                reasons.push("its device buffer was not created in this run".to_string());
+            }
+            let used = match g.direction {
+                Direction::StagingIntoDevice => g.members.len(),
+                Direction::DeviceIntoStaging => g.members.len().min(1),
+            };
+            for (i, m) in g.members.iter().enumerate().take(used) {
+                match &m.outcome {
+                    Some(Ok(())) => {}
+                    Some(Err(why)) => reasons.push(format!("member {i}: {why}")),
+                    None if !m.seen => reasons.push(format!(
+                        "member {i}: its staging buffer was not created in this run"
+                    )),
+                    None => reasons.push(format!("member {i}: never bound")),
+                }
+            }
+            if reasons.is_empty() {
+                s.groups_applied += 1;
+            } else {
+                s.not_applied.push(NotApplied {
+                    group: *id,
+                    reason: reasons.join("; "),
+                });
+            }
+        }
+        for (id, _) in self
+            .index
+            .plan
+            .groups
+            .iter()
+            .map(|g| (g.id, ()))
+            .filter(|(id, _)| !inner.groups.contains_key(id))
+        {
+            s.not_applied.push(NotApplied {
+                group: id,
+                reason: "a buffer of this group is also in another group; left out".into(),
+            });
+        }
+        let c = &self.c;
+        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        s.copies_elided = ld(&c.copies_elided);
+        s.regions_elided = ld(&c.regions_elided);
+        s.bytes_elided = ld(&c.bytes_elided);
+        s.regions_passed = ld(&c.regions_passed);
+        s.barriers_inserted = ld(&c.barriers_inserted);
+        s.binds_redirected = ld(&c.binds_redirected);
+        s.maps_redirected = ld(&c.maps_redirected);
+        s.frees_deferred = ld(&c.frees_deferred);
+        s.memory_not_allocated = 0;
+        s
+    }
+}
+
+/// Binds through the next layer as asked and records where.
+fn plain_bind(
+    dev: &DeviceData,
+    buffer: u64,
+    memory: u64,
+    offset: u64,
+    down: &mut dyn FnMut(u64, u64) -> vk::Result,
+) -> vk::Result {
+    let r = down(memory, offset);
+    if r == vk::Result::SUCCESS {
+        if let Some(mut b) = dev.state.buffers.get_mut(&buffer) {
+            b.bound = Some((memory, offset));
+        }
+    }
+    r
+}
+
+/// Echo's own bind through the next layer (deferred binds).
+fn fp_bind(dev: &DeviceData, buffer: u64, memory: u64, offset: u64) -> vk::Result {
+    // SAFETY: live handles of this device; the application asked for (or echo checked) the bind.
+    unsafe {
+        (dev.fp.bind_buffer_memory)(
+            dev.handle,
+            vk::Buffer::from_raw(buffer),
+            vk::DeviceMemory::from_raw(memory),
+            offset,
+        )
+    }
+}
+
+use ash::vk::Handle;

@@ -1,0 +1,212 @@
+//! Copy elision (DESIGN §6): a region of `vkCmdCopyBuffer`/`vkCmdCopyBuffer2(KHR)` whose source
+//! and destination resolve to the same memory and offset is a self-copy and is dropped (it must
+//! be: forwarding it violates VUID-vkCmdCopyBuffer-pRegions-00117); the other regions pass
+//! through. In place of dropped regions one substitute barrier is recorded:
+//!
+//! `ALL_COMMANDS → ALL_COMMANDS | HOST`, memory barrier `MEMORY_WRITE → MEMORY_READ |
+//! MEMORY_WRITE | HOST_READ | HOST_WRITE`.
+//!
+//! Why that keeps every ordering the copy gave: the copy was a transfer-stage command that read
+//! the source and wrote the destination, so the application's barriers before it end in a
+//! scope that contains TRANSFER, and its barriers after it start in one that contains TRANSFER.
+//! The substitute barrier's first scope (ALL_COMMANDS) contains TRANSFER and every earlier
+//! command, so it chains after the barriers before; its second scope (ALL_COMMANDS) contains
+//! TRANSFER, so the barriers after chain on it. Its first access scope is every earlier write,
+//! which also covers the case where the copy was what carried a shader write into a later
+//! TRANSFER_WRITE → HOST_READ barrier's source scope (readback): the shader's writes are now
+//! made available and visible to the host by this barrier itself. Host writes before the
+//! submission are visible to every command of the submission (no barrier needed); every
+//! `vkQueueSubmit` is kept, so fences and semaphores signal as before.
+
+use super::Enforcer;
+use crate::dispatch::DeviceData;
+use crate::log;
+use ash::vk;
+use ash::vk::Handle;
+use std::sync::atomic::Ordering;
+
+/// One region, as (src offset, dst offset, size).
+type Region = (u64, u64, u64);
+
+impl Enforcer {
+    /// Which regions of a copy from `src` to `dst` are self-copies. `None`: nothing to change
+    /// (the fast path: no buffer aliased, or the buffers live in different memory).
+    fn self_copies(
+        &self,
+        dev: &DeviceData,
+        src: u64,
+        dst: u64,
+        regions: impl Iterator<Item = Region> + Clone,
+    ) -> Option<Vec<bool>> {
+        if !self.any_alias.load(Ordering::Acquire) {
+            return None;
+        }
+        self.touch(dev, src);
+        self.touch(dev, dst);
+        let same_group = match (self.group_of(src), self.group_of(dst)) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        };
+        let (sm, so) = dev.state.buffers.get(&src).and_then(|b| b.bound)?;
+        let (dm, doff) = dev.state.buffers.get(&dst).and_then(|b| b.bound)?;
+        if sm != dm {
+            if same_group {
+                let n = regions.count() as u64;
+                self.c.regions_passed.fetch_add(n, Ordering::Relaxed);
+            }
+            return None;
+        }
+        let drop: Vec<bool> = regions
+            .map(|(s, d, n)| {
+                let (a, b) = (so + s, doff + d);
+                if a == b {
+                    return true;
+                }
+                if a < b + n && b < a + n {
+                    log::warn_once(
+                        "enforce-overlap",
+                        format_args!(
+                            "enforce: a copy region overlaps itself inside one allocation after aliasing (src {a}, dst {b}, {n} bytes); passed through unchanged"
+                        ),
+                    );
+                }
+                if same_group {
+                    self.c.regions_passed.fetch_add(1, Ordering::Relaxed);
+                }
+                false
+            })
+            .collect();
+        drop.iter().any(|&d| d).then_some(drop)
+    }
+
+    fn count_dropped(&self, dropped: u64, bytes: u64, all: bool) {
+        self.c.regions_elided.fetch_add(dropped, Ordering::Relaxed);
+        self.c.bytes_elided.fetch_add(bytes, Ordering::Relaxed);
+        if all {
+            self.c.copies_elided.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records the substitute barrier (see the module comment).
+    fn substitute_barrier(&self, dev: &DeviceData, cb: vk::CommandBuffer) {
+        let mb = vk::MemoryBarrier {
+            src_access_mask: vk::AccessFlags::MEMORY_WRITE,
+            dst_access_mask: vk::AccessFlags::MEMORY_READ
+                | vk::AccessFlags::MEMORY_WRITE
+                | vk::AccessFlags::HOST_READ
+                | vk::AccessFlags::HOST_WRITE,
+            ..Default::default()
+        };
+        // SAFETY: cb is the application's command buffer in the recording state (it just
+        // recorded a copy, which is only legal outside a render pass).
+        unsafe {
+            (dev.fp.cmd_pipeline_barrier)(
+                cb,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::PipelineStageFlags::ALL_COMMANDS | vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                1,
+                &mb,
+                0,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        self.c.barriers_inserted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `vkCmdCopyBuffer`. `down(count, regions)` records the copy through the next layer.
+    ///
+    /// # Safety
+    /// `regions` points to `count` valid regions (the application's arguments).
+    pub unsafe fn cmd_copy_buffer(
+        &self,
+        dev: &DeviceData,
+        cb: vk::CommandBuffer,
+        src: vk::Buffer,
+        dst: vk::Buffer,
+        count: u32,
+        regions: *const vk::BufferCopy,
+        down: impl FnOnce(u32, *const vk::BufferCopy),
+    ) {
+        let rs: &[vk::BufferCopy] = if count == 0 || regions.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(regions, count as usize)
+        };
+        let Some(drop) = self.self_copies(
+            dev,
+            src.as_raw(),
+            dst.as_raw(),
+            rs.iter().map(|r| (r.src_offset, r.dst_offset, r.size)),
+        ) else {
+            return down(count, regions);
+        };
+        let keep: Vec<vk::BufferCopy> = rs
+            .iter()
+            .zip(&drop)
+            .filter(|(_, &d)| !d)
+            .map(|(r, _)| *r)
+            .collect();
+        let bytes: u64 = rs
+            .iter()
+            .zip(&drop)
+            .filter(|(_, &d)| d)
+            .map(|(r, _)| r.size)
+            .sum();
+        self.count_dropped((rs.len() - keep.len()) as u64, bytes, keep.is_empty());
+        if !keep.is_empty() {
+            down(keep.len() as u32, keep.as_ptr());
+        }
+        self.substitute_barrier(dev, cb);
+    }
+
+    /// `vkCmdCopyBuffer2` / `vkCmdCopyBuffer2KHR`. `down(info)` records the copy through the
+    /// next layer.
+    ///
+    /// # Safety
+    /// `info` is the application's valid `VkCopyBufferInfo2`.
+    pub unsafe fn cmd_copy_buffer2(
+        &self,
+        dev: &DeviceData,
+        cb: vk::CommandBuffer,
+        info: *const vk::CopyBufferInfo2<'_>,
+        down: impl FnOnce(*const vk::CopyBufferInfo2<'_>),
+    ) {
+        let i = &*info;
+        let rs: &[vk::BufferCopy2<'_>] = if i.region_count == 0 || i.p_regions.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(i.p_regions, i.region_count as usize)
+        };
+        let Some(drop) = self.self_copies(
+            dev,
+            i.src_buffer.as_raw(),
+            i.dst_buffer.as_raw(),
+            rs.iter().map(|r| (r.src_offset, r.dst_offset, r.size)),
+        ) else {
+            return down(info);
+        };
+        let keep: Vec<vk::BufferCopy2<'_>> = rs
+            .iter()
+            .zip(&drop)
+            .filter(|(_, &d)| !d)
+            .map(|(r, _)| *r)
+            .collect();
+        let bytes: u64 = rs
+            .iter()
+            .zip(&drop)
+            .filter(|(_, &d)| d)
+            .map(|(r, _)| r.size)
+            .sum();
+        self.count_dropped((rs.len() - keep.len()) as u64, bytes, keep.is_empty());
+        if !keep.is_empty() {
+            let mut patched = *i;
+            patched.region_count = keep.len() as u32;
+            patched.p_regions = keep.as_ptr();
+            down(&patched);
+        }
+        self.substitute_barrier(dev, cb);
+    }
+}

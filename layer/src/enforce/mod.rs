@@ -1,0 +1,459 @@
+//! Enforce mode (DESIGN §6): apply a plan the analyzer made.
+//!
+//! - [`start`] (at `vkCreateDevice`): find the plan (the `plan` setting, else the cache entry of
+//!   this context), refuse it with one warning when it is unsafe to read, corrupt, of another
+//!   version or another context, or turned off by calibration; `auto` mode profiles instead when
+//!   no plan exists yet and analyzes at `vkDestroyDevice` ([`finish_auto`]).
+//! - [`Enforcer`] (`alias.rs`): binds planned buffers into their partner's memory (both
+//!   directions), redirects maps of staging allocations, defers binds until the partner is bound
+//!   (first use at the latest) and frees while a guest still lives in the memory.
+//! - `copy.rs`: drops self-copy regions and records one substitute barrier in their place.
+//! - [`Enforcer::stats`]: what was done, written at `vkDestroyDevice` ([`write_stats`]).
+//!
+//! Every decision (which buffer plays which role, whether a redirected bind fits) is
+//! `echo_analyzer::apply`'s; this module makes the Vulkan calls.
+
+mod alias;
+mod copy;
+
+pub use alias::Enforcer;
+
+use crate::dispatch::{Decision, DeviceData, InstanceData};
+use crate::log;
+use ash::vk;
+use echo_analyzer::apply::PlanIndex;
+use echo_analyzer::context::{cache_paths, plan_applies};
+use echo_analyzer::plan::{parse_plan, Plan};
+use echo_analyzer::settings::{Mode, Settings};
+use echo_analyzer::stats::Stats;
+use echo_analyzer::trace::Context;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Plans larger than this are not read (a plan is a few KiB).
+const MAX_PLAN_BYTES: u64 = 64 << 20;
+
+/// What a device does, decided at `vkCreateDevice` for `enforce` and `auto` mode.
+pub enum Start {
+    /// Apply this plan.
+    Enforce(Box<Enforcer>),
+    /// `auto` without a plan for this context: profile into `trace`, analyze into `plan` when the
+    /// device is destroyed.
+    Profile { trace: PathBuf, plan: PathBuf },
+    /// Pass through; the reason goes into the statistics (`plan_status`).
+    Passthrough { plan: Option<PathBuf>, why: String },
+}
+
+/// Reads and checks the plan at `path` for context `now`. The error is one sentence.
+pub fn load_plan(path: &Path, now: &Context) -> Result<Plan, String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("plan {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("plan {shown} is not a regular file"));
+    }
+    // DESIGN §8 hardening: a plan decides where memory is bound; only its owner may write it.
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Err(format!(
+            "plan {shown} is writable by group or others (mode {:o}); not used (chmod go-w it)",
+            meta.permissions().mode() & 0o777
+        ));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(format!(
+            "plan {shown} belongs to uid {}, not to this user ({me}) or root; not used",
+            meta.uid()
+        ));
+    }
+    if meta.len() > MAX_PLAN_BYTES {
+        return Err(format!("plan {shown} is {} bytes; not a plan", meta.len()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("plan {shown}: {e}"))?;
+    let plan = parse_plan(&text).map_err(|e| format!("plan {shown}: {e}"))?;
+    plan_applies(&plan.context, now).map_err(|e| format!("plan {shown} not used: {e}"))?;
+    Ok(plan)
+}
+
+/// Decides enforce/auto start-up for an active device. `ctx` is this run's context.
+pub fn start(
+    inst: &InstanceData,
+    pd: vk::PhysicalDevice,
+    decision: &Decision,
+    settings: &Settings,
+    ctx: &Context,
+) -> Start {
+    let (trace_path, cached_plan) = cache_paths(&settings.cache_dir, ctx);
+    let path = match decision.mode {
+        Mode::Enforce => settings.plan.clone().unwrap_or(cached_plan),
+        Mode::Auto => {
+            let p = settings.plan.clone().unwrap_or(cached_plan);
+            if !p.exists() {
+                log::info!(
+                    "auto mode: no plan for this program and device at {}; profiling into {} (the plan is made when the device is destroyed)",
+                    p.display(),
+                    trace_path.display()
+                );
+                return Start::Profile {
+                    trace: settings.trace.clone().unwrap_or(trace_path),
+                    plan: p,
+                };
+            }
+            log::info!("auto mode: enforcing the plan {}", p.display());
+            p
+        }
+        _ => {
+            return Start::Passthrough {
+                plan: None,
+                why: "not in enforce mode".into(),
+            }
+        }
+    };
+    let plan = match load_plan(&path, ctx) {
+        Ok(p) => p,
+        Err(why) => {
+            log::warn!("{why}; echo passes this device through unchanged");
+            return Start::Passthrough {
+                plan: Some(path),
+                why: format!("refused: {why}"),
+            };
+        }
+    };
+    if !plan.enabled() {
+        let c = plan.calibration.as_ref();
+        log::info!(
+            "plan {}: calibration disabled it (baseline {:.3} ms, plan {:.3} ms per loop); passthrough",
+            path.display(),
+            c.map_or(0.0, |c| c.baseline_ms_median),
+            c.map_or(0.0, |c| c.plan_ms_median)
+        );
+        return Start::Passthrough {
+            plan: Some(path),
+            why: "refused: calibration found the plan no faster; disabled".into(),
+        };
+    }
+    let (index, conflicts) = PlanIndex::new(plan);
+    if !conflicts.is_empty() {
+        log::warn!("plan {}: {}", path.display(), conflicts.join("; "));
+    }
+    let mut props = vk::PhysicalDeviceProperties::default();
+    // SAFETY: pd belongs to this instance; the out struct is valid.
+    unsafe { (inst.fp.get_physical_device_properties)(pd, &mut props) };
+    let e = Enforcer::new(
+        path,
+        index,
+        &decision.table,
+        props.limits.non_coherent_atom_size,
+    );
+    log::info!(
+        "enforce: plan {} with {} group(s) for this context",
+        e.plan_path.display(),
+        e.groups_planned()
+    );
+    Start::Enforce(Box::new(e))
+}
+
+/// `vkBindBufferMemory2(KHR)` in enforce mode: each element is bound on its own (redirected,
+/// deferred or as asked) through `down(one_info)`; the first error is returned.
+///
+/// # Safety
+/// `infos` points to `count` valid bind infos (the application's arguments).
+pub unsafe fn bind2(
+    e: &Enforcer,
+    dev: &DeviceData,
+    count: u32,
+    infos: *const vk::BindBufferMemoryInfo<'_>,
+    down: &mut dyn FnMut(&vk::BindBufferMemoryInfo<'_>) -> vk::Result,
+) -> vk::Result {
+    use ash::vk::Handle;
+    if count == 0 || infos.is_null() {
+        return vk::Result::SUCCESS;
+    }
+    let mut result = vk::Result::SUCCESS;
+    for i in std::slice::from_raw_parts(infos, count as usize) {
+        let r = e.bind(
+            dev,
+            i.buffer.as_raw(),
+            i.memory.as_raw(),
+            i.memory_offset,
+            !i.p_next.is_null(),
+            &mut |m, o| {
+                let mut one = *i;
+                one.memory = vk::DeviceMemory::from_raw(m);
+                one.memory_offset = o;
+                down(&one)
+            },
+        );
+        if r != vk::Result::SUCCESS && result == vk::Result::SUCCESS {
+            result = r;
+        }
+    }
+    result
+}
+
+/// `vkUpdateDescriptorSets`: buffers written into descriptors are used from now on, so a bind
+/// still held back for one of them happens now.
+///
+/// # Safety
+/// `writes` points to `count` valid descriptor writes (the application's arguments).
+pub unsafe fn touch_writes(
+    e: &Enforcer,
+    dev: &DeviceData,
+    count: u32,
+    writes: *const vk::WriteDescriptorSet<'_>,
+) {
+    use ash::vk::Handle;
+    if !e.has_pending() || count == 0 || writes.is_null() {
+        return;
+    }
+    for w in std::slice::from_raw_parts(writes, count as usize) {
+        if w.p_buffer_info.is_null() {
+            continue;
+        }
+        if matches!(
+            w.descriptor_type,
+            vk::DescriptorType::UNIFORM_BUFFER
+                | vk::DescriptorType::STORAGE_BUFFER
+                | vk::DescriptorType::UNIFORM_BUFFER_DYNAMIC
+                | vk::DescriptorType::STORAGE_BUFFER_DYNAMIC
+        ) {
+            for b in std::slice::from_raw_parts(w.p_buffer_info, w.descriptor_count as usize) {
+                e.touch(dev, b.buffer.as_raw());
+            }
+        }
+    }
+}
+
+/// `vkCreateDevice` glue, after the device record exists: enforce and auto mode decide here
+/// (auto without a plan starts profile mode into the cache's trace path).
+pub fn on_create_device(dev: &DeviceData) {
+    if !dev.is_active() || !matches!(dev.decision.mode, Mode::Enforce | Mode::Auto) {
+        return;
+    }
+    let Some(inst) = dev.instance.as_ref() else {
+        return;
+    };
+    let ctx = crate::context::gather(inst, dev.physical_device);
+    let s = start(
+        inst,
+        dev.physical_device,
+        &dev.decision,
+        &dev.settings,
+        &ctx,
+    );
+    if let Start::Profile { trace, .. } = &s {
+        if !crate::profile::start(dev, Some(trace)) {
+            let _ = dev.enforce.set(Start::Passthrough {
+                plan: None,
+                why: "auto mode: profiling could not start".into(),
+            });
+            return;
+        }
+    }
+    let _ = dev.enforce.set(s);
+}
+
+/// `vkDestroyDevice` glue, before the call goes down: deferred frees, statistics (the `stats`
+/// setting, and a summary line at `info`), and auto mode's analysis.
+pub fn on_destroy_device(dev: &DeviceData) {
+    if let Some(e) = dev.enforce() {
+        e.device_destroyed(dev);
+    }
+    let stats = device_stats(dev);
+    if dev.enforce().is_some() {
+        log::info!("{}", stats.summary());
+        for n in &stats.not_applied {
+            log::info!("  group {} not applied: {}", n.group, n.reason);
+        }
+    }
+    if let Some(p) = &dev.settings.stats {
+        write_stats(p, &stats);
+    }
+    if let Some(Start::Profile { trace, plan }) = dev.enforce.get() {
+        finish_auto(trace, plan, &dev.settings);
+    }
+}
+
+/// The statistics record of a device.
+pub fn device_stats(dev: &DeviceData) -> Stats {
+    let mut s = match dev.enforce() {
+        Some(e) => e.stats(),
+        None => Stats::default(),
+    };
+    s.device = dev.decision.name.clone();
+    s.class = dev.decision.topology.class.to_string();
+    s.active = dev.is_active();
+    let profiling = dev.profile().is_some();
+    s.mode = if !dev.decision.active {
+        "off".into()
+    } else if profiling {
+        "profile".into()
+    } else {
+        match dev.decision.mode {
+            Mode::Enforce | Mode::Auto => "enforce".into(),
+            Mode::Profile => "profile".into(),
+            Mode::Off => "off".into(),
+        }
+    };
+    match dev.enforce.get() {
+        Some(Start::Enforce(e)) => {
+            s.plan = Some(e.plan_path.display().to_string());
+            s.plan_status = "applied".into();
+        }
+        Some(Start::Passthrough { plan, why }) => {
+            s.plan = plan.as_ref().map(|p| p.display().to_string());
+            s.plan_status = why.clone();
+        }
+        Some(Start::Profile { trace, .. }) => {
+            s.plan_status = "none: auto mode profiled this run".into();
+            s.trace = Some(trace.display().to_string());
+        }
+        None => s.plan_status = "none".into(),
+    }
+    if dev.failed.load(std::sync::atomic::Ordering::Relaxed) {
+        s.errors
+            .push("an internal error turned this device to passthrough".into());
+    }
+    s
+}
+
+/// `auto` mode at `vkDestroyDevice`: the trace is complete; analyze it and write the plan
+/// (0600, atomic rename) for the next run.
+pub fn finish_auto(trace: &Path, plan_path: &Path, settings: &Settings) {
+    if let Some(s) = crate::profile::sink::global() {
+        s.flush();
+    }
+    let file = match std::fs::File::open(trace) {
+        Ok(f) => f,
+        Err(e) => {
+            log::warn!(
+                "auto mode: cannot read the trace {} ({e}); no plan made",
+                trace.display()
+            );
+            return;
+        }
+    };
+    let t = match echo_analyzer::trace::read_trace(std::io::BufReader::new(file)) {
+        Ok(t) => t,
+        Err(e) => {
+            log::warn!("auto mode: trace {}: {e}; no plan made", trace.display());
+            return;
+        }
+    };
+    let thresholds = echo_analyzer::plan::Thresholds {
+        min_bytes: settings.min_bytes,
+        min_copies: settings.min_copies,
+    };
+    let plan = echo_analyzer::analysis::analyze(&t, thresholds);
+    match write_private(plan_path, plan.to_json().as_bytes()) {
+        Ok(()) => log::info!(
+            "auto mode: plan {} written ({} group(s), {} candidate(s) rejected); later runs enforce it",
+            plan_path.display(),
+            plan.groups.len(),
+            plan.rejected.len()
+        ),
+        Err(e) => log::warn!(
+            "auto mode: cannot write the plan {}: {e}",
+            plan_path.display()
+        ),
+    }
+}
+
+/// Writes `bytes` to `path` with mode 0600 through a temporary file and a rename.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+/// Appends one JSON line to the `stats` file (created 0600).
+pub fn write_stats(path: &Path, s: &Stats) {
+    let line = match serde_json::to_string(s) {
+        Ok(l) => l + "\n",
+        Err(_) => return,
+    };
+    let r = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = r {
+        log::warn!("cannot write statistics to {}: {e}", path.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use echo_analyzer::plan::Thresholds;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("echo-enforce-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d.join(name)
+    }
+
+    fn ctx() -> Context {
+        Context {
+            exe_id: "build-id:ab".into(),
+            device_name: "llvmpipe".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn plan_loading_refuses_what_it_must() {
+        let now = ctx();
+        let good = tmp("good.json");
+        write_private(
+            &good,
+            Plan::empty(now.clone(), Thresholds::default())
+                .to_json()
+                .as_bytes(),
+        )
+        .unwrap();
+        assert!(load_plan(&good, &now).is_ok());
+        assert_eq!(
+            std::fs::metadata(&good).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+
+        std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = load_plan(&good, &now).unwrap_err();
+        assert!(e.contains("writable by group or others"), "{e}");
+        std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let mut other = now.clone();
+        other.device_name = "other".into();
+        let e = load_plan(&good, &other).unwrap_err();
+        assert!(e.contains("another device"), "{e}");
+
+        let bad = tmp("bad.json");
+        write_private(&bad, b"{\"format\": \"vk-echo-plan\", \"vers").unwrap();
+        assert!(load_plan(&bad, &now)
+            .unwrap_err()
+            .contains("not a valid plan"));
+
+        let mut p = Plan::empty(now.clone(), Thresholds::default());
+        p.version = 99;
+        let fut = tmp("future.json");
+        write_private(&fut, p.to_json().as_bytes()).unwrap();
+        assert!(load_plan(&fut, &now).unwrap_err().contains("version 99"));
+
+        assert!(load_plan(&tmp("missing.json"), &now).is_err());
+        let _ = std::fs::remove_dir_all(good.parent().unwrap());
+    }
+}
