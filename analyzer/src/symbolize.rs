@@ -9,11 +9,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `(module, offset)` → `(function, file:line)` when known.
+type Cache = HashMap<(String, u64), Option<(String, String)>>;
+
 pub struct Symbolizer {
     tool: Option<PathBuf>,
     exe_path: String,
     cwd: Option<PathBuf>,
-    cache: RefCell<HashMap<(String, u64), Option<(String, String)>>>,
+    cache: RefCell<Cache>,
 }
 
 /// `name` on `$PATH`, if any.
@@ -201,7 +204,7 @@ mod tests {
             .and_then(|l| l.split('-').next())
             .and_then(|a| u64::from_str_radix(a, 16).ok());
         let Some(base) = base else { return };
-        let addr = without_tool_or_module_it_is_plain as usize as u64;
+        let addr = without_tool_or_module_it_is_plain as *const () as usize as u64;
         let frame = Frame {
             module: exe.to_str().unwrap().into(),
             offset: addr - base + 1,

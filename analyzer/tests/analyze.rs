@@ -182,7 +182,7 @@ fn readback_read_before_the_fence_is_s2() {
     assert_eq!(c, Condition::S2, "{msg}");
     assert_eq!(ev, Some(reads[0]));
     assert!(
-        msg.contains(&format!("host read staging buffer #2 (created at app+0x")),
+        msg.contains("host read staging buffer #2 (created at app+0x"),
         "{msg}"
     );
     assert!(

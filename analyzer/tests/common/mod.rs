@@ -339,7 +339,7 @@ impl T {
 }
 
 /// The decision for the candidate (staging, device), by buffer handle order of creation.
-pub fn decision<'a>(a: &'a Analysis, staging_no: usize, device_no: usize) -> &'a Decision {
+pub fn decision(a: &Analysis, staging_no: usize, device_no: usize) -> &Decision {
     &a.candidates
         .iter()
         .find(|c| c.staging.number == staging_no && c.device.number == device_no)
