@@ -32,15 +32,32 @@ impl Role {
 /// A plan indexed by buffer key.
 #[derive(Clone, Debug)]
 pub struct PlanIndex {
-    by_key: HashMap<ObjectKey, Role>,
+    by_key: HashMap<ObjectKey, Vec<Role>>,
     pub plan: Plan,
+}
+
+/// Whether one buffer may play all of `roles`: only a staging buffer that hosts the device
+/// buffers of several `DeviceIntoStaging` groups side by side (one staging buffer holding the
+/// inputs of several destinations, each at its own delta).
+fn compatible(roles: &[Role]) -> bool {
+    roles.len() <= 1
+        || roles.iter().all(|r| {
+            matches!(
+                r,
+                Role::Staging {
+                    direction: Direction::DeviceIntoStaging,
+                    ..
+                }
+            )
+        })
 }
 
 impl PlanIndex {
     /// Index the plan's groups. A key that appears in two groups is ambiguous: both groups are
-    /// left out, and the conflict is returned so the layer can say why.
+    /// left out, and the conflict is returned so the layer can say why. The exception is a
+    /// staging buffer that hosts several `DeviceIntoStaging` groups (see [`compatible`]).
     pub fn new(plan: Plan) -> (PlanIndex, Vec<String>) {
-        let mut by_key: HashMap<ObjectKey, Role> = HashMap::new();
+        let mut by_key: HashMap<ObjectKey, Vec<Role>> = HashMap::new();
         let mut conflicts = Vec::new();
         let mut bad_groups = Vec::new();
         for g in &plan.groups {
@@ -63,23 +80,35 @@ impl PlanIndex {
                 ));
             }
             for (k, r) in entries {
-                if let Some(prev) = by_key.insert(k.clone(), r) {
+                let roles = by_key.entry(k.clone()).or_default();
+                roles.push(r);
+                if !compatible(roles) {
+                    let prev = roles[0];
                     conflicts.push(format!(
                         "buffer {k} is in groups {} and {}; both left out",
                         prev.group(),
                         g.id
                     ));
-                    bad_groups.push(prev.group());
-                    bad_groups.push(g.id);
+                    bad_groups.extend(roles.iter().map(|r| r.group()));
                 }
             }
         }
-        by_key.retain(|_, r| !bad_groups.contains(&r.group()));
+        for roles in by_key.values_mut() {
+            roles.retain(|r| !bad_groups.contains(&r.group()));
+        }
+        by_key.retain(|_, r| !r.is_empty());
         (PlanIndex { by_key, plan }, conflicts)
     }
 
+    /// The buffer's role (the first, for a staging buffer that hosts several groups).
     pub fn role(&self, key: &ObjectKey) -> Option<Role> {
-        self.by_key.get(key).copied()
+        self.by_key.get(key).and_then(|r| r.first()).copied()
+    }
+
+    /// Every role of the buffer: more than one only for a staging buffer hosting several
+    /// `DeviceIntoStaging` groups.
+    pub fn roles(&self, key: &ObjectKey) -> &[Role] {
+        self.by_key.get(key).map_or(&[], |r| r.as_slice())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -230,11 +259,24 @@ mod tests {
         ));
         assert_eq!(idx.role(&key("zz")), None);
         plan.groups.push(group(2, "d2", &["h2"]));
-        let (idx, conflicts) = PlanIndex::new(plan);
+        let (idx, conflicts) = PlanIndex::new(plan.clone());
         assert_eq!(conflicts.len(), 1, "{conflicts:?}");
         assert_eq!(idx.role(&key("h2")), None);
         assert_eq!(idx.role(&key("d1")), None);
         assert!(idx.role(&key("d0")).is_some());
+
+        // One sub-allocated staging buffer hosting two device buffers side by side is fine.
+        for g in &mut plan.groups[1..] {
+            g.direction = Direction::DeviceIntoStaging;
+        }
+        plan.groups[2].members[0].delta = 1 << 20;
+        let (idx, conflicts) = PlanIndex::new(plan);
+        assert!(conflicts.is_empty(), "{conflicts:?}");
+        assert_eq!(idx.roles(&key("h2")).len(), 2);
+        assert!(matches!(
+            idx.role(&key("d2")),
+            Some(Role::Device { group: 2, .. })
+        ));
     }
 
     #[test]
