@@ -136,6 +136,8 @@ pub struct DeviceData {
     pub failed: AtomicBool,
     pub panic_at: Option<PanicAt>,
     pub state: DeviceState,
+    /// Profile mode's recorder, once `profile::start` ran for this device.
+    pub profile: OnceLock<crate::profile::Profiler>,
 }
 
 impl DeviceData {
@@ -143,6 +145,12 @@ impl DeviceData {
     #[inline]
     pub fn is_active(&self) -> bool {
         self.decision.active && !self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The profiler, when this device is being profiled.
+    #[inline]
+    pub fn profile(&self) -> Option<&crate::profile::Profiler> {
+        self.profile.get()
     }
 
     /// Whether buffers and allocations get stable keys (call site + ordinal): profile, enforce

@@ -13,6 +13,7 @@ mod hooks;
 mod loader;
 mod log;
 mod profile;
+mod reflect;
 mod settings;
 mod state;
 

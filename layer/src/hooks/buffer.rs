@@ -38,11 +38,17 @@ hook! {
                     stack,
                 },
             );
+            if let Some(p) = cx.dev.profile() {
+                p.on_create_buffer(cx.dev, raw(*out));
+            }
         }
         r
     }
 
     fn vkDestroyBuffer(cx, device: vk::Device, buffer: vk::Buffer, alloc: *const vk::AllocationCallbacks<'_>) {
+        if let Some(p) = cx.dev.profile() {
+            p.before_destroy_buffer(raw(buffer));
+        }
         cx.dev.state.buffers.remove(&raw(buffer));
         cx.down((cx.next)(device, buffer, alloc))
     }
@@ -58,6 +64,9 @@ hook! {
         if r == vk::Result::SUCCESS {
             if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw(buffer)) {
                 b.bound = Some((raw(memory), offset));
+            }
+            if let Some(p) = cx.dev.profile() {
+                p.on_bind(raw(buffer), raw(memory), offset);
             }
         }
         r
@@ -75,6 +84,9 @@ hook! {
                 if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw(i.buffer)) {
                     b.bound = Some((raw(i.memory), i.memory_offset));
                 }
+                if let Some(p) = cx.dev.profile() {
+                    p.on_bind(raw(i.buffer), raw(i.memory), i.memory_offset);
+                }
             }
         }
         r
@@ -87,6 +99,9 @@ hook! {
     ) -> vk::DeviceAddress {
         if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw((*info).buffer)) {
             b.address_taken = true;
+        }
+        if let Some(p) = cx.dev.profile() {
+            p.on_device_address(raw((*info).buffer));
         }
         cx.down((cx.next)(device, info))
     }

@@ -6,7 +6,31 @@ use super::hook;
 use crate::dispatch::raw;
 use crate::state::{CommandBufferState, Recording};
 use ash::vk;
+use echo_analyzer::trace::{Access, BufferUse, CopyRegion, UseKind};
 use std::ffi::c_void;
+
+/// One buffer use for the trace.
+fn buse(buffer: vk::Buffer, offset: u64, size: u64, access: Access, kind: UseKind) -> BufferUse {
+    BufferUse {
+        buffer: raw(buffer),
+        offset,
+        size,
+        access,
+        kind,
+    }
+}
+
+/// The buffer range a buffer↔image copy touches (lowest offset, whole rest: conservative).
+unsafe fn image_copy_range(count: u32, regions: *const vk::BufferImageCopy) -> u64 {
+    if count == 0 || regions.is_null() {
+        return 0;
+    }
+    std::slice::from_raw_parts(regions, count as usize)
+        .iter()
+        .map(|r| r.buffer_offset)
+        .min()
+        .unwrap_or(0)
+}
 
 hook! {
     fn vkAllocateCommandBuffers(
@@ -45,6 +69,9 @@ hook! {
             for cb in cbs {
                 st.command_buffers.remove(&raw(*cb));
             }
+            if let Some(p) = cx.dev.profile() {
+                p.on_free(&cbs.iter().filter(|c| **c != vk::CommandBuffer::null()).map(|c| raw(*c)).collect::<Vec<_>>());
+            }
             if let Some(mut set) = st.pools.get_mut(&raw(pool)) {
                 for cb in cbs {
                     set.remove(&raw(*cb));
@@ -55,7 +82,10 @@ hook! {
     }
 
     fn vkDestroyCommandPool(cx, device: vk::Device, pool: vk::CommandPool, alloc: *const vk::AllocationCallbacks<'_>) {
-        cx.dev.state.drop_pool(raw(pool));
+        let cbs = cx.dev.state.drop_pool(raw(pool));
+        if let Some(p) = cx.dev.profile() {
+            p.on_free(&cbs);
+        }
         cx.down((cx.next)(device, pool, alloc))
     }
 
@@ -63,6 +93,10 @@ hook! {
         let r = cx.down((cx.next)(device, pool, flags));
         if r == vk::Result::SUCCESS {
             cx.dev.state.reset_pool(raw(pool));
+            if let Some(p) = cx.dev.profile() {
+                let cbs: Vec<u64> = cx.dev.state.pools.get(&raw(pool)).map(|s| s.iter().copied().collect()).unwrap_or_default();
+                p.on_reset(&cbs);
+            }
         }
         r
     }
@@ -74,6 +108,9 @@ hook! {
                 s.recording = Recording::Recording;
                 s.one_time_submit = (*info).flags.contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
             }
+            if let Some(p) = cx.dev.profile() {
+                p.on_begin(raw(cb), (*info).flags.contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT));
+            }
         }
         r
     }
@@ -84,6 +121,9 @@ hook! {
             if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
                 s.recording = Recording::Executable;
             }
+            if let Some(p) = cx.dev.profile() {
+                p.on_end(raw(cb));
+            }
         }
         r
     }
@@ -93,6 +133,9 @@ hook! {
         if r == vk::Result::SUCCESS {
             if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
                 s.recording = Recording::Initial;
+            }
+            if let Some(p) = cx.dev.profile() {
+                p.on_reset(&[raw(cb)]);
             }
         }
         r
@@ -106,10 +149,27 @@ hook! {
         count: u32,
         regions: *const vk::BufferCopy,
     ) {
+        if let (Some(p), false) = (cx.dev.profile(), regions.is_null()) {
+            let r = std::slice::from_raw_parts(regions, count as usize)
+                .iter()
+                .map(|r| CopyRegion { src_offset: r.src_offset, dst_offset: r.dst_offset, size: r.size })
+                .collect();
+            p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
+        }
         cx.down((cx.next)(cb, src, dst, count, regions))
     }
 
     fn vkCmdCopyBuffer2 | vkCmdCopyBuffer2KHR(cx, cb: vk::CommandBuffer, info: *const vk::CopyBufferInfo2<'_>) {
+        if let Some(p) = cx.dev.profile() {
+            let i = &*info;
+            let r = if i.p_regions.is_null() { Vec::new() } else {
+                std::slice::from_raw_parts(i.p_regions, i.region_count as usize)
+                    .iter()
+                    .map(|r| CopyRegion { src_offset: r.src_offset, dst_offset: r.dst_offset, size: r.size })
+                    .collect()
+            };
+            p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
+        }
         cx.down((cx.next)(cb, info))
     }
 
@@ -121,6 +181,9 @@ hook! {
         size: vk::DeviceSize,
         data: u32,
     ) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_use(raw(cb), "vkCmdFillBuffer", vec![buse(dst, offset, size, Access::Write, UseKind::Fill)]);
+        }
         cx.down((cx.next)(cb, dst, offset, size, data))
     }
 
@@ -132,6 +195,9 @@ hook! {
         size: vk::DeviceSize,
         data: *const c_void,
     ) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_use(raw(cb), "vkCmdUpdateBuffer", vec![buse(dst, offset, size, Access::Write, UseKind::Update)]);
+        }
         cx.down((cx.next)(cb, dst, offset, size, data))
     }
 
@@ -143,14 +209,29 @@ hook! {
         buffers: *const vk::Buffer,
         offsets: *const vk::DeviceSize,
     ) {
+        if let (Some(p), false) = (cx.dev.profile(), buffers.is_null() || offsets.is_null()) {
+            let uses = std::slice::from_raw_parts(buffers, count as usize)
+                .iter()
+                .zip(std::slice::from_raw_parts(offsets, count as usize))
+                .filter(|(b, _)| **b != vk::Buffer::null())
+                .map(|(b, o)| buse(*b, *o, vk::WHOLE_SIZE, Access::Read, UseKind::Vertex))
+                .collect();
+            p.on_use(raw(cb), "vkCmdBindVertexBuffers", uses);
+        }
         cx.down((cx.next)(cb, first, count, buffers, offsets))
     }
 
     fn vkCmdBindIndexBuffer(cx, cb: vk::CommandBuffer, buffer: vk::Buffer, offset: vk::DeviceSize, ty: vk::IndexType) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_use(raw(cb), "vkCmdBindIndexBuffer", vec![buse(buffer, offset, vk::WHOLE_SIZE, Access::Read, UseKind::Index)]);
+        }
         cx.down((cx.next)(cb, buffer, offset, ty))
     }
 
     fn vkCmdBindPipeline(cx, cb: vk::CommandBuffer, bind_point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_bind_pipeline(raw(cb), bind_point, raw(pipeline));
+        }
         cx.down((cx.next)(cb, bind_point, pipeline))
     }
 
@@ -165,6 +246,11 @@ hook! {
         dynamic_count: u32,
         dynamic_offsets: *const u32,
     ) {
+        if let (Some(p), false) = (cx.dev.profile(), sets.is_null()) {
+            let s: Vec<u64> = std::slice::from_raw_parts(sets, count as usize).iter().map(|x| raw(*x)).collect();
+            let d = if dynamic_offsets.is_null() { &[][..] } else { std::slice::from_raw_parts(dynamic_offsets, dynamic_count as usize) };
+            p.on_bind_sets(raw(cb), bind_point, first_set, &s, d);
+        }
         cx.down((cx.next)(cb, bind_point, layout, first_set, count, sets, dynamic_count, dynamic_offsets))
     }
 
@@ -177,18 +263,31 @@ hook! {
         count: u32,
         writes: *const vk::WriteDescriptorSet<'_>,
     ) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_push_descriptors(raw(cb), bind_point, set, count, writes);
+        }
         cx.down((cx.next)(cb, bind_point, layout, set, count, writes))
     }
 
     fn vkCmdDispatch(cx, cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatch", None);
+        }
         cx.down((cx.next)(cb, x, y, z))
     }
 
     fn vkCmdDispatchIndirect(cx, cb: vk::CommandBuffer, buffer: vk::Buffer, offset: vk::DeviceSize) {
+        if let Some(p) = cx.dev.profile() {
+            let ind = buse(buffer, offset, 12, Access::Read, UseKind::Indirect);
+            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchIndirect", Some(ind));
+        }
         cx.down((cx.next)(cb, buffer, offset))
     }
 
     fn vkCmdDraw(cx, cb: vk::CommandBuffer, vertices: u32, instances: u32, first_vertex: u32, first_instance: u32) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDraw", None);
+        }
         cx.down((cx.next)(cb, vertices, instances, first_vertex, first_instance))
     }
 
@@ -201,6 +300,9 @@ hook! {
         vertex_offset: i32,
         first_instance: u32,
     ) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexed", None);
+        }
         cx.down((cx.next)(cb, indices, instances, first_index, vertex_offset, first_instance))
     }
 
@@ -212,6 +314,11 @@ hook! {
         count: u32,
         stride: u32,
     ) {
+        if let Some(p) = cx.dev.profile() {
+            let len = if count == 0 { 0 } else { (count as u64 - 1) * stride as u64 + 20 };
+            let ind = buse(buffer, offset, len, Access::Read, UseKind::Indirect);
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirect", Some(ind));
+        }
         cx.down((cx.next)(cb, buffer, offset, count, stride))
     }
 
@@ -224,6 +331,10 @@ hook! {
         count: u32,
         regions: *const vk::BufferImageCopy,
     ) {
+        if let Some(p) = cx.dev.profile() {
+            let off = image_copy_range(count, regions);
+            p.on_use(raw(cb), "vkCmdCopyBufferToImage", vec![buse(src, off, vk::WHOLE_SIZE, Access::Read, UseKind::ToImage)]);
+        }
         cx.down((cx.next)(cb, src, dst, layout, count, regions))
     }
 
@@ -236,6 +347,10 @@ hook! {
         count: u32,
         regions: *const vk::BufferImageCopy,
     ) {
+        if let Some(p) = cx.dev.profile() {
+            let off = image_copy_range(count, regions);
+            p.on_use(raw(cb), "vkCmdCopyImageToBuffer", vec![buse(dst, off, vk::WHOLE_SIZE, Access::Write, UseKind::FromImage)]);
+        }
         cx.down((cx.next)(cb, src, layout, dst, count, regions))
     }
 
@@ -252,6 +367,9 @@ hook! {
         image_count: u32,
         image: *const vk::ImageMemoryBarrier<'_>,
     ) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_barrier(raw(cb));
+        }
         cx.down((cx.next)(
             cb, src_stage, dst_stage, dependency, memory_count, memory, buffer_count, buffer, image_count, image,
         ))

@@ -107,14 +107,18 @@ fn log_decision(d: &Decision) {
 }
 
 /// Device extensions echo enables for itself on top of the application's, where the device
-/// offers them. Profile mode will add `VK_EXT_external_memory_host` here (DESIGN §4); nothing
-/// yet. Only called for active devices.
+/// offers them: profile (and auto, which may profile) mode adds `VK_EXT_external_memory_host`
+/// for the double mapping (DESIGN §4). Only called for active devices.
 pub fn extensions_to_add(
     _inst: &InstanceData,
     _pd: vk::PhysicalDevice,
-    _d: &Decision,
+    d: &Decision,
 ) -> Vec<&'static CStr> {
-    Vec::new()
+    let mut v = Vec::new();
+    if matches!(d.mode, Mode::Profile | Mode::Auto) {
+        v.push(crate::profile::recorder::EXT_MEMORY_HOST);
+    }
+    v
 }
 
 /// The device extensions the next layer offers.
@@ -278,8 +282,14 @@ pub unsafe extern "system" fn vkCreateDevice(
                     failed: AtomicBool::new(false),
                     panic_at,
                     state: DeviceState::default(),
+                    profile: std::sync::OnceLock::new(),
                 },
             );
+            if let Some(d) = dispatch::device(key) {
+                if d.decision.active && d.decision.mode == Mode::Profile {
+                    crate::profile::start(&d, None);
+                }
+            }
         },
     );
     vk::Result::SUCCESS
@@ -300,6 +310,9 @@ pub unsafe extern "system" fn vkDestroyDevice(
         (None, Some(g)) => g(device, c"vkDestroyDevice".as_ptr()).map(|f| dispatch::typed(f)),
         (None, None) => None,
     };
+    if let Some(p) = dev.as_ref().and_then(|d| d.profile()) {
+        guard_value("vkDestroyDevice", || (), || p.on_destroy_device(dev.as_ref().unwrap()));
+    }
     if let Some(d) = &dev {
         log::debug!(
             "device '{}' destroyed: {} buffers, {} allocations, {} command buffers still tracked",

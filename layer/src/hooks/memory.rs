@@ -41,7 +41,18 @@ hook! {
         alloc: *const vk::AllocationCallbacks<'_>,
         out: *mut vk::DeviceMemory,
     ) -> vk::Result {
-        let r = cx.down((cx.next)(device, info, alloc, out));
+        // Profile: back host-visible memory with a double mapping (falls back on any failure).
+        let import = cx.dev.profile().and_then(|p| p.prepare_import(cx.dev, &*info));
+        let mut r = match &import {
+            Some(im) => cx.down((cx.next)(device, im.info(), alloc, out)),
+            None => cx.down((cx.next)(device, info, alloc, out)),
+        };
+        let import = if import.is_some() && r != vk::Result::SUCCESS {
+            r = cx.down((cx.next)(device, info, alloc, out));
+            None
+        } else {
+            import
+        };
         if r == vk::Result::SUCCESS {
             let i = &*info;
             let alloc_flags = allocate_flags(i);
@@ -64,13 +75,18 @@ hook! {
                     stack,
                 },
             );
+            if let Some(p) = cx.dev.profile() {
+                p.on_allocate(cx.dev, raw(*out), i, import);
+            }
         }
         r
     }
 
     fn vkFreeMemory(cx, device: vk::Device, memory: vk::DeviceMemory, alloc: *const vk::AllocationCallbacks<'_>) {
+        let double_map = cx.dev.profile().and_then(|p| p.before_free_memory(cx.dev, raw(memory)));
         cx.dev.state.memory.remove(&raw(memory));
-        cx.down((cx.next)(device, memory, alloc))
+        cx.down((cx.next)(device, memory, alloc));
+        drop(double_map); // unmapped only once the driver let go of it
     }
 
     fn vkMapMemory(
@@ -84,6 +100,9 @@ hook! {
     ) -> vk::Result {
         let r = cx.down((cx.next)(device, memory, offset, size, flags, data));
         if r == vk::Result::SUCCESS {
+            if let Some(p) = cx.dev.profile() {
+                p.on_map(raw(memory), offset, size, data); // may hand out the app's view instead
+            }
             if let Some(mut m) = cx.dev.state.memory.get_mut(&raw(memory)) {
                 let size = if size == vk::WHOLE_SIZE { m.size.saturating_sub(offset) } else { size };
                 m.mapped = Some(Mapping { ptr: *data as usize, offset, size });
@@ -93,6 +112,9 @@ hook! {
     }
 
     fn vkUnmapMemory(cx, device: vk::Device, memory: vk::DeviceMemory) {
+        if let Some(p) = cx.dev.profile() {
+            p.before_unmap(cx.dev, raw(memory));
+        }
         if let Some(mut m) = cx.dev.state.memory.get_mut(&raw(memory)) {
             m.mapped = None;
         }
@@ -100,10 +122,16 @@ hook! {
     }
 
     fn vkFlushMappedMemoryRanges(cx, device: vk::Device, count: u32, ranges: *const vk::MappedMemoryRange<'_>) -> vk::Result {
+        if let Some(p) = cx.dev.profile() {
+            p.on_ranges(true, count, ranges);
+        }
         cx.down((cx.next)(device, count, ranges))
     }
 
     fn vkInvalidateMappedMemoryRanges(cx, device: vk::Device, count: u32, ranges: *const vk::MappedMemoryRange<'_>) -> vk::Result {
+        if let Some(p) = cx.dev.profile() {
+            p.on_ranges(false, count, ranges);
+        }
         cx.down((cx.next)(device, count, ranges))
     }
 }

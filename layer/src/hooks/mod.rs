@@ -155,6 +155,8 @@ hook_table! {
     descriptor::vkCreateShaderModule,
     descriptor::vkDestroyShaderModule,
     descriptor::vkCreateComputePipelines,
+    descriptor::vkCreateGraphicsPipelines,
+    descriptor::vkAllocateDescriptorSets,
     descriptor::vkCreatePipelineLayout,
     descriptor::vkCreateDescriptorSetLayout,
     // queue.rs

@@ -1,12 +1,21 @@
-//! Queue submission and idle waits (chapter "Command Buffers: Submission"). Passthrough for
-//! now; profile mode records submissions and host completion observations here.
+//! Queue submission and idle waits (chapter "Command Buffers: Submission"). Profile mode
+//! records submissions (each one also a host-access window boundary) and host completion
+//! observations here.
 
 use super::hook;
+use crate::dispatch::raw;
+use crate::profile::recorder::{batches_v1, batches_v2};
 use ash::vk;
+use echo_analyzer::trace::Event;
 
 hook! {
     fn vkQueueSubmit(cx, queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo<'_>, fence: vk::Fence) -> vk::Result {
-        cx.down((cx.next)(queue, count, submits, fence))
+        let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev));
+        let r = cx.down((cx.next)(queue, count, submits, fence));
+        if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
+            p.on_submit(seq, raw(queue), batches_v1(count, submits), raw(fence));
+        }
+        r
     }
 
     fn vkQueueSubmit2 | vkQueueSubmit2KHR(
@@ -16,14 +25,27 @@ hook! {
         submits: *const vk::SubmitInfo2<'_>,
         fence: vk::Fence,
     ) -> vk::Result {
-        cx.down((cx.next)(queue, count, submits, fence))
+        let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev));
+        let r = cx.down((cx.next)(queue, count, submits, fence));
+        if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
+            p.on_submit(seq, raw(queue), batches_v2(count, submits), raw(fence));
+        }
+        r
     }
 
     fn vkQueueWaitIdle(cx, queue: vk::Queue) -> vk::Result {
-        cx.down((cx.next)(queue))
+        let r = cx.down((cx.next)(queue));
+        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+            p.observed(cx.dev, Event::QueueWaitIdle { queue: raw(queue) });
+        }
+        r
     }
 
     fn vkDeviceWaitIdle(cx, device: vk::Device) -> vk::Result {
-        cx.down((cx.next)(device))
+        let r = cx.down((cx.next)(device));
+        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+            p.observed(cx.dev, Event::DeviceWaitIdle);
+        }
+        r
     }
 }

@@ -1,8 +1,11 @@
 //! Host-side synchronization: fences and timeline semaphores (chapter "Synchronization").
-//! Passthrough for now; profile mode records host completion observations here.
+//! Profile mode records host completion observations here (each one a host-access window
+//! boundary).
 
 use super::hook;
+use crate::dispatch::raw;
 use ash::vk;
+use echo_analyzer::trace::Event;
 
 hook! {
     fn vkWaitForFences(
@@ -13,15 +16,28 @@ hook! {
         wait_all: vk::Bool32,
         timeout: u64,
     ) -> vk::Result {
-        cx.down((cx.next)(device, count, fences, wait_all, timeout))
+        let r = cx.down((cx.next)(device, count, fences, wait_all, timeout));
+        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+            p.on_fences_waited(cx.dev, count, fences, wait_all != 0);
+        }
+        r
     }
 
     fn vkGetFenceStatus(cx, device: vk::Device, fence: vk::Fence) -> vk::Result {
-        cx.down((cx.next)(device, fence))
+        let r = cx.down((cx.next)(device, fence));
+        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+            p.observed(cx.dev, Event::FenceSignaled { fences: vec![raw(fence)] });
+        }
+        r
     }
 
     fn vkResetFences(cx, device: vk::Device, count: u32, fences: *const vk::Fence) -> vk::Result {
-        cx.down((cx.next)(device, count, fences))
+        let r = cx.down((cx.next)(device, count, fences));
+        if let (vk::Result::SUCCESS, Some(p), false) = (r, cx.dev.profile(), fences.is_null()) {
+            let f = std::slice::from_raw_parts(fences, count as usize).iter().map(|x| raw(*x)).collect();
+            p.observed_no_window(Event::FenceReset { fences: f });
+        }
+        r
     }
 
     fn vkWaitSemaphores | vkWaitSemaphoresKHR(
@@ -30,7 +46,11 @@ hook! {
         info: *const vk::SemaphoreWaitInfo<'_>,
         timeout: u64,
     ) -> vk::Result {
-        cx.down((cx.next)(device, info, timeout))
+        let r = cx.down((cx.next)(device, info, timeout));
+        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+            p.on_semaphores_waited(cx.dev, &*info);
+        }
+        r
     }
 
     fn vkGetSemaphoreCounterValue | vkGetSemaphoreCounterValueKHR(
@@ -39,10 +59,18 @@ hook! {
         semaphore: vk::Semaphore,
         value: *mut u64,
     ) -> vk::Result {
-        cx.down((cx.next)(device, semaphore, value))
+        let r = cx.down((cx.next)(device, semaphore, value));
+        if let (vk::Result::SUCCESS, Some(p), false) = (r, cx.dev.profile(), value.is_null()) {
+            p.observed(cx.dev, Event::SemaphoreReached { semaphores: vec![(raw(semaphore), *value)] });
+        }
+        r
     }
 
     fn vkSignalSemaphore | vkSignalSemaphoreKHR(cx, device: vk::Device, info: *const vk::SemaphoreSignalInfo<'_>) -> vk::Result {
-        cx.down((cx.next)(device, info))
+        let r = cx.down((cx.next)(device, info));
+        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+            p.on_host_signal(raw((*info).semaphore), (*info).value);
+        }
+        r
     }
 }

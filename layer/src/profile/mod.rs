@@ -26,4 +26,7 @@
 pub mod callsite;
 pub mod guard;
 pub mod memfd;
+pub mod recorder;
 pub mod sink;
+
+pub use recorder::{start, Profiler};

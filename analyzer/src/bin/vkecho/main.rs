@@ -9,6 +9,7 @@ mod doctor;
 mod install;
 mod launch;
 mod paths;
+mod profile;
 mod run;
 
 const USAGE: &str = "\
@@ -20,6 +21,7 @@ commands:
   doctor [--json]                         explain this machine: loader, drivers, devices, layer install
   install [--system] [--explicit]         install the layer manifest (user dir by default)
   uninstall [--system] [--explicit]       remove an installed manifest
+  profile [--trace F] -- CMD              run CMD with the layer recording a trace; print a summary
   analyze TRACE [-o PLAN] [--json]        turn a profile trace into a plan, with every decision explained
   run [--plan PLAN] [--stats F] -- CMD    run CMD with the layer enforcing a plan; print what it saved
   calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD
@@ -41,6 +43,7 @@ fn main() {
         "install" => install::main(rest, false),
         "uninstall" => install::main(rest, true),
         "analyze" => analyze::main(rest),
+        "profile" => profile::main(rest),
         "run" => run::main(rest),
         "calibrate" => calibrate::main(rest),
         "demo" => demo::main(rest),

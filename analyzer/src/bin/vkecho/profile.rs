@@ -1,0 +1,187 @@
+//! `vkecho profile [--trace FILE] [--no-validate] -- CMD ARGS...`: run CMD with this build's layer
+//! in profile mode, then summarize the trace it wrote: events, buffers, candidate pairs, host
+//! accesses inside GPU-use windows. The exit code is the program's.
+
+use crate::launch::{self, LayerRun};
+use echo_analyzer::analysis::{explain, plain_site, Decision};
+use echo_analyzer::model::{Model, Step};
+use echo_analyzer::plan::Thresholds;
+use echo_analyzer::settings::parse_u64;
+use echo_analyzer::trace::{read_trace, Access, Trace};
+use std::collections::BTreeSet;
+use std::io::BufReader;
+use std::path::PathBuf;
+
+const USAGE: &str = "\
+usage: vkecho profile [--trace FILE] [--no-validate] -- CMD ARGS...
+
+  --trace FILE     where the layer writes the trace (default: a new file in the temp dir)
+  --no-validate    record the trace only (no page-protection validation of host access)
+
+Runs CMD with the layer in profile mode (the loader is pointed at this build's layer, installed
+or not), then prints a summary of the trace. Exit code: CMD's.
+";
+
+/// A host access to a buffer while a submission that uses that buffer was in flight
+/// (submitted, not yet observed complete): `(access seq, buffer number, access, submission seq)`.
+pub fn host_accesses_in_windows(m: &Model) -> Vec<(u64, usize, Access, u64)> {
+    let mut steps: Vec<&(u64, Step)> = m.timeline.iter().collect();
+    steps.sort_by_key(|(s, _)| *s);
+    let mut in_flight: BTreeSet<usize> = BTreeSet::new();
+    let mut out = Vec::new();
+    for (seq, step) in steps {
+        match step {
+            Step::Submit(s) => {
+                in_flight.insert(*s);
+            }
+            Step::Complete(s) => {
+                in_flight.remove(s);
+            }
+            Step::Host { buffer, access } => {
+                if let Some(s) = in_flight
+                    .iter()
+                    .find(|s| m.touched.get(**s).is_some_and(|t| t.contains(buffer)))
+                {
+                    out.push((
+                        *seq,
+                        m.buffers[*buffer].number,
+                        *access,
+                        m.submissions[*s].seq,
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The summary lines for a trace.
+pub fn summary(trace: &Trace, path: &std::path::Path) -> String {
+    let m = Model::build(trace);
+    let from_trace = |k: &str| trace.header.settings.get(k).and_then(|v| parse_u64(v));
+    let d = Thresholds::default();
+    let t = Thresholds {
+        min_bytes: from_trace("min_bytes").unwrap_or(d.min_bytes),
+        min_copies: from_trace("min_copies")
+            .filter(|&k| k >= 1)
+            .unwrap_or(d.min_copies),
+    };
+    let a = explain(trace, t, &plain_site);
+    let accepted = a
+        .candidates
+        .iter()
+        .filter(|c| matches!(c.decision, Decision::Accepted { .. }))
+        .count();
+    let host = m
+        .timeline
+        .iter()
+        .filter(|(_, s)| matches!(s, Step::Host { .. }))
+        .count();
+    let inside = host_accesses_in_windows(&m);
+    let mut s = String::new();
+    s.push_str(&format!("events: {}\n", trace.records.len()));
+    s.push_str(&format!(
+        "buffers: {} ({} memory allocations, {} submissions)\n",
+        m.buffers.len(),
+        m.memories.len(),
+        m.submissions.len()
+    ));
+    s.push_str(&format!(
+        "candidate pairs: {} ({} accepted, {} rejected)\n",
+        a.candidates.len(),
+        accepted,
+        a.candidates.len() - accepted
+    ));
+    for c in &a.candidates {
+        let what = match &c.decision {
+            Decision::Accepted { direction, .. } => format!("accepted ({direction:?})"),
+            Decision::Rejected { condition, .. } => format!("rejected: {}", condition.as_str()),
+        };
+        s.push_str(&format!(
+            "  staging #{} ↔ device #{}: {} copies, {} bytes: {what}\n",
+            c.staging.number, c.device.number, c.copies, c.bytes
+        ));
+    }
+    s.push_str(&format!(
+        "host accesses recorded: {host}; inside GPU-use windows: {}\n",
+        inside.len()
+    ));
+    for (seq, b, acc, sub) in inside.iter().take(5) {
+        s.push_str(&format!(
+            "  event {seq}: host {} buffer #{b} while submission {sub} was in flight\n",
+            match acc {
+                Access::Read => "read",
+                Access::Write => "wrote",
+                Access::ReadWrite => "read and wrote",
+            }
+        ));
+    }
+    if trace.truncated {
+        s.push_str("trace was truncated at trace_max_bytes\n");
+    }
+    s.push_str(&format!("trace: {}\n", path.display()));
+    s
+}
+
+pub fn main(args: &[String]) -> i32 {
+    let (opts, argv) = launch::split_command(args);
+    if opts.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{USAGE}");
+        return 0;
+    }
+    if argv.is_empty() {
+        eprint!("vkecho profile: no command given\n{USAGE}");
+        return 2;
+    }
+    let trace = match launch::flag_value(&opts, "--trace") {
+        Ok(Some(p)) => PathBuf::from(p),
+        Ok(None) => launch::temp_file("trace", "jsonl"),
+        Err(e) => {
+            eprint!("vkecho profile: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    for o in opts.iter().enumerate() {
+        let known = matches!(o.1.as_str(), "--trace" | "--no-validate")
+            || (o.0 > 0 && opts[o.0 - 1] == "--trace");
+        if !known {
+            eprint!("vkecho profile: unknown option {}\n{USAGE}", o.1);
+            return 2;
+        }
+    }
+    let _ = std::fs::remove_file(&trace);
+    let mut settings = vec![("TRACE", trace.display().to_string())];
+    if opts.iter().any(|a| a == "--no-validate") {
+        settings.push(("VALIDATE", "false".into()));
+    }
+    let run = LayerRun {
+        mode: Some("profile"),
+        settings,
+    };
+    let mut cmd = match launch::command(&argv, &run) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("vkecho profile: {e}");
+            return 1;
+        }
+    };
+    let status = match cmd.status() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("vkecho profile: cannot run {}: {e}", argv[0]);
+            return 127;
+        }
+    };
+    let code = status.code().unwrap_or(128 + 9);
+    match std::fs::File::open(&trace) {
+        Ok(f) => match read_trace(BufReader::new(f)) {
+            Ok(t) => eprint!("vkecho profile:\n{}", summary(&t, &trace)),
+            Err(e) => eprintln!("vkecho profile: {}: {e}", trace.display()),
+        },
+        Err(e) => eprintln!(
+            "vkecho profile: no trace at {} ({e}); did the program create a Vulkan device on a unified-memory GPU?",
+            trace.display()
+        ),
+    }
+    code
+}

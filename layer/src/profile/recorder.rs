@@ -1,0 +1,1292 @@
+//! Profile mode wired into the hooks: one [`Profiler`] per device records the trace events
+//! of DESIGN §4 and runs host-access validation (see `mod.rs` for how the pieces fit).
+//!
+//! Every hook makes one call here (`if let Some(p) = cx.dev.profile() { p.on_…(…) }`); the
+//! methods never call Vulkan except echo's own queries (fence status, semaphore counters,
+//! host-pointer properties) through the next layer.
+
+use super::guard::{self, GuardError};
+use super::memfd::DoubleMap;
+use super::sink::{self, Sink};
+use crate::dispatch::{raw, DeviceData};
+use crate::log;
+use crate::reflect;
+use ash::vk;
+use dashmap::{DashMap, DashSet};
+use echo_analyzer::trace::{
+    Access, BufferUse, CopyRegion, Event, Header, MemReq, SubmitBatch, UseKind, TRACE_FORMAT,
+    TRACE_VERSION,
+};
+use std::collections::BTreeMap;
+use std::ffi::{c_void, CStr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The extension that lets the double mapping be imported (DESIGN §4).
+pub const EXT_MEMORY_HOST: &CStr = c"VK_EXT_external_memory_host";
+
+/// Test-only switch (environment only, never a setting): turn the double mapping off so the
+/// driver's own mapping is protected, as on a device without `VK_EXT_external_memory_host`.
+/// On lavapipe the driver's CPU threads then fault too ("the detector has teeth" test).
+pub const TEST_NO_DOUBLE_MAP: &str = "VK_ECHO_TEST_NO_DOUBLE_MAP";
+
+/// One buffer descriptor as written into a set.
+#[derive(Clone, Copy, Debug)]
+struct Desc {
+    buffer: u64,
+    offset: u64,
+    /// `VK_WHOLE_SIZE` stays `u64::MAX`.
+    range: u64,
+    dynamic: bool,
+    uniform: bool,
+}
+
+/// `(binding, array element)` → descriptor.
+type SetContents = BTreeMap<(u32, u32), Desc>;
+
+#[derive(Default, Clone)]
+struct PointBinds {
+    pipeline: Option<u64>,
+    /// Set index → (set handle, its dynamic offsets).
+    sets: BTreeMap<u32, (u64, Vec<u32>)>,
+    /// Set index → pushed descriptors (replace a bound set at that index).
+    push: BTreeMap<u32, SetContents>,
+}
+
+/// What a command buffer has bound, per bind point (0 compute, 1 graphics).
+#[derive(Default)]
+struct CmdBinds {
+    points: [PointBinds; 2],
+}
+
+fn point_index(bp: vk::PipelineBindPoint) -> Option<usize> {
+    match bp {
+        vk::PipelineBindPoint::COMPUTE => Some(0),
+        vk::PipelineBindPoint::GRAPHICS => Some(1),
+        _ => None,
+    }
+}
+
+/// Live profilers in the process; the sink is finished when the last one goes.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+pub struct Profiler {
+    sink: &'static Sink,
+    device: u64,
+    /// Host-access validation on (the `validate` setting).
+    validate: bool,
+    /// Host-visible allocations are backed by a double mapping.
+    double_map: bool,
+    /// False once the guard cannot be used (the app replaced our SIGSEGV handler).
+    guard_ok: AtomicBool,
+    min_bytes: u64,
+    min_import_alignment: u64,
+    host_ptr_props: Option<vk::PFN_vkGetMemoryHostPointerPropertiesEXT>,
+    counter_value: Option<vk::PFN_vkGetSemaphoreCounterValue>,
+    /// Shader module → reflection (`None`: could not be reflected).
+    modules: DashMap<u64, Option<Arc<reflect::Module>>>,
+    /// Pipeline → merged bindings of its stages (`None`: unknown, be conservative).
+    pipelines: DashMap<u64, Option<Arc<reflect::Bindings>>>,
+    sets: DashMap<u64, SetContents>,
+    cmds: DashMap<u64, CmdBinds>,
+    /// Buffers ≥ `min_bytes` that took part in a copy with an unmapped buffer.
+    candidates: DashSet<u64>,
+    /// Memory → its double mapping.
+    doubles: DashMap<u64, DoubleMap>,
+}
+
+fn default_trace_path(dev: &DeviceData) -> PathBuf {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "app".into());
+    dev.settings
+        .cache_dir
+        .join("traces")
+        .join(format!("{exe}-{}.jsonl", std::process::id()))
+}
+
+/// `minImportedHostPointerAlignment`, through the next layer (0 when it cannot be asked).
+fn import_alignment(dev: &DeviceData) -> u64 {
+    let Some(inst) = &dev.instance else { return 0 };
+    let Some(gpdp2) = inst.get_physical_device_properties2 else {
+        return 0;
+    };
+    let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+    let mut p2 = vk::PhysicalDeviceProperties2::default();
+    p2.p_next = &mut host as *mut _ as *mut c_void;
+    // SAFETY: valid out chain; the physical device belongs to this instance.
+    unsafe { gpdp2(dev.physical_device, &mut p2) };
+    host.min_imported_host_pointer_alignment
+}
+
+/// Start profiling `dev` (an active device): open the trace (the `trace` setting, else
+/// `<cache_dir>/traces/<exe>-<pid>.jsonl`, or `trace` when given), record `DeviceCreate`.
+/// An unwritable trace is one warning and no profiling: the application runs unchanged.
+/// Returns whether profiling started. Auto mode calls this too.
+pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
+    if dev.profile.get().is_some() {
+        return true;
+    }
+    let sink: &'static Sink = match sink::global() {
+        Some(s) => s,
+        None => {
+            let path = trace
+                .map(Path::to_path_buf)
+                .or_else(|| dev.settings.trace.clone())
+                .unwrap_or_else(|| default_trace_path(dev));
+            let context = match &dev.instance {
+                Some(i) => crate::context::gather(i, dev.physical_device),
+                None => Default::default(),
+            };
+            let header = Header {
+                format: TRACE_FORMAT.into(),
+                version: TRACE_VERSION,
+                context,
+                pid: std::process::id(),
+                started_unix: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+                settings: dev.settings.to_pairs().into_iter().collect(),
+            };
+            let (s, warning) = Sink::open_or_disabled(&path, &header, dev.settings.trace_max_bytes);
+            if let Some(w) = warning {
+                log::warn!("{w}; profile mode records nothing, the application runs unchanged");
+                return false;
+            }
+            sink::install_global(s);
+            match sink::global() {
+                Some(s) => {
+                    log::info!("profile: writing trace {}", path.display());
+                    s
+                }
+                None => return false,
+            }
+        }
+    };
+    if !sink.is_active() {
+        return false;
+    }
+    let env = crate::settings::env_lookup(crate::settings::secure_execution());
+    let ext = dev
+        .extensions
+        .contains(EXT_MEMORY_HOST.to_str().unwrap_or_default());
+    let test_off = env(TEST_NO_DOUBLE_MAP).is_some_and(|v| v == "1");
+    if test_off {
+        log::warn!("{TEST_NO_DOUBLE_MAP}=1 (test only): the driver's own mapping is protected");
+    }
+    let min_import_alignment = if ext { import_alignment(dev) } else { 0 };
+    let host_ptr_props = if ext {
+        dev.next_proc(c"vkGetMemoryHostPointerPropertiesEXT")
+            // SAFETY: resolved by that name.
+            .map(|f| unsafe { crate::dispatch::typed(f) })
+    } else {
+        None
+    };
+    let counter_value = dev
+        .next_proc(c"vkGetSemaphoreCounterValue")
+        .or_else(|| dev.next_proc(c"vkGetSemaphoreCounterValueKHR"))
+        // SAFETY: resolved by that name.
+        .map(|f| unsafe { crate::dispatch::typed(f) });
+    let validate = dev.settings.validate;
+    let double_map = validate
+        && ext
+        && !test_off
+        && host_ptr_props.is_some()
+        && min_import_alignment.is_power_of_two();
+    if validate {
+        log::info!(
+            "profile: host-access validation on; {}",
+            if double_map {
+                "host-visible memory is double-mapped (VK_EXT_external_memory_host)".to_string()
+            } else {
+                "the driver's mapping is protected (no double mapping)".to_string()
+            }
+        );
+    }
+    let p = Profiler {
+        sink,
+        device: raw(dev.handle),
+        validate,
+        double_map,
+        guard_ok: AtomicBool::new(true),
+        min_bytes: dev.settings.min_bytes,
+        min_import_alignment,
+        host_ptr_props,
+        counter_value,
+        modules: DashMap::new(),
+        pipelines: DashMap::new(),
+        sets: DashMap::new(),
+        cmds: DashMap::new(),
+        candidates: DashSet::new(),
+        doubles: DashMap::new(),
+    };
+    sink.record(Event::DeviceCreate {
+        device: p.device,
+        class: dev.decision.topology.class.to_string(),
+        alias_type: dev.decision.topology.alias_type,
+        min_import_alignment,
+    });
+    LIVE.fetch_add(1, Ordering::Relaxed);
+    let _ = dev.profile.set(p);
+    true
+}
+
+/// A patched `vkAllocateMemory` that imports a double mapping's driver view.
+pub struct Import {
+    info: vk::MemoryAllocateInfo<'static>,
+    import: vk::ImportMemoryHostPointerInfoEXT<'static>,
+    flags: Option<vk::MemoryAllocateFlagsInfo<'static>>,
+    priority: Option<vk::MemoryPriorityAllocateInfoEXT<'static>>,
+    map: DoubleMap,
+}
+
+impl Import {
+    /// The allocate info to pass down (valid while `self` is not moved).
+    pub fn info(&self) -> *const vk::MemoryAllocateInfo<'static> {
+        &self.info
+    }
+}
+
+impl Profiler {
+    #[inline]
+    fn on(&self) -> bool {
+        self.sink.is_active()
+    }
+
+    #[inline]
+    fn rec(&self, e: Event) {
+        self.sink.record(e);
+    }
+
+    // ------------------------------------------------------------------------------ memory
+
+    /// Before `vkAllocateMemory`: a double mapping to import instead, when this allocation
+    /// qualifies (host-visible, no external/import/dedicated-image structures).
+    ///
+    /// # Safety
+    /// `info` must be a valid allocate info.
+    pub unsafe fn prepare_import(
+        &self,
+        dev: &DeviceData,
+        info: &vk::MemoryAllocateInfo<'_>,
+    ) -> Option<Box<Import>> {
+        if !self.double_map || !self.guard_ok.load(Ordering::Relaxed) {
+            return None;
+        }
+        let ty = dev
+            .decision
+            .table
+            .types
+            .get(info.memory_type_index as usize)?;
+        if ty.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() == 0 {
+            return None;
+        }
+        let mut flags = None;
+        let mut priority = None;
+        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+        while !p.is_null() {
+            match (*p).s_type {
+                vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO => {
+                    let mut f = *(p as *const vk::MemoryAllocateFlagsInfo<'static>);
+                    f.p_next = std::ptr::null();
+                    flags = Some(f);
+                }
+                vk::StructureType::MEMORY_PRIORITY_ALLOCATE_INFO_EXT => {
+                    let mut f = *(p as *const vk::MemoryPriorityAllocateInfoEXT<'static>);
+                    f.p_next = std::ptr::null();
+                    priority = Some(f);
+                }
+                vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO => {
+                    // A host-pointer import may not be dedicated (VUID-VkMemoryAllocateInfo-
+                    // pNext-02806): drop it for buffers (a hint), keep images off the path.
+                    let d = &*(p as *const vk::MemoryDedicatedAllocateInfo<'_>);
+                    if d.image != vk::Image::null() {
+                        return None;
+                    }
+                }
+                _ => return None, // export/import/capture-replay or unknown: leave it alone
+            }
+            p = (*p).p_next;
+        }
+        let map = DoubleMap::new(
+            info.allocation_size as usize,
+            self.min_import_alignment as usize,
+        )
+        .map_err(|e| log::debug!("profile: no double mapping ({e})"))
+        .ok()?;
+        let get = self.host_ptr_props?;
+        let mut props = vk::MemoryHostPointerPropertiesEXT::default();
+        let r = get(
+            dev.handle,
+            vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
+            map.driver_ptr() as *const c_void,
+            &mut props,
+        );
+        if r != vk::Result::SUCCESS || props.memory_type_bits & (1 << info.memory_type_index) == 0 {
+            log::debug!(
+                "profile: memory type {} cannot import host pointers ({r:?}, bits {:#x}); plain allocation",
+                info.memory_type_index,
+                props.memory_type_bits
+            );
+            return None;
+        }
+        let mut b = Box::new(Import {
+            info: vk::MemoryAllocateInfo::default(),
+            import: vk::ImportMemoryHostPointerInfoEXT::default(),
+            flags,
+            priority,
+            map,
+        });
+        b.import.handle_type = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+        b.import.p_host_pointer = b.map.driver_ptr() as *mut c_void;
+        let mut next: *const c_void = std::ptr::null();
+        if let Some(f) = b.flags.as_mut() {
+            f.p_next = next;
+            next = f as *const _ as *const c_void;
+        }
+        if let Some(f) = b.priority.as_mut() {
+            f.p_next = next;
+            next = f as *const _ as *const c_void;
+        }
+        b.import.p_next = next;
+        b.info.p_next = &b.import as *const _ as *const c_void;
+        b.info.allocation_size = b.map.len() as u64;
+        b.info.memory_type_index = info.memory_type_index;
+        Some(b)
+    }
+
+    /// After a successful `vkAllocateMemory` (`import`: the double mapping it used, if any).
+    ///
+    /// # Safety
+    /// `info` must be the application's valid allocate info.
+    pub unsafe fn on_allocate(
+        &self,
+        dev: &DeviceData,
+        memory: u64,
+        info: &vk::MemoryAllocateInfo<'_>,
+        import: Option<Box<Import>>,
+    ) {
+        if let Some(i) = import {
+            let Import { map, .. } = *i;
+            self.doubles.insert(memory, map);
+        }
+        if !self.on() {
+            return;
+        }
+        let Some(m) = dev.state.memory.get(&memory) else {
+            return;
+        };
+        let host_visible = dev
+            .decision
+            .table
+            .types
+            .get(info.memory_type_index as usize)
+            .is_some_and(|t| t.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() != 0);
+        let Some(key) = m.key.clone() else { return };
+        self.rec(Event::MemoryAlloc {
+            memory,
+            key,
+            type_index: info.memory_type_index,
+            size: info.allocation_size,
+            dedicated_buffer: m.dedicated_buffer,
+            host_visible,
+            external: is_external(info, m.alloc_flags),
+        });
+    }
+
+    /// Before `vkFreeMemory`: disarm what lives in it, record. Returns the double mapping to
+    /// drop AFTER the call went down.
+    pub fn before_free_memory(&self, dev: &DeviceData, memory: u64) -> Option<DoubleMap> {
+        self.disarm_memory(dev, memory);
+        if self.on() {
+            self.rec(Event::MemoryFree { memory });
+        }
+        self.doubles.remove(&memory).map(|(_, m)| m)
+    }
+
+    /// After a successful `vkMapMemory`: hand out the application's view of a double mapping
+    /// (rewrites `*data`), record.
+    ///
+    /// # Safety
+    /// `data` must point at the pointer the next layer returned.
+    pub unsafe fn on_map(&self, memory: u64, offset: u64, size: u64, data: *mut *mut c_void) {
+        if let Some(m) = self.doubles.get(&memory) {
+            if !data.is_null() && (offset as usize) < m.len() {
+                *data = m.app_ptr().add(offset as usize) as *mut c_void;
+            }
+        }
+        if self.on() {
+            self.rec(Event::MapMemory {
+                memory,
+                offset,
+                size,
+            });
+        }
+    }
+
+    /// Before `vkUnmapMemory`.
+    pub fn before_unmap(&self, dev: &DeviceData, memory: u64) {
+        self.disarm_memory(dev, memory);
+        if self.on() {
+            self.rec(Event::UnmapMemory { memory });
+        }
+    }
+
+    /// `vkFlushMappedMemoryRanges` (`flush`) or `vkInvalidateMappedMemoryRanges`.
+    ///
+    /// # Safety
+    /// `ranges` must hold `count` valid ranges.
+    pub unsafe fn on_ranges(
+        &self,
+        flush: bool,
+        count: u32,
+        ranges: *const vk::MappedMemoryRange<'_>,
+    ) {
+        if !self.on() || count == 0 || ranges.is_null() {
+            return;
+        }
+        let v: Vec<(u64, u64, u64)> = std::slice::from_raw_parts(ranges, count as usize)
+            .iter()
+            .map(|r| (raw(r.memory), r.offset, r.size))
+            .collect();
+        self.rec(if flush {
+            Event::FlushRanges { ranges: v }
+        } else {
+            Event::InvalidateRanges { ranges: v }
+        });
+    }
+
+    // ----------------------------------------------------------------------------- buffers
+
+    /// After a successful `vkCreateBuffer` (state already recorded).
+    pub fn on_create_buffer(&self, dev: &DeviceData, buffer: u64) {
+        if !self.on() {
+            return;
+        }
+        let Some(b) = dev.state.buffers.get(&buffer) else {
+            return;
+        };
+        let Some(key) = b.key.clone() else { return };
+        self.rec(Event::BufferCreate {
+            buffer,
+            key,
+            usage: b.usage.as_raw(),
+            flags: b.flags.as_raw(),
+            size: b.size,
+            req: MemReq {
+                size: b.requirements.size,
+                alignment: b.requirements.alignment,
+                type_bits: b.requirements.memory_type_bits,
+            },
+            stack: b.stack.clone(),
+        });
+    }
+
+    /// Before `vkDestroyBuffer`.
+    pub fn before_destroy_buffer(&self, buffer: u64) {
+        if buffer == 0 {
+            return;
+        }
+        if self.candidates.remove(&buffer).is_some() {
+            guard::disarm(buffer);
+        }
+        if self.on() {
+            self.rec(Event::BufferDestroy { buffer });
+        }
+    }
+
+    /// After a successful bind.
+    pub fn on_bind(&self, buffer: u64, memory: u64, offset: u64) {
+        if self.on() {
+            self.rec(Event::BindBuffer {
+                buffer,
+                memory,
+                offset,
+            });
+        }
+    }
+
+    pub fn on_device_address(&self, buffer: u64) {
+        if self.on() {
+            self.rec(Event::BufferAddress { buffer });
+        }
+    }
+
+    // --------------------------------------------------------------------- command buffers
+
+    pub fn on_begin(&self, cmd: u64, one_time: bool) {
+        self.cmds.insert(cmd, CmdBinds::default());
+        if self.on() {
+            self.rec(Event::CmdBegin { cmd, one_time });
+        }
+    }
+
+    pub fn on_end(&self, cmd: u64) {
+        if self.on() {
+            self.rec(Event::CmdEnd { cmd });
+        }
+    }
+
+    pub fn on_reset(&self, cmds: &[u64]) {
+        for c in cmds {
+            self.cmds.remove(c);
+            if self.on() {
+                self.rec(Event::CmdReset { cmd: *c });
+            }
+        }
+    }
+
+    pub fn on_free(&self, cmds: &[u64]) {
+        for c in cmds {
+            self.cmds.remove(c);
+            if self.on() {
+                self.rec(Event::CmdFree { cmd: *c });
+            }
+        }
+    }
+
+    /// Whether `buffer` is bound to memory that is mapped now.
+    fn mapped(dev: &DeviceData, buffer: u64) -> bool {
+        let Some(mem) = dev.state.buffers.get(&buffer).and_then(|b| b.bound) else {
+            return false;
+        };
+        dev.state
+            .memory
+            .get(&mem.0)
+            .is_some_and(|m| m.mapped.is_some())
+    }
+
+    /// `vkCmdCopyBuffer`/`vkCmdCopyBuffer2`: record, and note candidate staging buffers.
+    pub fn on_copy(
+        &self,
+        dev: &DeviceData,
+        cmd: u64,
+        src: u64,
+        dst: u64,
+        regions: Vec<CopyRegion>,
+    ) {
+        if self.validate && self.guard_ok.load(Ordering::Relaxed) {
+            let (ms, md) = (Self::mapped(dev, src), Self::mapped(dev, dst));
+            if ms != md {
+                let h = if ms { src } else { dst };
+                let big = dev
+                    .state
+                    .buffers
+                    .get(&h)
+                    .is_some_and(|b| b.size >= self.min_bytes);
+                if big && !self.candidates.contains(&h) {
+                    self.candidates.insert(h);
+                }
+            }
+        }
+        if self.on() {
+            self.rec(Event::CmdCopyBuffer {
+                cmd,
+                src,
+                dst,
+                regions,
+            });
+        }
+    }
+
+    /// Any other command that touches buffers directly.
+    pub fn on_use(&self, cmd: u64, command: &str, uses: Vec<BufferUse>) {
+        if self.on() && !uses.is_empty() {
+            self.rec(Event::CmdUse {
+                cmd,
+                command: command.into(),
+                uses,
+            });
+        }
+    }
+
+    pub fn on_barrier(&self, cmd: u64) {
+        if self.on() {
+            self.rec(Event::CmdBarrier { cmd });
+        }
+    }
+
+    // ------------------------------------------------------------------------ descriptors
+
+    /// After `vkCreateShaderModule`.
+    ///
+    /// # Safety
+    /// `info` must be a valid create info.
+    pub unsafe fn on_shader_module(&self, module: u64, info: &vk::ShaderModuleCreateInfo<'_>) {
+        let words = if info.p_code.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(info.p_code, info.code_size / 4)
+        };
+        self.modules
+            .insert(module, reflect::reflect(words).map(Arc::new));
+    }
+
+    pub fn on_destroy_module(&self, module: u64) {
+        self.modules.remove(&module);
+    }
+
+    /// The bindings of one stage (`None`: unknown).
+    unsafe fn stage_bindings(
+        &self,
+        stage: &vk::PipelineShaderStageCreateInfo<'_>,
+    ) -> Option<reflect::Bindings> {
+        let name = if stage.p_name.is_null() {
+            "main".to_string()
+        } else {
+            CStr::from_ptr(stage.p_name).to_string_lossy().into_owned()
+        };
+        let module = if stage.module != vk::ShaderModule::null() {
+            self.modules.get(&raw(stage.module))?.clone()?
+        } else {
+            // maintenance5 / graphics pipeline libraries: the code chained into the stage.
+            let mut p = stage.p_next as *const vk::BaseInStructure<'_>;
+            let mut found = None;
+            while !p.is_null() {
+                if (*p).s_type == vk::StructureType::SHADER_MODULE_CREATE_INFO {
+                    let i = &*(p as *const vk::ShaderModuleCreateInfo<'_>);
+                    if !i.p_code.is_null() {
+                        found =
+                            reflect::reflect(std::slice::from_raw_parts(i.p_code, i.code_size / 4))
+                                .map(Arc::new);
+                    }
+                }
+                p = (*p).p_next;
+            }
+            found?
+        };
+        module.entries.get(&name).cloned()
+    }
+
+    /// After `vkCreateComputePipelines` (handles that are null were not created).
+    ///
+    /// # Safety
+    /// `infos` and `out` must hold `count` entries.
+    pub unsafe fn on_compute_pipelines(
+        &self,
+        count: u32,
+        infos: *const vk::ComputePipelineCreateInfo<'_>,
+        out: *const vk::Pipeline,
+    ) {
+        if count == 0 || infos.is_null() || out.is_null() {
+            return;
+        }
+        let infos = std::slice::from_raw_parts(infos, count as usize);
+        let out = std::slice::from_raw_parts(out, count as usize);
+        for (i, p) in infos.iter().zip(out) {
+            if *p == vk::Pipeline::null() {
+                continue;
+            }
+            let b = self.stage_bindings(&i.stage).map(Arc::new);
+            self.pipelines.insert(raw(*p), b);
+        }
+    }
+
+    /// After `vkCreateGraphicsPipelines`: the union of the stages' bindings.
+    ///
+    /// # Safety
+    /// `infos` and `out` must hold `count` entries.
+    pub unsafe fn on_graphics_pipelines(
+        &self,
+        count: u32,
+        infos: *const vk::GraphicsPipelineCreateInfo<'_>,
+        out: *const vk::Pipeline,
+    ) {
+        if count == 0 || infos.is_null() || out.is_null() {
+            return;
+        }
+        let infos = std::slice::from_raw_parts(infos, count as usize);
+        let out = std::slice::from_raw_parts(out, count as usize);
+        for (i, p) in infos.iter().zip(out) {
+            if *p == vk::Pipeline::null() {
+                continue;
+            }
+            let mut all = Some(reflect::Bindings::new());
+            if i.stage_count == 0 || i.p_stages.is_null() {
+                all = None; // a pipeline library link: stages unknown here
+            } else {
+                for s in std::slice::from_raw_parts(i.p_stages, i.stage_count as usize) {
+                    match (self.stage_bindings(s), all.as_mut()) {
+                        (Some(b), Some(a)) => reflect::merge_into(a, &b),
+                        _ => all = None,
+                    }
+                }
+            }
+            self.pipelines.insert(raw(*p), all.map(Arc::new));
+        }
+    }
+
+    /// The buffer descriptors of `writes` applied onto `into` (set contents).
+    unsafe fn apply_writes(into: &mut SetContents, w: &vk::WriteDescriptorSet<'_>) {
+        let ty = w.descriptor_type;
+        let (dynamic, uniform) = match ty {
+            vk::DescriptorType::UNIFORM_BUFFER => (false, true),
+            vk::DescriptorType::UNIFORM_BUFFER_DYNAMIC => (true, true),
+            vk::DescriptorType::STORAGE_BUFFER => (false, false),
+            vk::DescriptorType::STORAGE_BUFFER_DYNAMIC => (true, false),
+            _ => {
+                // Not a buffer descriptor (or a texel buffer view, which is not followed):
+                // forget what was there.
+                for e in 0..w.descriptor_count {
+                    into.remove(&(w.dst_binding, w.dst_array_element + e));
+                }
+                return;
+            }
+        };
+        if w.p_buffer_info.is_null() {
+            return;
+        }
+        let infos = std::slice::from_raw_parts(w.p_buffer_info, w.descriptor_count as usize);
+        for (e, bi) in infos.iter().enumerate() {
+            let k = (w.dst_binding, w.dst_array_element + e as u32);
+            if bi.buffer == vk::Buffer::null() {
+                into.remove(&k);
+            } else {
+                into.insert(
+                    k,
+                    Desc {
+                        buffer: raw(bi.buffer),
+                        offset: bi.offset,
+                        range: bi.range,
+                        dynamic,
+                        uniform,
+                    },
+                );
+            }
+        }
+    }
+
+    /// `vkUpdateDescriptorSets`.
+    ///
+    /// # Safety
+    /// The arrays must hold their counts of valid entries.
+    pub unsafe fn on_update_sets(
+        &self,
+        write_count: u32,
+        writes: *const vk::WriteDescriptorSet<'_>,
+        copy_count: u32,
+        copies: *const vk::CopyDescriptorSet<'_>,
+    ) {
+        if write_count > 0 && !writes.is_null() {
+            for w in std::slice::from_raw_parts(writes, write_count as usize) {
+                let mut e = self.sets.entry(raw(w.dst_set)).or_default();
+                Self::apply_writes(&mut e, w);
+            }
+        }
+        if copy_count > 0 && !copies.is_null() {
+            for c in std::slice::from_raw_parts(copies, copy_count as usize) {
+                let src: Vec<(u32, Option<Desc>)> = {
+                    let s = self.sets.get(&raw(c.src_set));
+                    (0..c.descriptor_count)
+                        .map(|i| {
+                            let d = s.as_ref().and_then(|s| {
+                                s.get(&(c.src_binding, c.src_array_element + i)).copied()
+                            });
+                            (i, d)
+                        })
+                        .collect()
+                };
+                let mut dst = self.sets.entry(raw(c.dst_set)).or_default();
+                for (i, d) in src {
+                    let k = (c.dst_binding, c.dst_array_element + i);
+                    match d {
+                        Some(d) => {
+                            dst.insert(k, d);
+                        }
+                        None => {
+                            dst.remove(&k);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `vkAllocateDescriptorSets` success (a recycled handle starts empty).
+    pub fn on_allocate_sets(&self, sets: &[u64]) {
+        for s in sets {
+            self.sets.remove(s);
+        }
+    }
+
+    pub fn on_bind_pipeline(&self, cmd: u64, bp: vk::PipelineBindPoint, pipeline: u64) {
+        let Some(i) = point_index(bp) else { return };
+        self.cmds.entry(cmd).or_default().points[i].pipeline = Some(pipeline);
+    }
+
+    /// `vkCmdBindDescriptorSets`: dynamic offsets are dealt to the sets in order, each taking
+    /// as many as it has dynamic descriptors written.
+    pub fn on_bind_sets(
+        &self,
+        cmd: u64,
+        bp: vk::PipelineBindPoint,
+        first: u32,
+        sets: &[u64],
+        dynamic: &[u32],
+    ) {
+        let Some(i) = point_index(bp) else { return };
+        let mut next_dyn = 0usize;
+        let mut c = self.cmds.entry(cmd).or_default();
+        for (k, s) in sets.iter().enumerate() {
+            let n = self
+                .sets
+                .get(s)
+                .map_or(0, |c| c.values().filter(|d| d.dynamic).count());
+            let offs = dynamic
+                .get(next_dyn..(next_dyn + n).min(dynamic.len()))
+                .unwrap_or(&[])
+                .to_vec();
+            next_dyn += n;
+            let idx = first + k as u32;
+            c.points[i].sets.insert(idx, (*s, offs));
+            c.points[i].push.remove(&idx);
+        }
+    }
+
+    /// `vkCmdPushDescriptorSetKHR`.
+    ///
+    /// # Safety
+    /// `writes` must hold `count` valid writes.
+    pub unsafe fn on_push_descriptors(
+        &self,
+        cmd: u64,
+        bp: vk::PipelineBindPoint,
+        set: u32,
+        count: u32,
+        writes: *const vk::WriteDescriptorSet<'_>,
+    ) {
+        let Some(i) = point_index(bp) else { return };
+        if count == 0 || writes.is_null() {
+            return;
+        }
+        let mut c = self.cmds.entry(cmd).or_default();
+        let contents = c.points[i].push.entry(set).or_default();
+        for w in std::slice::from_raw_parts(writes, count as usize) {
+            Self::apply_writes(contents, w);
+        }
+        c.points[i].sets.remove(&set);
+    }
+
+    /// A dispatch or draw: the buffers of the bound descriptors, with the access reflection
+    /// found for their binding (unknown pipeline: read-write, uniform buffers: read).
+    pub fn on_dispatch_or_draw(
+        &self,
+        cmd: u64,
+        graphics: bool,
+        command: &str,
+        extra: Option<BufferUse>,
+    ) {
+        if !self.on() {
+            return;
+        }
+        let mut uses: Vec<BufferUse> = Vec::new();
+        if let Some(c) = self.cmds.get(&cmd) {
+            let pb = &c.points[graphics as usize];
+            let refl = pb
+                .pipeline
+                .and_then(|p| self.pipelines.get(&p).map(|r| r.clone()))
+                .flatten();
+            let mut each = |set: u32, contents: &SetContents, dyn_offs: &[u32]| {
+                let mut dyn_i = 0usize;
+                for (&(binding, _), d) in contents.iter() {
+                    let extra_off = if d.dynamic {
+                        let o = dyn_offs.get(dyn_i).copied().unwrap_or(0) as u64;
+                        dyn_i += 1;
+                        o
+                    } else {
+                        0
+                    };
+                    let access = match &refl {
+                        Some(r) => match r.get(&(set, binding)) {
+                            Some(a) => {
+                                if d.uniform {
+                                    Access::Read
+                                } else {
+                                    *a
+                                }
+                            }
+                            None => continue, // the shader never touches this binding
+                        },
+                        None if d.uniform => Access::Read,
+                        None => Access::ReadWrite,
+                    };
+                    uses.push(BufferUse {
+                        buffer: d.buffer,
+                        offset: d.offset + extra_off,
+                        size: d.range,
+                        access,
+                        kind: UseKind::Descriptor,
+                    });
+                }
+            };
+            for (&set, (handle, offs)) in &pb.sets {
+                if let Some(contents) = self.sets.get(handle) {
+                    each(set, &contents, offs);
+                }
+            }
+            for (&set, contents) in &pb.push {
+                each(set, contents, &[]);
+            }
+        }
+        if let Some(e) = extra {
+            uses.push(e);
+        }
+        self.on_use(cmd, command, uses);
+    }
+
+    // ------------------------------------------------------------------ queues and waits
+
+    /// Before `vkQueueSubmit*` goes down: close the host window (drain), open the GPU window
+    /// (arm). Returns the sequence number the submission is recorded at.
+    pub fn before_submit(&self, dev: &DeviceData) -> u64 {
+        self.window(dev);
+        sink::next_seq()
+    }
+
+    /// After a successful submission.
+    pub fn on_submit(&self, seq: u64, queue: u64, batches: Vec<SubmitBatch>, fence: u64) {
+        if self.on() {
+            self.sink.record_at(
+                seq,
+                Event::QueueSubmit {
+                    queue,
+                    batches,
+                    fence: (fence != 0).then_some(fence),
+                },
+            );
+        }
+    }
+
+    /// A host completion observation (`event`), then a new window.
+    pub fn observed(&self, dev: &DeviceData, event: Event) {
+        if self.on() {
+            self.rec(event);
+        }
+        self.window(dev);
+    }
+
+    /// A host event that is no completion observation (fence reset).
+    pub fn observed_no_window(&self, event: Event) {
+        if self.on() {
+            self.rec(event);
+        }
+    }
+
+    /// `vkWaitForFences` returned success: which fences the host now knows are signaled.
+    ///
+    /// # Safety
+    /// `fences` must hold `count` fences.
+    pub unsafe fn on_fences_waited(
+        &self,
+        dev: &DeviceData,
+        count: u32,
+        fences: *const vk::Fence,
+        wait_all: bool,
+    ) {
+        if count == 0 || fences.is_null() {
+            return;
+        }
+        let all = std::slice::from_raw_parts(fences, count as usize);
+        let signaled: Vec<u64> = if wait_all || count == 1 {
+            all.iter().map(|f| raw(*f)).collect()
+        } else {
+            all.iter()
+                .filter(|f| (dev.fp.get_fence_status)(dev.handle, **f) == vk::Result::SUCCESS)
+                .map(|f| raw(*f))
+                .collect()
+        };
+        self.observed(dev, Event::FenceSignaled { fences: signaled });
+    }
+
+    /// `vkWaitSemaphores` returned success.
+    ///
+    /// # Safety
+    /// `info` must be valid.
+    pub unsafe fn on_semaphores_waited(&self, dev: &DeviceData, info: &vk::SemaphoreWaitInfo<'_>) {
+        let n = info.semaphore_count as usize;
+        if n == 0 || info.p_semaphores.is_null() || info.p_values.is_null() {
+            return;
+        }
+        let sems = std::slice::from_raw_parts(info.p_semaphores, n);
+        let vals = std::slice::from_raw_parts(info.p_values, n);
+        let any = info.flags.contains(vk::SemaphoreWaitFlags::ANY) && n > 1;
+        let mut reached = Vec::new();
+        for (s, v) in sems.iter().zip(vals) {
+            if !any {
+                reached.push((raw(*s), *v));
+            } else if let Some(get) = self.counter_value {
+                let mut now = 0u64;
+                if get(dev.handle, *s, &mut now) == vk::Result::SUCCESS && now >= *v {
+                    reached.push((raw(*s), now));
+                }
+            }
+        }
+        self.observed(
+            dev,
+            Event::SemaphoreReached {
+                semaphores: reached,
+            },
+        );
+    }
+
+    pub fn on_host_signal(&self, semaphore: u64, value: u64) {
+        if self.on() {
+            self.rec(Event::SemaphoreSignal { semaphore, value });
+        }
+    }
+
+    // ----------------------------------------------------------------- host-access guard
+
+    /// Close the current window: each access the guard caught becomes a `HostAccess` event at
+    /// the sequence number taken at the fault; then re-arm every candidate that is mapped.
+    fn window(&self, dev: &DeviceData) {
+        if !self.validate || !self.guard_ok.load(Ordering::Relaxed) {
+            return;
+        }
+        self.drain();
+        for b in self.candidates.iter() {
+            let b = *b;
+            let Some((ptr, len)) = self.range_of(dev, b) else {
+                continue;
+            };
+            if let Err(e) = guard::arm(b, ptr as *const u8, len) {
+                match e {
+                    GuardError::Replaced => {
+                        if log::first_time("guard-replaced") {
+                            log::warn!("profile: {e}; host accesses are no longer recorded");
+                        }
+                        self.stop_guard();
+                        return;
+                    }
+                    other => {
+                        if log::first_time(&format!("guard-arm-{other:?}")) {
+                            log::warn!("profile: cannot protect a staging buffer: {other}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn drain(&self) {
+        let sink = self.sink;
+        let on = self.on();
+        guard::drain(|id, access, seq| {
+            if on {
+                sink.record_at(seq, Event::HostAccess { buffer: id, access });
+            }
+        });
+    }
+
+    fn stop_guard(&self) {
+        self.guard_ok.store(false, Ordering::Relaxed);
+        for b in self.candidates.iter() {
+            guard::disarm(*b);
+        }
+    }
+
+    /// The host address range of buffer `b` that may be armed: its bytes inside the current
+    /// mapping, in the application's view of a double mapping, or in the driver's mapping
+    /// where there is no double mapping and the device has no import extension (a real GPU
+    /// does not use the CPU page tables). `None`: nothing to arm.
+    fn range_of(&self, dev: &DeviceData, b: u64) -> Option<(usize, usize)> {
+        let st = dev.state.buffers.get(&b)?;
+        let (mem, off) = st.bound?;
+        let size = st.size;
+        drop(st);
+        if self.double_map && !self.doubles.contains_key(&mem) {
+            // Import failed for this allocation: the driver's mapping is all there is, and on
+            // a CPU driver protecting it would fault the driver's own threads.
+            return None;
+        }
+        let m = dev.state.memory.get(&mem)?;
+        let map = m.mapped?;
+        let lo = off.max(map.offset);
+        let hi = (off + size).min(map.offset.saturating_add(map.size));
+        if hi <= lo {
+            return None;
+        }
+        Some((map.ptr + (lo - map.offset) as usize, (hi - lo) as usize))
+    }
+
+    fn disarm_memory(&self, dev: &DeviceData, memory: u64) {
+        if !self.validate {
+            return;
+        }
+        for b in self.candidates.iter() {
+            let bound = dev.state.buffers.get(&*b).and_then(|s| s.bound);
+            if bound.is_some_and(|(m, _)| m == memory) {
+                guard::disarm(*b);
+            }
+        }
+    }
+
+    /// `vkDestroyDevice`: last window, disarm, log the guard's counters; the last profiler of
+    /// the process finishes the trace.
+    pub fn on_destroy_device(&self, dev: &DeviceData) {
+        if self.validate {
+            self.drain();
+            for b in self.candidates.iter() {
+                guard::disarm(*b);
+            }
+            let s = guard::stats();
+            log::info!(
+                "profile: host-access validation: {} candidate buffers, {} faults ({} collateral, {} chained to the application, {} dropped)",
+                self.candidates.len(),
+                s.faults,
+                s.collateral,
+                s.chained,
+                s.dropped
+            );
+        }
+        if self.on() {
+            self.rec(Event::DeviceDestroy {
+                device: self.device,
+            });
+        }
+        let _ = dev;
+        if LIVE.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.sink.finish();
+        }
+    }
+}
+
+/// Exported/imported memory or capture-replay addresses: never aliasable.
+unsafe fn is_external(info: &vk::MemoryAllocateInfo<'_>, alloc_flags: u32) -> bool {
+    if alloc_flags & vk::MemoryAllocateFlags::DEVICE_ADDRESS_CAPTURE_REPLAY.as_raw() != 0 {
+        return true;
+    }
+    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        match (*p).s_type {
+            vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO
+            | vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO
+            | vk::StructureType::MEMORY_PRIORITY_ALLOCATE_INFO_EXT => {}
+            _ => return true,
+        }
+        p = (*p).p_next;
+    }
+    false
+}
+
+/// `VkSubmitInfo`s as trace batches (timeline values from `VkTimelineSemaphoreSubmitInfo`).
+///
+/// # Safety
+/// `submits` must hold `count` valid submit infos.
+pub unsafe fn batches_v1(count: u32, submits: *const vk::SubmitInfo<'_>) -> Vec<SubmitBatch> {
+    if count == 0 || submits.is_null() {
+        return Vec::new();
+    }
+    std::slice::from_raw_parts(submits, count as usize)
+        .iter()
+        .map(|s| {
+            let mut tl: Option<&vk::TimelineSemaphoreSubmitInfo<'_>> = None;
+            let mut p = s.p_next as *const vk::BaseInStructure<'_>;
+            while !p.is_null() {
+                if (*p).s_type == vk::StructureType::TIMELINE_SEMAPHORE_SUBMIT_INFO {
+                    tl = Some(&*(p as *const vk::TimelineSemaphoreSubmitInfo<'_>));
+                }
+                p = (*p).p_next;
+            }
+            let value = |vals: *const u64, n: u32, i: usize| -> u64 {
+                if vals.is_null() || i >= n as usize {
+                    0
+                } else {
+                    *vals.add(i)
+                }
+            };
+            let sems = |p: *const vk::Semaphore, n: u32| -> Vec<u64> {
+                if p.is_null() || n == 0 {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(p, n as usize)
+                        .iter()
+                        .map(|x| raw(*x))
+                        .collect()
+                }
+            };
+            let waits = sems(s.p_wait_semaphores, s.wait_semaphore_count)
+                .into_iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    (
+                        h,
+                        tl.map_or(0, |t| {
+                            value(t.p_wait_semaphore_values, t.wait_semaphore_value_count, i)
+                        }),
+                    )
+                })
+                .collect();
+            let signals = sems(s.p_signal_semaphores, s.signal_semaphore_count)
+                .into_iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    (
+                        h,
+                        tl.map_or(0, |t| {
+                            value(
+                                t.p_signal_semaphore_values,
+                                t.signal_semaphore_value_count,
+                                i,
+                            )
+                        }),
+                    )
+                })
+                .collect();
+            let command_buffers = if s.p_command_buffers.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(s.p_command_buffers, s.command_buffer_count as usize)
+                    .iter()
+                    .map(|c| raw(*c))
+                    .collect()
+            };
+            SubmitBatch {
+                command_buffers,
+                waits,
+                signals,
+            }
+        })
+        .collect()
+}
+
+/// `VkSubmitInfo2`s as trace batches.
+///
+/// # Safety
+/// `submits` must hold `count` valid submit infos.
+pub unsafe fn batches_v2(count: u32, submits: *const vk::SubmitInfo2<'_>) -> Vec<SubmitBatch> {
+    if count == 0 || submits.is_null() {
+        return Vec::new();
+    }
+    let sems = |p: *const vk::SemaphoreSubmitInfo<'_>, n: u32| -> Vec<(u64, u64)> {
+        if p.is_null() || n == 0 {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(p, n as usize)
+                .iter()
+                .map(|s| (raw(s.semaphore), s.value))
+                .collect()
+        }
+    };
+    std::slice::from_raw_parts(submits, count as usize)
+        .iter()
+        .map(|s| SubmitBatch {
+            command_buffers: if s.p_command_buffer_infos.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(
+                    s.p_command_buffer_infos,
+                    s.command_buffer_info_count as usize,
+                )
+                .iter()
+                .map(|c| raw(c.command_buffer))
+                .collect()
+            },
+            waits: sems(s.p_wait_semaphore_infos, s.wait_semaphore_info_count),
+            signals: sems(s.p_signal_semaphore_infos, s.signal_semaphore_info_count),
+        })
+        .collect()
+}
