@@ -109,6 +109,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
     };
     let cands = pairing::candidates(&m);
     let reuse = pairing::reuse(&m, &cands);
+    let racy = racy_bases(trace);
 
     // Step 3: per-pair rules.
     let mut verdict: Vec<Option<Verdict>> = vec![None; cands.len()];
@@ -118,6 +119,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
             if let Some(v) = reuse.get(&i) {
                 return Err(v.clone());
             }
+            identity(&ctx, &racy, c.staging, c.device)?;
             let dl = pairing::offset(&m, c)?;
             delta[i] = Some(dl);
             pairing::threshold(&m, c, t)?;
@@ -376,6 +378,68 @@ fn buffer_ref(ctx: &Ctx, b: BufId) -> BufferRef {
         usage: buf.usage,
         created_at: ctx.created_at[b].clone(),
     }
+}
+
+/// Key (without its ordinal) of a buffer (`true`) or allocation (`false`).
+type Base = (bool, String, u64, u32, u32);
+
+fn base(buffer: bool, k: &ObjectKey) -> Base {
+    (buffer, k.site.clone(), k.size, k.usage, k.flags)
+}
+
+/// Keys (without the ordinal) whose objects were created on more than one thread: their
+/// ordinals follow the scheduler, so a later run cannot tell those objects apart.
+fn racy_bases(trace: &Trace) -> BTreeSet<Base> {
+    use crate::trace::Event;
+    let mut first: BTreeMap<Base, u32> = BTreeMap::new();
+    let mut racy = BTreeSet::new();
+    for r in &trace.records {
+        let b = match &r.event {
+            Event::BufferCreate { key, .. } => base(true, key),
+            Event::MemoryAlloc { key, .. } => base(false, key),
+            _ => continue,
+        };
+        if *first.entry(b.clone()).or_insert(r.thread) != r.thread {
+            racy.insert(b);
+        }
+    }
+    racy
+}
+
+/// Identity: enforce finds buffers (and the staging buffer's allocation) by key; a key created
+/// on several threads is not a stable identity.
+fn identity(
+    ctx: &Ctx,
+    racy: &BTreeSet<Base>,
+    staging: BufId,
+    device: BufId,
+) -> Result<(), Verdict> {
+    if racy.is_empty() {
+        return Ok(());
+    }
+    let m = ctx.m;
+    for (b, role) in [(staging, "staging"), (device, "device")] {
+        let buf = &m.buffers[b];
+        let mem = buf.bind.as_ref().map(|x| &m.memories[x.memory].key);
+        let what = if racy.contains(&base(true, &buf.key)) {
+            Some("it")
+        } else if mem.is_some_and(|k| racy.contains(&base(false, k))) {
+            Some("its allocation")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(Verdict {
+                condition: Condition::Compat,
+                event: Some(buf.created),
+                message: format!(
+                    "compat: {} cannot be recognised in a later run: objects created like {what} (same call site, size, usage) are created on several threads, so their order depends on the scheduler",
+                    ctx.name(b, role)
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The key of `b`'s allocation and `b`'s offset in it, when `b` is the only buffer bound there.
