@@ -1,0 +1,715 @@
+//! echo-bench: the measurement VK_LAYER_echo is judged by (DESIGN §9, issue 7).
+//!
+//! For each sample, four configurations run as separate processes, interleaved A B C D, A B C D, …:
+//! A no layer (staging variant), B layer loaded with mode=off, C enforce with a plan made once by
+//! profile + `vkecho analyze` for exactly these arguments, D the hand-written zero-copy twin.
+//! Every process reports its mean iteration time; a configuration's time is the median of its
+//! per-process means, and ratios are taken round by round and then summarised (median, min–max).
+//! A separate `--timing` process of the staging variant measures the copy fraction. Then a size
+//! sweep of saxpy (A, C, D) and the per-call cost of the layer (`echo-bench-calls`). Results go to
+//! `RESULTS.md`, `results.json` and SVG/PNG plots in the output directory.
+
+mod report;
+mod runner;
+mod stats;
+mod svg;
+
+use echo_analyzer::stats::Stats;
+use runner::{Build, Layer};
+use serde::Serialize;
+use serde_json::Value;
+use stats::{Summary, MIN_GAIN};
+use std::path::PathBuf;
+
+const USAGE: &str = "\
+usage: echo-bench [--quick|--full] [--out DIR] [--samples a,b,...] [--negatives]
+                  [--size-mib F] [--iters N] [--procs N] [--sweep S1,S2,...|--no-sweep]
+                  [--no-calls] [--work DIR] [--command TEXT]
+
+  --quick          (default) 3 processes per configuration, 16 MiB, 5 iterations, a 5-size sweep
+  --full           7 processes per configuration, 64 MiB, 20 iterations, the 11-size sweep
+  --out DIR        where RESULTS.md, results.json and the plots go (default: bench)
+  --samples LIST   samples to run (default: every positive sample of echo-samples)
+  --negatives      also run the negative controls (labelled; the plan must refuse them)
+  --size-mib F     sample size (sgemm is capped at 4 MiB: it is O(n^3))
+  --iters N        timed iterations per process (after the warm-up iterations)
+  --procs N        processes per configuration (rounds)
+  --sweep LIST     saxpy sizes in MiB for the sweep; --no-sweep skips it
+  --no-calls       skip the per-call microbenchmark
+  --work DIR       traces, plans and statistics files (default: a fresh directory in /tmp)
+  --command TEXT   the command line to record in RESULTS.md (scripts/bench.sh passes its own)";
+
+/// Sizes of the full sweep (DESIGN §9: not only powers of two; 31/32/33 straddle allocator cliffs).
+const FULL_SWEEP: &[f64] = &[
+    1.0, 4.0, 8.0, 16.0, 24.0, 31.0, 32.0, 33.0, 48.0, 64.0, 128.0,
+];
+const QUICK_SWEEP: &[f64] = &[4.0, 16.0, 31.0, 32.0, 33.0];
+/// sgemm's work grows as n³ with n = sqrt(size/4): cap it so a run stays in seconds.
+const SGEMM_CAP_MIB: f64 = 4.0;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Opts {
+    pub full: bool,
+    pub out: PathBuf,
+    pub work: PathBuf,
+    pub samples: Option<Vec<String>>,
+    pub negatives: bool,
+    pub size_mib: f64,
+    pub iters: u32,
+    pub warmup: u32,
+    pub procs: usize,
+    pub timing_procs: usize,
+    pub sweep: Vec<f64>,
+    pub calls: bool,
+    pub calls_scale: f64,
+    pub command: String,
+}
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    let full = args.iter().any(|a| a == "--full");
+    if full && args.iter().any(|a| a == "--quick") {
+        return Err("--quick and --full exclude each other".into());
+    }
+    let mut o = Opts {
+        full,
+        out: PathBuf::from("bench"),
+        work: std::env::temp_dir().join(format!("echo-bench-{}", std::process::id())),
+        samples: None,
+        negatives: false,
+        size_mib: if full { 64.0 } else { 16.0 },
+        iters: if full { 20 } else { 5 },
+        warmup: if full { 2 } else { 1 },
+        procs: if full { 7 } else { 3 },
+        timing_procs: if full { 3 } else { 1 },
+        sweep: if full { FULL_SWEEP } else { QUICK_SWEEP }.to_vec(),
+        calls: true,
+        calls_scale: if full { 1.0 } else { 0.5 },
+        command: std::iter::once("echo-bench".to_string())
+            .chain(args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or(format!("{a} needs a value\n{USAGE}"))
+        };
+        let pos = |v: String, what: &str| -> Result<f64, String> {
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .ok_or(format!("{what} needs a positive number, got '{v}'"))
+        };
+        match a.as_str() {
+            "--quick" | "--full" => {}
+            "--out" => o.out = PathBuf::from(val()?),
+            "--work" => o.work = PathBuf::from(val()?),
+            "--samples" => {
+                o.samples = Some(
+                    val()?
+                        .split(',')
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect(),
+                )
+            }
+            "--negatives" => o.negatives = true,
+            "--size-mib" => o.size_mib = pos(val()?, a)?,
+            "--iters" => o.iters = pos(val()?, a)?.round().max(1.0) as u32,
+            "--procs" => o.procs = pos(val()?, a)?.round().max(1.0) as usize,
+            "--sweep" => {
+                o.sweep = val()?
+                    .split(',')
+                    .map(|s| pos(s.trim().to_string(), "--sweep"))
+                    .collect::<Result<_, _>>()?
+            }
+            "--no-sweep" => o.sweep.clear(),
+            "--no-calls" => o.calls = false,
+            "--command" => o.command = val()?,
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown option '{other}'\n{USAGE}")),
+        }
+    }
+    Ok(o)
+}
+
+/// The four configurations of DESIGN §9 / issue 7.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Config {
+    Base,
+    Off,
+    Echo,
+    Zero,
+}
+
+impl Config {
+    pub const ALL: [Config; 4] = [Config::Base, Config::Off, Config::Echo, Config::Zero];
+    pub fn label(self) -> &'static str {
+        match self {
+            Config::Base => "A base (no layer)",
+            Config::Off => "B layer mode=off",
+            Config::Echo => "C echo (enforce + plan)",
+            Config::Zero => "D zero-copy twin",
+        }
+    }
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What profile + analyze produced for one sample and size.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PlanInfo {
+    pub path: Option<PathBuf>,
+    /// `N group(s)`, `no candidates`, `refused: …`, or `no plan: <error>`.
+    pub status: String,
+    pub groups: usize,
+    pub rejected: Vec<String>,
+    pub bytes_saved_per_iter: u64,
+    pub memory_saved: u64,
+    /// Peak of live `vkAllocateMemory` bytes in the profile trace (the sample without the layer).
+    pub peak_memory: Option<u64>,
+    pub profile_checksum: Option<String>,
+}
+
+/// Everything measured for one sample at one size.
+#[derive(Clone, Debug, Serialize)]
+pub struct SampleRun {
+    pub sample: String,
+    pub kind: String,
+    pub size_mib: f64,
+    pub configs: Vec<Config>,
+    /// `times[config][round]`: the process's mean iteration time (ms); NaN when it failed.
+    pub times: [Vec<f64>; 4],
+    pub medians: [Vec<f64>; 4],
+    pub checksums: [Vec<String>; 4],
+    pub plan: PlanInfo,
+    /// Statistics of the last enforce process (and of the last mode=off process).
+    pub stats_echo: Option<Stats>,
+    pub stats_off: Option<Stats>,
+    pub f_copy: Vec<f64>,
+    pub copy_ms: Vec<f64>,
+    pub bytes_copied_per_iter: u64,
+    pub iters_per_process: u32,
+    pub errors: Vec<String>,
+}
+
+impl SampleRun {
+    pub fn t(&self, c: Config) -> f64 {
+        stats::median(&self.times[c.index()])
+    }
+    pub fn speedup(&self) -> Summary {
+        Summary::of(&stats::paired(&self.times[0], &self.times[2], |b, e| b / e))
+    }
+    pub fn zero_speedup(&self) -> Summary {
+        Summary::of(&stats::paired(&self.times[0], &self.times[3], |b, z| b / z))
+    }
+    /// B/A − 1 per round: what loading the layer costs when it does nothing.
+    pub fn passthrough(&self) -> Summary {
+        Summary::of(&stats::paired(&self.times[0], &self.times[1], |b, off| {
+            off / b - 1.0
+        }))
+    }
+    pub fn recovered(&self) -> Summary {
+        Summary::of(&stats::recovered_per_round(
+            &self.times[0],
+            &self.times[2],
+            &self.times[3],
+            MIN_GAIN,
+        ))
+    }
+    /// The recovered fraction from the medians (defined even when single rounds are too noisy).
+    pub fn recovered_of_medians(&self) -> Option<f64> {
+        stats::recovered(
+            self.t(Config::Base),
+            self.t(Config::Echo),
+            self.t(Config::Zero),
+            MIN_GAIN,
+        )
+    }
+    pub fn f_copy(&self) -> f64 {
+        stats::median(&self.f_copy)
+    }
+    /// Every checksum of every configuration (and the profile run) equals the baseline's.
+    pub fn identical(&self) -> Option<bool> {
+        let base = self.checksums[0].first()?;
+        let all = self.checksums.iter().flatten().all(|c| c == base);
+        let prof = !matches!(&self.plan.profile_checksum, Some(c) if c != base);
+        Some(all && prof)
+    }
+    /// Bytes the layer elided per iteration: its total over the process / iterations run
+    /// (warm-up included, since the layer elides those too).
+    pub fn elided_per_iter(&self) -> Option<u64> {
+        let s = self.stats_echo.as_ref()?;
+        Some(s.bytes_elided / (self.iters_per_process as u64).max(1))
+    }
+}
+
+fn sample_args(name: &str, size_mib: f64, o: &Opts, variant: &str, timing: bool) -> Vec<String> {
+    let mut a = vec![
+        name.to_string(),
+        "--size-mib".into(),
+        format!("{size_mib}"),
+        "--iters".into(),
+        o.iters.to_string(),
+        "--warmup".into(),
+        o.warmup.to_string(),
+        "--variant".into(),
+        variant.into(),
+    ];
+    if timing {
+        a.push("--timing".into());
+    }
+    a
+}
+
+fn slug(name: &str, size_mib: f64) -> String {
+    format!("{name}-{}", format!("{size_mib}").replace('.', "_"))
+}
+
+/// Profile the staging variant with exactly the arguments the timed runs use (a plan is bound to
+/// them), analyze the trace with `vkecho analyze`, and read what it decided.
+fn make_plan(o: &Opts, b: &Build, name: &str, size_mib: f64) -> PlanInfo {
+    let mut info = PlanInfo::default();
+    let base = o.work.join(slug(name, size_mib));
+    let trace = base.with_extension("trace.jsonl");
+    let plan = base.with_extension("plan.json");
+    let _ = std::fs::remove_file(&trace);
+    let _ = std::fs::remove_file(&plan);
+    let args = sample_args(name, size_mib, o, "staging", false);
+    let prof = runner::run_json(
+        b,
+        &b.samples,
+        &args,
+        &Layer::Mode("profile", vec![("TRACE", trace.display().to_string())]),
+    );
+    match prof {
+        Ok(v) => info.profile_checksum = v["checksum"].as_str().map(String::from),
+        Err(e) => {
+            info.status = format!("no plan: profile run failed: {e}");
+            return info;
+        }
+    }
+    if !trace.is_file() {
+        info.status = "no plan: the profile run wrote no trace".into();
+        return info;
+    }
+    info.peak_memory = peak_memory(&trace);
+    let analyzed = runner::vkecho(
+        b,
+        &[
+            "analyze".into(),
+            trace.display().to_string(),
+            "-o".into(),
+            plan.display().to_string(),
+            "--no-symbolize".into(),
+        ],
+    );
+    if let Err(e) = analyzed {
+        info.status = format!("no plan: {e}");
+        return info;
+    }
+    let parsed = std::fs::read_to_string(&plan)
+        .map_err(|e| e.to_string())
+        .and_then(|t| echo_analyzer::plan::parse_plan(&t).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(p) => {
+            info.groups = p.groups.len();
+            info.bytes_saved_per_iter = p.groups.iter().map(|g| g.bytes_saved_per_iter).sum();
+            info.memory_saved = p.groups.iter().map(|g| g.memory_saved).sum();
+            let mut rej: Vec<String> = p
+                .rejected
+                .iter()
+                .map(|r| r.condition.as_str().to_string())
+                .collect();
+            rej.sort();
+            rej.dedup();
+            info.status = if info.groups > 0 {
+                format!("{} group(s)", info.groups)
+            } else if rej.is_empty() {
+                "no candidates".into()
+            } else {
+                format!("refused: {}", rej.join(","))
+            };
+            info.rejected = rej;
+            info.path = Some(plan);
+        }
+        Err(e) => info.status = format!("no plan: {}: {e}", plan.display()),
+    }
+    info
+}
+
+/// Peak of live device-memory bytes (`vkAllocateMemory` minus `vkFreeMemory`) in a trace.
+fn peak_memory(trace: &std::path::Path) -> Option<u64> {
+    use echo_analyzer::trace::Event;
+    let f = std::fs::File::open(trace).ok()?;
+    let t = echo_analyzer::trace::read_trace(std::io::BufReader::new(f)).ok()?;
+    let mut live = std::collections::HashMap::new();
+    let (mut cur, mut peak) = (0u64, 0u64);
+    for r in &t.records {
+        match &r.event {
+            Event::MemoryAlloc { memory, size, .. } => {
+                cur += size;
+                live.insert(*memory, *size);
+                peak = peak.max(cur);
+            }
+            Event::MemoryFree { memory } => {
+                if let Some(s) = live.remove(memory) {
+                    cur -= s;
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(peak)
+}
+
+fn layer_for(c: Config, plan: &PlanInfo, stats: &std::path::Path) -> Layer {
+    let st = ("STATS", stats.display().to_string());
+    match c {
+        Config::Base | Config::Zero => Layer::None,
+        Config::Off => Layer::Mode("off", vec![st]),
+        Config::Echo => {
+            let mut s = vec![st];
+            if let Some(p) = &plan.path {
+                s.push(("PLAN", p.display().to_string()));
+            }
+            Layer::Mode("enforce", s)
+        }
+    }
+}
+
+/// Runs one sample at one size: plan, interleaved rounds, then the timing processes.
+fn bench_sample(
+    o: &Opts,
+    b: &Build,
+    name: &str,
+    kind: &str,
+    size_mib: f64,
+    configs: &[Config],
+) -> SampleRun {
+    let plan = if configs.contains(&Config::Echo) {
+        make_plan(o, b, name, size_mib)
+    } else {
+        PlanInfo::default()
+    };
+    let mut r = SampleRun {
+        sample: name.into(),
+        kind: kind.into(),
+        size_mib,
+        configs: configs.to_vec(),
+        times: Default::default(),
+        medians: Default::default(),
+        checksums: Default::default(),
+        plan,
+        stats_echo: None,
+        stats_off: None,
+        f_copy: Vec::new(),
+        copy_ms: Vec::new(),
+        bytes_copied_per_iter: 0,
+        iters_per_process: o.iters + o.warmup,
+        errors: Vec::new(),
+    };
+    if r.plan.status.starts_with("no plan") {
+        r.errors.push(r.plan.status.clone());
+    }
+    let stats_path = o.work.join(format!("{}.stats.jsonl", slug(name, size_mib)));
+    for round in 0..o.procs {
+        for &c in &Config::ALL {
+            if !configs.contains(&c) {
+                r.times[c.index()].push(f64::NAN);
+                r.medians[c.index()].push(f64::NAN);
+                continue;
+            }
+            let variant = if c == Config::Zero {
+                "zero-copy"
+            } else {
+                "staging"
+            };
+            let args = sample_args(name, size_mib, o, variant, false);
+            let _ = std::fs::remove_file(&stats_path);
+            let layer = layer_for(c, &r.plan, &stats_path);
+            match runner::run_json(b, &b.samples, &args, &layer) {
+                Ok(v) => {
+                    r.times[c.index()].push(v["iter_ms_mean"].as_f64().unwrap_or(f64::NAN));
+                    r.medians[c.index()].push(v["iter_ms_median"].as_f64().unwrap_or(f64::NAN));
+                    r.checksums[c.index()].push(v["checksum"].as_str().unwrap_or("?").to_string());
+                    if c == Config::Base {
+                        r.bytes_copied_per_iter = v["bytes_copied_per_iter"].as_u64().unwrap_or(0);
+                    }
+                }
+                Err(e) => {
+                    r.times[c.index()].push(f64::NAN);
+                    r.medians[c.index()].push(f64::NAN);
+                    r.errors.push(format!("round {}: {e}", round + 1));
+                }
+            }
+            if matches!(c, Config::Echo | Config::Off) {
+                if let Ok(s) = runner::read_stats(&stats_path) {
+                    let last = s.into_iter().last();
+                    if c == Config::Echo {
+                        r.stats_echo = last.or(r.stats_echo.take());
+                    } else {
+                        r.stats_off = last.or(r.stats_off.take());
+                    }
+                }
+            }
+        }
+    }
+    for _ in 0..o.timing_procs {
+        let args = sample_args(name, size_mib, o, "staging", true);
+        match runner::run_json(b, &b.samples, &args, &Layer::None) {
+            Ok(v) => {
+                r.f_copy.push(v["f_copy"].as_f64().unwrap_or(f64::NAN));
+                r.copy_ms
+                    .push(v["copy_ms_mean"].as_f64().unwrap_or(f64::NAN));
+                if let Some(c) = v["checksum"].as_str() {
+                    r.checksums[0].push(c.to_string());
+                }
+            }
+            Err(e) => r.errors.push(format!("timing run: {e}")),
+        }
+    }
+    r
+}
+
+/// The per-call microbenchmark in three configurations.
+#[derive(Clone, Debug, Serialize)]
+pub struct CallsRun {
+    pub labels: Vec<String>,
+    /// `per[config][round]` = the JSON line of that process (or the error).
+    pub per: Vec<Vec<Result<Value, String>>>,
+    pub active: Vec<Option<bool>>,
+}
+
+pub const CALL_METRICS: &[(&str, &str)] = &[
+    ("create_destroy_ns", "vkCreateBuffer + vkDestroyBuffer"),
+    ("copy_record_ns", "vkCmdCopyBuffer (recording, 1 region)"),
+    ("begin_end_ns", "vkBeginCommandBuffer + vkEndCommandBuffer"),
+    (
+        "submit_wait_ns",
+        "vkQueueSubmit (empty) + vkWaitForFences + vkResetFences",
+    ),
+];
+
+impl CallsRun {
+    pub fn values(&self, config: usize, metric: &str) -> Vec<f64> {
+        self.per[config]
+            .iter()
+            .map(|r| match r {
+                Ok(v) => v[metric].as_f64().unwrap_or(f64::NAN),
+                Err(_) => f64::NAN,
+            })
+            .collect()
+    }
+    /// Per-round `config / none − 1`.
+    pub fn cost(&self, config: usize, metric: &str) -> Summary {
+        Summary::of(&stats::paired(
+            &self.values(0, metric),
+            &self.values(config, metric),
+            |n, c| c / n - 1.0,
+        ))
+    }
+}
+
+fn bench_calls(o: &Opts, b: &Build) -> CallsRun {
+    let stats_path = o.work.join("calls.stats.jsonl");
+    let st = || ("STATS", stats_path.display().to_string());
+    let layers = [
+        Layer::None,
+        Layer::Mode("off", vec![st()]),
+        Layer::Mode("enforce", vec![st()]),
+    ];
+    let mut run = CallsRun {
+        labels: vec![
+            "no layer".into(),
+            "layer inactive (mode=off)".into(),
+            "layer active (mode=enforce, no plan)".into(),
+        ],
+        per: vec![Vec::new(), Vec::new(), Vec::new()],
+        active: vec![Some(false), None, None],
+    };
+    let args = vec![
+        "--scale".to_string(),
+        format!("{}", o.calls_scale),
+        "--batches".into(),
+        "5".into(),
+    ];
+    for round in 0..o.procs {
+        for (i, l) in layers.iter().enumerate() {
+            let _ = std::fs::remove_file(&stats_path);
+            let res = runner::run_json(b, &b.calls, &args, l);
+            if let Err(e) = &res {
+                eprintln!("echo-bench: calls round {}: {e}", round + 1);
+            }
+            run.per[i].push(res);
+            if i > 0 {
+                if let Ok(s) = runner::read_stats(&stats_path) {
+                    if let Some(s) = s.last() {
+                        run.active[i] = Some(s.active);
+                    }
+                }
+            }
+        }
+    }
+    run
+}
+
+/// Samples of `echo-samples list`: (name, "positive" | "negative").
+fn list_samples(b: &Build) -> Result<Vec<(String, String)>, String> {
+    let out = std::process::Command::new(&b.samples)
+        .arg("list")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", b.samples.display()))?;
+    let v: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next()?.to_string();
+            let kind = it.next().unwrap_or("").trim_end_matches(':').to_string();
+            Some((name, kind))
+        })
+        .collect();
+    if v.is_empty() {
+        return Err("echo-samples lists no samples".into());
+    }
+    Ok(v)
+}
+
+/// Everything one invocation measured.
+#[derive(Serialize)]
+pub struct Results {
+    pub opts: Opts,
+    pub started: String,
+    pub finished: String,
+    pub machine: report::Machine,
+    pub samples: Vec<SampleRun>,
+    pub sweep: Vec<SampleRun>,
+    pub calls: Option<CallsRun>,
+    pub wall_s: f64,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match parse(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("echo-bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    std::process::exit(match run(o) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("echo-bench: {e}");
+            2
+        }
+    });
+}
+
+fn run(o: Opts) -> Result<i32, String> {
+    let t0 = std::time::Instant::now();
+    std::fs::create_dir_all(&o.work)
+        .map_err(|e| format!("cannot create {}: {e}", o.work.display()))?;
+    std::fs::create_dir_all(&o.out)
+        .map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
+    let b = Build::locate(&o.work)?;
+    let all = list_samples(&b)?;
+    let chosen: Vec<(String, String)> = match &o.samples {
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                all.iter().find(|(a, _)| a == n).cloned().ok_or(format!(
+                    "unknown sample '{n}' (known: {})",
+                    all.iter()
+                        .map(|a| a.0.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+            .collect::<Result<_, _>>()?,
+        None => all
+            .iter()
+            .filter(|(_, k)| k == "positive" || o.negatives)
+            .cloned()
+            .collect(),
+    };
+    let machine = report::Machine::gather();
+    let started = report::now_utc();
+    eprintln!(
+        "echo-bench: {} mode, {} sample(s) x 4 configurations x {} processes, {} iterations (+{} warm-up); sweep {:?} MiB; work files in {}",
+        if o.full { "full" } else { "quick" },
+        chosen.len(),
+        o.procs,
+        o.iters,
+        o.warmup,
+        o.sweep,
+        o.work.display()
+    );
+    let mut samples = Vec::new();
+    for (i, (name, kind)) in chosen.iter().enumerate() {
+        let size = if name == "sgemm" {
+            o.size_mib.min(SGEMM_CAP_MIB)
+        } else {
+            o.size_mib
+        };
+        eprintln!(
+            "echo-bench: [{}/{}] {name} ({kind}) at {size} MiB …",
+            i + 1,
+            chosen.len()
+        );
+        let r = bench_sample(&o, &b, name, kind, size, &Config::ALL);
+        report::progress(&r);
+        samples.push(r);
+    }
+    let mut sweep = Vec::new();
+    for (i, &size) in o.sweep.iter().enumerate() {
+        eprintln!(
+            "echo-bench: sweep [{}/{}] saxpy at {size} MiB …",
+            i + 1,
+            o.sweep.len()
+        );
+        let r = bench_sample(
+            &o,
+            &b,
+            "saxpy",
+            "positive",
+            size,
+            &[Config::Base, Config::Echo, Config::Zero],
+        );
+        report::progress(&r);
+        sweep.push(r);
+    }
+    let calls = if o.calls {
+        eprintln!("echo-bench: per-call cost (echo-bench-calls) …");
+        Some(bench_calls(&o, &b))
+    } else {
+        None
+    };
+    let res = Results {
+        finished: report::now_utc(),
+        started,
+        machine: machine.finish(),
+        samples,
+        sweep,
+        calls,
+        wall_s: t0.elapsed().as_secs_f64(),
+        opts: o,
+    };
+    let changed = report::write_all(&res)?;
+    eprintln!(
+        "echo-bench: wrote {} ({:.0} s)",
+        res.opts.out.join("RESULTS.md").display(),
+        res.wall_s
+    );
+    if changed {
+        eprintln!(
+            "echo-bench: OUTPUT CHANGED under the layer in at least one run — see RESULTS.md"
+        );
+        Ok(1)
+    } else {
+        Ok(0)
+    }
+}

@@ -1,0 +1,860 @@
+//! RESULTS.md, results.json and the plots.
+
+use crate::stats::{self, amdahl, Summary};
+use crate::svg::{self, Axis, Marker, Plot, Point, Series};
+use crate::{Config, Results, SampleRun, CALL_METRICS};
+use echo_analyzer::report::human_bytes;
+use serde::Serialize;
+use std::fmt::Write;
+use std::process::Command;
+
+/// The machine and software the numbers were measured on.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory: String,
+    pub kernel: String,
+    pub load_start: String,
+    pub load_end: String,
+    pub device: String,
+    pub driver: String,
+    pub api: String,
+    pub loader: String,
+    pub commit: String,
+    pub enforce_commit: String,
+}
+
+fn sh(prog: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(prog)
+        .args(args)
+        .env("VK_ECHO_DISABLE", "1")
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+pub fn now_utc() -> String {
+    sh("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"]).unwrap_or_else(|| "?".into())
+}
+
+impl Machine {
+    pub fn gather() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name") || l.starts_with("Model"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_else(|| "?".into());
+        let memory = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                let kb: u64 = m
+                    .lines()
+                    .find(|l| l.starts_with("MemTotal"))?
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse()
+                    .ok()?;
+                Some(format!("{:.1} GiB", kb as f64 / 1048576.0))
+            })
+            .unwrap_or_else(|| "?".into());
+        let mut m = Machine {
+            cpu,
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(0),
+            memory,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            load_start: loadavg(),
+            ..Default::default()
+        };
+        if let Some(s) = sh("vulkaninfo", &["--summary"]) {
+            let field = |k: &str| {
+                s.lines()
+                    .find(|l| l.trim_start().starts_with(k))
+                    .and_then(|l| l.split_once('='))
+                    .map(|(_, v)| v.trim().to_string())
+                    .unwrap_or_default()
+            };
+            m.device = field("deviceName");
+            m.driver = format!("{} {}", field("driverName"), field("driverInfo"))
+                .trim()
+                .to_string();
+            m.api = field("apiVersion");
+            m.loader = s
+                .lines()
+                .find(|l| l.contains("Vulkan Instance Version"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+                .unwrap_or_default();
+        }
+        let dirty = sh("git", &["status", "--porcelain", "--untracked-files=no"])
+            .map(|s| !s.is_empty())
+            .unwrap_or(false);
+        m.commit = sh("git", &["rev-parse", "--short", "HEAD"])
+            .map(|c| {
+                if dirty {
+                    format!("{c} (with uncommitted changes in the tree)")
+                } else {
+                    c
+                }
+            })
+            .unwrap_or_else(|| "?".into());
+        m.enforce_commit = sh(
+            "git",
+            &["log", "-1", "--format=%h %s", "--", "layer/src/enforce"],
+        )
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "none (layer/src/enforce has no commits)".into());
+        m
+    }
+    pub fn finish(mut self) -> Machine {
+        self.load_end = loadavg();
+        self
+    }
+}
+
+fn signed_pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:+.2} %", x * 100.0)
+    } else {
+        "–".into()
+    }
+}
+
+fn ms(x: f64) -> String {
+    if !x.is_finite() {
+        "–".into()
+    } else if x >= 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn ratio(s: &Summary) -> String {
+    if s.is_valid() {
+        format!("{:.2}× [{:.2}–{:.2}]", s.median, s.min, s.max)
+    } else {
+        "–".into()
+    }
+}
+
+fn rec(s: &Summary) -> String {
+    if s.is_valid() {
+        format!(
+            "{:.0} % [{:.0}–{:.0}]",
+            s.median * 100.0,
+            s.min * 100.0,
+            s.max * 100.0
+        )
+    } else {
+        "n/a".into()
+    }
+}
+
+fn spct(s: &Summary) -> String {
+    if s.is_valid() {
+        format!(
+            "{} [{} … {}]",
+            signed_pct(s.median),
+            signed_pct(s.min),
+            signed_pct(s.max)
+        )
+    } else {
+        "–".into()
+    }
+}
+
+fn identical(r: &SampleRun) -> &'static str {
+    match r.identical() {
+        Some(true) => "yes",
+        Some(false) => "**NO — OUTPUT CHANGED**",
+        None => "? (no baseline)",
+    }
+}
+
+fn memory(r: &SampleRun) -> String {
+    match (r.plan.peak_memory, &r.stats_echo) {
+        (Some(p), Some(s)) => format!(
+            "{} → {}",
+            human_bytes(p),
+            human_bytes(p.saturating_sub(s.memory_not_allocated))
+        ),
+        (Some(p), None) => format!("{} → ? (no stats)", human_bytes(p)),
+        _ => "?".into(),
+    }
+}
+
+fn elided(r: &SampleRun) -> String {
+    match (&r.stats_echo, r.elided_per_iter()) {
+        (Some(s), Some(e)) => format!(
+            "{} of {} ({} regions/process)",
+            human_bytes(e),
+            human_bytes(r.bytes_copied_per_iter),
+            s.regions_elided
+        ),
+        _ => format!("? of {} (no stats)", human_bytes(r.bytes_copied_per_iter)),
+    }
+}
+
+fn stats_note(r: &SampleRun) -> Option<String> {
+    let s = r.stats_echo.as_ref()?;
+    let mut v = Vec::new();
+    if !s.plan_status.is_empty() && s.plan_status != "applied" {
+        v.push(format!("plan {}", s.plan_status));
+    }
+    for n in &s.not_applied {
+        v.push(format!("group {} not applied: {}", n.group, n.reason));
+    }
+    for e in &s.errors {
+        v.push(format!("layer error: {e}"));
+    }
+    if !s.active {
+        v.push(format!("layer inactive on {} ({})", s.device, s.class));
+    }
+    (!v.is_empty()).then(|| v.join("; "))
+}
+
+/// Writes RESULTS.md, results.json and the plots; returns whether any output changed.
+pub fn write_all(res: &Results) -> Result<bool, String> {
+    let out = &res.opts.out;
+    let json = serde_json::to_string_pretty(res).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("results.json"), json + "\n")
+        .map_err(|e| format!("cannot write results.json: {e}"))?;
+    let plots = write_plots(res)?;
+    let (md, changed) = markdown(res, &plots);
+    std::fs::write(out.join("RESULTS.md"), md)
+        .map_err(|e| format!("cannot write RESULTS.md: {e}"))?;
+    Ok(changed)
+}
+
+pub fn progress(r: &SampleRun) {
+    eprintln!(
+        "echo-bench:   plan {}; base {} ms, off {} ms, echo {} ms, zero-copy {} ms; speedup {}, recovered {}, f_copy {:.3}, identical {}",
+        r.plan.status,
+        ms(r.t(Config::Base)),
+        ms(r.t(Config::Off)),
+        ms(r.t(Config::Echo)),
+        ms(r.t(Config::Zero)),
+        ratio(&r.speedup()),
+        rec(&r.recovered()),
+        r.f_copy(),
+        identical(r)
+    );
+    for e in r.errors.iter().take(3) {
+        eprintln!("echo-bench:   error: {e}");
+    }
+}
+
+fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
+    let o = &res.opts;
+    let m = &res.machine;
+    let mut s = String::new();
+    let mode = if o.full { "FULL" } else { "QUICK" };
+    let _ = writeln!(s, "# VK_LAYER_echo benchmark results ({mode} run)\n");
+    let _ = writeln!(
+        s,
+        "Written by `echo-bench` (bench/, DESIGN §9, issue 7); do not edit by hand — rerun `scripts/bench.sh {}`.\n",
+        if o.full { "--full" } else { "--quick" }
+    );
+    if !o.full {
+        let _ = writeln!(
+            s,
+            "> **Quick run**: {} processes per configuration, {} MiB, {} iterations. Indicative only; the numbers this project is judged by come from `scripts/bench.sh --full`.\n",
+            o.procs, o.size_mib, o.iters
+        );
+    }
+    let all_runs: Vec<&SampleRun> = res.samples.iter().chain(&res.sweep).collect();
+    let changed: Vec<String> = all_runs
+        .iter()
+        .filter(|r| r.identical() == Some(false))
+        .map(|r| format!("{} at {} MiB", r.sample, r.size_mib))
+        .collect();
+    if !changed.is_empty() {
+        let _ = writeln!(
+            s,
+            "> ## ⚠ OUTPUT CHANGED\n> The output checksum differed from the no-layer baseline in: **{}**. A layer that changes results is broken, whatever its speed; every number below is suspect.\n",
+            changed.join(", ")
+        );
+    }
+    let _ = writeln!(s, "| | |\n|---|---|");
+    let _ = writeln!(
+        s,
+        "| date | {} → {} ({:.0} s) |",
+        res.started, res.finished, res.wall_s
+    );
+    let _ = writeln!(s, "| command | `{}` |", o.command);
+    let _ = writeln!(s, "| commit | {} |", m.commit);
+    let _ = writeln!(s, "| last enforce commit | {} |", m.enforce_commit);
+    let _ = writeln!(
+        s,
+        "| machine | {}, {} cores, {} RAM, Linux {} |",
+        m.cpu, m.cores, m.memory, m.kernel
+    );
+    let _ = writeln!(
+        s,
+        "| load average | {} at start, {} at end (1/5/15 min; other work on the machine shows here) |",
+        m.load_start, m.load_end
+    );
+    let _ = writeln!(
+        s,
+        "| device, driver | {} — {} (Vulkan {}), loader {} |",
+        m.device, m.driver, m.api, m.loader
+    );
+    let _ = writeln!(
+        s,
+        "| settings | {} MiB (sgemm ≤ {} MiB), {} timed iterations after {} warm-up, {} processes per configuration, {} `--timing` process(es) per sample |\n",
+        o.size_mib, crate::SGEMM_CAP_MIB, o.iters, o.warmup, o.procs, o.timing_procs
+    );
+
+    // Targets.
+    let positives: Vec<&SampleRun> = res
+        .samples
+        .iter()
+        .filter(|r| r.kind == "positive")
+        .collect();
+    let _ = writeln!(s, "## Targets\n");
+    let _ = writeln!(
+        s,
+        "| target | goal | measured | where we stand |\n|---|---|---|---|"
+    );
+    {
+        let mut met = Vec::new();
+        let mut missed = Vec::new();
+        let mut na = Vec::new();
+        for r in &positives {
+            let rc = r.recovered();
+            if !rc.is_valid() {
+                na.push(r.sample.clone());
+            } else if rc.median >= 0.99 {
+                met.push(format!("{} {:.0} %", r.sample, rc.median * 100.0));
+            } else {
+                missed.push(format!("{} {:.0} %", r.sample, rc.median * 100.0));
+            }
+        }
+        let stand = if positives.is_empty() {
+            "no positive sample run".to_string()
+        } else if missed.is_empty() && na.is_empty() {
+            "**met** on every positive sample".to_string()
+        } else {
+            let mut v = Vec::new();
+            if !missed.is_empty() {
+                v.push(format!("**not met** on {}", missed.join(", ")));
+            }
+            if !na.is_empty() {
+                v.push(format!(
+                    "not measurable on {} (zero-copy gain < {:.0} % of the baseline: nothing to recover)",
+                    na.join(", "),
+                    stats::MIN_GAIN * 100.0
+                ));
+            }
+            if !met.is_empty() {
+                v.push(format!("met on {}", met.join(", ")));
+            }
+            v.join("; ")
+        };
+        let _ = writeln!(
+            s,
+            "| recovered fraction (t_base − t_echo)/(t_base − t_zero), every positive sample | ≥ 99 % | {} | {} |",
+            positives
+                .iter()
+                .map(|r| format!("{} {}", r.sample, rec(&r.recovered())))
+                .collect::<Vec<_>>()
+                .join("; "),
+            stand
+        );
+    }
+    match &res.calls {
+        Some(c) => {
+            let cost = c.cost(1, "submit_wait_ns");
+            let stand = if !cost.is_valid() {
+                "not measured (the microbenchmark failed)".to_string()
+            } else if cost.median <= 0.01 {
+                "**met**".to_string()
+            } else {
+                format!(
+                    "**not met** ({} per call)",
+                    ns_delta(
+                        stats::median(&c.values(0, "submit_wait_ns")),
+                        stats::median(&c.values(1, "submit_wait_ns"))
+                    )
+                )
+            };
+            let _ = writeln!(
+                s,
+                "| passthrough cost, submit-heavy loop (layer loaded, mode=off, vs no layer) | ≤ 1 % | {} (median [min … max] of {} paired rounds) | {} |",
+                spct(&cost), cost.n, stand
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "| passthrough cost, submit-heavy loop | ≤ 1 % | not run (--no-calls) | – |"
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "| output identical to the no-layer baseline (every process, every configuration) | always | {} | {} |\n",
+        if changed.is_empty() {
+            "identical".to_string()
+        } else {
+            format!("CHANGED in {}", changed.join(", "))
+        },
+        if changed.is_empty() {
+            "**met**"
+        } else {
+            "**NOT MET — broken**"
+        }
+    );
+
+    // Per sample.
+    let _ = writeln!(s, "## Per sample\n");
+    let _ = writeln!(
+        s,
+        "Times are the median over processes of each process's mean iteration time (ms). Ratios are taken per round (A/C, A/D, B/A) and summarised as median [min–max].\n"
+    );
+    let _ = writeln!(
+        s,
+        "| sample | kind | MiB | plan | A base | B off | C echo | D zero-copy | speedup A/C | zero-copy A/D | recovered | f_copy | Amdahl 1/(1−f) | passthrough B/A | identical |"
+    );
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in &res.samples {
+        let f = r.f_copy();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.sample,
+            r.kind,
+            r.size_mib,
+            r.plan.status,
+            ms(r.t(Config::Base)),
+            ms(r.t(Config::Off)),
+            ms(r.t(Config::Echo)),
+            ms(r.t(Config::Zero)),
+            ratio(&r.speedup()),
+            ratio(&r.zero_speedup()),
+            rec(&r.recovered()),
+            if f.is_finite() {
+                format!("{f:.3}")
+            } else {
+                "–".into()
+            },
+            if f.is_finite() {
+                format!("{:.2}×", amdahl(f))
+            } else {
+                "–".into()
+            },
+            spct(&r.passthrough()),
+            identical(r)
+        );
+    }
+    let _ = writeln!(s, "\n| sample | bytes elided per iteration (of bytes copied) | device memory without → with the layer | planned saving per iteration | layer notes |");
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for r in &res.samples {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            r.sample,
+            elided(r),
+            memory(r),
+            human_bytes(r.plan.bytes_saved_per_iter),
+            stats_note(r).unwrap_or_default()
+        );
+    }
+    if res.samples.iter().any(|r| r.kind != "positive") {
+        let _ = writeln!(
+            s,
+            "\nNegative controls (kind `negative`) are correct programs the analyzer must refuse to alias: their plan should say `refused: …`, nothing is elided, the speedup should be ≈1× and the output identical. Their zero-copy twin is still faster — that gain is deliberately left on the table."
+        );
+    }
+
+    // Sweep.
+    if !res.sweep.is_empty() {
+        let _ = writeln!(s, "\n## Size sweep: saxpy\n");
+        let _ = writeln!(
+            s,
+            "A = no layer, C = enforce with a plan profiled at that size, D = zero-copy twin; interleaved A C D, {} processes each. Sizes straddle 32 MiB on purpose (allocators change behaviour there).\n",
+            o.procs
+        );
+        let _ = writeln!(
+            s,
+            "| MiB | plan | A base ms | C echo ms | D zero-copy ms | speedup A/C | zero-copy A/D | recovered | f_copy | Amdahl | bytes elided/iter | identical |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for r in &res.sweep {
+            let f = r.f_copy();
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.size_mib,
+                r.plan.status,
+                ms(r.t(Config::Base)),
+                ms(r.t(Config::Echo)),
+                ms(r.t(Config::Zero)),
+                ratio(&r.speedup()),
+                ratio(&r.zero_speedup()),
+                rec(&r.recovered()),
+                if f.is_finite() {
+                    format!("{f:.3}")
+                } else {
+                    "–".into()
+                },
+                if f.is_finite() {
+                    format!("{:.2}×", amdahl(f))
+                } else {
+                    "–".into()
+                },
+                r.elided_per_iter()
+                    .map(human_bytes)
+                    .unwrap_or_else(|| "? (no stats)".into()),
+                identical(r)
+            );
+        }
+    }
+
+    // Per-call cost.
+    if let Some(c) = &res.calls {
+        let _ = writeln!(s, "\n## Per-call cost of the layer\n");
+        let _ = writeln!(
+            s,
+            "`echo-bench-calls` (bench/src/bin/echo-bench-calls.rs), {} processes per configuration, interleaved. ns per call: median over processes (each process: median of 5 batch means). Δ: per-round ratio to the no-layer process of the same round, median [min … max].\n",
+            o.procs
+        );
+        let active = |i: usize| match c.active[i] {
+            Some(true) => "hooks active",
+            Some(false) => "hooks inactive",
+            None => "no stats written",
+        };
+        let _ = writeln!(
+            s,
+            "| call | {} | {} ({}) | Δ | {} ({}) | Δ |",
+            c.labels[0],
+            c.labels[1],
+            active(1),
+            c.labels[2],
+            active(2)
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        for (key, what) in CALL_METRICS {
+            let med = |i| stats::median(&c.values(i, key));
+            let _ = writeln!(
+                s,
+                "| {what} | {:.0} | {:.0} | {} | {:.0} | {} |",
+                med(0),
+                med(1),
+                spct(&c.cost(1, key)),
+                med(2),
+                spct(&c.cost(2, key)),
+            );
+        }
+        let errors: Vec<&String> = c
+            .per
+            .iter()
+            .flatten()
+            .filter_map(|r| r.as_ref().err())
+            .collect();
+        for e in errors.iter().take(3) {
+            let _ = writeln!(s, "\n- error: {e}");
+        }
+    }
+
+    // Plots.
+    if !plots.is_empty() {
+        let _ = writeln!(s, "\n## Plots\n");
+        for (file, caption, png) in plots {
+            let shown = if *png {
+                file.replace(".svg", ".png")
+            } else {
+                file.clone()
+            };
+            let _ = writeln!(
+                s,
+                "**{caption}** ([SVG]({file}))\n\n![{caption}]({shown})\n"
+            );
+        }
+    }
+
+    // Method.
+    let _ = writeln!(s, "## How the numbers are computed\n");
+    let _ = writeln!(s, "- Every number comes from separate processes of `echo-samples <sample> --size-mib S --iters N --warmup W --variant V`. A round runs A (staging, no layer), B (staging, layer loaded with `VK_ECHO_MODE=off`), C (staging, `VK_ECHO_MODE=enforce` with the plan), D (zero-copy twin, no layer), back to back; rounds repeat. The layer is loaded through an explicit manifest for this build's `libVkLayer_echo.so` (`VK_ADD_LAYER_PATH`, `VK_INSTANCE_LAYERS=VK_LAYER_echo`); `VK_ECHO_DISABLE=1` keeps an installed implicit copy out of every configuration.");
+    let _ = writeln!(s, "- Iteration time = host input fill + record + submit + wait + host readback/postprocess (what the consumer pays; the checksum fold is excluded by the sample). Per process: `iter_ms_mean`; per configuration: median of the per-process means.");
+    let _ = writeln!(s, "- The plan is made once per sample and size: one profile run (`VK_ECHO_MODE=profile`) with exactly the timed arguments (a plan is bound to the argument hash), then `vkecho analyze TRACE -o PLAN`.");
+    let _ = writeln!(s, "- speedup = A/C, zero-copy = A/D, passthrough = B/A − 1, recovered = (A − C)/(A − D), each computed within a round and then summarised; recovered is not reported (n/a) when A − D < {:.0} % of A (no gain to recover, the quotient would be noise).", stats::MIN_GAIN * 100.0);
+    let _ = writeln!(s, "- f_copy: a separate no-layer process of the staging variant with `--timing` (timestamp queries around every `vkCmdCopyBuffer`; f_copy = Σ copy time / Σ iteration time), so the queries do not disturb the timed runs. Median over the timing processes. Amdahl bound = 1/(1 − f_copy).");
+    let _ = writeln!(s, "- bytes elided per iteration = the layer's `bytes_elided` (statistics file written at `vkDestroyDevice`, last enforce process) / (timed + warm-up iterations); bytes copied = the sample's own `bytes_copied_per_iter` (what the app recorded).");
+    let _ = writeln!(s, "- device memory without the layer = the peak of live `vkAllocateMemory` bytes in the profile trace (allocations minus frees, in trace order); with the layer = that minus the layer's `memory_not_allocated`. Both count what the sample allocates (buffers), not driver-internal memory.");
+    let _ = writeln!(s, "- identical = every checksum (A, B, C, D, the profile run and the timing runs) equals the no-layer baseline's.");
+    let _ = writeln!(
+        s,
+        "- Raw per-process numbers: `results.json` next to this file."
+    );
+
+    // Errors.
+    let errs: Vec<String> = all_runs
+        .iter()
+        .flat_map(|r| {
+            r.errors
+                .iter()
+                .map(move |e| format!("{} {} MiB: {e}", r.sample, r.size_mib))
+        })
+        .collect();
+    if !errs.is_empty() {
+        let _ = writeln!(s, "\n## Errors\n");
+        for e in errs.iter().take(40) {
+            let _ = writeln!(s, "- {}", e.replace('\n', " "));
+        }
+        if errs.len() > 40 {
+            let _ = writeln!(s, "- … and {} more (results.json)", errs.len() - 40);
+        }
+    }
+    (s, !changed.is_empty())
+}
+
+fn ns_delta(a: f64, b: f64) -> String {
+    format!("{:+.0} ns", b - a)
+}
+
+const C_ECHO: &str = "#d62728";
+const C_ZERO: &str = "#1f77b4";
+const C_BASE: &str = "#555555";
+const C_AMDAHL: &str = "#2ca02c";
+
+/// Writes the plots; returns (svg file name, caption, png made).
+fn write_plots(res: &Results) -> Result<Vec<(String, String, bool)>, String> {
+    let out = &res.opts.out;
+    let mut made = Vec::new();
+    let tag = if res.opts.full { "full" } else { "quick" };
+
+    // 1. Speedup against f_copy, with the Amdahl curve.
+    let runs: Vec<&SampleRun> = res.samples.iter().chain(&res.sweep).collect();
+    let fmax = runs
+        .iter()
+        .map(|r| r.f_copy())
+        .filter(|f| f.is_finite())
+        .fold(0.0f64, f64::max);
+    if fmax > 0.0 {
+        let xmax = (fmax + 0.1).clamp(0.3, 0.95);
+        let curve: Vec<Point> = (0..=100)
+            .map(|i| {
+                let f = xmax * i as f64 / 100.0;
+                Point::new(f, amdahl(f))
+            })
+            .collect();
+        let pt = |r: &SampleRun, s: Summary, label: bool| Point {
+            err: s.is_valid().then_some((s.min, s.max)),
+            label: label.then(|| r.sample.clone()),
+            ..Point::new(r.f_copy(), s.median)
+        };
+        let sp: Vec<f64> = runs
+            .iter()
+            .flat_map(|r| [r.speedup().max, r.zero_speedup().max])
+            .filter(|v| v.is_finite())
+            .collect();
+        let ymax = sp.iter().copied().fold(amdahl(fmax), f64::max) * 1.1;
+        let ymin = runs
+            .iter()
+            .flat_map(|r| [r.speedup().min, r.zero_speedup().min])
+            .filter(|v| v.is_finite())
+            .fold(0.9f64, f64::min)
+            * 0.95;
+        let plot = Plot {
+            title: format!("Speedup against copy fraction ({tag} run)"),
+            x_label: "f_copy (copy time / iteration time, timestamp queries)".into(),
+            y_label: "speedup over the staging baseline".into(),
+            x: Axis {
+                log: false,
+                range: Some((0.0, xmax)),
+            },
+            y: Axis {
+                log: false,
+                range: Some((ymin, ymax.max(1.5))),
+            },
+            x_ticks: None,
+            series: vec![
+                Series {
+                    name: "Amdahl bound 1/(1−f)".into(),
+                    color: C_AMDAHL,
+                    marker: Marker::None,
+                    line: true,
+                    dashed: true,
+                    points: curve,
+                },
+                Series {
+                    name: "echo (enforce), per sample".into(),
+                    color: C_ECHO,
+                    marker: Marker::Dot,
+                    line: false,
+                    dashed: false,
+                    points: res.samples.iter().map(|r| pt(r, r.speedup(), true)).collect(),
+                },
+                Series {
+                    name: "zero-copy twin, per sample".into(),
+                    color: C_ZERO,
+                    marker: Marker::Ring,
+                    line: false,
+                    dashed: false,
+                    points: res
+                        .samples
+                        .iter()
+                        .map(|r| pt(r, r.zero_speedup(), false))
+                        .collect(),
+                },
+                Series {
+                    name: "echo, saxpy size sweep".into(),
+                    color: "#ff7f0e",
+                    marker: Marker::Square,
+                    line: false,
+                    dashed: false,
+                    points: res.sweep.iter().map(|r| pt(r, r.speedup(), false)).collect(),
+                },
+            ],
+            note: Some(
+                "error bars: min–max over paired rounds; speedup = t_base / t_config, median of per-round ratios"
+                    .into(),
+            ),
+        };
+        let name = "speedup_vs_fcopy.svg";
+        let png = svg::write_with_png(&out.join(name), &plot.to_svg())?;
+        made.push((
+            name.to_string(),
+            "Speedup against f_copy, with the Amdahl bound".to_string(),
+            png.is_some(),
+        ));
+    }
+
+    // 2. Size sweep: time per iteration, and speedup.
+    if !res.sweep.is_empty() {
+        let sizes: Vec<f64> = res.sweep.iter().map(|r| r.size_mib).collect();
+        let line = |name: &str, color: &'static str, marker, c: Config| Series {
+            name: name.into(),
+            color,
+            marker,
+            line: true,
+            dashed: false,
+            points: res
+                .sweep
+                .iter()
+                .map(|r| {
+                    let v = &r.times[c as usize];
+                    let fin: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+                    Point {
+                        err: (!fin.is_empty()).then(|| {
+                            (
+                                fin.iter().copied().fold(f64::INFINITY, f64::min),
+                                fin.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                            )
+                        }),
+                        ..Point::new(r.size_mib, r.t(c))
+                    }
+                })
+                .collect(),
+        };
+        let plot = Plot {
+            title: format!("saxpy: time per iteration against size ({tag} run)"),
+            x_label: "size per vector (MiB, log scale)".into(),
+            y_label: "ms per iteration (log scale)".into(),
+            x: Axis {
+                log: true,
+                range: None,
+            },
+            y: Axis {
+                log: true,
+                range: None,
+            },
+            x_ticks: Some(sizes.clone()),
+            series: vec![
+                line("A staging, no layer", C_BASE, Marker::Square, Config::Base),
+                line("C echo (enforce)", C_ECHO, Marker::Dot, Config::Echo),
+                line("D zero-copy twin", C_ZERO, Marker::Ring, Config::Zero),
+            ],
+            note: Some(
+                "median of per-process mean iteration times; bars: min–max over processes".into(),
+            ),
+        };
+        let name = "sweep_time.svg";
+        let png = svg::write_with_png(&out.join(name), &plot.to_svg())?;
+        made.push((
+            name.to_string(),
+            "saxpy size sweep: time per iteration".to_string(),
+            png.is_some(),
+        ));
+
+        let sp =
+            |name: &str, color: &'static str, marker, f: &dyn Fn(&SampleRun) -> Summary| Series {
+                name: name.into(),
+                color,
+                marker,
+                line: true,
+                dashed: false,
+                points: res
+                    .sweep
+                    .iter()
+                    .map(|r| {
+                        let s = f(r);
+                        Point {
+                            err: s.is_valid().then_some((s.min, s.max)),
+                            ..Point::new(r.size_mib, s.median)
+                        }
+                    })
+                    .collect(),
+            };
+        let plot = Plot {
+            title: format!("saxpy: speedup against size ({tag} run)"),
+            x_label: "size per vector (MiB, log scale)".into(),
+            y_label: "speedup over the staging baseline".into(),
+            x: Axis {
+                log: true,
+                range: None,
+            },
+            y: Axis {
+                log: false,
+                range: None,
+            },
+            x_ticks: Some(sizes),
+            series: vec![
+                Series {
+                    name: "Amdahl bound 1/(1−f_copy)".into(),
+                    color: C_AMDAHL,
+                    marker: Marker::None,
+                    line: true,
+                    dashed: true,
+                    points: res
+                        .sweep
+                        .iter()
+                        .map(|r| Point::new(r.size_mib, amdahl(r.f_copy())))
+                        .collect(),
+                },
+                sp("echo (enforce)", C_ECHO, Marker::Dot, &|r| r.speedup()),
+                sp("zero-copy twin", C_ZERO, Marker::Ring, &|r| {
+                    r.zero_speedup()
+                }),
+            ],
+            note: Some("median of per-round ratios; bars: min–max".into()),
+        };
+        let name = "sweep_speedup.svg";
+        let png = svg::write_with_png(&out.join(name), &plot.to_svg())?;
+        made.push((
+            name.to_string(),
+            "saxpy size sweep: speedup".to_string(),
+            png.is_some(),
+        ));
+    }
+    Ok(made)
+}
