@@ -1,5 +1,6 @@
 #version 450
-// Fully connected layer: out[r][m] = act(bias[m] + sum_k in[r][k] * w[k][m]).
+// Fully connected layer: out[c][r] = act(bias[c] + sum_j in[j][r] * w[j][c]).
+// Activations are feature-major (index = feature * rows + row); w is k x m row-major.
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer In { float src[]; };
 layout(std430, binding = 1) readonly buffer W { float w[]; };
@@ -11,11 +12,11 @@ void main() {
     uint total = p.rows * p.m;
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint i = gl_GlobalInvocationID.x; i < total; i += stride) {
-        uint r = i / p.m;
-        uint c = i % p.m;
+        uint c = i / p.rows;
+        uint r = i % p.rows;
         float acc = bias[c];
         for (uint j = 0; j < p.k; ++j) {
-            acc += src[r * p.k + j] * w[j * p.m + c];
+            acc += src[j * p.rows + r] * w[j * p.m + c];
         }
         dst[i] = (p.relu != 0u) ? max(acc, 0.0) : acc;
     }

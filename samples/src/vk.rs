@@ -1067,9 +1067,13 @@ impl Rec<'_> {
     }
 }
 
+/// Workgroups for grid-stride kernels: enough to fill any GPU; beyond that each invocation loops
+/// (lavapipe pays a per-workgroup cost, so 65535 tiny groups are ~25% slower there).
+const MAX_GROUPS: u64 = 4096;
+
 /// Workgroup count for a grid-stride kernel over `n` items with `local` invocations per group.
 pub fn groups_1d(n: u64, local: u32) -> [u32; 3] {
-    [n.div_ceil(local as u64).clamp(1, 65535) as u32, 1, 1]
+    [n.div_ceil(local as u64).clamp(1, MAX_GROUPS) as u32, 1, 1]
 }
 
 /// Push-constant bytes from 32-bit words.

@@ -4,16 +4,18 @@
 //! The weights (a 512 KiB embedding table, two dense layers) are uploaded ONCE at init through
 //! staging buffers that are destroyed and freed right after the upload, while the weights stay in
 //! use: the one-time-upload case of DESIGN §5. `size` = bytes of token ids per iteration.
+//! Activations are stored feature-major (feature * rows + row), as GPU code does for coalescing.
 
 use crate::harness::{fill_f32, fill_u8, seed, Opts, Sink, Variant};
 use crate::vk::{groups_1d, words, Buf, Ctx, Dir, Mem, Res, COMPUTE_TO_COMPUTE, UPLOAD_TO_COMPUTE};
 use ash::vk::BufferUsageFlags as U;
 
+// A small model: lavapipe runs shaders on the CPU, where a bigger one would bury the copies.
 const LEN: u64 = 32; // tokens per row
-const VOCAB: u64 = 4096;
-const DIM: u64 = 32;
-const HIDDEN: u64 = 32;
-const CLASSES: u64 = 16;
+const VOCAB: u64 = 16384;
+const DIM: u64 = 8;
+const HIDDEN: u64 = 16;
+const CLASSES: u64 = 8;
 
 /// Device buffers holding `weights`. Staging: uploaded through temporary staging buffers in one
 /// submission, which are then destroyed and their memory freed. Zero-copy: written in place.
@@ -108,8 +110,12 @@ pub fn run(ctx: &Ctx, o: &Opts, sink: &mut Sink) -> Res<()> {
     sink.iterate(o.iters, |it, sink| {
         // Host preprocess: "tokenise" pairs of raw bytes into vocabulary ids.
         fill_u8(&mut raw, seed(o.seed, it, 0));
-        for (id, pair) in ids.input().u32s_mut().iter_mut().zip(raw.chunks_exact(2)) {
-            *id = (((pair[0] as u32) << 4) ^ pair[1] as u32) % VOCAB as u32;
+        // Activations are feature-major: token l of row r goes to ids[l * rows + r].
+        let ids_in = ids.input().u32s_mut();
+        for (t, pair) in raw.chunks_exact(2).enumerate() {
+            let (r, l) = (t / LEN as usize, t % LEN as usize);
+            ids_in[l * rows as usize + r] =
+                (((pair[0] as u32) << 6) ^ pair[1] as u32) % VOCAB as u32;
         }
         let e = s.run(ctx, |r| {
             r.upload(&[&ids]);
@@ -145,9 +151,11 @@ pub fn run(ctx: &Ctx, o: &Opts, sink: &mut Sink) -> Res<()> {
         sink.add(e);
         // Host postprocess: the most likely class of every row.
         let out = probs.output().f32s();
-        for (p, row) in preds.iter_mut().zip(out.chunks_exact(CLASSES as usize)) {
-            *p = (0..CLASSES as usize).fold(0, |best, c| if row[c] > row[best] { c } else { best })
-                as u32;
+        let prob = |r: usize, c: usize| out[c * rows as usize + r];
+        for (r, p) in preds.iter_mut().enumerate() {
+            let best =
+                (0..CLASSES as usize).fold(0, |b, c| if prob(r, c) > prob(r, b) { c } else { b });
+            *p = best as u32;
         }
         sink.fold(probs.output().bytes());
         sink.fold(&words(&preds));
