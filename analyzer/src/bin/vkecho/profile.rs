@@ -22,9 +22,21 @@ Runs CMD with the layer in profile mode (the loader is pointed at this build's l
 or not), then prints a summary of the trace. Exit code: CMD's.
 ";
 
-/// A host access to a buffer while a submission that uses that buffer was in flight
-/// (submitted, not yet observed complete): `(access seq, buffer number, access, submission seq)`.
+/// Host accesses inside GPU-use windows (DESIGN §4, S2): the host touched buffer `b` while a
+/// submission that uses `b`, or a buffer `b` exchanges copies with, was in flight (submitted,
+/// not yet observed complete). Returns `(access seq, buffer number, access, submission seq)`.
 pub fn host_accesses_in_windows(m: &Model) -> Vec<(u64, usize, Access, u64)> {
+    use echo_analyzer::model::OpKind;
+    // Copy partners of every buffer.
+    let mut partners: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); m.buffers.len()];
+    for rec in &m.recordings {
+        for op in rec {
+            if let OpKind::Copy { src, dst, .. } = &op.kind {
+                partners[*src].insert(*dst);
+                partners[*dst].insert(*src);
+            }
+        }
+    }
     let mut steps: Vec<&(u64, Step)> = m.timeline.iter().collect();
     steps.sort_by_key(|(s, _)| *s);
     let mut in_flight: BTreeSet<usize> = BTreeSet::new();
@@ -38,10 +50,12 @@ pub fn host_accesses_in_windows(m: &Model) -> Vec<(u64, usize, Access, u64)> {
                 in_flight.remove(s);
             }
             Step::Host { buffer, access } => {
-                if let Some(s) = in_flight
-                    .iter()
-                    .find(|s| m.touched.get(**s).is_some_and(|t| t.contains(buffer)))
-                {
+                let uses = |s: &usize| {
+                    m.touched.get(*s).is_some_and(|t| {
+                        t.contains(buffer) || partners[*buffer].iter().any(|p| t.contains(p))
+                    })
+                };
+                if let Some(s) = in_flight.iter().find(|s| uses(s)) {
                     out.push((
                         *seq,
                         m.buffers[*buffer].number,
