@@ -138,6 +138,8 @@ pub struct DeviceData {
     pub state: DeviceState,
     /// Profile mode's recorder, once `profile::start` ran for this device.
     pub profile: OnceLock<crate::profile::Profiler>,
+    /// What enforce/auto start-up decided for this device (`enforce::start`), once it ran.
+    pub enforce: OnceLock<crate::enforce::Start>,
 }
 
 impl DeviceData {
@@ -151,6 +153,15 @@ impl DeviceData {
     #[inline]
     pub fn profile(&self) -> Option<&crate::profile::Profiler> {
         self.profile.get()
+    }
+
+    /// The enforcer, when this device applies a plan.
+    #[inline]
+    pub fn enforce(&self) -> Option<&crate::enforce::Enforcer> {
+        match self.enforce.get() {
+            Some(crate::enforce::Start::Enforce(e)) => Some(e),
+            _ => None,
+        }
     }
 
     /// Whether buffers and allocations get stable keys (call site + ordinal): profile, enforce

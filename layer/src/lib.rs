@@ -8,6 +8,7 @@
 
 mod context;
 mod dispatch;
+mod enforce;
 mod guard;
 mod hooks;
 mod loader;

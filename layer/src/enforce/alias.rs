@@ -74,8 +74,13 @@ enum Bind {
 }
 
 struct BufRt {
-    slot: Slot,
+    /// Every group the buffer is in: one, except a staging buffer hosting several
+    /// `DeviceIntoStaging` groups.
+    slots: Vec<Slot>,
+    /// The slot in which the buffer is bound into a partner's memory, if any.
+    guest: Option<Slot>,
     bind: Bind,
+    key: ObjectKey,
 }
 
 struct MemberRt {
@@ -143,13 +148,21 @@ pub struct Enforcer {
     alias_type: Option<u32>,
     atom: u64,
     inner: Mutex<Inner>,
-    /// Group of each live planned buffer (hot path: copies).
-    group_of: DashMap<u64, u32>,
+    /// Groups of each live planned buffer (hot path: copies).
+    group_of: DashMap<u64, Vec<u32>>,
+    /// Per creation key without its ordinal (buffers and allocations): the thread that created
+    /// the first one, and whether another thread created one too. Ordinals count creations, so
+    /// when several threads create objects with the same key concurrently the ordinals follow
+    /// the scheduler, not the program: such identities are not trusted.
+    bases: Mutex<HashMap<(bool, String, u64, u32, u32), (std::thread::ThreadId, bool)>>,
     /// Some buffer was bound into its partner's memory (else copies pass untouched).
     pub(super) any_alias: AtomicBool,
     /// Binds held back until a partner is bound.
     pending: AtomicUsize,
     pub(super) c: Counters,
+    /// Test-only (`VK_ECHO_TEST_KEEP_SELF_COPIES`): forward self-copies instead of dropping them,
+    /// so a test can show the validation layer sees the aliasing (VUID-vkCmdCopyBuffer-pRegions-00117).
+    pub(super) keep_self_copies: bool,
 }
 
 fn req_of(r: &vk::MemoryRequirements) -> MemReq {
@@ -208,9 +221,11 @@ impl Enforcer {
                 ..Default::default()
             }),
             group_of: DashMap::new(),
+            bases: Mutex::new(HashMap::new()),
             any_alias: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             c: Counters::default(),
+            keep_self_copies: false,
         }
     }
 
@@ -228,53 +243,112 @@ impl Enforcer {
             .is_some_and(|f| f & HOST_VISIBLE != 0)
     }
 
-    /// The planned group of a live buffer, if any (hot path).
+    /// Whether two live buffers are in one planned group (hot path).
     #[inline]
-    pub(super) fn group_of(&self, buffer: u64) -> Option<u32> {
-        self.group_of.get(&buffer).map(|g| *g)
+    pub(super) fn same_group(&self, a: u64, b: u64) -> bool {
+        let Some(ga) = self.group_of.get(&a) else {
+            return false;
+        };
+        self.group_of
+            .get(&b)
+            .is_some_and(|gb| ga.iter().any(|g| gb.contains(g)))
+    }
+
+    fn base(buffer: bool, k: &ObjectKey) -> (bool, String, u64, u32, u32) {
+        (buffer, k.site.clone(), k.size, k.usage, k.flags)
+    }
+
+    /// Notes that the calling thread created an object with key `k`.
+    fn note_creator(&self, buffer: bool, k: &ObjectKey) {
+        let me = std::thread::current().id();
+        let mut b = self.bases.lock().unwrap_or_else(|p| p.into_inner());
+        let e = b.entry(Self::base(buffer, k)).or_insert((me, false));
+        if e.0 != me && !e.1 {
+            e.1 = true;
+            log::debug!("enforce: objects with key {k} are created on several threads; their ordinals are not trusted");
+        }
+    }
+
+    /// Whether objects with `k`'s key (but for the ordinal) were created on several threads.
+    fn ambiguous(&self, buffer: bool, k: &ObjectKey) -> bool {
+        let b = self.bases.lock().unwrap_or_else(|p| p.into_inner());
+        b.get(&Self::base(buffer, k)).is_none_or(|e| e.1)
+    }
+
+    /// The identity check before any alias: neither buffer's key may be ambiguous.
+    fn identities_ok(&self, inner: &Inner, a: u64, b: u64) -> Result<(), String> {
+        for x in [a, b] {
+            let k = &inner.bufs.get(&x).ok_or("a partner is gone")?.key;
+            if self.ambiguous(true, k) {
+                return Err(format!(
+                    "buffers with key {k} (but for the ordinal) were created on several threads in this run, so which is which depends on the scheduler"
+                ));
+            }
+        }
+        Ok(())
     }
 
     // ------------------------------------------------------------------ creation
 
     /// `vkCreateBuffer` succeeded with stable key `key`.
     pub fn buffer_created(&self, buffer: u64, key: &ObjectKey) {
-        let Some(role) = self.index.role(key) else {
+        self.note_creator(true, key);
+        let roles = self.index.roles(key);
+        if roles.is_empty() {
             return;
-        };
+        }
         let mut inner = self.lock();
-        let Some(g) = inner.groups.get_mut(&role.group()) else {
+        let mut slots = Vec::new();
+        let mut guest = None;
+        for role in roles {
+            let Some(g) = inner.groups.get_mut(&role.group()) else {
+                continue;
+            };
+            let slot = match *role {
+                Role::Device { group, .. } => {
+                    if g.device.is_some() || g.device_seen {
+                        continue; // a second buffer with the key: not the planned one
+                    }
+                    g.device = Some(buffer);
+                    g.device_seen = true;
+                    Slot::Device(group)
+                }
+                Role::Staging { group, member, .. } => {
+                    let Some(m) = g.members.get_mut(member) else {
+                        continue;
+                    };
+                    if m.buffer.is_some() || m.seen {
+                        continue;
+                    }
+                    m.buffer = Some(buffer);
+                    m.seen = true;
+                    Slot::Staging(group, member)
+                }
+            };
+            if matches!(
+                (slot, g.direction),
+                (Slot::Staging(..), Direction::StagingIntoDevice)
+                    | (Slot::Device(_), Direction::DeviceIntoStaging)
+            ) {
+                guest = Some(slot);
+            }
+            slots.push(slot);
+        }
+        if slots.is_empty() {
             return;
-        };
-        let slot = match role {
-            Role::Device { group, .. } => {
-                if g.device.is_some() || g.device_seen {
-                    return; // a second buffer with the key: not the planned one
-                }
-                g.device = Some(buffer);
-                g.device_seen = true;
-                Slot::Device(group)
-            }
-            Role::Staging { group, member, .. } => {
-                let Some(m) = g.members.get_mut(member) else {
-                    return;
-                };
-                if m.buffer.is_some() || m.seen {
-                    return;
-                }
-                m.buffer = Some(buffer);
-                m.seen = true;
-                Slot::Staging(group, member)
-            }
-        };
-        log::debug!("enforce: buffer {buffer:#x} ({key}) is {slot:?}");
+        }
+        log::debug!("enforce: buffer {buffer:#x} ({key}) is {slots:?}");
+        self.group_of
+            .insert(buffer, slots.iter().map(|s| s.group()).collect());
         inner.bufs.insert(
             buffer,
             BufRt {
-                slot,
+                slots,
+                guest,
                 bind: Bind::Unbound,
+                key: key.clone(),
             },
         );
-        self.group_of.insert(buffer, slot.group());
     }
 
     /// `vkAllocateMemory`: the memory type to allocate instead, when the allocation is dedicated
@@ -292,7 +366,10 @@ impl Enforcer {
         }
         let inner = self.lock();
         let b = inner.bufs.get(&d)?;
-        let Slot::Device(g) = b.slot else { return None };
+        let g = b.slots.iter().find_map(|s| match s {
+            Slot::Device(g) => Some(*g),
+            _ => None,
+        })?;
         if inner.groups.get(&g)?.direction != Direction::StagingIntoDevice {
             return None;
         }
@@ -319,6 +396,9 @@ impl Enforcer {
             }
             s.key.clone()
         };
+        if let Some(k) = &key {
+            self.note_creator(false, k);
+        }
         if let Some(owner) = key.and_then(|k| self.staging_memory.get(&k).copied()) {
             log::debug!(
                 "enforce: allocation {memory:#x} is the own allocation of group {} member {}",
@@ -344,25 +424,27 @@ impl Enforcer {
         down: &mut dyn FnMut(u64, u64) -> vk::Result,
     ) -> vk::Result {
         let mut inner = self.lock();
-        let Some(slot) = inner.bufs.get(&buffer).map(|b| b.slot) else {
+        let Some((slots, guest)) = inner.bufs.get(&buffer).map(|b| (b.slots.clone(), b.guest))
+        else {
             drop(inner);
             return plain_bind(dev, buffer, memory, offset, down);
         };
-        let dir = inner.groups[&slot.group()].direction;
-        match (slot, dir) {
-            // The owner of the shared range: bind as asked, then the guests waiting for it.
-            (Slot::Device(g), Direction::StagingIntoDevice)
-            | (Slot::Staging(g, _), Direction::DeviceIntoStaging) => {
+        match guest {
+            // The owner of the shared range (of each of its groups): bind as asked, then the
+            // guests waiting for it.
+            None => {
                 let r = plain_bind(dev, buffer, memory, offset, down);
                 if let Some(b) = inner.bufs.get_mut(&buffer) {
                     b.bind = Bind::Done;
                 }
                 if r == vk::Result::SUCCESS {
-                    self.release_guests(dev, &mut inner, g);
+                    for s in slots {
+                        self.release_guests(dev, &mut inner, s.group());
+                    }
                 }
                 r
             }
-            (guest, _) => {
+            Some(guest) => {
                 let host_bound = self.host_binding(dev, &inner, guest).is_some();
                 if !host_bound && !has_next {
                     if let Some(b) = inner.bufs.get_mut(&buffer) {
@@ -426,9 +508,10 @@ impl Enforcer {
         let waiting: Vec<(u64, Slot, u64, u64)> = inner
             .bufs
             .iter()
-            .filter(|(_, b)| b.slot.group() == g)
-            .filter_map(|(&h, b)| match b.bind {
-                Bind::Pending { memory, offset } => Some((h, b.slot, memory, offset)),
+            .filter_map(|(&h, b)| match (b.bind, b.guest) {
+                (Bind::Pending { memory, offset }, Some(s)) if s.group() == g => {
+                    Some((h, s, memory, offset))
+                }
                 _ => None,
             })
             .collect();
@@ -507,6 +590,8 @@ impl Enforcer {
             return Err("internal: not a staging member".into());
         };
         let delta = inner.groups[&g].members[m].delta;
+        let d = inner.groups[&g].device.ok_or("its device buffer is gone")?;
+        self.identities_ok(inner, h, d)?;
         let (dmem, doff) = self
             .host_binding(dev, inner, slot)
             .ok_or("its device buffer is not bound")?;
@@ -599,9 +684,9 @@ impl Enforcer {
                 .memory
                 .get(&memory)
                 .ok_or("its allocation is unknown")?;
-            let owned = s.dedicated_buffer == Some(h)
-                || inner.mems.get(&memory).and_then(|x| x.owner) == Some((g, m));
-            (owned, s.size)
+            let by_key = inner.mems.get(&memory).and_then(|x| x.owner) == Some((g, m))
+                && s.key.as_ref().is_some_and(|k| !self.ambiguous(false, k));
+            (s.dedicated_buffer == Some(h) || by_key, s.size)
         };
         if !own {
             return Err(
@@ -638,7 +723,9 @@ impl Enforcer {
         d: u64,
     ) -> Result<(u64, u64, Option<Redirect>), String> {
         let g = slot.group();
-        let delta = inner.groups[&g].members.first().ok_or("no member")?.delta;
+        let first = inner.groups[&g].members.first().ok_or("no member")?;
+        let delta = first.delta;
+        self.identities_ok(inner, d, first.buffer.ok_or("its staging buffer is gone")?)?;
         let (hmem, hoff) = self
             .host_binding(dev, inner, slot)
             .ok_or("its staging buffer is not bound")?;
@@ -745,9 +832,9 @@ impl Enforcer {
         let due: Vec<(u64, Slot, u64, u64)> = inner
             .bufs
             .iter()
-            .filter_map(|(&h, b)| match b.bind {
-                Bind::Pending { memory, offset } if pick(h, memory) => {
-                    Some((h, b.slot, memory, offset))
+            .filter_map(|(&h, b)| match (b.bind, b.guest) {
+                (Bind::Pending { memory, offset }, Some(s)) if pick(h, memory) => {
+                    Some((h, s, memory, offset))
                 }
                 _ => None,
             })
@@ -863,6 +950,7 @@ impl Enforcer {
         if inner.bufs.get(&h)?.bind != Bind::Unbound {
             return None;
         }
+        self.identities_ok(inner, h, grp.device?).ok()?;
         let delta = grp.members[m].delta;
         let at_in_own = grp.members[m].memory_offset;
         let (dmem, doff) = self.host_binding(dev, inner, Slot::Staging(g, m))?;
@@ -958,8 +1046,8 @@ impl Enforcer {
             let dropped: Vec<(u64, Slot)> = inner
                 .bufs
                 .iter()
-                .filter_map(|(&h, b)| match b.bind {
-                    Bind::Pending { memory: m, .. } if m == memory => Some((h, b.slot)),
+                .filter_map(|(&h, b)| match (b.bind, b.guest) {
+                    (Bind::Pending { memory: m, .. }, Some(s)) if m == memory => Some((h, s)),
                     _ => None,
                 })
                 .collect();
@@ -1017,10 +1105,12 @@ impl Enforcer {
             if matches!(b.bind, Bind::Pending { .. }) {
                 self.pending.fetch_sub(1, Ordering::Relaxed);
             }
-            if let Some(g) = inner.groups.get_mut(&b.slot.group()) {
-                match b.slot {
-                    Slot::Device(_) => g.device = None,
-                    Slot::Staging(_, m) => g.members[m].buffer = None,
+            for slot in &b.slots {
+                if let Some(g) = inner.groups.get_mut(&slot.group()) {
+                    match *slot {
+                        Slot::Device(_) => g.device = None,
+                        Slot::Staging(_, m) => g.members[m].buffer = None,
+                    }
                 }
             }
         }

@@ -38,15 +38,12 @@ impl Enforcer {
         dst: u64,
         regions: impl Iterator<Item = Region> + Clone,
     ) -> Option<Vec<bool>> {
-        if !self.any_alias.load(Ordering::Acquire) {
+        if !self.any_alias.load(Ordering::Acquire) || self.keep_self_copies {
             return None;
         }
         self.touch(dev, src);
         self.touch(dev, dst);
-        let same_group = match (self.group_of(src), self.group_of(dst)) {
-            (Some(a), Some(b)) => a == b,
-            _ => false,
-        };
+        let same_group = self.same_group(src, dst);
         let (sm, so) = dev.state.buffers.get(&src).and_then(|b| b.bound)?;
         let (dm, doff) = dev.state.buffers.get(&dst).and_then(|b| b.bound)?;
         if sm != dm {

@@ -140,12 +140,19 @@ pub fn start(
     let mut props = vk::PhysicalDeviceProperties::default();
     // SAFETY: pd belongs to this instance; the out struct is valid.
     unsafe { (inst.fp.get_physical_device_properties)(pd, &mut props) };
-    let e = Enforcer::new(
+    let mut e = Enforcer::new(
         path,
         index,
         &decision.table,
         props.limits.non_coherent_atom_size,
     );
+    let env = crate::settings::env_lookup(crate::settings::secure_execution());
+    if env("VK_ECHO_TEST_KEEP_SELF_COPIES").is_some_and(|v| v == "1") {
+        log::warn!(
+            "VK_ECHO_TEST_KEEP_SELF_COPIES: self-copies are forwarded (invalid usage, for tests)"
+        );
+        e.keep_self_copies = true;
+    }
     log::info!(
         "enforce: plan {} with {} group(s) for this context",
         e.plan_path.display(),

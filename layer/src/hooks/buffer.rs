@@ -41,16 +41,26 @@ hook! {
             if let Some(p) = cx.dev.profile() {
                 p.on_create_buffer(cx.dev, raw(*out));
             }
+            if let Some(e) = cx.dev.enforce() {
+                if let Some(k) = cx.dev.state.buffers.get(&raw(*out)).and_then(|b| b.key.clone()) {
+                    e.buffer_created(raw(*out), &k);
+                }
+            }
         }
         r
     }
 
     fn vkDestroyBuffer(cx, device: vk::Device, buffer: vk::Buffer, alloc: *const vk::AllocationCallbacks<'_>) {
+        // Enforce: a memory whose free waited for this buffer (its last guest) is freed after it.
+        let deferred_free = cx.dev.enforce().and_then(|e| e.buffer_destroyed(cx.dev, raw(buffer)));
         if let Some(p) = cx.dev.profile() {
             p.before_destroy_buffer(raw(buffer));
         }
         cx.dev.state.buffers.remove(&raw(buffer));
-        cx.down((cx.next)(device, buffer, alloc))
+        cx.down((cx.next)(device, buffer, alloc));
+        if let (Some(e), Some(f)) = (cx.dev.enforce(), deferred_free) {
+            e.free_now(cx.dev, f);
+        }
     }
 
     fn vkBindBufferMemory(
@@ -60,6 +70,12 @@ hook! {
         memory: vk::DeviceMemory,
         offset: vk::DeviceSize,
     ) -> vk::Result {
+        if let Some(e) = cx.dev.enforce() {
+            // Redirected, deferred or as asked; records where the buffer really is.
+            return e.bind(cx.dev, raw(buffer), raw(memory), offset, false, &mut |m, o| {
+                cx.down((cx.next)(device, buffer, vk::Handle::from_raw(m), o))
+            });
+        }
         let r = cx.down((cx.next)(device, buffer, memory, offset));
         if r == vk::Result::SUCCESS {
             if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw(buffer)) {
@@ -78,6 +94,9 @@ hook! {
         count: u32,
         infos: *const vk::BindBufferMemoryInfo<'_>,
     ) -> vk::Result {
+        if let Some(e) = cx.dev.enforce() {
+            return crate::enforce::bind2(e, cx.dev, count, infos, &mut |one| cx.down((cx.next)(device, 1, one)));
+        }
         let r = cx.down((cx.next)(device, count, infos));
         if r == vk::Result::SUCCESS && count > 0 {
             for i in std::slice::from_raw_parts(infos, count as usize) {
@@ -102,6 +121,9 @@ hook! {
         }
         if let Some(p) = cx.dev.profile() {
             p.on_device_address(raw((*info).buffer));
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw((*info).buffer));
         }
         cx.down((cx.next)(device, info))
     }

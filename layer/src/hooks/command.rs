@@ -156,6 +156,10 @@ hook! {
                 .collect();
             p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
         }
+        if let Some(e) = cx.dev.enforce() {
+            // Self-copy regions dropped, one substitute barrier in their place.
+            return e.cmd_copy_buffer(cx.dev, cb, src, dst, count, regions, |n, r| cx.down((cx.next)(cb, src, dst, n, r)));
+        }
         cx.down((cx.next)(cb, src, dst, count, regions))
     }
 
@@ -169,6 +173,9 @@ hook! {
                     .collect()
             };
             p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
+        }
+        if let Some(e) = cx.dev.enforce() {
+            return e.cmd_copy_buffer2(cx.dev, cb, info, |i| cx.down((cx.next)(cb, i)));
         }
         cx.down((cx.next)(cb, info))
     }
@@ -184,6 +191,9 @@ hook! {
         if let Some(p) = cx.dev.profile() {
             p.on_use(raw(cb), "vkCmdFillBuffer", vec![buse(dst, offset, size, Access::Write, UseKind::Fill)]);
         }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(dst)); // a bind still held back happens now
+        }
         cx.down((cx.next)(cb, dst, offset, size, data))
     }
 
@@ -197,6 +207,9 @@ hook! {
     ) {
         if let Some(p) = cx.dev.profile() {
             p.on_use(raw(cb), "vkCmdUpdateBuffer", vec![buse(dst, offset, size, Access::Write, UseKind::Update)]);
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(dst)); // a bind still held back happens now
         }
         cx.down((cx.next)(cb, dst, offset, size, data))
     }
@@ -218,12 +231,20 @@ hook! {
                 .collect();
             p.on_use(raw(cb), "vkCmdBindVertexBuffers", uses);
         }
+        if let (Some(e), false) = (cx.dev.enforce(), buffers.is_null()) {
+            for b in std::slice::from_raw_parts(buffers, count as usize) {
+                e.touch(cx.dev, raw(*b));
+            }
+        }
         cx.down((cx.next)(cb, first, count, buffers, offsets))
     }
 
     fn vkCmdBindIndexBuffer(cx, cb: vk::CommandBuffer, buffer: vk::Buffer, offset: vk::DeviceSize, ty: vk::IndexType) {
         if let Some(p) = cx.dev.profile() {
             p.on_use(raw(cb), "vkCmdBindIndexBuffer", vec![buse(buffer, offset, vk::WHOLE_SIZE, Access::Read, UseKind::Index)]);
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
         }
         cx.down((cx.next)(cb, buffer, offset, ty))
     }
@@ -281,6 +302,9 @@ hook! {
             let ind = buse(buffer, offset, 12, Access::Read, UseKind::Indirect);
             p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchIndirect", Some(ind));
         }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+        }
         cx.down((cx.next)(cb, buffer, offset))
     }
 
@@ -319,6 +343,9 @@ hook! {
             let ind = buse(buffer, offset, len, Access::Read, UseKind::Indirect);
             p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirect", Some(ind));
         }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+        }
         cx.down((cx.next)(cb, buffer, offset, count, stride))
     }
 
@@ -335,6 +362,9 @@ hook! {
             let off = image_copy_range(count, regions);
             p.on_use(raw(cb), "vkCmdCopyBufferToImage", vec![buse(src, off, vk::WHOLE_SIZE, Access::Read, UseKind::ToImage)]);
         }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(src)); // a bind still held back happens now
+        }
         cx.down((cx.next)(cb, src, dst, layout, count, regions))
     }
 
@@ -350,6 +380,9 @@ hook! {
         if let Some(p) = cx.dev.profile() {
             let off = image_copy_range(count, regions);
             p.on_use(raw(cb), "vkCmdCopyImageToBuffer", vec![buse(dst, off, vk::WHOLE_SIZE, Access::Write, UseKind::FromImage)]);
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(dst)); // a bind still held back happens now
         }
         cx.down((cx.next)(cb, src, layout, dst, count, regions))
     }

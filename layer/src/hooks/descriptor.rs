@@ -18,6 +18,9 @@ hook! {
         if let Some(p) = cx.dev.profile() {
             p.on_update_sets(write_count, writes, copy_count, copies);
         }
+        if let Some(e) = cx.dev.enforce() {
+            crate::enforce::touch_writes(e, cx.dev, write_count, writes);
+        }
         cx.down((cx.next)(device, write_count, writes, copy_count, copies))
     }
 

@@ -283,8 +283,12 @@ pub unsafe extern "system" fn vkCreateDevice(
                     panic_at,
                     state: DeviceState::default(),
                     profile: std::sync::OnceLock::new(),
+                    enforce: std::sync::OnceLock::new(),
                 },
             );
+            if let Some(d) = dispatch::device(key) {
+                crate::enforce::on_create_device(&d);
+            }
             if let Some(d) = dispatch::device(key) {
                 if d.decision.active && d.decision.mode == Mode::Profile {
                     crate::profile::start(&d, None);
@@ -312,6 +316,9 @@ pub unsafe extern "system" fn vkDestroyDevice(
     };
     if let Some(p) = dev.as_ref().and_then(|d| d.profile()) {
         guard_value("vkDestroyDevice", || (), || p.on_destroy_device(dev.as_ref().unwrap()));
+    }
+    if let Some(d) = &dev {
+        guard_value("vkDestroyDevice", || (), || crate::enforce::on_destroy_device(d));
     }
     if let Some(d) = &dev {
         log::debug!(

@@ -41,6 +41,18 @@ hook! {
         alloc: *const vk::AllocationCallbacks<'_>,
         out: *mut vk::DeviceMemory,
     ) -> vk::Result {
+        // Enforce: an allocation dedicated to a planned device buffer may need a host-visible type
+        // (the staging maps are served from it). State and key keep the application's request.
+        let switched = cx.dev.enforce().and_then(|e| e.allocation_type(dedicated_buffer(&*info), (*info).memory_type_index, cx.dev));
+        let app_info = info;
+        let patched;
+        let info = match switched {
+            Some(t) => {
+                patched = vk::MemoryAllocateInfo { memory_type_index: t, ..*app_info };
+                &patched as *const vk::MemoryAllocateInfo<'_>
+            }
+            None => app_info,
+        };
         // Profile: back host-visible memory with a double mapping (falls back on any failure).
         let import = cx.dev.profile().and_then(|p| p.prepare_import(cx.dev, &*info));
         let mut r = match &import {
@@ -54,7 +66,7 @@ hook! {
             import
         };
         if r == vk::Result::SUCCESS {
-            let i = &*info;
+            let i = &*app_info;
             let alloc_flags = allocate_flags(i);
             let (key, stack) = if cx.dev.wants_keys() {
                 let site = crate::profile::callsite::capture(cx.dev.settings.stack_depth as usize);
@@ -78,11 +90,17 @@ hook! {
             if let Some(p) = cx.dev.profile() {
                 p.on_allocate(cx.dev, raw(*out), i, import);
             }
+            if let Some(e) = cx.dev.enforce() {
+                e.memory_allocated(cx.dev, raw(*out), switched);
+            }
         }
         r
     }
 
     fn vkFreeMemory(cx, device: vk::Device, memory: vk::DeviceMemory, alloc: *const vk::AllocationCallbacks<'_>) {
+        if cx.dev.enforce().is_some_and(|e| e.free(cx.dev, raw(memory), alloc)) {
+            return cx.down(()); // deferred: a buffer still lives in this memory (S4)
+        }
         let double_map = cx.dev.profile().and_then(|p| p.before_free_memory(cx.dev, raw(memory)));
         cx.dev.state.memory.remove(&raw(memory));
         cx.down((cx.next)(device, memory, alloc));
@@ -98,6 +116,12 @@ hook! {
         flags: vk::MemoryMapFlags,
         data: *mut *mut c_void,
     ) -> vk::Result {
+        if let Some(e) = cx.dev.enforce() {
+            // A staging allocation's map may be served from its device buffer's memory.
+            return e.map(cx.dev, raw(memory), offset, size, data, &mut || {
+                cx.down((cx.next)(device, memory, offset, size, flags, data))
+            });
+        }
         let r = cx.down((cx.next)(device, memory, offset, size, flags, data));
         if r == vk::Result::SUCCESS {
             if let Some(p) = cx.dev.profile() {
@@ -112,6 +136,9 @@ hook! {
     }
 
     fn vkUnmapMemory(cx, device: vk::Device, memory: vk::DeviceMemory) {
+        if cx.dev.enforce().is_some_and(|e| e.unmap(cx.dev, raw(memory))) {
+            return cx.down(()); // echo's mapping stays while aliased buffers use it
+        }
         if let Some(p) = cx.dev.profile() {
             p.before_unmap(cx.dev, raw(memory));
         }
@@ -125,12 +152,26 @@ hook! {
         if let Some(p) = cx.dev.profile() {
             p.on_ranges(true, count, ranges);
         }
+        if let Some(e) = cx.dev.enforce() {
+            if count > 0 && !ranges.is_null() {
+                if let Some(t) = e.translate_ranges(cx.dev, std::slice::from_raw_parts(ranges, count as usize)) {
+                    return cx.down((cx.next)(device, t.len() as u32, t.as_ptr()));
+                }
+            }
+        }
         cx.down((cx.next)(device, count, ranges))
     }
 
     fn vkInvalidateMappedMemoryRanges(cx, device: vk::Device, count: u32, ranges: *const vk::MappedMemoryRange<'_>) -> vk::Result {
         if let Some(p) = cx.dev.profile() {
             p.on_ranges(false, count, ranges);
+        }
+        if let Some(e) = cx.dev.enforce() {
+            if count > 0 && !ranges.is_null() {
+                if let Some(t) = e.translate_ranges(cx.dev, std::slice::from_raw_parts(ranges, count as usize)) {
+                    return cx.down((cx.next)(device, t.len() as u32, t.as_ptr()));
+                }
+            }
         }
         cx.down((cx.next)(device, count, ranges))
     }
