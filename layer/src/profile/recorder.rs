@@ -94,6 +94,8 @@ pub struct Profiler {
     candidates: DashSet<u64>,
     /// Memory → its double mapping.
     doubles: DashMap<u64, DoubleMap>,
+    /// Candidates ever noted (for the closing log line).
+    candidates_total: AtomicUsize,
 }
 
 fn default_trace_path(dev: &DeviceData) -> PathBuf {
@@ -222,6 +224,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         cmds: DashMap::new(),
         candidates: DashSet::new(),
         doubles: DashMap::new(),
+        candidates_total: AtomicUsize::new(0),
     };
     sink.record(Event::DeviceCreate {
         device: p.device,
@@ -577,8 +580,8 @@ impl Profiler {
                     .buffers
                     .get(&h)
                     .is_some_and(|b| b.size >= self.min_bytes);
-                if big && !self.candidates.contains(&h) {
-                    self.candidates.insert(h);
+                if big && !self.candidates.contains(&h) && self.candidates.insert(h) {
+                    self.candidates_total.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
@@ -1135,7 +1138,7 @@ impl Profiler {
             let s = guard::stats();
             log::info!(
                 "profile: host-access validation: {} candidate buffers, {} faults ({} collateral, {} chained to the application, {} dropped)",
-                self.candidates.len(),
+                self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
                 s.chained,
