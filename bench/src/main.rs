@@ -26,12 +26,13 @@ usage: echo-bench [--quick|--full] [--out DIR] [--samples a,b,...] [--negatives]
                   [--size-mib F] [--iters N] [--procs N] [--sweep S1,S2,...|--no-sweep]
                   [--no-calls] [--work DIR] [--command TEXT]
 
-  --quick          (default) 3 processes per configuration, 16 MiB, 5 iterations, a 5-size sweep
+  --quick          (default) 3 processes per configuration, 16 MiB, 5 iterations, a 4-size sweep
   --full           7 processes per configuration, 64 MiB, 20 iterations, the 11-size sweep
   --out DIR        where RESULTS.md, results.json and the plots go (default: bench)
   --samples LIST   samples to run (default: every positive sample of echo-samples)
   --negatives      also run the negative controls (labelled; the plan must refuse them)
-  --size-mib F     sample size (sgemm is capped at 4 MiB: it is O(n^3))
+  --size-mib F     sample size (compute-heavy samples are capped: quick sgemm/pipeline 1 MiB,
+                   conv2d 4 MiB; full sgemm 1, pipeline 4, conv2d 16 MiB)
   --iters N        timed iterations per process (after the warm-up iterations)
   --procs N        processes per configuration (rounds)
   --sweep LIST     saxpy sizes in MiB for the sweep; --no-sweep skips it
@@ -43,9 +44,34 @@ usage: echo-bench [--quick|--full] [--out DIR] [--samples a,b,...] [--negatives]
 const FULL_SWEEP: &[f64] = &[
     1.0, 4.0, 8.0, 16.0, 24.0, 31.0, 32.0, 33.0, 48.0, 64.0, 128.0,
 ];
-const QUICK_SWEEP: &[f64] = &[4.0, 16.0, 31.0, 32.0, 33.0];
-/// sgemm's work grows as n³ with n = sqrt(size/4): cap it so a run stays in seconds.
-const SGEMM_CAP_MIB: f64 = 4.0;
+const QUICK_SWEEP: &[f64] = &[8.0, 31.0, 32.0, 33.0];
+/// Compute-heavy samples are capped so a run stays in minutes: sgemm's work grows as n³ with
+/// n = sqrt(size/4); pipeline and conv2d do much more arithmetic per byte than the others.
+/// (name, quick cap, full cap) in MiB.
+pub const SIZE_CAPS: &[(&str, f64, f64)] = &[
+    ("sgemm", 1.0, 1.0),
+    ("pipeline", 1.0, 4.0),
+    ("conv2d", 4.0, 16.0),
+];
+
+/// The size a sample runs at: `--size-mib`, capped for the compute-heavy ones.
+pub fn sample_size(name: &str, o: &Opts) -> f64 {
+    SIZE_CAPS
+        .iter()
+        .find(|c| c.0 == name)
+        .map_or(o.size_mib, |c| {
+            o.size_mib.min(if o.full { c.2 } else { c.1 })
+        })
+}
+
+/// The caps in force, for people.
+pub fn caps_text(o: &Opts) -> String {
+    SIZE_CAPS
+        .iter()
+        .map(|c| format!("{} ≤ {} MiB", c.0, if o.full { c.2 } else { c.1 }))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Opts {
@@ -650,11 +676,7 @@ fn run(o: Opts) -> Result<i32, String> {
     );
     let mut samples = Vec::new();
     for (i, (name, kind)) in chosen.iter().enumerate() {
-        let size = if name == "sgemm" {
-            o.size_mib.min(SGEMM_CAP_MIB)
-        } else {
-            o.size_mib
-        };
+        let size = sample_size(name, &o);
         eprintln!(
             "echo-bench: [{}/{}] {name} ({kind}) at {size} MiB …",
             i + 1,

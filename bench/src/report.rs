@@ -201,9 +201,10 @@ fn memory(r: &SampleRun) -> String {
 fn elided(r: &SampleRun) -> String {
     match (&r.stats_echo, r.elided_per_iter()) {
         (Some(s), Some(e)) => format!(
-            "{} of {} ({} regions/process)",
+            "{} of {} ({} in {} regions per process, one-time uploads included)",
             human_bytes(e),
             human_bytes(r.bytes_copied_per_iter),
+            human_bytes(s.bytes_elided),
             s.regions_elided
         ),
         _ => format!("? of {} (no stats)", human_bytes(r.bytes_copied_per_iter)),
@@ -316,8 +317,8 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
     );
     let _ = writeln!(
         s,
-        "| settings | {} MiB (sgemm ≤ {} MiB), {} timed iterations after {} warm-up, {} processes per configuration, {} `--timing` process(es) per sample |\n",
-        o.size_mib, crate::SGEMM_CAP_MIB, o.iters, o.warmup, o.procs, o.timing_procs
+        "| settings | {} MiB ({}), {} timed iterations after {} warm-up, {} processes per configuration, {} `--timing` process(es) per sample |\n",
+        o.size_mib, crate::caps_text(o), o.iters, o.warmup, o.procs, o.timing_procs
     );
 
     // Targets.
@@ -598,7 +599,7 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
     let _ = writeln!(s, "- The plan is made once per sample and size: one profile run (`VK_ECHO_MODE=profile`) with exactly the timed arguments (a plan is bound to the argument hash), then `vkecho analyze TRACE -o PLAN`.");
     let _ = writeln!(s, "- speedup = A/C, zero-copy = A/D, passthrough = B/A − 1, recovered = (A − C)/(A − D), each computed within a round and then summarised; recovered is not reported (n/a) when A − D < {:.0} % of A (no gain to recover, the quotient would be noise).", stats::MIN_GAIN * 100.0);
     let _ = writeln!(s, "- f_copy: a separate no-layer process of the staging variant with `--timing` (timestamp queries around every `vkCmdCopyBuffer`; f_copy = Σ copy time / Σ iteration time), so the queries do not disturb the timed runs. Median over the timing processes. Amdahl bound = 1/(1 − f_copy).");
-    let _ = writeln!(s, "- bytes elided per iteration = the layer's `bytes_elided` (statistics file written at `vkDestroyDevice`, last enforce process) / (timed + warm-up iterations); bytes copied = the sample's own `bytes_copied_per_iter` (what the app recorded).");
+    let _ = writeln!(s, "- bytes elided per iteration = the layer's `bytes_elided` (statistics file written at `vkDestroyDevice`, last enforce process) / (timed + warm-up iterations); one-time uploads (pipeline's weights) are in the total, so that figure can exceed the per-iteration copies. bytes copied = the sample's own `bytes_copied_per_iter` (what the app recorded per timed iteration).");
     let _ = writeln!(s, "- device memory without the layer = the peak of live `vkAllocateMemory` bytes in the profile trace (allocations minus frees, in trace order); with the layer = that minus the layer's `memory_not_allocated`. Both count what the sample allocates (buffers), not driver-internal memory.");
     let _ = writeln!(s, "- identical = every checksum (A, B, C, D, the profile run and the timing runs) equals the no-layer baseline's.");
     let _ = writeln!(
