@@ -10,6 +10,25 @@
 //! With `VK_ECHO_TEST_TABLE=apu` it presents an AMD-APU-like table instead (`INTEGRATED_GPU`;
 //! types DEVICE_LOCAL, HOST_VISIBLE|HOST_COHERENT on a host heap, DEVICE_LOCAL|HOST_VISIBLE|
 //! HOST_COHERENT): class `uma-integrated`, which echo acts on only with `topology=integrated`.
+//! With `VK_ECHO_TEST_TABLE=real` it presents the driver's own table and type (for the fault and
+//! poison modes below on the real UMA device).
+//!
+//! Fault injection (issue 8): `VK_ECHO_TEST_FAIL=entry[,entry...]`, each entry
+//! `COMMAND[:FILTER]@N` (fail the Nth matching call, 1-based), `COMMAND[:FILTER]@N+` (the Nth and
+//! every later one) or `COMMAND[:FILTER]@*` (every one). COMMAND is one of `vkAllocateMemory`,
+//! `vkBindBufferMemory`, `vkBindBufferMemory2` (also the KHR alias), `vkMapMemory`,
+//! `vkCreateBuffer`; FILTER is, for vkAllocateMemory, `import` (carries a
+//! `VkImportMemoryHostPointerInfoEXT`: echo's profile-mode double mapping) or `plain` (does not),
+//! and for vkMapMemory/vkBindBufferMemory `older` (an allocation other than the newest one: the
+//! samples map and bind right after allocating, echo's own enforce-mode maps come later).
+//! A failed call returns `VK_ERROR_OUT_OF_DEVICE_MEMORY` (`vkMapMemory`:
+//! `VK_ERROR_MEMORY_MAP_FAILED`; `vkCreateBuffer`: `VK_ERROR_OUT_OF_HOST_MEMORY`) without
+//! reaching the driver, and prints one line
+//! `[VK_LAYER_ECHO_test_discrete] injected ...` to stderr, so a test can count the faults.
+//!
+//! Poisoning (issue 8, DESIGN §8 "recycled memory"): `VK_ECHO_TEST_POISON=1` (or a byte in hex,
+//! default `a5`) fills every new host-visible `VkDeviceMemory` with that byte right after
+//! `vkAllocateMemory` (map, fill, unmap), so code that assumes fresh memory is zero shows it.
 
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::nonminimal_bool)]
 
@@ -65,6 +84,141 @@ fn apu() -> bool {
     *APU.get_or_init(|| std::env::var("VK_ECHO_TEST_TABLE").is_ok_and(|v| v == "apu"))
 }
 
+/// Whether to present the driver's own table unchanged (`VK_ECHO_TEST_TABLE=real`).
+fn real() -> bool {
+    static REAL: OnceLock<bool> = OnceLock::new();
+    *REAL.get_or_init(|| std::env::var("VK_ECHO_TEST_TABLE").is_ok_and(|v| v == "real"))
+}
+
+/// Which calls an injected fault matches.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Filter {
+    Any,
+    /// vkAllocateMemory with `VkImportMemoryHostPointerInfoEXT` in its pNext chain.
+    Import,
+    /// vkAllocateMemory without it.
+    Plain,
+    /// vkMapMemory / vkBindBufferMemory on an allocation other than the newest one. The samples
+    /// map and bind their own buffers' memory right after allocating it; echo's own maps (enforce:
+    /// the device allocation a staging map is redirected into) and redirected binds come later.
+    Older,
+}
+
+#[derive(Debug)]
+struct Fault {
+    command: &'static str,
+    filter: Filter,
+    /// First matching call (1-based) that fails.
+    first: u64,
+    /// Whether every later matching call fails too.
+    onward: bool,
+    seen: std::sync::atomic::AtomicU64,
+}
+
+const FAULT_COMMANDS: [&str; 5] = [
+    "vkAllocateMemory",
+    "vkBindBufferMemory",
+    "vkBindBufferMemory2",
+    "vkMapMemory",
+    "vkCreateBuffer",
+];
+
+/// Parses `VK_ECHO_TEST_FAIL`; an entry it cannot read is reported on stderr and skipped.
+fn parse_faults(spec: &str) -> Vec<Fault> {
+    let mut out = Vec::new();
+    for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let parsed = (|| {
+            let (what, when) = entry.split_once('@')?;
+            let (name, filter) = match what.split_once(':') {
+                Some((n, "import")) => (n, Filter::Import),
+                Some((n, "plain")) => (n, Filter::Plain),
+                Some((n, "older")) => (n, Filter::Older),
+                Some(_) => return None,
+                None => (what, Filter::Any),
+            };
+            let name = name.strip_suffix("KHR").unwrap_or(name);
+            let command = *FAULT_COMMANDS.iter().find(|c| **c == name)?;
+            let (first, onward) = match when {
+                "*" => (1, true),
+                w => match w.strip_suffix('+') {
+                    Some(n) => (n.parse().ok()?, true),
+                    None => (w.parse().ok()?, false),
+                },
+            };
+            (first >= 1).then_some(Fault {
+                command,
+                filter,
+                first,
+                onward,
+                seen: Default::default(),
+            })
+        })();
+        match parsed {
+            Some(f) => out.push(f),
+            None => eprintln!(
+                "[VK_LAYER_ECHO_test_discrete] VK_ECHO_TEST_FAIL: cannot read '{entry}', ignored"
+            ),
+        }
+    }
+    out
+}
+
+fn faults() -> &'static [Fault] {
+    static F: OnceLock<Vec<Fault>> = OnceLock::new();
+    F.get_or_init(|| parse_faults(&std::env::var("VK_ECHO_TEST_FAIL").unwrap_or_default()))
+}
+
+/// The newest allocation any device made (for the `older` filter).
+static NEWEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn older(memory: vk::DeviceMemory) -> bool {
+    memory.as_raw() != NEWEST.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether this call of `command` is one to fail (`import`: it imports host memory, or for
+/// map/bind: the memory is not the newest allocation); counts it in every matching entry and
+/// logs an injected fault.
+fn inject(command: &str, import: bool, result: vk::Result) -> Option<vk::Result> {
+    let mut fail = false;
+    for f in faults().iter().filter(|f| f.command == command) {
+        let matches = match f.filter {
+            Filter::Any => true,
+            Filter::Import => import,
+            Filter::Plain => !import,
+            Filter::Older => import,
+        };
+        if !matches {
+            continue;
+        }
+        let n = f.seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if n == f.first || (f.onward && n > f.first) {
+            fail = true;
+            eprintln!(
+                "[VK_LAYER_ECHO_test_discrete] injected {result:?} into {command} call {n}{}",
+                match (import, command) {
+                    (false, _) => "",
+                    (true, "vkAllocateMemory") => " (host-pointer import)",
+                    (true, _) => " (not the newest allocation)",
+                }
+            );
+        }
+    }
+    fail.then_some(result)
+}
+
+/// The byte every new host-visible allocation is filled with (`VK_ECHO_TEST_POISON`), if any.
+fn poison() -> Option<u8> {
+    static P: OnceLock<Option<u8>> = OnceLock::new();
+    *P.get_or_init(|| {
+        let v = std::env::var("VK_ECHO_TEST_POISON").ok()?;
+        match v.trim() {
+            "" | "0" => None,
+            "1" => Some(0xA5),
+            x => u8::from_str_radix(x.trim_start_matches("0x"), 16).ok(),
+        }
+    })
+}
+
 struct Instance {
     handle: vk::Instance,
     gipa: vk::PFN_vkGetInstanceProcAddr,
@@ -78,6 +232,10 @@ struct Device {
     fp: ash::DeviceFnV1_0,
     /// The driver's memory type every fake type maps to.
     real_type: u32,
+    /// The driver's host-visible memory types, as bits.
+    host_visible: u32,
+    bind2: Option<vk::PFN_vkBindBufferMemory2>,
+    bind2_khr: Option<vk::PFN_vkBindBufferMemory2>,
     buf_req2: Option<vk::PFN_vkGetBufferMemoryRequirements2>,
     buf_req2_khr: Option<vk::PFN_vkGetBufferMemoryRequirements2>,
     img_req2: Option<vk::PFN_vkGetImageMemoryRequirements2>,
@@ -164,6 +322,11 @@ fn device_hook(n: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkGetDeviceProcAddr" => vkGetDeviceProcAddr as *const (),
         b"vkDestroyDevice" => destroy_device as *const (),
         b"vkAllocateMemory" => allocate_memory as *const (),
+        b"vkBindBufferMemory" => bind_buffer_memory as *const (),
+        b"vkBindBufferMemory2" => bind_buffer_memory2 as *const (),
+        b"vkBindBufferMemory2KHR" => bind_buffer_memory2_khr as *const (),
+        b"vkMapMemory" => map_memory as *const (),
+        b"vkCreateBuffer" => create_buffer as *const (),
         b"vkGetBufferMemoryRequirements" => buffer_requirements as *const (),
         b"vkGetBufferMemoryRequirements2" => buffer_requirements2 as *const (),
         b"vkGetBufferMemoryRequirements2KHR" => buffer_requirements2_khr as *const (),
@@ -302,6 +465,9 @@ unsafe extern "system" fn destroy_instance(
 }
 
 fn make_discrete(p: &mut vk::PhysicalDeviceProperties) {
+    if real() {
+        return;
+    }
     p.device_type = if apu() {
         vk::PhysicalDeviceType::INTEGRATED_GPU
     } else {
@@ -334,6 +500,9 @@ unsafe extern "system" fn get_properties2(
 
 /// The real table → the fake discrete one.
 fn make_table(m: &mut vk::PhysicalDeviceMemoryProperties) {
+    if real() {
+        return;
+    }
     let total = m.memory_heaps[0].size;
     m.memory_heap_count = 2;
     m.memory_heaps[0] = vk::MemoryHeap {
@@ -437,6 +606,17 @@ unsafe extern "system" fn create_device(
         gdpa,
         fp,
         real_type,
+        host_visible: mem
+            .memory_types_as_slice()
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| {
+                t.property_flags
+                    .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+            })
+            .fold(0, |bits, (i, _)| bits | 1 << i),
+        bind2: get(gdpa, device, c"vkBindBufferMemory2"),
+        bind2_khr: get(gdpa, device, c"vkBindBufferMemory2KHR"),
         buf_req2: get(gdpa, device, c"vkGetBufferMemoryRequirements2"),
         buf_req2_khr: get(gdpa, device, c"vkGetBufferMemoryRequirements2KHR"),
         img_req2: get(gdpa, device, c"vkGetImageMemoryRequirements2"),
@@ -456,6 +636,18 @@ unsafe extern "system" fn destroy_device(
     }
 }
 
+/// Whether an allocation imports host memory (`VkImportMemoryHostPointerInfoEXT`).
+unsafe fn imports_host_pointer(info: &vk::MemoryAllocateInfo<'_>) -> bool {
+    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        if (*p).s_type == vk::StructureType::IMPORT_MEMORY_HOST_POINTER_INFO_EXT {
+            return true;
+        }
+        p = (*p).p_next;
+    }
+    false
+}
+
 unsafe extern "system" fn allocate_memory(
     device: vk::Device,
     info: *const vk::MemoryAllocateInfo<'_>,
@@ -465,15 +657,133 @@ unsafe extern "system" fn allocate_memory(
     let Some(d) = dev(device) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    if (*info).memory_type_index >= FAKE_TYPES.len() as u32 {
-        return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
+    if let Some(r) = inject(
+        "vkAllocateMemory",
+        imports_host_pointer(&*info),
+        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+    ) {
+        return r;
     }
-    let mut real = *info;
-    real.memory_type_index = d.real_type;
-    (d.fp.allocate_memory)(device, &real, alloc, out)
+    let mut real_info = *info;
+    if !real() {
+        if (*info).memory_type_index >= FAKE_TYPES.len() as u32 {
+            return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
+        }
+        real_info.memory_type_index = d.real_type;
+    }
+    let r = (d.fp.allocate_memory)(device, &real_info, alloc, out);
+    if r == vk::Result::SUCCESS {
+        NEWEST.store((*out).as_raw(), std::sync::atomic::Ordering::Relaxed);
+    }
+    if r == vk::Result::SUCCESS && d.host_visible & (1 << real_info.memory_type_index) != 0 {
+        if let Some(byte) = poison() {
+            let mut p: *mut c_void = std::ptr::null_mut();
+            let m = (d.fp.map_memory)(
+                device,
+                *out,
+                0,
+                vk::WHOLE_SIZE,
+                vk::MemoryMapFlags::empty(),
+                &mut p,
+            );
+            if m == vk::Result::SUCCESS && !p.is_null() {
+                std::ptr::write_bytes(p as *mut u8, byte, real_info.allocation_size as usize);
+                (d.fp.unmap_memory)(device, *out);
+            } else {
+                eprintln!("[VK_LAYER_ECHO_test_discrete] cannot map a new allocation to poison it ({m:?})");
+            }
+        }
+    }
+    r
+}
+
+unsafe extern "system" fn bind_buffer_memory(
+    device: vk::Device,
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    offset: vk::DeviceSize,
+) -> vk::Result {
+    let Some(d) = dev(device) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if let Some(r) = inject(
+        "vkBindBufferMemory",
+        older(memory),
+        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+    ) {
+        return r;
+    }
+    (d.fp.bind_buffer_memory)(device, buffer, memory, offset)
+}
+
+macro_rules! bind2 {
+    ($name:ident, $field:ident) => {
+        unsafe extern "system" fn $name(
+            device: vk::Device,
+            count: u32,
+            infos: *const vk::BindBufferMemoryInfo<'_>,
+        ) -> vk::Result {
+            let Some(f) = dev(device).and_then(|d| d.$field) else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            if let Some(r) = inject(
+                "vkBindBufferMemory2",
+                false,
+                vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+            ) {
+                return r;
+            }
+            f(device, count, infos)
+        }
+    };
+}
+bind2!(bind_buffer_memory2, bind2);
+bind2!(bind_buffer_memory2_khr, bind2_khr);
+
+unsafe extern "system" fn map_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    offset: vk::DeviceSize,
+    size: vk::DeviceSize,
+    flags: vk::MemoryMapFlags,
+    data: *mut *mut c_void,
+) -> vk::Result {
+    let Some(d) = dev(device) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if let Some(r) = inject(
+        "vkMapMemory",
+        older(memory),
+        vk::Result::ERROR_MEMORY_MAP_FAILED,
+    ) {
+        return r;
+    }
+    (d.fp.map_memory)(device, memory, offset, size, flags, data)
+}
+
+unsafe extern "system" fn create_buffer(
+    device: vk::Device,
+    info: *const vk::BufferCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Buffer,
+) -> vk::Result {
+    let Some(d) = dev(device) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if let Some(r) = inject(
+        "vkCreateBuffer",
+        false,
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+    ) {
+        return r;
+    }
+    (d.fp.create_buffer)(device, info, alloc, out)
 }
 
 fn fake_bits(d: &Device, bits: u32) -> u32 {
+    if real() {
+        return bits;
+    }
     if bits & (1 << d.real_type) != 0 {
         FAKE_BITS
     } else {
