@@ -1,2 +1,3 @@
 //! Helpers shared by the integration tests.
 pub mod samples;
+pub mod world;
