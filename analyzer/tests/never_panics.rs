@@ -233,6 +233,71 @@ fn plan_reader_never_panics() {
     }
 }
 
+/// A realistic `vk_layer_settings.txt`: every echo setting, another layer's, comments, junk.
+fn settings_seed() -> String {
+    let mut s = String::from("# vk_layer_settings.txt\nkhronos_validation.enables = X\n");
+    for (name, value) in [
+        ("mode", "enforce"),
+        ("plan", "~/plans/$USER/${XDG_CACHE_HOME}/p.json"),
+        ("trace", "$XDG_CACHE_HOME/vk-echo/t.jsonl"),
+        ("cache_dir", "${HOME}/.cache/vk-echo"),
+        ("stats", "/tmp/stats.jsonl"),
+        ("log", "debug"),
+        ("topology", "integrated"),
+        ("min_bytes", "256K"),
+        ("min_copies", "2"),
+        ("stack_depth", "16"),
+        ("trace_max_bytes", "1GiB"),
+        ("validate", "false"),
+    ] {
+        s.push_str(&format!("echo.{name} = {value} # comment\n"));
+    }
+    s.push_str("echo.unknown = 1\nnot a setting line\necho.mode=\n= \n");
+    s
+}
+
+/// The settings parser and resolver (the layer's and vkecho's) never panic: mutated settings
+/// files, whose lines are also fed in as environment values and application settings.
+#[test]
+fn settings_parser_never_panics() {
+    use echo_analyzer::settings::{expand_path, parse_settings_file, parse_u64, resolve};
+    let seed = settings_seed().into_bytes();
+    let mut rng = Rng(seed_value(7));
+    let mut resolved = 0;
+    for _ in 0..iterations() * 4 {
+        let mut s = seed.clone();
+        for _ in 0..1 + rng.below(8) {
+            mutate(&mut rng, &mut s);
+        }
+        let text = String::from_utf8_lossy(&s);
+        let mut warnings = Vec::new();
+        let file = parse_settings_file(&text, &mut warnings);
+        let values: Vec<String> = text.lines().map(str::to_string).collect();
+        let pick = rng.next() as usize;
+        let env = |k: &str| -> Option<String> {
+            let i = k
+                .bytes()
+                .fold(pick, |a, b| a.wrapping_mul(31).wrapping_add(b as usize));
+            values.get(i % values.len().max(1)).cloned()
+        };
+        let app: Vec<(String, String)> = file.iter().rev().cloned().collect();
+        let (settings, _) = resolve(&env, &file, &app);
+        let _ = settings.to_pairs();
+        let _ = resolve(&|_| None, &[], &file);
+        for v in &values {
+            let _ = parse_u64(v);
+            let _ = expand_path(v, &env);
+        }
+        if !file.is_empty() {
+            resolved += 1;
+        }
+    }
+    assert!(
+        resolved > iterations(),
+        "only {resolved} mutated files still held echo settings"
+    );
+}
+
 /// Not a check: writes fuzz seeds when `VKECHO_WRITE_SEEDS=DIR` is set (scripts/fuzz.sh).
 #[test]
 fn write_seeds() {
@@ -247,4 +312,6 @@ fn write_seeds() {
     let t = read_trace(trace.as_bytes()).unwrap();
     let plan = explain(&t, Thresholds::default(), &|_| String::new()).plan;
     std::fs::write(dir.join("plan_reader/seed.json"), plan.to_json()).unwrap();
+    std::fs::create_dir_all(dir.join("settings")).unwrap();
+    std::fs::write(dir.join("settings/seed.txt"), settings_seed()).unwrap();
 }
