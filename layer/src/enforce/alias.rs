@@ -35,6 +35,9 @@ use std::sync::{Mutex, MutexGuard};
 
 const HOST_VISIBLE: u32 = vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw();
 
+/// A key without its ordinal, for buffers (`true`) or allocations.
+type Base = (bool, String, u64, u32, u32);
+
 #[derive(Default)]
 pub(super) struct Counters {
     pub copies_elided: AtomicU64,
@@ -154,7 +157,7 @@ pub struct Enforcer {
     /// the first one, and whether another thread created one too. Ordinals count creations, so
     /// when several threads create objects with the same key concurrently the ordinals follow
     /// the scheduler, not the program: such identities are not trusted.
-    bases: Mutex<HashMap<(bool, String, u64, u32, u32), (std::thread::ThreadId, bool)>>,
+    bases: Mutex<HashMap<Base, (std::thread::ThreadId, bool)>>,
     /// Some buffer was bound into its partner's memory (else copies pass untouched).
     pub(super) any_alias: AtomicBool,
     /// Binds held back until a partner is bound.
@@ -254,7 +257,7 @@ impl Enforcer {
             .is_some_and(|gb| ga.iter().any(|g| gb.contains(g)))
     }
 
-    fn base(buffer: bool, k: &ObjectKey) -> (bool, String, u64, u32, u32) {
+    fn base(buffer: bool, k: &ObjectKey) -> Base {
         (buffer, k.site.clone(), k.size, k.usage, k.flags)
     }
 

@@ -117,6 +117,7 @@ impl Enforcer {
     ///
     /// # Safety
     /// `regions` points to `count` valid regions (the application's arguments).
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn cmd_copy_buffer(
         &self,
         dev: &DeviceData,
