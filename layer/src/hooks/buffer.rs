@@ -13,7 +13,16 @@ hook! {
         alloc: *const vk::AllocationCallbacks<'_>,
         out: *mut vk::Buffer,
     ) -> vk::Result {
-        let r = cx.down((cx.next)(device, info, alloc, out));
+        // Profile: a buffer may be bound into imported (double-mapped) memory, so it declares
+        // the host-allocation handle type (VUID-vkBindBufferMemory-memory-02727).
+        let patched = cx.dev.profile().and_then(|p| p.patch_buffer_info(&*info));
+        let mut r = match &patched {
+            Some(b) => cx.down((cx.next)(device, b.info(), alloc, out)),
+            None => cx.down((cx.next)(device, info, alloc, out)),
+        };
+        if patched.is_some() && r != vk::Result::SUCCESS {
+            r = cx.down((cx.next)(device, info, alloc, out));
+        }
         if r == vk::Result::SUCCESS {
             let i = &*info;
             let mut req = vk::MemoryRequirements::default();

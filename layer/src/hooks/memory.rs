@@ -59,11 +59,13 @@ hook! {
             Some(im) => cx.down((cx.next)(device, im.info(), alloc, out)),
             None => cx.down((cx.next)(device, info, alloc, out)),
         };
-        let import = if import.is_some() && r != vk::Result::SUCCESS {
-            r = cx.down((cx.next)(device, info, alloc, out));
-            None
-        } else {
-            import
+        let import = match (import, cx.dev.profile()) {
+            (Some(im), Some(p)) if r != vk::Result::SUCCESS => {
+                p.import_failed(im);
+                r = cx.down((cx.next)(device, info, alloc, out));
+                None
+            }
+            (im, _) => im,
         };
         if r == vk::Result::SUCCESS {
             let i = &*app_info;

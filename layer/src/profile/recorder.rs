@@ -94,6 +94,10 @@ pub struct Profiler {
     candidates: DashSet<u64>,
     /// Memory → its double mapping.
     doubles: DashMap<u64, DoubleMap>,
+    /// Double mappings handed to the driver whose allocation has not returned yet, by driver
+    /// view address. Owned here (not by the call) so that a panic between the driver's import
+    /// and `on_allocate` leaks the mapping instead of unmapping memory the driver uses.
+    importing: DashMap<usize, DoubleMap>,
     /// Candidates ever noted (for the closing log line).
     candidates_total: AtomicUsize,
 }
@@ -224,6 +228,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         cmds: DashMap::new(),
         candidates: DashSet::new(),
         doubles: DashMap::new(),
+        importing: DashMap::new(),
         candidates_total: AtomicUsize::new(0),
     };
     sink.record(Event::DeviceCreate {
@@ -237,13 +242,29 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
     true
 }
 
-/// A patched `vkAllocateMemory` that imports a double mapping's driver view.
+/// A patched `vkAllocateMemory` that imports a double mapping's driver view (the mapping
+/// itself waits in `Profiler::importing`).
 pub struct Import {
     info: vk::MemoryAllocateInfo<'static>,
     import: vk::ImportMemoryHostPointerInfoEXT<'static>,
     flags: Option<vk::MemoryAllocateFlagsInfo<'static>>,
     priority: Option<vk::MemoryPriorityAllocateInfoEXT<'static>>,
-    map: DoubleMap,
+    driver_ptr: usize,
+    len: usize,
+}
+
+/// A patched `vkCreateBuffer`: the application's chain behind a
+/// `VkExternalMemoryBufferCreateInfo` for host allocations.
+pub struct BufferPatch {
+    info: vk::BufferCreateInfo<'static>,
+    ext: vk::ExternalMemoryBufferCreateInfo<'static>,
+}
+
+impl BufferPatch {
+    /// The create info to pass down (valid while `self` is not moved).
+    pub fn info(&self) -> *const vk::BufferCreateInfo<'static> {
+        &self.info
+    }
 }
 
 impl Import {
@@ -341,10 +362,12 @@ impl Profiler {
             import: vk::ImportMemoryHostPointerInfoEXT::default(),
             flags,
             priority,
-            map,
+            driver_ptr: map.driver_ptr() as usize,
+            len: map.len(),
         });
+        self.importing.insert(b.driver_ptr, map);
         b.import.handle_type = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
-        b.import.p_host_pointer = b.map.driver_ptr() as *mut c_void;
+        b.import.p_host_pointer = b.driver_ptr as *mut c_void;
         let mut next: *const c_void = std::ptr::null();
         if let Some(f) = b.flags.as_mut() {
             f.p_next = next;
@@ -356,8 +379,46 @@ impl Profiler {
         }
         b.import.p_next = next;
         b.info.p_next = &b.import as *const _ as *const c_void;
-        b.info.allocation_size = b.map.len() as u64;
+        b.info.allocation_size = b.len as u64;
         b.info.memory_type_index = info.memory_type_index;
+        Some(b)
+    }
+
+    /// The import was refused by the driver: drop its double mapping.
+    pub fn import_failed(&self, import: Box<Import>) {
+        self.importing.remove(&import.driver_ptr);
+    }
+
+    /// Before `vkCreateBuffer` with the double mapping on: the application's create info with
+    /// `VkExternalMemoryBufferCreateInfo { HOST_ALLOCATION_EXT }` in front, unless the
+    /// application chained its own external-memory info (its buffer then is not bound into
+    /// echo's imports: such memory is external and is left alone).
+    ///
+    /// # Safety
+    /// `info` must be a valid create info.
+    pub unsafe fn patch_buffer_info(
+        &self,
+        info: &vk::BufferCreateInfo<'_>,
+    ) -> Option<Box<BufferPatch>> {
+        if !self.double_map || !self.guard_ok.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+        while !p.is_null() {
+            if (*p).s_type == vk::StructureType::EXTERNAL_MEMORY_BUFFER_CREATE_INFO {
+                return None;
+            }
+            p = (*p).p_next;
+        }
+        let mut b = Box::new(BufferPatch {
+            info: std::mem::transmute::<vk::BufferCreateInfo<'_>, vk::BufferCreateInfo<'static>>(
+                *info,
+            ),
+            ext: vk::ExternalMemoryBufferCreateInfo::default(),
+        });
+        b.ext.handle_types = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+        b.ext.p_next = info.p_next;
+        b.info.p_next = &b.ext as *const _ as *const c_void;
         Some(b)
     }
 
@@ -373,8 +434,9 @@ impl Profiler {
         import: Option<Box<Import>>,
     ) {
         if let Some(i) = import {
-            let Import { map, .. } = *i;
-            self.doubles.insert(memory, map);
+            if let Some((_, map)) = self.importing.remove(&i.driver_ptr) {
+                self.doubles.insert(memory, map);
+            }
         }
         if !self.on() {
             return;
