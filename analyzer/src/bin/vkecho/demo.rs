@@ -359,12 +359,11 @@ fn print_table(rows: &[Row]) {
         "identical"
     );
     for r in rows {
-        let plan = if r.accepted > 0 {
-            format!("{} group(s)", r.accepted)
-        } else if r.rejected.is_empty() {
-            "no candidates".to_string()
-        } else {
-            format!("refused: {}", r.rejected.join(","))
+        let plan = match (r.accepted, r.rejected.is_empty()) {
+            (0, true) => "no candidates".to_string(),
+            (n, true) => format!("{n} group(s)"),
+            (0, false) => format!("refused: {}", r.rejected.join(",")),
+            (n, false) => format!("{n} grp; refused {}", r.rejected.join(",")),
         };
         let rec = if r.recovered.is_finite() {
             format!("{:.0}%", r.recovered * 100.0)
