@@ -8,12 +8,13 @@
 #   vulkan-tools               vulkaninfo (a test compares its report with and without the layer)
 #   vulkan-validationlayers    VK_LAYER_KHRONOS_validation (tests run it beside echo)
 #   glslang-tools spirv-tools  glslangValidator and spirv-val, for the sample shaders
+#   valgrind                   scripts/leaks.sh (its short run is part of the test suite)
 #
 # Extra packages can be added with ECHO_EXTRA_PACKAGES="valgrind binutils".
 set -euo pipefail
 
 packages=(libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
-          glslang-tools spirv-tools)
+          glslang-tools spirv-tools valgrind)
 # shellcheck disable=SC2206
 packages+=(${ECHO_EXTRA_PACKAGES:-})
 
