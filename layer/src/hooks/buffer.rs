@@ -51,7 +51,9 @@ hook! {
                 p.on_create_buffer(cx.dev, raw(*out));
             }
             if let Some(e) = cx.dev.enforce() {
-                if let Some(k) = cx.dev.state.buffers.get(&raw(*out)).and_then(|b| b.key.clone()) {
+                // The key is cloned out first: no map guard may be held while enforce locks.
+                let key = cx.dev.state.buffers.get(&raw(*out)).and_then(|b| b.key.clone());
+                if let Some(k) = key {
                     e.buffer_created(raw(*out), &k);
                 }
             }
