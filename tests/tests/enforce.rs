@@ -13,7 +13,11 @@
 //!   aliasing at all);
 //! - corrupt, truncated, foreign-context, future-version and group-writable plans: one warning,
 //!   passthrough, identical output;
-//! - auto mode: the first run profiles and writes the plan, the second enforces it.
+//! - auto mode: the first run profiles and writes the plan, the second enforces it;
+//! - bind/map/free orders (`echo-order`): staging bound before the device buffer has memory
+//!   (binds held back, then aliased), the device memory freed while an aliased staging buffer is
+//!   still read (free deferred), a staging buffer mapped and written before its partner is bound
+//!   (bound as asked at that first use, reported) — all identical and validation-clean.
 
 use echo_analyzer::plan::{parse_plan, Direction, Group, Member, Plan, Role, SubstituteSync};
 use echo_analyzer::stats::Stats;
@@ -44,6 +48,7 @@ fn scratch(name: &str) -> PathBuf {
 /// One sample with fixed arguments (a plan only applies to the arguments it was made with).
 struct Flow {
     dir: PathBuf,
+    program: PathBuf,
     args: Vec<String>,
 }
 
@@ -63,7 +68,19 @@ impl Flow {
             .iter()
             .map(|s| s.to_string())
             .collect(),
+            program: samples_bin(),
         }
+    }
+
+    /// `echo-order --order ORDER` (tests/src/bin/echo-order.rs).
+    fn order(order: &str) -> Flow {
+        let mut f = Flow::new(&format!("order-{order}"), "64");
+        f.program = samples_bin().with_file_name("echo-order");
+        f.args = ["--order", order, "--iters", "3", "--kib", "64"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        f
     }
 
     fn argv(&self) -> Vec<&str> {
@@ -73,12 +90,16 @@ impl Flow {
     fn sample(&self, env: &[(&str, &str)]) -> SampleRun {
         let mut c = sample_command(&self.argv());
         c.envs(env.iter().copied());
+        if self.program != samples_bin() {
+            c = Command::new(&self.program);
+            c.args(&self.args).envs(env.iter().copied());
+        }
         run_command(c)
     }
 
     fn vkecho(&self, sub: &[&str], env: &[(&str, &str)]) -> SampleRun {
         let mut c = Command::new(vkecho());
-        c.args(sub).arg("--").arg(samples_bin()).args(&self.args);
+        c.args(sub).arg("--").arg(&self.program).args(&self.args);
         c.envs(env.iter().copied());
         if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
             c.env("XDG_RUNTIME_DIR", std::env::temp_dir());
@@ -615,5 +636,73 @@ fn auto_mode_profiles_then_enforces() {
         all[1].groups_applied > 0 && all[1].copies_elided > 0,
         "{:?}",
         all[1]
+    );
+}
+
+// ------------------------------------------------------------------ bind, map and free orders
+
+/// Profile, analyze and enforce `echo-order --order ORDER` under the validation layer: identical
+/// output, no validation message, and the statistics.
+fn ordered(order: &str) -> Stats {
+    let f = Flow::order(order);
+    let base = f.sample(&[]);
+    assert_eq!(base.json()["mismatches"], 0);
+    let (_, plan) = f.profile_and_analyze();
+    assert_eq!(
+        read_plan(&plan).groups.len(),
+        1,
+        "{order}: one group (up, down) around d"
+    );
+    let (run, s) = f.enforce(&plan, &validation_env());
+    assert_eq!(base.checksum(), run.checksum(), "{order}: output changed");
+    assert_eq!(run.json()["mismatches"], 0);
+    let msgs = run.validation_messages();
+    assert!(msgs.is_empty(), "{order}: validation:\n{}", msgs.join("\n"));
+    s
+}
+
+/// Both staging buffers are bound before the device buffer has memory: their binds are held
+/// back, then aliased when the device buffer is bound.
+#[test]
+fn staging_bound_before_device_is_deferred_then_aliased() {
+    let s = ordered("host-late");
+    assert_eq!(s.groups_applied, 1, "{:?}", s.not_applied);
+    assert_eq!((s.binds_redirected, s.maps_redirected), (2, 2));
+    assert_eq!(s.copies_elided, 6);
+}
+
+/// The device buffer and its memory are freed while the readback staging buffer (aliased into
+/// that memory) is still read: the free is deferred until the staging buffer is destroyed.
+#[test]
+fn free_of_memory_a_partner_lives_in_is_deferred() {
+    let s = ordered("free-early");
+    assert_eq!(s.groups_applied, 1, "{:?}", s.not_applied);
+    assert_eq!(s.frees_deferred, 1);
+}
+
+/// The upload buffer is mapped and written before the device buffer has memory: that first use
+/// binds it as the application asked (reported), the readback member is still aliased.
+#[test]
+fn staging_used_before_its_partner_is_bound_as_asked() {
+    let s = ordered("map-early");
+    assert_eq!(s.groups_applied, 0);
+    assert!(
+        s.not_applied[0]
+            .reason
+            .contains("used before its partner was bound"),
+        "{:?}",
+        s.not_applied
+    );
+    assert_eq!(s.binds_redirected, 1);
+    assert_eq!(s.copies_elided, 3);
+}
+
+#[test]
+fn normal_order_aliases_both_staging_buffers() {
+    let s = ordered("normal");
+    assert_eq!(s.groups_applied, 1);
+    assert_eq!(
+        (s.binds_redirected, s.maps_redirected, s.frees_deferred),
+        (2, 2, 0)
     );
 }
