@@ -1,6 +1,7 @@
 //! echo-bench: the measurement VK_LAYER_echo is judged by (DESIGN §9, issue 7).
 //!
-//! For each sample, four configurations run as separate processes, interleaved A B C D, A B C D, …:
+//! For each sample, four configurations run as separate processes, interleaved in rounds (A B C D,
+//! B C D A, C D A B, …: the order rotates so no configuration always runs first):
 //! A no layer (staging variant), B layer loaded with mode=off, C enforce with a plan made once by
 //! profile + `vkecho analyze` for exactly these arguments, D the hand-written zero-copy twin.
 //! Every process reports its mean iteration time; a configuration's time is the median of its
@@ -238,7 +239,12 @@ impl SampleRun {
             off / b - 1.0
         }))
     }
+    /// Per-round recovered fractions. Empty when the measured copy fraction is under `MIN_GAIN`:
+    /// removing every copy cannot then gain more than the noise, so the quotient means nothing.
     pub fn recovered(&self) -> Summary {
+        if self.f_copy() < MIN_GAIN {
+            return Summary::of(&[]);
+        }
         Summary::of(&stats::recovered_per_round(
             &self.times[0],
             &self.times[2],
@@ -443,12 +449,23 @@ fn bench_sample(
     }
     let stats_path = o.work.join(format!("{}.stats.jsonl", slug(name, size_mib)));
     for round in 0..o.procs {
-        for &c in &Config::ALL {
+        for c in Config::ALL {
             if !configs.contains(&c) {
                 r.times[c.index()].push(f64::NAN);
                 r.medians[c.index()].push(f64::NAN);
-                continue;
             }
+        }
+        // Each round starts with a different configuration (A B C D, B C D A, …), so that a
+        // position effect (the first process after a pause, the one after a big allocation)
+        // does not always fall on the same configuration.
+        let order: Vec<Config> = configs
+            .iter()
+            .cycle()
+            .skip(round % configs.len())
+            .take(configs.len())
+            .copied()
+            .collect();
+        for c in order {
             let variant = if c == Config::Zero {
                 "zero-copy"
             } else {
@@ -564,7 +581,10 @@ fn bench_calls(o: &Opts, b: &Build) -> CallsRun {
         "5".into(),
     ];
     for round in 0..o.procs {
-        for (i, l) in layers.iter().enumerate() {
+        for k in 0..layers.len() {
+            // Rotated like the sample rounds: a different configuration starts each round.
+            let i = (k + round) % layers.len();
+            let l = &layers[i];
             let _ = std::fs::remove_file(&stats_path);
             let res = runner::run_json(b, &b.calls, &args, l);
             if let Err(e) = &res {

@@ -338,12 +338,17 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
         let mut na = Vec::new();
         for r in &positives {
             let rc = r.recovered();
+            let noisy = if rc.max - rc.min > NOISY_RECOVERED {
+                " (noisy)"
+            } else {
+                ""
+            };
             if !rc.is_valid() {
                 na.push(r.sample.clone());
             } else if rc.median >= 0.99 {
-                met.push(format!("{} {:.0} %", r.sample, rc.median * 100.0));
+                met.push(format!("{} {:.0} %{noisy}", r.sample, rc.median * 100.0));
             } else {
-                missed.push(format!("{} {:.0} %", r.sample, rc.median * 100.0));
+                missed.push(format!("{} {:.0} %{noisy}", r.sample, rc.median * 100.0));
             }
         }
         let stand = if positives.is_empty() {
@@ -357,13 +362,19 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
             }
             if !na.is_empty() {
                 v.push(format!(
-                    "not measurable on {} (zero-copy gain < {:.0} % of the baseline: nothing to recover)",
+                    "not measurable on {} (f_copy or the zero-copy gain < {:.0} %: nothing to recover above the noise)",
                     na.join(", "),
                     stats::MIN_GAIN * 100.0
                 ));
             }
             if !met.is_empty() {
                 v.push(format!("met on {}", met.join(", ")));
+            }
+            if missed.iter().chain(&met).any(|m| m.ends_with("(noisy)")) {
+                v.push(format!(
+                    "(noisy) = the rounds span more than {:.0} points: the machine was busy (load average above) or the sample is unstable; rerun before concluding",
+                    NOISY_RECOVERED * 100.0
+                ));
             }
             v.join("; ")
         };
@@ -383,6 +394,11 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
             let cost = c.cost(1, "submit_wait_ns");
             let stand = if !cost.is_valid() {
                 "not measured (the microbenchmark failed)".to_string()
+            } else if cost.max - cost.min > NOISY_PASSTHROUGH || cost.median < -0.01 {
+                format!(
+                    "**inconclusive**: the rounds span {:.1} points (a layer that does nothing cannot make calls faster; this is the machine's noise, load average above), far more than the 1 % target; rerun on a quiet machine",
+                    (cost.max - cost.min) * 100.0
+                )
             } else if cost.median <= 0.01 {
                 "**met**".to_string()
             } else {
@@ -491,7 +507,7 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
         let _ = writeln!(s, "\n## Size sweep: saxpy\n");
         let _ = writeln!(
             s,
-            "A = no layer, C = enforce with a plan profiled at that size, D = zero-copy twin; interleaved A C D, {} processes each. Sizes straddle 32 MiB on purpose (allocators change behaviour there).\n",
+            "A = no layer, C = enforce with a plan profiled at that size, D = zero-copy twin; interleaved A C D (order rotating per round), {} processes each. Sizes straddle 32 MiB on purpose (allocators change behaviour there).\n",
             o.procs
         );
         let _ = writeln!(
@@ -535,7 +551,7 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
         let _ = writeln!(s, "\n## Per-call cost of the layer\n");
         let _ = writeln!(
             s,
-            "`echo-bench-calls` (bench/src/bin/echo-bench-calls.rs), {} processes per configuration, interleaved. ns per call: median over processes (each process: median of 5 batch means). Δ: per-round ratio to the no-layer process of the same round, median [min … max].\n",
+            "`echo-bench-calls` (bench/src/bin/echo-bench-calls.rs), {} processes per configuration, interleaved, the order rotating each round. ns per call: median over processes (each process: median of 5 batch means). Δ: per-round ratio to the no-layer process of the same round, median [min … max].\n",
             o.procs
         );
         let active = |i: usize| match c.active[i] {
@@ -594,10 +610,10 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
 
     // Method.
     let _ = writeln!(s, "## How the numbers are computed\n");
-    let _ = writeln!(s, "- Every number comes from separate processes of `echo-samples <sample> --size-mib S --iters N --warmup W --variant V`. A round runs A (staging, no layer), B (staging, layer loaded with `VK_ECHO_MODE=off`), C (staging, `VK_ECHO_MODE=enforce` with the plan), D (zero-copy twin, no layer), back to back; rounds repeat. The layer is loaded through an explicit manifest for this build's `libVkLayer_echo.so` (`VK_ADD_LAYER_PATH`, `VK_INSTANCE_LAYERS=VK_LAYER_echo`); `VK_ECHO_DISABLE=1` keeps an installed implicit copy out of every configuration.");
+    let _ = writeln!(s, "- Every number comes from separate processes of `echo-samples <sample> --size-mib S --iters N --warmup W --variant V`. A round runs A (staging, no layer), B (staging, layer loaded with `VK_ECHO_MODE=off`), C (staging, `VK_ECHO_MODE=enforce` with the plan), D (zero-copy twin, no layer), back to back; rounds repeat, each starting one configuration later (A B C D, B C D A, …) so that a position effect does not always hit the same configuration. The layer is loaded through an explicit manifest for this build's `libVkLayer_echo.so` (`VK_ADD_LAYER_PATH`, `VK_INSTANCE_LAYERS=VK_LAYER_echo`); `VK_ECHO_DISABLE=1` keeps an installed implicit copy out of every configuration.");
     let _ = writeln!(s, "- Iteration time = host input fill + record + submit + wait + host readback/postprocess (what the consumer pays; the checksum fold is excluded by the sample). Per process: `iter_ms_mean`; per configuration: median of the per-process means.");
     let _ = writeln!(s, "- The plan is made once per sample and size: one profile run (`VK_ECHO_MODE=profile`) with exactly the timed arguments (a plan is bound to the argument hash), then `vkecho analyze TRACE -o PLAN`.");
-    let _ = writeln!(s, "- speedup = A/C, zero-copy = A/D, passthrough = B/A − 1, recovered = (A − C)/(A − D), each computed within a round and then summarised; recovered is not reported (n/a) when A − D < {:.0} % of A (no gain to recover, the quotient would be noise).", stats::MIN_GAIN * 100.0);
+    let _ = writeln!(s, "- speedup = A/C, zero-copy = A/D, passthrough = B/A − 1, recovered = (A − C)/(A − D), each computed within a round and then summarised; recovered is not reported (n/a) when f_copy or A − D is under {:.0} % of A (no gain to recover above the noise; the quotient would be noise). A recovered fraction whose rounds span more than {:.0} points is marked (noisy); a passthrough measurement whose rounds span more than {:.0} points is inconclusive.", stats::MIN_GAIN * 100.0, NOISY_RECOVERED * 100.0, NOISY_PASSTHROUGH * 100.0);
     let _ = writeln!(s, "- f_copy: a separate no-layer process of the staging variant with `--timing` (timestamp queries around every `vkCmdCopyBuffer`; f_copy = Σ copy time / Σ iteration time), so the queries do not disturb the timed runs. Median over the timing processes. Amdahl bound = 1/(1 − f_copy).");
     let _ = writeln!(s, "- bytes elided per iteration = the layer's `bytes_elided` (statistics file written at `vkDestroyDevice`, last enforce process) / (timed + warm-up iterations); one-time uploads (pipeline's weights) are in the total, so that figure can exceed the per-iteration copies. bytes copied = the sample's own `bytes_copied_per_iter` (what the app recorded per timed iteration).");
     let _ = writeln!(s, "- device memory without the layer = the peak of live `vkAllocateMemory` bytes in the profile trace (allocations minus frees, in trace order); with the layer = that minus the layer's `memory_not_allocated`. Both count what the sample allocates (buffers), not driver-internal memory.");
@@ -627,6 +643,11 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
     }
     (s, !changed.is_empty())
 }
+
+/// A recovered fraction whose rounds span more than this is flagged as noisy.
+const NOISY_RECOVERED: f64 = 0.25;
+/// A passthrough measurement whose rounds span more than this cannot judge a 1 % target.
+const NOISY_PASSTHROUGH: f64 = 0.04;
 
 fn ns_delta(a: f64, b: f64) -> String {
     format!("{:+.0} ns", b - a)

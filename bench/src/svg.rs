@@ -216,25 +216,19 @@ impl Plot {
         // Grid and ticks.
         let x_ticks = self.x_ticks.clone().unwrap_or_else(|| sx.ticks());
         // Labels closer than a label's width to the previous one go one line lower (31/32/33).
-        let mut last_label = [f64::NEG_INFINITY; 2];
+        let mut last_label = [f64::NEG_INFINITY; 3];
         for t in x_ticks.iter().filter(|t| sx.inside(**t)) {
             let x = sx.map(*t);
-            let row = if x - last_label[0] >= 24.0 {
-                0
-            } else if x - last_label[1] >= 24.0 {
-                1
-            } else {
-                2 // no room: grid line only
-            };
-            if row < 2 {
+            let row = (0..3).find(|r| x - last_label[*r] >= 24.0).unwrap_or(3); // 3: no room, grid line only
+            if row < 3 {
                 last_label[row] = x;
             }
-            let label = if row < 2 { fmt_tick(*t) } else { String::new() };
+            let label = if row < 3 { fmt_tick(*t) } else { String::new() };
             let _ = writeln!(
                 o,
                 r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#e4e4e4"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
                 H - B,
-                H - B + 16.0 + row.min(1) as f64 * 12.0,
+                H - B + 16.0 + row.min(2) as f64 * 11.0,
                 label
             );
         }
@@ -259,7 +253,7 @@ impl Plot {
             o,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             (L + W - R) / 2.0,
-            H - B + 44.0,
+            H - B + 50.0,
             esc(&self.x_label)
         );
         let _ = writeln!(
@@ -283,6 +277,7 @@ impl Plot {
             H - B - T
         );
         // Series.
+        let mut placed: Vec<(f64, f64, f64)> = Vec::new();
         for s in &self.series {
             let pts: Vec<&Point> = s
                 .points
@@ -325,11 +320,20 @@ impl Plot {
                 }
                 marker(&mut o, s.marker, x, y, s.color);
                 if let Some(l) = &p.label {
+                    // Move a label down past the ones already placed nearby.
+                    let w = l.chars().count() as f64 * 6.2;
+                    let mut ly = y - 6.0;
+                    while placed.iter().any(|&(px, py, pw)| {
+                        (ly - py).abs() < 12.0 && x + 7.0 < px + pw && px < x + 7.0 + w
+                    }) {
+                        ly += 12.0;
+                    }
+                    placed.push((x + 7.0, ly, w));
                     let _ = writeln!(
                         o,
                         r#"<text x="{:.1}" y="{:.1}" font-size="11" fill="{}">{}</text>"#,
                         x + 7.0,
-                        y - 6.0,
+                        ly,
                         s.color,
                         esc(l)
                     );
