@@ -50,8 +50,10 @@ pub fn gather(inst: &InstanceData, pd: vk::PhysicalDevice) -> Context {
         inst.api_version >= vk::API_VERSION_1_1 || props.api_version >= vk::API_VERSION_1_1;
     if let (true, Some(gpdp2)) = (api_ok, inst.get_physical_device_properties2) {
         let mut id = vk::PhysicalDeviceIDProperties::default();
-        let mut p2 = vk::PhysicalDeviceProperties2::default();
-        p2.p_next = &mut id as *mut _ as *mut std::ffi::c_void;
+        let mut p2 = vk::PhysicalDeviceProperties2 {
+            p_next: &mut id as *mut _ as *mut std::ffi::c_void,
+            ..Default::default()
+        };
         // SAFETY: valid chain of out structs; pd belongs to this instance.
         unsafe { gpdp2(pd, &mut p2) };
         device_uuid = id.device_uuid.iter().map(|b| format!("{b:02x}")).collect();

@@ -102,7 +102,7 @@ fn accesses_in_fence_windows(t: &Trace) -> Vec<(u64, u64, Access)> {
                         _ => false,
                     }
             });
-            at < r.seq && done.map_or(true, |d| r.seq < d.seq)
+            at < r.seq && !matches!(done, Some(d) if d.seq < r.seq)
         });
         if inside {
             out.push((r.seq, *buffer, *access));
@@ -212,7 +212,7 @@ fn the_detector_has_teeth_without_the_double_mapping_the_driver_faults() {
             })
             .collect();
         assert!(acc.iter().any(|a| a.writes()), "{acc:?}");
-        assert!(acc.iter().any(|a| *a == Access::Read), "{acc:?}");
+        assert!(acc.contains(&Access::Read), "{acc:?}");
     }
     // Same output both ways.
     assert_eq!(on_run.checksum(), off_run.checksum());

@@ -120,8 +120,10 @@ fn import_alignment(dev: &DeviceData) -> u64 {
         return 0;
     };
     let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
-    let mut p2 = vk::PhysicalDeviceProperties2::default();
-    p2.p_next = &mut host as *mut _ as *mut c_void;
+    let mut p2 = vk::PhysicalDeviceProperties2 {
+        p_next: &mut host as *mut _ as *mut c_void,
+        ..Default::default()
+    };
     // SAFETY: valid out chain; the physical device belongs to this instance.
     unsafe { gpdp2(dev.physical_device, &mut p2) };
     host.min_imported_host_pointer_alignment
@@ -385,6 +387,7 @@ impl Profiler {
     }
 
     /// The import was refused by the driver: drop its double mapping.
+    #[allow(clippy::boxed_local)] // the hook holds it boxed (its pointers must not move)
     pub fn import_failed(&self, import: Box<Import>) {
         self.importing.remove(&import.driver_ptr);
     }
