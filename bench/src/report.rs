@@ -396,7 +396,7 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
                 "not measured (the microbenchmark failed)".to_string()
             } else if cost.max - cost.min > NOISY_PASSTHROUGH || cost.median < -0.01 {
                 format!(
-                    "**inconclusive**: the rounds span {:.1} points (a layer that does nothing cannot make calls faster; this is the machine's noise, load average above), far more than the 1 % target; rerun on a quiet machine",
+                    "**inconclusive**: the rounds span {:.1} points, far more than the 1 % target (the machine's noise: see the load average above; a median below zero is noise too); rerun on a quiet machine",
                     (cost.max - cost.min) * 100.0
                 )
             } else if cost.median <= 0.01 {

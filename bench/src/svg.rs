@@ -65,7 +65,7 @@ const H: f64 = 500.0;
 const L: f64 = 78.0;
 const R: f64 = 24.0;
 const T: f64 = 46.0;
-const B: f64 = 62.0;
+const B: f64 = 74.0;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -253,7 +253,7 @@ impl Plot {
             o,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             (L + W - R) / 2.0,
-            H - B + 50.0,
+            H - B + 54.0,
             esc(&self.x_label)
         );
         let _ = writeln!(
@@ -266,7 +266,7 @@ impl Plot {
             let _ = writeln!(
                 o,
                 r##"<text x="{L}" y="{:.1}" font-size="10" fill="#555">{}</text>"##,
-                H - 8.0,
+                H - 4.0,
                 esc(n)
             );
         }
