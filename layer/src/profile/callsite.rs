@@ -245,9 +245,56 @@ fn capture_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallS
             break;
         }
     }
-    CallSite {
-        hash: CallSite::hash_frames(&frames),
-        frames,
+    let mut hash = CallSite::hash_frames(&frames);
+    if let Some(name) = thread_tag() {
+        hash = CallSite::mix_thread(hash, &name);
+    }
+    CallSite { hash, frames }
+}
+
+/// The name of the calling thread when the application gave it one: objects created by the same
+/// code on several threads get their ordinals per thread then, which stays stable across runs
+/// (creation order *across* threads follows the scheduler). `None` on the main thread and on
+/// threads that kept the process name (Linux threads inherit it).
+fn thread_tag() -> Option<String> {
+    // SAFETY: plain syscalls; PR_GET_NAME writes at most 16 bytes including the NUL.
+    unsafe {
+        if libc::syscall(libc::SYS_gettid) as libc::pid_t == libc::getpid() {
+            return None;
+        }
+        let mut buf = [0u8; 17];
+        if libc::prctl(
+            libc::PR_GET_NAME,
+            buf.as_mut_ptr() as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return None;
+        }
+        let name = CStr::from_bytes_until_nul(&buf)
+            .ok()?
+            .to_string_lossy()
+            .into_owned();
+        static PROCESS: OnceLock<String> = OnceLock::new();
+        let process = PROCESS.get_or_init(|| {
+            std::fs::read_to_string("/proc/self/comm")
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_default()
+        });
+        (!name.is_empty() && name != *process).then_some(name)
+    }
+}
+
+impl CallSite {
+    /// Mix a thread name into a site hash (FNV-1a continued over `"\0thread\0" + name`).
+    pub fn mix_thread(mut h: u64, name: &str) -> u64 {
+        for b in b"\0thread\0".iter().chain(name.as_bytes()) {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
     }
 }
 
@@ -294,6 +341,27 @@ mod tests {
     #[inline(never)]
     fn site_b() -> CallSite {
         std::hint::black_box(capture_with(16, &keep_all))
+    }
+
+    /// The same code on differently named threads gives different sites (ordinals then count per
+    /// thread, stable across runs); the same name gives the same site; the frames are equal.
+    #[test]
+    fn named_threads_get_their_own_sites() {
+        let on = |name: &str| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(site_a)
+                .unwrap()
+                .join()
+                .unwrap()
+        };
+        let (a1, a2, b) = (on("worker-0"), on("worker-0"), on("worker-1"));
+        assert_eq!(a1.hash, a2.hash);
+        assert_ne!(a1.hash, b.hash);
+        let strip = |c: &CallSite| c.frames.iter().skip(1).take(2).cloned().collect::<Vec<_>>();
+        assert_eq!(strip(&a1), strip(&b), "same code, same frames");
+        assert_eq!(CallSite::mix_thread(7, "x"), CallSite::mix_thread(7, "x"));
+        assert_ne!(CallSite::mix_thread(7, "x"), CallSite::mix_thread(7, "y"));
     }
 
     const CHILD_ENV: &str = "ECHO_CALLSITE_CHILD";
@@ -362,7 +430,13 @@ mod tests {
     fn frames_are_module_relative_and_hash_is_their_fnv() {
         let a = site_a();
         assert!(!a.frames.is_empty());
-        assert_eq!(a.hash, CallSite::hash_frames(&a.frames));
+        // The test harness names its threads, so the thread tag is mixed in here.
+        let frames_hash = CallSite::hash_frames(&a.frames);
+        let expected = match thread_tag() {
+            Some(name) => CallSite::mix_thread(frames_hash, &name),
+            None => frames_hash,
+        };
+        assert_eq!(a.hash, expected);
         assert_eq!(a.hex().len(), 16);
         let exe = exe_basename();
         assert!(a.frames.iter().any(|f| f.module == exe), "{:?}", a.frames);

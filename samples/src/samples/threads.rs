@@ -114,7 +114,12 @@ pub fn run(ctx: &Ctx, o: &Opts, sink: &mut Sink) -> Res<()> {
     std::thread::scope(|scope| {
         for id in 0..t {
             let sh = &sh;
-            scope.spawn(move || worker(ctx, o, id, n, sh));
+            // Named like most thread pools name their workers; the layer keys buffers per named
+            // thread, so each worker's buffers keep their identity across runs.
+            std::thread::Builder::new()
+                .name(format!("worker-{id}"))
+                .spawn_scoped(scope, move || worker(ctx, o, id, n, sh))
+                .expect("spawn worker thread");
         }
         sh.done.wait();
         let result = check(&sh.slots).and_then(|_| {
