@@ -84,6 +84,9 @@ struct BufRt {
     guest: Option<Slot>,
     bind: Bind,
     key: ObjectKey,
+    /// Bound by echo when its allocation was mapped before the bind: the (memory, offset) the
+    /// application's own bind is expected to name.
+    early: Option<(u64, u64)>,
 }
 
 struct MemberRt {
@@ -350,6 +353,7 @@ impl Enforcer {
                 guest,
                 bind: Bind::Unbound,
                 key: key.clone(),
+                early: None,
             },
         );
     }
@@ -446,6 +450,15 @@ impl Enforcer {
                     }
                 }
                 r
+            }
+            Some(_) if inner.bufs.get(&buffer).and_then(|b| b.early).is_some() => {
+                let expected = inner.bufs.get(&buffer).and_then(|b| b.early);
+                if expected != Some((memory, offset)) {
+                    log::error!(
+                        "enforce: staging buffer {buffer:#x} is bound at offset {offset} of {memory:#x}, but echo had already bound it where the plan said (its map was served before the bind); the host's view of it may be wrong"
+                    );
+                }
+                vk::Result::SUCCESS
             }
             Some(guest) => {
                 let host_bound = self.host_binding(dev, &inner, guest).is_some();
@@ -963,11 +976,41 @@ impl Enforcer {
             return None;
         }
         self.ensure_echo_map(dev, inner, dmem).ok()?;
+        // Bind the member now, before any pointer is handed out: if the redirected bind fails,
+        // the map goes to the driver and everything stays as the application asked. Its own
+        // vkBindBufferMemory later is then answered without going down.
+        let r = fp_bind(dev, h, dmem, target_off as u64);
+        if r != vk::Result::SUCCESS {
+            log::warn_once(
+                "enforce-early-bind",
+                format_args!("enforce: a redirected bind failed ({r:?}); that staging buffer stays as the application binds it (further failures are in the statistics)"),
+            );
+            self.set_outcome(
+                inner,
+                Slot::Staging(g, m),
+                Err(format!("the redirected bind failed ({r:?})")),
+            );
+            return None;
+        }
+        if let Some(mut b) = dev.state.buffers.get_mut(&h) {
+            b.bound = Some((dmem, target_off as u64));
+        }
+        if let Some(b) = inner.bufs.get_mut(&h) {
+            b.bind = Bind::Done;
+            b.early = Some((memory, at_in_own));
+        }
+        inner.mems.entry(dmem).or_default().guests.insert(h);
+        self.c.binds_redirected.fetch_add(1, Ordering::Relaxed);
+        self.any_alias.store(true, Ordering::Release);
+        self.set_outcome(inner, Slot::Staging(g, m), Ok(()));
         let rd = Redirect {
             target: dmem,
             shift: target_off - at_in_own as i128,
         };
         inner.mems.entry(memory).or_default().redirect = Some(rd);
+        log::debug!(
+            "enforce: staging buffer {h:#x} bound into {dmem:#x} at {target_off} ahead of its map"
+        );
         Some(rd)
     }
 
