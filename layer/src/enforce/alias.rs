@@ -16,6 +16,10 @@
 //! "not applied", with the reason). Every redirected bind passes `echo_analyzer::apply::
 //! check_redirect` first: the driver may accept a wrong one silently. `vkFreeMemory` of memory a
 //! guest still lives in is deferred until the last guest is destroyed (S4).
+//!
+//! Locking: one mutex (`Inner`) for binds, maps and frees (never on the recording hot path
+//! unless a bind is held back); `DeviceState`'s maps are only touched while it is held, never the
+//! other way round (hooks clone what they need out of `DeviceState` before calling in here).
 
 use crate::dispatch::DeviceData;
 use crate::log;
