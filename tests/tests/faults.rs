@@ -172,13 +172,15 @@ fn poisoned_pipeline_identical() {
 /// creation into one with `VkExternalMemoryBufferCreateInfo`, and retries a failure as the
 /// application asked; enforce serves redirected maps from its own mapping without calling down —
 /// so a one-shot failure of exactly the Nth driver call may be absorbed (the application then
-/// succeeds, with a fault model a real device does not have). Binds fail once: echo never retries
-/// an application's bind.
+/// succeeds, with a fault model a real device does not have). Enforce also issues a bind of its
+/// own ahead of the application's (a staging buffer mapped before it is bound is bound into its
+/// device buffer's memory first), so one bind fault persists too; the other fails once, and echo
+/// never retries an application's bind.
 const APP_FAULTS: [&str; 7] = [
     "vkAllocateMemory@1+",
     "vkAllocateMemory@4+",
     "vkAllocateMemory@5+",
-    "vkBindBufferMemory@2",
+    "vkBindBufferMemory@2+",
     "vkBindBufferMemory@3",
     "vkMapMemory@2+",
     "vkCreateBuffer@3+",
