@@ -164,6 +164,61 @@ fn readback_read_after_the_fence_is_accepted() {
     assert_eq!(a.plan.groups[0].members[0].role, Role::Readback);
 }
 
+/// A device-local allocation that is not host-visible (a non-strict memory table), `dedicated`
+/// to a buffer or a block the app sub-allocates from.
+fn device_only_memory(t: &mut T, size: u64, dedicated: Option<u64>) -> u64 {
+    let memory = t.handle();
+    t.push(Event::MemoryAlloc {
+        memory,
+        key: echo_analyzer::trace::ObjectKey {
+            site: format!("{memory:016x}"),
+            size,
+            usage: 1,
+            flags: 0,
+            ordinal: 0,
+        },
+        type_index: 1,
+        size,
+        dedicated_buffer: dedicated,
+        host_visible: false,
+        external: false,
+    });
+    memory
+}
+
+// wgpu on an integrated table (tests/tests/wgpu.rs): the device buffer lives in a block of
+// device-only memory shared with other buffers, the readback buffer has a host-visible block to
+// itself. The layer cannot give a shared block a host-visible type, so the staging maps could
+// not be served from it: the device buffer goes into the staging range instead.
+#[test]
+fn device_buffer_in_shared_device_only_block_goes_device_into_staging() {
+    for dedicated in [false, true] {
+        let mut t = T::new();
+        let d = t.create(MIB, STORAGE | SRC | DST, 0);
+        let block = device_only_memory(&mut t, 8 * MIB, dedicated.then_some(d));
+        if !dedicated {
+            let other = t.create(MIB, STORAGE, 0);
+            t.bind(other, block, 0);
+        }
+        t.bind(d, block, if dedicated { 0 } else { MIB });
+        let h = t.staging(MIB);
+        for _ in 0..3 {
+            t.run(&[Cmd::Write(d), Cmd::Copy(d, h.buf, MIB)]);
+            t.host_read(h.buf);
+        }
+        let a = t.analyze();
+        let hno = if dedicated { 2 } else { 3 };
+        let (_, dir, _) = accepted(decision(&a, hno, 1));
+        let want = if dedicated {
+            // A dedicated allocation is switched to a host-visible type by enforce.
+            Direction::StagingIntoDevice
+        } else {
+            Direction::DeviceIntoStaging
+        };
+        assert_eq!(dir, want, "dedicated device memory: {dedicated}");
+    }
+}
+
 #[test]
 fn readback_read_before_the_fence_is_s2() {
     let mut t = T::new();

@@ -87,6 +87,23 @@ pub fn check(
             ));
         }
     }
+    if dir == Direction::StagingIntoDevice {
+        // The staging maps are served from the device allocation, so it must be host-visible;
+        // the layer switches it to a host-visible type only when it is dedicated to the device
+        // buffer (enforce's `allocation_type`), never a block the app sub-allocates others from.
+        let db = d.bind.as_ref().expect("checked above");
+        let dm = &m.memories[db.memory];
+        if !dm.host_visible && dm.dedicated_buffer != Some(device) {
+            return Err(verdict(
+                Some(db.seq),
+                format!(
+                    "compat: the memory of {} (type {}) is not host-visible and not dedicated to it, so it cannot be given a host-visible type for the staging maps",
+                    ctx.name(device, "device"),
+                    dm.type_index
+                ),
+            ));
+        }
+    }
     let t = shared_type(ctx, staging, device, dir).unwrap_or(0);
     for (b, role) in [(h, "staging"), (d, "device")] {
         if t >= 32 || b.req.type_bits & (1u32 << t) == 0 {
