@@ -141,18 +141,7 @@ impl Enforcer {
         ) else {
             return down(count, regions);
         };
-        let keep: Vec<vk::BufferCopy> = rs
-            .iter()
-            .zip(&drop)
-            .filter(|(_, &d)| !d)
-            .map(|(r, _)| *r)
-            .collect();
-        let bytes: u64 = rs
-            .iter()
-            .zip(&drop)
-            .filter(|(_, &d)| d)
-            .map(|(r, _)| r.size)
-            .sum();
+        let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
         self.count_dropped((rs.len() - keep.len()) as u64, bytes, keep.is_empty());
         if !keep.is_empty() {
             down(keep.len() as u32, keep.as_ptr());
@@ -186,18 +175,7 @@ impl Enforcer {
         ) else {
             return down(info);
         };
-        let keep: Vec<vk::BufferCopy2<'_>> = rs
-            .iter()
-            .zip(&drop)
-            .filter(|(_, &d)| !d)
-            .map(|(r, _)| *r)
-            .collect();
-        let bytes: u64 = rs
-            .iter()
-            .zip(&drop)
-            .filter(|(_, &d)| d)
-            .map(|(r, _)| r.size)
-            .sum();
+        let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
         self.count_dropped((rs.len() - keep.len()) as u64, bytes, keep.is_empty());
         if !keep.is_empty() {
             let mut patched = *i;
@@ -207,4 +185,21 @@ impl Enforcer {
         }
         self.substitute_barrier(dev, cb);
     }
+}
+
+/// The regions to keep (in order) and the bytes of the dropped ones.
+fn split_regions<R: Copy>(rs: &[R], drop: &[bool], size: impl Fn(&R) -> u64) -> (Vec<R>, u64) {
+    let keep = rs
+        .iter()
+        .zip(drop)
+        .filter(|(_, &d)| !d)
+        .map(|(r, _)| *r)
+        .collect();
+    let bytes = rs
+        .iter()
+        .zip(drop)
+        .filter(|(_, &d)| d)
+        .map(|(r, _)| size(r))
+        .sum();
+    (keep, bytes)
 }
