@@ -19,5 +19,6 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
 fi
 
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --release --workspace
+# The wgpu test program (tests/wgpu-app) is a test subject only: leave it out of release builds.
+cargo build --release --workspace --exclude echo-wgpu-app
 exec "$target/release/echo-bench" --command "scripts/bench.sh${*:+ $*}" "$@"

@@ -11,5 +11,6 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
     export XDG_RUNTIME_DIR=/tmp
 fi
 
-cargo build --release --workspace
+# The wgpu test program (tests/wgpu-app) is a test subject only: leave it out of release builds.
+cargo build --release --workspace --exclude echo-wgpu-app
 exec "${CARGO_TARGET_DIR:-target}/release/vkecho" demo "$@"

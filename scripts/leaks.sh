@@ -41,7 +41,7 @@ done
 command -v valgrind >/dev/null || { echo "leaks.sh: valgrind is not installed (scripts/deps.sh)" >&2; exit 2; }
 if [ -z "${ECHO_BIN_DIR:-}" ]; then
     ECHO_BIN_DIR="${CARGO_TARGET_DIR:-target}/debug"
-    [ "${ECHO_NO_BUILD:-0}" = 1 ] || cargo build -q --workspace >&2
+    [ "${ECHO_NO_BUILD:-0}" = 1 ] || cargo build -q --workspace --exclude echo-wgpu-app >&2
 fi
 bin=$(cd "$ECHO_BIN_DIR" && pwd)
 out="${ECHO_LEAKS_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/echo-leaks.XXXXXX")}"

@@ -33,7 +33,7 @@ case ",$modes," in *,enforce,*) case ",$modes," in *,profile,*) ;; *) modes="$mo
 
 if [ -z "${ECHO_BIN_DIR:-}" ]; then
     ECHO_BIN_DIR="${CARGO_TARGET_DIR:-target}/debug"
-    [ "${ECHO_NO_BUILD:-0}" = 1 ] || cargo build -q --workspace >&2
+    [ "${ECHO_NO_BUILD:-0}" = 1 ] || cargo build -q --workspace --exclude echo-wgpu-app >&2
 fi
 bin=$(cd "$ECHO_BIN_DIR" && pwd)
 for f in echo-samples vkecho libVkLayer_echo.so; do
