@@ -4,7 +4,8 @@
 //! creation ([`BufId`], [`MemId`]) and resolves handles to ids at the moment an event names them.
 //! Buffers are numbered `#1, #2, …` in creation order for messages.
 //!
-//! GPU work is modelled per submission: the commands of its command buffers, in order, happen
+//! GPU work is modelled per submission: the commands of its command buffers, in order (a
+//! secondary command buffer's commands in place of the `vkCmdExecuteCommands` that ran it), happen
 //! between the `QueueSubmit` record and the host's first observation of its completion (a fence it
 //! signals, a later fence on the same queue, queue/device idle, a timeline value it or a later
 //! submission on its queue signals, or the completion of a submission that waited on it).
@@ -395,6 +396,24 @@ impl Model {
                                 command: command.clone(),
                             },
                         };
+                        m.record(&mut cmd_of, *cmd, op);
+                    }
+                }
+                Event::CmdExecute { cmd, secondaries } => {
+                    // The secondaries' commands run in the primary, in order, at this point. Their
+                    // recordings are taken as they stand here: re-recording or resetting a
+                    // secondary invalidates the primaries that execute it, so this is also what
+                    // they hold when the primary is submitted.
+                    let mut ops = Vec::new();
+                    for s in secondaries {
+                        match cmd_of.get(s) {
+                            Some(&r) => ops.extend(m.recordings[r].iter().cloned()),
+                            None => m.warn(format!(
+                                "event {seq}: executed secondary command buffer {s:#x} was never recorded"
+                            )),
+                        }
+                    }
+                    for op in ops {
                         m.record(&mut cmd_of, *cmd, op);
                     }
                 }

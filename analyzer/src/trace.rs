@@ -245,6 +245,12 @@ pub enum Event {
     CmdBarrier {
         cmd: u64,
     },
+    /// `vkCmdExecuteCommands`: the secondary command buffers' recordings (as they stand at this
+    /// record) run here, in this order, when `cmd` is submitted.
+    CmdExecute {
+        cmd: u64,
+        secondaries: Vec<u64>,
+    },
     QueueSubmit {
         queue: u64,
         batches: Vec<SubmitBatch>,

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use echo_analyzer::analysis::Decision;
 use echo_analyzer::plan::{Condition, Direction, Role, Thresholds};
-use echo_analyzer::trace::Event;
+use echo_analyzer::trace::{Access, BufferUse, Event, SubmitBatch, UseKind};
 
 fn accepted(d: &Decision) -> (u32, Direction, bool) {
     match d {
@@ -879,5 +879,96 @@ fn device_memory_sub_allocated_and_recycled_under_staging_is_s4() {
     assert!(
         msg.contains("device into staging fails too: compat"),
         "{msg}"
+    );
+}
+
+/// A secondary command buffer that reads `d`, executed (or not) from a primary submitted after the
+/// host wrote `h` again without a copy: the secondary's read happens in that submission.
+fn secondary_read_trace(execute: bool) -> T {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 2);
+    let sec = t.handle();
+    t.push(Event::CmdBegin {
+        cmd: sec,
+        one_time: false,
+    });
+    t.push(Event::CmdUse {
+        cmd: sec,
+        command: "vkCmdDispatch".into(),
+        uses: vec![BufferUse {
+            buffer: d.buf,
+            offset: 0,
+            size: u64::MAX,
+            access: Access::Read,
+            kind: UseKind::Descriptor,
+        }],
+    });
+    t.push(Event::CmdEnd { cmd: sec });
+    t.host_write(h.buf);
+    let prim = t.handle();
+    t.push(Event::CmdBegin {
+        cmd: prim,
+        one_time: true,
+    });
+    if execute {
+        t.push(Event::CmdExecute {
+            cmd: prim,
+            secondaries: vec![sec],
+        });
+    }
+    t.push(Event::CmdEnd { cmd: prim });
+    let fence = t.handle();
+    let queue = t.queue;
+    t.push(Event::QueueSubmit {
+        queue,
+        batches: vec![SubmitBatch {
+            command_buffers: vec![prim],
+            waits: vec![],
+            signals: vec![],
+        }],
+        fence: Some(fence),
+    });
+    t.wait(fence);
+    t
+}
+
+#[test]
+fn a_secondarys_uses_happen_where_the_primary_executes_it() {
+    // Control: without the execute, nothing reads d after the host's last write.
+    let a = secondary_read_trace(false).analyze();
+    accepted(decision(&a, 1, 2));
+    // With it, the secondary's read of d sees a value the host overwrote through h: S1.
+    let t = secondary_read_trace(true);
+    let a = t.analyze();
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(msg.contains("vkCmdDispatch"), "{msg}");
+    // The model runs the secondary's op in the primary's submission, in place.
+    let m = echo_analyzer::model::Model::build(&t.trace());
+    let last = m.submissions.len() - 1;
+    let names: Vec<String> = m.ops(last).map(|o| o.name()).collect();
+    assert_eq!(names, ["vkCmdDispatch"]);
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+}
+
+#[test]
+fn executing_an_unrecorded_secondary_is_a_warning() {
+    let mut t = T::new();
+    let prim = t.handle();
+    t.push(Event::CmdBegin {
+        cmd: prim,
+        one_time: true,
+    });
+    t.push(Event::CmdExecute {
+        cmd: prim,
+        secondaries: vec![0xdead],
+    });
+    let m = echo_analyzer::model::Model::build(&t.trace());
+    assert!(
+        m.warnings[0].contains("executed secondary command buffer 0xdead was never recorded"),
+        "{:?}",
+        m.warnings
     );
 }

@@ -138,4 +138,29 @@ hook! {
         }
         cx.down((cx.next)(device, info))
     }
+
+    fn vkCreateBufferView(
+        cx,
+        device: vk::Device,
+        info: *const vk::BufferViewCreateInfo<'_>,
+        alloc: *const vk::AllocationCallbacks<'_>,
+        out: *mut vk::BufferView,
+    ) -> vk::Result {
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw((*info).buffer)); // a view needs its buffer bound
+        }
+        let r = cx.down((cx.next)(device, info, alloc, out));
+        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+            let i = &*info;
+            p.on_buffer_view(raw(*out), raw(i.buffer), i.offset, i.range);
+        }
+        r
+    }
+
+    fn vkDestroyBufferView(cx, device: vk::Device, view: vk::BufferView, alloc: *const vk::AllocationCallbacks<'_>) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_destroy_view(raw(view));
+        }
+        cx.down((cx.next)(device, view, alloc))
+    }
 }

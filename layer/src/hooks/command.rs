@@ -20,6 +20,19 @@ fn buse(buffer: vk::Buffer, offset: u64, size: u64, access: Access, kind: UseKin
     }
 }
 
+/// `VkDrawIndirectCommand` and `VkDrawIndexedIndirectCommand` sizes.
+const DRAW: u64 = 16;
+const DRAW_INDEXED: u64 = 20;
+
+/// Bytes `count` indirect draw records of `record` bytes, `stride` apart, occupy.
+fn indirect_len(count: u32, stride: u32, record: u64) -> u64 {
+    if count == 0 {
+        0
+    } else {
+        (count as u64 - 1) * stride as u64 + record
+    }
+}
+
 /// The buffer range a buffer↔image copy touches (lowest offset, whole rest: conservative).
 unsafe fn image_copy_range(count: u32, regions: *const vk::BufferImageCopy) -> u64 {
     if count == 0 || regions.is_null() {
@@ -287,12 +300,40 @@ hook! {
         if let Some(p) = cx.dev.profile() {
             p.on_push_descriptors(raw(cb), bind_point, set, count, writes);
         }
+        if let Some(e) = cx.dev.enforce() {
+            crate::enforce::touch_writes(e, cx.dev, count, writes); // a bind still held back happens now
+        }
         cx.down((cx.next)(cb, bind_point, layout, set, count, writes))
+    }
+
+    fn vkCmdPushDescriptorSetWithTemplateKHR | vkCmdPushDescriptorSetWithTemplate(
+        cx,
+        cb: vk::CommandBuffer,
+        t: vk::DescriptorUpdateTemplate,
+        layout: vk::PipelineLayout,
+        set: u32,
+        data: *const c_void,
+    ) {
+        if let Some(tm) = super::descriptor::template(cx.dev, t) {
+            if let Some(p) = cx.dev.profile() {
+                p.on_push_template(raw(cb), &tm, set, data);
+            }
+            super::descriptor::touch_template(cx.dev, &tm, data);
+        }
+        cx.down((cx.next)(cb, t, layout, set, data))
+    }
+
+    fn vkCmdExecuteCommands(cx, cb: vk::CommandBuffer, count: u32, secondaries: *const vk::CommandBuffer) {
+        if let (Some(p), false) = (cx.dev.profile(), secondaries.is_null()) {
+            let s = std::slice::from_raw_parts(secondaries, count as usize).iter().map(|c| raw(*c)).collect();
+            p.on_execute(raw(cb), s);
+        }
+        cx.down((cx.next)(cb, count, secondaries))
     }
 
     fn vkCmdDispatch(cx, cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
         if let Some(p) = cx.dev.profile() {
-            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatch", None);
+            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatch", Vec::new());
         }
         cx.down((cx.next)(cb, x, y, z))
     }
@@ -300,7 +341,7 @@ hook! {
     fn vkCmdDispatchIndirect(cx, cb: vk::CommandBuffer, buffer: vk::Buffer, offset: vk::DeviceSize) {
         if let Some(p) = cx.dev.profile() {
             let ind = buse(buffer, offset, 12, Access::Read, UseKind::Indirect);
-            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchIndirect", Some(ind));
+            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchIndirect", vec![ind]);
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
@@ -310,7 +351,7 @@ hook! {
 
     fn vkCmdDraw(cx, cb: vk::CommandBuffer, vertices: u32, instances: u32, first_vertex: u32, first_instance: u32) {
         if let Some(p) = cx.dev.profile() {
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDraw", None);
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDraw", Vec::new());
         }
         cx.down((cx.next)(cb, vertices, instances, first_vertex, first_instance))
     }
@@ -325,12 +366,12 @@ hook! {
         first_instance: u32,
     ) {
         if let Some(p) = cx.dev.profile() {
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexed", None);
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexed", Vec::new());
         }
         cx.down((cx.next)(cb, indices, instances, first_index, vertex_offset, first_instance))
     }
 
-    fn vkCmdDrawIndirect | vkCmdDrawIndexedIndirect(
+    fn vkCmdDrawIndirect(
         cx,
         cb: vk::CommandBuffer,
         buffer: vk::Buffer,
@@ -339,14 +380,75 @@ hook! {
         stride: u32,
     ) {
         if let Some(p) = cx.dev.profile() {
-            let len = if count == 0 { 0 } else { (count as u64 - 1) * stride as u64 + 20 };
-            let ind = buse(buffer, offset, len, Access::Read, UseKind::Indirect);
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirect", Some(ind));
+            let ind = buse(buffer, offset, indirect_len(count, stride, DRAW), Access::Read, UseKind::Indirect);
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirect", vec![ind]);
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
         }
         cx.down((cx.next)(cb, buffer, offset, count, stride))
+    }
+
+    fn vkCmdDrawIndexedIndirect(
+        cx,
+        cb: vk::CommandBuffer,
+        buffer: vk::Buffer,
+        offset: vk::DeviceSize,
+        count: u32,
+        stride: u32,
+    ) {
+        if let Some(p) = cx.dev.profile() {
+            let ind = buse(buffer, offset, indirect_len(count, stride, DRAW_INDEXED), Access::Read, UseKind::Indirect);
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexedIndirect", vec![ind]);
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+        }
+        cx.down((cx.next)(cb, buffer, offset, count, stride))
+    }
+
+    fn vkCmdDrawIndirectCount | vkCmdDrawIndirectCountKHR | vkCmdDrawIndirectCountAMD(
+        cx,
+        cb: vk::CommandBuffer,
+        buffer: vk::Buffer,
+        offset: vk::DeviceSize,
+        count_buffer: vk::Buffer,
+        count_offset: vk::DeviceSize,
+        max_draws: u32,
+        stride: u32,
+    ) {
+        if let Some(p) = cx.dev.profile() {
+            let ind = buse(buffer, offset, indirect_len(max_draws, stride, DRAW), Access::Read, UseKind::Indirect);
+            let count = buse(count_buffer, count_offset, 4, Access::Read, UseKind::Indirect);
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirectCount", vec![ind, count]);
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(buffer)); // binds still held back happen now
+            e.touch(cx.dev, raw(count_buffer));
+        }
+        cx.down((cx.next)(cb, buffer, offset, count_buffer, count_offset, max_draws, stride))
+    }
+
+    fn vkCmdDrawIndexedIndirectCount | vkCmdDrawIndexedIndirectCountKHR | vkCmdDrawIndexedIndirectCountAMD(
+        cx,
+        cb: vk::CommandBuffer,
+        buffer: vk::Buffer,
+        offset: vk::DeviceSize,
+        count_buffer: vk::Buffer,
+        count_offset: vk::DeviceSize,
+        max_draws: u32,
+        stride: u32,
+    ) {
+        if let Some(p) = cx.dev.profile() {
+            let ind = buse(buffer, offset, indirect_len(max_draws, stride, DRAW_INDEXED), Access::Read, UseKind::Indirect);
+            let count = buse(count_buffer, count_offset, 4, Access::Read, UseKind::Indirect);
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexedIndirectCount", vec![ind, count]);
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw(buffer)); // binds still held back happen now
+            e.touch(cx.dev, raw(count_buffer));
+        }
+        cx.down((cx.next)(cb, buffer, offset, count_buffer, count_offset, max_draws, stride))
     }
 
     fn vkCmdCopyBufferToImage(

@@ -3,8 +3,42 @@
 //! written into each set and reflects every shader module's SPIR-V (`reflect.rs`).
 
 use super::hook;
-use crate::dispatch::raw;
+use crate::dispatch::{raw, DeviceData};
+use crate::state::{TemplateEntry, UpdateTemplate, Written};
 use ash::vk;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Whether profile or enforce mode needs the descriptor update templates of this device.
+fn wants_templates(dev: &DeviceData) -> bool {
+    dev.profile().is_some() || dev.enforce().is_some()
+}
+
+/// The template `t` (recorded at its creation), when profile or enforce mode follows it.
+pub(crate) fn template(
+    dev: &DeviceData,
+    t: vk::DescriptorUpdateTemplate,
+) -> Option<Arc<UpdateTemplate>> {
+    dev.state.templates.get(&raw(t)).map(|x| x.clone())
+}
+
+/// Enforce: the buffers an update (or push) through template `t` writes are used from now on,
+/// so a bind still held back for one of them happens now.
+///
+/// # Safety
+/// `data` must be the application's `pData` for `t`.
+pub(crate) unsafe fn touch_template(dev: &DeviceData, t: &UpdateTemplate, data: *const c_void) {
+    use ash::vk::Handle;
+    let Some(e) = dev.enforce() else { return };
+    if !e.has_pending() {
+        return;
+    }
+    for (_, _, _, w) in t.decode(data) {
+        if let Written::Buffer(b) = w {
+            e.touch(dev, b.buffer.as_raw());
+        }
+    }
+}
 
 hook! {
     fn vkUpdateDescriptorSets(
@@ -112,5 +146,70 @@ hook! {
         out: *mut vk::DescriptorSetLayout,
     ) -> vk::Result {
         cx.down((cx.next)(device, info, alloc, out))
+    }
+
+    fn vkCreateDescriptorUpdateTemplate | vkCreateDescriptorUpdateTemplateKHR(
+        cx,
+        device: vk::Device,
+        info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
+        alloc: *const vk::AllocationCallbacks<'_>,
+        out: *mut vk::DescriptorUpdateTemplate,
+    ) -> vk::Result {
+        let r = cx.down((cx.next)(device, info, alloc, out));
+        if r == vk::Result::SUCCESS && wants_templates(cx.dev) {
+            let i = &*info;
+            let entries = if i.p_descriptor_update_entries.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(i.p_descriptor_update_entries, i.descriptor_update_entry_count as usize)
+                    .iter()
+                    .map(|e| TemplateEntry {
+                        binding: e.dst_binding,
+                        array_element: e.dst_array_element,
+                        count: e.descriptor_count,
+                        ty: e.descriptor_type,
+                        offset: e.offset,
+                        stride: e.stride,
+                    })
+                    .collect()
+            };
+            cx.dev.state.templates.insert(
+                raw(*out),
+                Arc::new(UpdateTemplate {
+                    entries,
+                    kind: i.template_type,
+                    bind_point: i.pipeline_bind_point,
+                    set: i.set,
+                    set_layout: raw(i.descriptor_set_layout),
+                }),
+            );
+        }
+        r
+    }
+
+    fn vkDestroyDescriptorUpdateTemplate | vkDestroyDescriptorUpdateTemplateKHR(
+        cx,
+        device: vk::Device,
+        t: vk::DescriptorUpdateTemplate,
+        alloc: *const vk::AllocationCallbacks<'_>,
+    ) {
+        cx.dev.state.templates.remove(&raw(t));
+        cx.down((cx.next)(device, t, alloc))
+    }
+
+    fn vkUpdateDescriptorSetWithTemplate | vkUpdateDescriptorSetWithTemplateKHR(
+        cx,
+        device: vk::Device,
+        set: vk::DescriptorSet,
+        t: vk::DescriptorUpdateTemplate,
+        data: *const c_void,
+    ) {
+        if let Some(tm) = template(cx.dev, t) {
+            if let Some(p) = cx.dev.profile() {
+                p.on_update_with_template(raw(set), &tm, data);
+            }
+            touch_template(cx.dev, &tm, data);
+        }
+        cx.down((cx.next)(device, set, t, data))
     }
 }

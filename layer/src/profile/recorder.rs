@@ -11,6 +11,7 @@ use super::sink::{self, Sink};
 use crate::dispatch::{raw, DeviceData};
 use crate::log;
 use crate::reflect;
+use crate::state::{UpdateTemplate, Written};
 use ash::vk;
 use dashmap::{DashMap, DashSet};
 use echo_analyzer::trace::{
@@ -89,6 +90,8 @@ pub struct Profiler {
     /// Pipeline → merged bindings of its stages (`None`: unknown, be conservative).
     pipelines: DashMap<u64, Option<Arc<reflect::Bindings>>>,
     sets: DashMap<u64, SetContents>,
+    /// Texel buffer view → (buffer, offset, range), so texel descriptors resolve to a buffer.
+    views: DashMap<u64, (u64, u64, u64)>,
     cmds: DashMap<u64, CmdBinds>,
     /// Buffers ≥ `min_bytes` that took part in a copy with an unmapped buffer.
     candidates: DashSet<u64>,
@@ -227,6 +230,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         modules: DashMap::new(),
         pipelines: DashMap::new(),
         sets: DashMap::new(),
+        views: DashMap::new(),
         cmds: DashMap::new(),
         candidates: DashSet::new(),
         doubles: DashMap::new(),
@@ -671,6 +675,13 @@ impl Profiler {
         }
     }
 
+    /// `vkCmdExecuteCommands`: the secondaries' recorded uses run here when `cmd` is submitted.
+    pub fn on_execute(&self, cmd: u64, secondaries: Vec<u64>) {
+        if self.on() && !secondaries.is_empty() {
+            self.rec(Event::CmdExecute { cmd, secondaries });
+        }
+    }
+
     pub fn on_barrier(&self, cmd: u64) {
         if self.on() {
             self.rec(Event::CmdBarrier { cmd });
@@ -787,43 +798,109 @@ impl Profiler {
         }
     }
 
-    /// The buffer descriptors of `writes` applied onto `into` (set contents).
-    unsafe fn apply_writes(into: &mut SetContents, w: &vk::WriteDescriptorSet<'_>) {
-        let ty = w.descriptor_type;
-        let (dynamic, uniform) = match ty {
-            vk::DescriptorType::UNIFORM_BUFFER => (false, true),
-            vk::DescriptorType::UNIFORM_BUFFER_DYNAMIC => (true, true),
-            vk::DescriptorType::STORAGE_BUFFER => (false, false),
-            vk::DescriptorType::STORAGE_BUFFER_DYNAMIC => (true, false),
-            _ => {
-                // Not a buffer descriptor (or a texel buffer view, which is not followed):
-                // forget what was there.
-                for e in 0..w.descriptor_count {
-                    into.remove(&(w.dst_binding, w.dst_array_element + e));
-                }
-                return;
-            }
-        };
-        if w.p_buffer_info.is_null() {
-            return;
-        }
-        let infos = std::slice::from_raw_parts(w.p_buffer_info, w.descriptor_count as usize);
-        for (e, bi) in infos.iter().enumerate() {
-            let k = (w.dst_binding, w.dst_array_element + e as u32);
-            if bi.buffer == vk::Buffer::null() {
-                into.remove(&k);
-            } else {
-                into.insert(
-                    k,
+    /// One descriptor written at `(binding, element)`: a buffer (or a texel view's buffer) is
+    /// followed, anything else forgets what was there.
+    fn put(
+        &self,
+        into: &mut SetContents,
+        binding: u32,
+        element: u32,
+        ty: vk::DescriptorType,
+        w: Written,
+    ) {
+        use vk::DescriptorType as T;
+        let k = (binding, element);
+        let d = match (ty, w) {
+            (
+                T::UNIFORM_BUFFER
+                | T::UNIFORM_BUFFER_DYNAMIC
+                | T::STORAGE_BUFFER
+                | T::STORAGE_BUFFER_DYNAMIC,
+                Written::Buffer(bi),
+            ) if bi.buffer != vk::Buffer::null() => Some(Desc {
+                buffer: raw(bi.buffer),
+                offset: bi.offset,
+                range: bi.range,
+                dynamic: matches!(ty, T::UNIFORM_BUFFER_DYNAMIC | T::STORAGE_BUFFER_DYNAMIC),
+                uniform: matches!(ty, T::UNIFORM_BUFFER | T::UNIFORM_BUFFER_DYNAMIC),
+            }),
+            (T::UNIFORM_TEXEL_BUFFER | T::STORAGE_TEXEL_BUFFER, Written::View(v)) => {
+                self.views.get(&raw(v)).map(|r| {
+                    let (buffer, offset, range) = *r;
                     Desc {
-                        buffer: raw(bi.buffer),
-                        offset: bi.offset,
-                        range: bi.range,
-                        dynamic,
-                        uniform,
-                    },
-                );
+                        buffer,
+                        offset,
+                        range,
+                        dynamic: false,
+                        uniform: ty == T::UNIFORM_TEXEL_BUFFER,
+                    }
+                })
             }
+            _ => None,
+        };
+        match d {
+            Some(d) => {
+                into.insert(k, d);
+            }
+            None => {
+                into.remove(&k);
+            }
+        }
+    }
+
+    /// The descriptors of one `VkWriteDescriptorSet` applied onto `into` (set contents).
+    unsafe fn apply_writes(&self, into: &mut SetContents, w: &vk::WriteDescriptorSet<'_>) {
+        use vk::DescriptorType as T;
+        let ty = w.descriptor_type;
+        let n = w.descriptor_count as usize;
+        for e in 0..w.descriptor_count {
+            let i = e as usize;
+            let what = match ty {
+                T::UNIFORM_BUFFER
+                | T::UNIFORM_BUFFER_DYNAMIC
+                | T::STORAGE_BUFFER
+                | T::STORAGE_BUFFER_DYNAMIC => {
+                    if w.p_buffer_info.is_null() {
+                        return;
+                    }
+                    Written::Buffer(std::slice::from_raw_parts(w.p_buffer_info, n)[i])
+                }
+                T::UNIFORM_TEXEL_BUFFER | T::STORAGE_TEXEL_BUFFER => {
+                    if w.p_texel_buffer_view.is_null() {
+                        return;
+                    }
+                    Written::View(std::slice::from_raw_parts(w.p_texel_buffer_view, n)[i])
+                }
+                _ => Written::Other,
+            };
+            self.put(into, w.dst_binding, w.dst_array_element + e, ty, what);
+        }
+    }
+
+    /// `vkCreateBufferView` success: texel descriptors naming `view` use this buffer range.
+    pub fn on_buffer_view(&self, view: u64, buffer: u64, offset: u64, range: u64) {
+        self.views.insert(view, (buffer, offset, range));
+    }
+
+    pub fn on_destroy_view(&self, view: u64) {
+        self.views.remove(&view);
+    }
+
+    /// `vkUpdateDescriptorSetWithTemplate`: the same per-set records `vkUpdateDescriptorSets`
+    /// makes, decoded from `data` by the template's entries.
+    ///
+    /// # Safety
+    /// `data` must be the application's `pData` for `t`.
+    pub unsafe fn on_update_with_template(
+        &self,
+        set: u64,
+        t: &UpdateTemplate,
+        data: *const c_void,
+    ) {
+        let written = t.decode(data);
+        let mut e = self.sets.entry(set).or_default();
+        for (binding, element, ty, w) in written {
+            self.put(&mut e, binding, element, ty, w);
         }
     }
 
@@ -841,7 +918,7 @@ impl Profiler {
         if write_count > 0 && !writes.is_null() {
             for w in std::slice::from_raw_parts(writes, write_count as usize) {
                 let mut e = self.sets.entry(raw(w.dst_set)).or_default();
-                Self::apply_writes(&mut e, w);
+                self.apply_writes(&mut e, w);
             }
         }
         if copy_count > 0 && !copies.is_null() {
@@ -933,19 +1010,44 @@ impl Profiler {
         let mut c = self.cmds.entry(cmd).or_default();
         let contents = c.points[i].push.entry(set).or_default();
         for w in std::slice::from_raw_parts(writes, count as usize) {
-            Self::apply_writes(contents, w);
+            self.apply_writes(contents, w);
+        }
+        c.points[i].sets.remove(&set);
+    }
+
+    /// `vkCmdPushDescriptorSetWithTemplateKHR`: push descriptors decoded from `data` (the bind
+    /// point is the template's).
+    ///
+    /// # Safety
+    /// `data` must be the application's `pData` for `t`.
+    pub unsafe fn on_push_template(
+        &self,
+        cmd: u64,
+        t: &UpdateTemplate,
+        set: u32,
+        data: *const c_void,
+    ) {
+        let Some(i) = point_index(t.bind_point) else {
+            return;
+        };
+        let written = t.decode(data);
+        let mut c = self.cmds.entry(cmd).or_default();
+        let contents = c.points[i].push.entry(set).or_default();
+        for (binding, element, ty, w) in written {
+            self.put(contents, binding, element, ty, w);
         }
         c.points[i].sets.remove(&set);
     }
 
     /// A dispatch or draw: the buffers of the bound descriptors, with the access reflection
-    /// found for their binding (unknown pipeline: read-write, uniform buffers: read).
+    /// found for their binding (unknown pipeline: read-write, uniform buffers: read), then
+    /// `extra` (indirect and count buffers).
     pub fn on_dispatch_or_draw(
         &self,
         cmd: u64,
         graphics: bool,
         command: &str,
-        extra: Option<BufferUse>,
+        extra: Vec<BufferUse>,
     ) {
         if !self.on() {
             return;
@@ -999,9 +1101,7 @@ impl Profiler {
                 each(set, contents, &[]);
             }
         }
-        if let Some(e) = extra {
-            uses.push(e);
-        }
+        uses.extend(extra);
         self.on_use(cmd, command, uses);
     }
 

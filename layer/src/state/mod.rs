@@ -70,6 +70,31 @@ pub struct CommandBufferState {
     pub one_time_submit: bool,
 }
 
+/// One entry of a descriptor update template: where in `pData` the descriptors of
+/// `binding[array_element ..]` are.
+#[derive(Clone, Copy, Debug)]
+pub struct TemplateEntry {
+    pub binding: u32,
+    pub array_element: u32,
+    /// Descriptors (bytes for an inline uniform block).
+    pub count: u32,
+    pub ty: vk::DescriptorType,
+    pub offset: usize,
+    pub stride: usize,
+}
+
+/// A `VkDescriptorUpdateTemplate` (profile and enforce mode decode `pData` with it).
+#[derive(Clone, Debug)]
+pub struct UpdateTemplate {
+    pub entries: Vec<TemplateEntry>,
+    /// `DESCRIPTOR_SET` or `PUSH_DESCRIPTORS_KHR`.
+    pub kind: vk::DescriptorUpdateTemplateType,
+    /// For push templates: the bind point and the set number the template was made for.
+    pub bind_point: vk::PipelineBindPoint,
+    pub set: u32,
+    pub set_layout: u64,
+}
+
 #[derive(Default)]
 pub struct DeviceState {
     pub buffers: DashMap<u64, BufferState>,
@@ -77,6 +102,8 @@ pub struct DeviceState {
     pub command_buffers: DashMap<u64, CommandBufferState>,
     /// Command pool → its live command buffers.
     pub pools: DashMap<u64, HashSet<u64>>,
+    /// Descriptor update templates (profile and enforce mode).
+    pub templates: DashMap<u64, std::sync::Arc<UpdateTemplate>>,
     /// Ordinals of buffer keys on this device.
     pub buffer_keys: KeyAllocator,
     /// Ordinals of allocation keys on this device.
@@ -106,5 +133,57 @@ impl DeviceState {
                 }
             }
         }
+    }
+}
+
+/// What one descriptor of a write or template update holds, as far as buffers go.
+#[derive(Clone, Copy, Debug)]
+pub enum Written {
+    /// A uniform/storage buffer descriptor (dynamic or not).
+    Buffer(vk::DescriptorBufferInfo),
+    /// A uniform/storage texel buffer descriptor.
+    View(vk::BufferView),
+    /// Anything else (images, samplers, acceleration structures): no buffer.
+    Other,
+}
+
+impl UpdateTemplate {
+    /// Every descriptor an update with `data` writes, as `(binding, array element, type, what)`.
+    /// Inline uniform blocks (bytes, not descriptors) are left out.
+    ///
+    /// # Safety
+    /// `data` must be the application's `pData` for this template (or null: nothing).
+    pub unsafe fn decode(
+        &self,
+        data: *const std::ffi::c_void,
+    ) -> Vec<(u32, u32, vk::DescriptorType, Written)> {
+        use vk::DescriptorType as T;
+        let mut out = Vec::new();
+        if data.is_null() {
+            return out;
+        }
+        let base = data as *const u8;
+        for e in &self.entries {
+            if e.ty == T::INLINE_UNIFORM_BLOCK {
+                continue;
+            }
+            for i in 0..e.count {
+                let p = base.add(e.offset + i as usize * e.stride);
+                let w = match e.ty {
+                    T::UNIFORM_BUFFER
+                    | T::STORAGE_BUFFER
+                    | T::UNIFORM_BUFFER_DYNAMIC
+                    | T::STORAGE_BUFFER_DYNAMIC => Written::Buffer(std::ptr::read_unaligned(
+                        p as *const vk::DescriptorBufferInfo,
+                    )),
+                    T::UNIFORM_TEXEL_BUFFER | T::STORAGE_TEXEL_BUFFER => {
+                        Written::View(std::ptr::read_unaligned(p as *const vk::BufferView))
+                    }
+                    _ => Written::Other,
+                };
+                out.push((e.binding, e.array_element + i, e.ty, w));
+            }
+        }
+        out
     }
 }
