@@ -972,3 +972,20 @@ fn executing_an_unrecorded_secondary_is_a_warning() {
         m.warnings
     );
 }
+
+/// The host fills the staging buffer once, before its first copy (the layer cannot see that
+/// write), and uploads it again every iteration while a dispatch rewrites the device buffer in
+/// place: sharing memory, the second upload would copy the dispatch's result, not the input.
+#[test]
+fn input_written_before_the_first_copy_and_uploaded_again_is_s1() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+    }
+    let a = t.analyze();
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(msg.contains("before its first copy (not traced)"), "{msg}");
+}

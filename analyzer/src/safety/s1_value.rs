@@ -10,6 +10,13 @@
 //!
 //! GPU commands are placed at their submission (S2 guarantees separately that no host access to a
 //! member overlaps GPU work on the group). A host access record stands for the whole buffer.
+//!
+//! The layer sees host accesses to a staging buffer only once it is a candidate (after its first
+//! copy), so what the host wrote into a mapped member before that is not in the trace. When a
+//! member that no recorded host access or GPU command has touched yet is first *read* by a GPU
+//! command, its contents count as one such unseen host write, made just before that submission
+//! (in both worlds): a later value in the device buffer that clobbers it is then caught, instead
+//! of passing as "undefined".
 
 use super::{Ctx, GroupSpec, Verdict};
 use crate::model::{BufId, OpKind, Step};
@@ -103,6 +110,8 @@ struct Sim<'a> {
     merged: VMap,
     /// Where each version came from, for messages. Index 0 = undefined.
     origin: Vec<String>,
+    /// Per slot: a recorded host access or a GPU command touched it already.
+    seen: Vec<bool>,
 }
 
 impl Sim<'_> {
@@ -141,6 +150,19 @@ impl Sim<'_> {
     fn read(&self, slot: usize, a: i64, b: i64) -> Option<(Ver, Ver)> {
         mismatch(&self.orig[slot], &self.merged, a, b)
     }
+    /// A GPU command reads member `slot` (buffer `b`): if nothing recorded touched it before and
+    /// the host maps it, the host's unseen writes before its first copy become its value now.
+    fn first_read(&mut self, m: &crate::model::Model, slot: usize, b: BufId) {
+        if slot == 0 || std::mem::replace(&mut self.seen[slot], true) || !m.host_mapped(b) {
+            return;
+        }
+        let (a, e) = self.range(slot, 0, m.buffers[b].size);
+        let what = format!(
+            "the host's writes to staging buffer #{} before its first copy (not traced)",
+            m.buffers[b].number
+        );
+        self.write(slot, a, e, what);
+    }
     fn desc(&self, v: Ver) -> &str {
         self.origin
             .get(v as usize)
@@ -162,11 +184,13 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
         hi = hi.max(b);
         orig.push(VMap::new(a, b));
     }
+    let slots = orig.len();
     let mut sim = Sim {
         g,
         orig,
         merged: VMap::new(lo, hi),
         origin: vec!["nothing (undefined contents)".into()],
+        seen: vec![false; slots],
     };
     let role = |slot: usize| if slot == 0 { "device" } else { "staging" };
     let name = |slot: usize| {
@@ -185,6 +209,7 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                 let Some(slot) = sim.slot(*buffer) else {
                     continue;
                 };
+                sim.seen[slot] = true;
                 let (a, b) = sim.range(slot, 0, m.buffers[*buffer].size);
                 if access.reads() {
                     if let Some((x, y)) = sim.read(slot, a, b) {
@@ -216,6 +241,12 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                             let (ss, ds) = (sim.slot(*src), sim.slot(*dst));
                             if ss.is_none() && ds.is_none() {
                                 continue;
+                            }
+                            if let Some(a) = ss {
+                                sim.first_read(m, a, *src);
+                            }
+                            if let Some(b) = ds {
+                                sim.seen[b] = true;
                             }
                             for r in regions {
                                 // A linking copy: member ↔ device at the member's delta.
@@ -271,6 +302,10 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                             let Some(slot) = sim.slot(*buffer) else {
                                 continue;
                             };
+                            if access.reads() {
+                                sim.first_read(m, slot, *buffer);
+                            }
+                            sim.seen[slot] = true;
                             let (x, y) = sim.range(slot, *offset, *size);
                             if access.reads() {
                                 if let Some((o, mm)) = sim.read(slot, x, y) {
