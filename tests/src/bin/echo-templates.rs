@@ -257,7 +257,7 @@ unsafe fn run(once: bool, iters: u32, bytes: u64) -> Result<(), String> {
     let stage = vk::PipelineShaderStageCreateInfo::default()
         .stage(vk::ShaderStageFlags::COMPUTE)
         .module(module)
-        .name(std::ffi::CStr::from_bytes_with_nul(b"main\0").unwrap());
+        .name(c"main");
     let pipeline = dev
         .create_compute_pipelines(
             vk::PipelineCache::null(),
