@@ -6,16 +6,16 @@
 //!
 //! The layer links this crate; the `vkecho` CLI is its front end.
 
+pub mod analysis;
 pub mod apply;
 pub mod context;
-pub mod analysis;
 pub mod model;
 pub mod pairing;
 pub mod plan;
 pub mod report;
 pub mod safety;
 pub mod settings;
-pub mod symbolize;
 pub mod stats;
+pub mod symbolize;
 pub mod topology;
 pub mod trace;

@@ -315,10 +315,18 @@ pub unsafe extern "system" fn vkDestroyDevice(
         (None, None) => None,
     };
     if let Some(p) = dev.as_ref().and_then(|d| d.profile()) {
-        guard_value("vkDestroyDevice", || (), || p.on_destroy_device(dev.as_ref().unwrap()));
+        guard_value(
+            "vkDestroyDevice",
+            || (),
+            || p.on_destroy_device(dev.as_ref().unwrap()),
+        );
     }
     if let Some(d) = &dev {
-        guard_value("vkDestroyDevice", || (), || crate::enforce::on_destroy_device(d));
+        guard_value(
+            "vkDestroyDevice",
+            || (),
+            || crate::enforce::on_destroy_device(d),
+        );
     }
     if let Some(d) = &dev {
         log::debug!(
