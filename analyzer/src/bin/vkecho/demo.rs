@@ -106,6 +106,7 @@ fn run_sample(argv: &[String], layer: &LayerRun) -> Result<Report, String> {
 #[derive(serde::Serialize)]
 struct Row {
     sample: String,
+    size_mib: String,
     kind: String,
     accepted: usize,
     rejected: Vec<String>,
@@ -138,13 +139,26 @@ fn list_samples(samples_bin: &Path) -> Result<Vec<(String, String)>, String> {
         .collect())
 }
 
+/// Compute-heavy samples run smaller so the demo stays in minutes on a CPU device (sgemm's work
+/// grows as n³ with n² bytes): the same caps as the bench's full mode.
+const SIZE_CAPS_MIB: [(&str, f64); 3] = [("sgemm", 1.0), ("pipeline", 4.0), ("conv2d", 16.0)];
+
+fn size_for(o: &Opts, name: &str) -> String {
+    let asked: f64 = o.size_mib.parse().unwrap_or(32.0);
+    match SIZE_CAPS_MIB.iter().find(|(n, _)| *n == name) {
+        Some((_, cap)) if asked > *cap => cap.to_string(),
+        _ => o.size_mib.clone(),
+    }
+}
+
 fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String> {
+    let size = size_for(o, name);
     let argv = |variant: &str| -> Vec<String> {
         vec![
             bin.display().to_string(),
             name.into(),
             "--size-mib".into(),
-            o.size_mib.clone(),
+            size.clone(),
             "--iters".into(),
             o.iters.clone(),
             "--variant".into(),
@@ -230,6 +244,7 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     }
     Ok(Row {
         sample: name.into(),
+        size_mib: size.clone(),
         kind: kind.into(),
         accepted,
         rejected,
@@ -347,9 +362,10 @@ pub fn main(args: &[String]) -> i32 {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<11} {:<9} {:<22} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9}",
+        "{:<11} {:<9} {:>4} {:<22} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9}",
         "sample",
         "kind",
+        "MiB",
         "plan",
         "elided",
         "bytes",
@@ -371,9 +387,10 @@ fn print_table(rows: &[Row]) {
             "-".into()
         };
         println!(
-            "{:<11} {:<9} {:<22} {:>8} {:>10} {:>7.2}x {:>9.2}x {:>9} {:>9}",
+            "{:<11} {:<9} {:>4} {:<22} {:>8} {:>10} {:>7.2}x {:>9.2}x {:>9} {:>9}",
             r.sample,
             r.kind,
+            r.size_mib,
             plan,
             r.regions_elided,
             human_bytes(r.bytes_elided),
@@ -391,5 +408,6 @@ fn print_table(rows: &[Row]) {
         }
     }
     println!("\nspeedup = staging baseline / enforce (median iteration time of interleaved runs); zero-copy = the hand-written twin; recovered = (base - echo) / (base - zero-copy).");
+    println!("elided, bytes = copy regions the layer dropped as self-copies in one enforce run (every iteration, one-time uploads included), and their bytes.");
     println!("identical = the output checksum without the layer equals the one under profile and under enforce.");
 }
