@@ -1,0 +1,61 @@
+//! `vkecho demo`, the README's main job, end to end at a small size: profile → analyze → enforce
+//! for a positive sample and two negative controls, with the verdicts the table shows.
+
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn demo_profiles_analyzes_and_enforces_with_identical_output() {
+    let vkecho = echo_tests::samples::samples_bin().with_file_name("vkecho");
+    assert!(
+        vkecho.is_file(),
+        "{} is missing: build the workspace first",
+        vkecho.display()
+    );
+    let out_dir = std::env::temp_dir().join(format!("vkecho-demo-test-{}", std::process::id()));
+    let out = Command::new(&vkecho)
+        .args([
+            "demo",
+            "--json",
+            "--size-mib",
+            "0.5",
+            "--iters",
+            "3",
+            "--rounds",
+            "1",
+        ])
+        .args(["--samples", "saxpy,race,bda", "--out"])
+        .arg(&out_dir)
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .env_remove("VK_INSTANCE_LAYERS")
+        .output()
+        .expect("run vkecho demo");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "vkecho demo failed ({}):\n{stderr}",
+        out.status
+    );
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).expect("demo --json prints rows");
+    let row = |name: &str| -> &Value {
+        rows.iter()
+            .find(|r| r["sample"] == name)
+            .unwrap_or_else(|| panic!("no row for {name}: {rows:?}"))
+    };
+    for r in &rows {
+        assert_eq!(r["identical"], true, "{r}");
+        assert_eq!(r["profile_identical"], true, "{r}");
+    }
+    let saxpy = row("saxpy");
+    assert!(saxpy["accepted"].as_u64().unwrap() >= 1, "{saxpy}");
+    // Upload and readback of every iteration (one region each way) were dropped.
+    assert!(
+        saxpy["regions_elided"].as_u64().unwrap() >= 2 * 3,
+        "{saxpy}"
+    );
+    let has = |r: &Value, cond: &str| r["rejected"].as_array().unwrap().iter().any(|c| c == cond);
+    assert!(has(row("race"), "S2"), "{}", row("race"));
+    assert!(has(row("bda"), "S3"), "{}", row("bda"));
+    assert_eq!(row("bda")["accepted"], 0, "{}", row("bda"));
+}
