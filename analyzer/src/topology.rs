@@ -62,6 +62,28 @@ pub struct MemoryTable {
     pub types: Vec<MemoryType>,
 }
 
+impl MemoryTable {
+    /// From the raw `VkPhysicalDeviceProperties::deviceType` and the memory properties, heaps as
+    /// `(size, flags)` and types as `(heapIndex, propertyFlags)`.
+    pub fn from_raw(
+        device_type: i32,
+        heaps: impl IntoIterator<Item = (u64, u32)>,
+        types: impl IntoIterator<Item = (u32, u32)>,
+    ) -> MemoryTable {
+        MemoryTable {
+            device_type: DeviceType::from_raw(device_type),
+            heaps: heaps
+                .into_iter()
+                .map(|(size, flags)| MemoryHeap { size, flags })
+                .collect(),
+            types: types
+                .into_iter()
+                .map(|(heap, flags)| MemoryType { heap, flags })
+                .collect(),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {

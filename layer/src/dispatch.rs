@@ -60,7 +60,6 @@ impl InstanceData {
         &self,
         pd: vk::PhysicalDevice,
     ) -> (MemoryTable, String, vk::PhysicalDeviceProperties) {
-        use echo_analyzer::topology::{DeviceType, MemoryHeap, MemoryType};
         let mut props = vk::PhysicalDeviceProperties::default();
         let mut mem = vk::PhysicalDeviceMemoryProperties::default();
         // SAFETY: pd belongs to this instance; the out structs are valid.
@@ -72,25 +71,15 @@ impl InstanceData {
             .device_name_as_c_str()
             .map(|c| c.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let table = MemoryTable {
-            device_type: DeviceType::from_raw(props.device_type.as_raw()),
-            heaps: mem
-                .memory_heaps_as_slice()
+        let table = MemoryTable::from_raw(
+            props.device_type.as_raw(),
+            mem.memory_heaps_as_slice()
                 .iter()
-                .map(|h| MemoryHeap {
-                    size: h.size,
-                    flags: h.flags.as_raw(),
-                })
-                .collect(),
-            types: mem
-                .memory_types_as_slice()
+                .map(|h| (h.size, h.flags.as_raw())),
+            mem.memory_types_as_slice()
                 .iter()
-                .map(|t| MemoryType {
-                    heap: t.heap_index,
-                    flags: t.property_flags.as_raw(),
-                })
-                .collect(),
-        };
+                .map(|t| (t.heap_index, t.property_flags.as_raw())),
+        );
         (table, name, props)
     }
 }

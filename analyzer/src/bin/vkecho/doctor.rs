@@ -15,9 +15,7 @@
 use crate::paths::{self, Kind, LAYER_NAME};
 use ash::vk;
 use echo_analyzer::settings::{parse_settings_file, resolve, SETTINGS};
-use echo_analyzer::topology::{
-    classify, flag_names, DeviceType, MemoryHeap, MemoryTable, MemoryType,
-};
+use echo_analyzer::topology::{classify, flag_names, DeviceType, MemoryTable};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -490,25 +488,15 @@ fn list_devices(entry: &ash::Entry, loader_version: u32) -> Result<(Vec<Value>, 
         for (i, &pd) in pds.iter().enumerate() {
             let props = instance.get_physical_device_properties(pd);
             let mem = instance.get_physical_device_memory_properties(pd);
-            let table = MemoryTable {
-                device_type: DeviceType::from_raw(props.device_type.as_raw()),
-                heaps: mem
-                    .memory_heaps_as_slice()
+            let table = MemoryTable::from_raw(
+                props.device_type.as_raw(),
+                mem.memory_heaps_as_slice()
                     .iter()
-                    .map(|h| MemoryHeap {
-                        size: h.size,
-                        flags: h.flags.as_raw(),
-                    })
-                    .collect(),
-                types: mem
-                    .memory_types_as_slice()
+                    .map(|h| (h.size, h.flags.as_raw())),
+                mem.memory_types_as_slice()
                     .iter()
-                    .map(|t| MemoryType {
-                        heap: t.heap_index,
-                        flags: t.property_flags.as_raw(),
-                    })
-                    .collect(),
-            };
+                    .map(|t| (t.heap_index, t.property_flags.as_raw())),
+            );
             let topo = classify(&table);
             let name = props
                 .device_name_as_c_str()
