@@ -121,7 +121,13 @@ impl SampleRun {
 }
 
 /// Runs `cmd` to completion (killing it after `TIMEOUT`), capturing stdout and stderr.
-pub fn run_command(mut cmd: Command) -> SampleRun {
+pub fn run_command(cmd: Command) -> SampleRun {
+    run_command_within(cmd, TIMEOUT)
+}
+
+/// Like [`run_command`], but the test fails when `cmd` runs longer than `limit` (a hang or a
+/// deadlock).
+pub fn run_command_within(mut cmd: Command, limit: Duration) -> SampleRun {
     let args = format!("{cmd:?}");
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -142,10 +148,10 @@ pub fn run_command(mut cmd: Command) -> SampleRun {
         if let Some(s) = child.try_wait().expect("try_wait") {
             break s;
         }
-        if start.elapsed() > TIMEOUT {
+        if start.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{args} did not finish within {TIMEOUT:?}");
+            panic!("{args} did not finish within {limit:?}: a hang or a deadlock?");
         }
         std::thread::sleep(Duration::from_millis(20));
     };

@@ -65,24 +65,7 @@ impl World {
             std::fs::create_dir_all(dir.join(d)).unwrap();
         }
         let s = |p: &Path| p.display().to_string();
-        let mut env: Vec<(String, String)> = vec![
-            (
-                "PATH".into(),
-                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
-            ),
-            ("HOME".into(), s(&dir.join("home"))),
-            ("XDG_RUNTIME_DIR".into(), s(&dir)),
-            ("XDG_DATA_HOME".into(), s(&dir.join("data"))),
-            ("XDG_DATA_DIRS".into(), "/usr/local/share:/usr/share".into()),
-            ("XDG_CONFIG_HOME".into(), s(&dir.join("config"))),
-            ("XDG_CONFIG_DIRS".into(), "/etc/xdg".into()),
-            ("XDG_CACHE_HOME".into(), s(&dir.join("cache"))),
-        ];
-        for k in ["VK_ICD_FILENAMES", "VK_DRIVER_FILES", "LD_LIBRARY_PATH"] {
-            if let Ok(v) = std::env::var(k) {
-                env.push((k.into(), v));
-            }
-        }
+        let mut env = private_env(&dir);
         let mut instance_layers = Vec::new();
         if let Some(mode) = layers.echo {
             let d = dir.join("data/vulkan/implicit_layer.d");
@@ -178,42 +161,7 @@ impl World {
 
 /// Like [`run_command`], but fails the test when `cmd` runs longer than `limit` (a deadlock).
 pub fn run_within(cmd: Command, limit: std::time::Duration) -> SampleRun {
-    use std::io::Read;
-    use std::process::Stdio;
-    let mut cmd = cmd;
-    let args = format!("{cmd:?}");
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {args}: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let start = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            break s;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{args} did not finish within {limit:?}: deadlock?");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    SampleRun {
-        args,
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
+    crate::samples::run_command_within(cmd, limit)
 }
 
 impl Drop for World {
@@ -273,4 +221,31 @@ pub fn injected(run: &SampleRun) -> usize {
         .lines()
         .filter(|l| l.starts_with("[VK_LAYER_ECHO_test_discrete] injected"))
         .count()
+}
+
+/// The environment of a private test world under `dir` (which has `home`, `data`, `config` and
+/// `cache` subdirectories): `PATH`, `HOME` and every XDG variable point inside it (keeping
+/// `/usr/share` among the data dirs, or lavapipe's ICD disappears), and a machine that points the
+/// loader at its drivers explicitly keeps doing so.
+pub fn private_env(dir: &Path) -> Vec<(String, String)> {
+    let s = |p: &Path| p.display().to_string();
+    let mut env: Vec<(String, String)> = vec![
+        (
+            "PATH".into(),
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+        ),
+        ("HOME".into(), s(&dir.join("home"))),
+        ("XDG_RUNTIME_DIR".into(), s(dir)),
+        ("XDG_DATA_HOME".into(), s(&dir.join("data"))),
+        ("XDG_DATA_DIRS".into(), "/usr/local/share:/usr/share".into()),
+        ("XDG_CONFIG_HOME".into(), s(&dir.join("config"))),
+        ("XDG_CONFIG_DIRS".into(), "/etc/xdg".into()),
+        ("XDG_CACHE_HOME".into(), s(&dir.join("cache"))),
+    ];
+    for k in ["VK_ICD_FILENAMES", "VK_DRIVER_FILES", "LD_LIBRARY_PATH"] {
+        if let Ok(v) = std::env::var(k) {
+            env.push((k.into(), v));
+        }
+    }
+    env
 }
