@@ -133,26 +133,8 @@ impl World {
             instance_layers.push("VK_LAYER_KHRONOS_validation");
         }
         let s = |p: &Path| p.display().to_string();
-        let mut env = vec![
-            (
-                "PATH".to_string(),
-                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
-            ),
-            ("HOME".into(), s(&dir.join("home"))),
-            ("XDG_RUNTIME_DIR".into(), s(&dir)),
-            ("XDG_DATA_HOME".into(), s(&dir.join("data"))),
-            ("XDG_DATA_DIRS".into(), "/usr/local/share:/usr/share".into()),
-            ("XDG_CONFIG_HOME".into(), s(&dir.join("config"))),
-            ("XDG_CONFIG_DIRS".into(), "/etc/xdg".into()),
-            ("XDG_CACHE_HOME".into(), s(&dir.join("cache"))),
-            ("VK_ECHO_LOG".into(), "info".into()),
-        ];
-        // A machine that points the loader at its drivers explicitly keeps doing so.
-        for k in ["VK_ICD_FILENAMES", "VK_DRIVER_FILES", "LD_LIBRARY_PATH"] {
-            if let Ok(v) = std::env::var(k) {
-                env.push((k.into(), v));
-            }
-        }
+        let mut env = echo_tests::world::private_env(&dir);
+        env.push(("VK_ECHO_LOG".into(), "info".into()));
         if !layer_path.is_empty() {
             let joined: Vec<String> = layer_path.iter().map(|p| s(p)).collect();
             env.push(("VK_ADD_LAYER_PATH".into(), joined.join(":")));
