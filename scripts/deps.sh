@@ -9,12 +9,13 @@
 #   vulkan-validationlayers    VK_LAYER_KHRONOS_validation (tests run it beside echo)
 #   glslang-tools spirv-tools  glslangValidator and spirv-val, for the sample shaders
 #   valgrind                   scripts/leaks.sh (its short run is part of the test suite)
+#   binutils                   readelf: tests/tests/symbols.rs reads the layer's relocations
 #
 # Extra packages can be added with ECHO_EXTRA_PACKAGES="valgrind binutils".
 set -euo pipefail
 
 packages=(libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
-          glslang-tools spirv-tools valgrind)
+          glslang-tools spirv-tools valgrind binutils)
 # shellcheck disable=SC2206
 packages+=(${ECHO_EXTRA_PACKAGES:-})
 
