@@ -44,11 +44,13 @@ pub fn gather(inst: &InstanceData, pd: vk::PhysicalDevice) -> Context {
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut device_uuid = String::new();
-    // VkPhysicalDeviceIDProperties is core 1.1 (and VK_KHR_external_*_capabilities): ask only
-    // through a vkGetPhysicalDeviceProperties2 the next layer really has.
-    let api_ok =
-        inst.api_version >= vk::API_VERSION_1_1 || props.api_version >= vk::API_VERSION_1_1;
-    if let (true, Some(gpdp2)) = (api_ok, inst.get_physical_device_properties2) {
+    // VkPhysicalDeviceIDProperties is core 1.1 (VK_KHR_external_memory_capabilities on a 1.0
+    // instance, which echo enables for itself there): ask only where the instance allows it.
+    let id_ok = inst.api_version >= vk::API_VERSION_1_1
+        || inst
+            .extensions
+            .contains("VK_KHR_external_memory_capabilities");
+    if let (true, Some(gpdp2)) = (id_ok, inst.properties2(pd)) {
         let mut id = vk::PhysicalDeviceIDProperties::default();
         let mut p2 = vk::PhysicalDeviceProperties2 {
             p_next: &mut id as *mut _ as *mut std::ffi::c_void,

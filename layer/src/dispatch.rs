@@ -40,11 +40,14 @@ pub struct InstanceData {
     pub next_gipa: vk::PFN_vkGetInstanceProcAddr,
     /// The next layer's Vulkan 1.0 instance commands.
     pub fp: ash::InstanceFnV1_0,
-    /// `vkGetPhysicalDeviceProperties2` (1.1) or its KHR alias, if the next layer has one.
+    /// `vkGetPhysicalDeviceProperties2` (1.1) or its KHR alias, only where the instance makes
+    /// it legal (`apiVersion` ≥ 1.1, or the KHR extension enabled) and the next layer has it.
     pub get_physical_device_properties2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
     pub settings: Settings,
     /// The application's `apiVersion` (1.0 when it gave none).
     pub api_version: u32,
+    /// Instance extensions enabled: the application's plus any echo added for itself.
+    pub extensions: HashSet<String>,
 }
 
 impl InstanceData {
@@ -52,6 +55,28 @@ impl InstanceData {
     pub fn next_proc(&self, name: &CStr) -> vk::PFN_vkVoidFunction {
         // SAFETY: next_gipa comes from the loader's link info for this instance.
         unsafe { (self.next_gipa)(self.handle, name.as_ptr()) }
+    }
+
+    /// `vkGetPhysicalDeviceProperties2` for `pd` when calling it is legal: the instance allows
+    /// it (see the field) and, for the core command, the physical device supports 1.1 too.
+    pub fn properties2(
+        &self,
+        pd: vk::PhysicalDevice,
+    ) -> Option<vk::PFN_vkGetPhysicalDeviceProperties2> {
+        let f = self.get_physical_device_properties2?;
+        if self.api_version >= vk::API_VERSION_1_1 {
+            let mut props = vk::PhysicalDeviceProperties::default();
+            // SAFETY: pd belongs to this instance; the out struct is valid.
+            unsafe { (self.fp.get_physical_device_properties)(pd, &mut props) };
+            if props.api_version < vk::API_VERSION_1_1
+                && !self
+                    .extensions
+                    .contains("VK_KHR_get_physical_device_properties2")
+            {
+                return None;
+            }
+        }
+        Some(f)
     }
 
     /// The physical device's memory table and type, read through the next layer (so a layer

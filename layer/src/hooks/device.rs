@@ -108,14 +108,30 @@ fn log_decision(d: &Decision) {
 
 /// Device extensions echo enables for itself on top of the application's, where the device
 /// offers them: profile (and auto, which may profile) mode adds `VK_EXT_external_memory_host`
-/// for the double mapping (DESIGN §4). Only called for active devices.
+/// for the double mapping (DESIGN §4), with `VK_KHR_external_memory` (its dependency, core in
+/// 1.1) when the device's effective version — the lower of the application's `apiVersion` and
+/// the physical device's — is 1.0. Only called for active devices.
 pub fn extensions_to_add(
-    _inst: &InstanceData,
-    _pd: vk::PhysicalDevice,
+    inst: &InstanceData,
+    pd: vk::PhysicalDevice,
     d: &Decision,
 ) -> Vec<&'static CStr> {
     let mut v = Vec::new();
     if matches!(d.mode, Mode::Profile | Mode::Auto) {
+        let mut props = vk::PhysicalDeviceProperties::default();
+        // SAFETY: pd belongs to this instance; the out struct is valid.
+        unsafe { (inst.fp.get_physical_device_properties)(pd, &mut props) };
+        if inst.api_version.min(props.api_version) < vk::API_VERSION_1_1 {
+            if inst.properties2(pd).is_none()
+                || !inst
+                    .extensions
+                    .contains("VK_KHR_external_memory_capabilities")
+            {
+                // The extension's own dependencies cannot be met on this instance.
+                return v;
+            }
+            v.push(c"VK_KHR_external_memory");
+        }
         v.push(crate::profile::recorder::EXT_MEMORY_HOST);
     }
     v
@@ -199,6 +215,13 @@ pub unsafe extern "system" fn vkCreateDevice(
                 return Vec::new();
             }
             let have = available_extensions(i, pd);
+            if want
+                .iter()
+                .any(|c| !have.contains(c.to_str().unwrap_or_default()))
+            {
+                // All or nothing: the memory-host extension without its dependency is invalid.
+                return Vec::new();
+            }
             want.into_iter()
                 .map(|c| c.to_string_lossy().into_owned())
                 .filter(|n| have.contains(n) && !app_exts.contains(n))

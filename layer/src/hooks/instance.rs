@@ -6,6 +6,8 @@ use crate::guard::guard;
 use crate::loader;
 use crate::settings::{self, LAYER_NAME};
 use ash::vk;
+use echo_analyzer::settings::Mode;
+use std::collections::HashSet;
 use std::ffi::{c_char, c_void, CStr};
 
 pub const SPEC_VERSION: u32 = vk::make_api_version(0, 1, 3, 239);
@@ -47,7 +49,50 @@ pub unsafe extern "system" fn vkCreateInstance(
         || next_create(info, alloc, out),
         |down| {
             let settings = settings::gather(info);
-            let r = down.record(next_create(info, alloc, out));
+            let app = (*info).p_application_info;
+            let api_version = if app.is_null() || (*app).api_version == 0 {
+                vk::API_VERSION_1_0
+            } else {
+                (*app).api_version
+            };
+            let app_exts = enabled_names(
+                (*info).enabled_extension_count,
+                (*info).pp_enabled_extension_names,
+            );
+            // Echo reads VkPhysicalDeviceIDProperties (the device UUID of the run context) and,
+            // in profile mode, the host-import alignment: on a 1.0 instance those queries are
+            // legal only through extensions, which echo enables for itself when the
+            // application did not (never in mode off: echo is not there then).
+            let mut added: Vec<&'static CStr> = Vec::new();
+            if settings.mode != Mode::Off && api_version < vk::API_VERSION_1_1 {
+                added = INSTANCE_EXTENSIONS_FOR_1_0
+                    .iter()
+                    .copied()
+                    .filter(|e| !app_exts.contains(e.to_str().unwrap_or_default()))
+                    .collect();
+            }
+            let mut r;
+            if added.is_empty() {
+                r = down.record(next_create(info, alloc, out));
+            } else {
+                let mut names: Vec<*const c_char> = (0..(*info).enabled_extension_count as usize)
+                    .map(|i| *(*info).pp_enabled_extension_names.add(i))
+                    .collect();
+                names.extend(added.iter().map(|c| c.as_ptr()));
+                let mut patched = *info;
+                patched.enabled_extension_count = names.len() as u32;
+                patched.pp_enabled_extension_names = names.as_ptr();
+                r = next_create(&patched, alloc, out);
+                if r == vk::Result::ERROR_EXTENSION_NOT_PRESENT {
+                    crate::log::info!(
+                        "vkCreateInstance: the driver lacks {}; the device UUID is not part of the run context on this 1.0 instance",
+                        added.iter().map(|c| c.to_string_lossy()).collect::<Vec<_>>().join(", ")
+                    );
+                    added.clear();
+                    r = next_create(info, alloc, out);
+                }
+                r = down.record(r);
+            }
             if r != vk::Result::SUCCESS {
                 return r;
             }
@@ -56,13 +101,16 @@ pub unsafe extern "system" fn vkCreateInstance(
             let fp = ash::InstanceFnV1_0::load(|n| {
                 gipa(handle, n.as_ptr()).map_or(std::ptr::null(), |f| f as *const c_void)
             });
-            let props2 = proc_typed(gipa, handle, c"vkGetPhysicalDeviceProperties2")
-                .or_else(|| proc_typed(gipa, handle, c"vkGetPhysicalDeviceProperties2KHR"));
-            let app = (*info).p_application_info;
-            let api_version = if app.is_null() || (*app).api_version == 0 {
-                vk::API_VERSION_1_0
+            let mut extensions: HashSet<String> = app_exts;
+            extensions.extend(added.iter().map(|c| c.to_string_lossy().into_owned()));
+            // vkGetPhysicalDeviceProperties2 only where the application's instance makes it
+            // legal: core in 1.1, else the KHR extension when enabled (by the app or by echo).
+            let props2 = if api_version >= vk::API_VERSION_1_1 {
+                proc_typed(gipa, handle, c"vkGetPhysicalDeviceProperties2")
+            } else if extensions.contains("VK_KHR_get_physical_device_properties2") {
+                proc_typed(gipa, handle, c"vkGetPhysicalDeviceProperties2KHR")
             } else {
-                (*app).api_version
+                None
             };
             dispatch::insert_instance(
                 key_of(raw(handle)),
@@ -73,11 +121,31 @@ pub unsafe extern "system" fn vkCreateInstance(
                     get_physical_device_properties2: props2,
                     settings,
                     api_version,
+                    extensions,
                 },
             );
             r
         },
     )
+}
+
+/// Instance extensions echo enables on an `apiVersion` 1.0 instance (where present), so that
+/// its own queries are legal there: `vkGetPhysicalDeviceProperties2KHR`, and
+/// `VkPhysicalDeviceIDProperties` through it (which needs an external-capabilities extension).
+pub const INSTANCE_EXTENSIONS_FOR_1_0: [&CStr; 2] = [
+    c"VK_KHR_get_physical_device_properties2",
+    c"VK_KHR_external_memory_capabilities",
+];
+
+/// The names of an enabled-extension (or layer) list.
+pub unsafe fn enabled_names(count: u32, names: *const *const c_char) -> HashSet<String> {
+    if names.is_null() {
+        return HashSet::new();
+    }
+    (0..count as usize)
+        .filter_map(|i| cstr(*names.add(i)))
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect()
 }
 
 pub unsafe extern "system" fn vkDestroyInstance(
