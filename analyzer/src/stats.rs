@@ -42,6 +42,10 @@ pub struct Stats {
     /// Binds redirected into a partner's memory, and maps redirected to a partner's mapping.
     pub binds_redirected: u64,
     pub maps_redirected: u64,
+    /// Bytes the host wrote into a staging buffer's own allocation before its bind, moved into
+    /// the shared range at the redirected bind (DESIGN §6 "never lose a byte").
+    #[serde(default)]
+    pub bytes_carried: u64,
     /// `vkFreeMemory` calls deferred until a partner was gone.
     pub frees_deferred: u64,
     /// Bytes of device memory enforce did not need to allocate.

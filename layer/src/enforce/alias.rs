@@ -52,6 +52,7 @@ pub(super) struct Counters {
     pub binds_redirected: AtomicU64,
     pub maps_redirected: AtomicU64,
     pub frees_deferred: AtomicU64,
+    pub bytes_carried: AtomicU64,
 }
 
 /// The part a live buffer plays.
@@ -173,6 +174,9 @@ pub struct Enforcer {
     /// Test-only (`VK_ECHO_TEST_KEEP_SELF_COPIES`): forward self-copies instead of dropping them,
     /// so a test can show the validation layer sees the aliasing (VUID-vkCmdCopyBuffer-pRegions-00117).
     pub(super) keep_self_copies: bool,
+    /// Test-only (`VK_ECHO_TEST_NO_CARRY`): do not carry bytes written before a redirected bind
+    /// (the planted fault that shows the real-program tests catch lost bytes).
+    pub(super) skip_carry: bool,
 }
 
 fn req_of(r: &vk::MemoryRequirements) -> MemReq {
@@ -236,6 +240,7 @@ impl Enforcer {
             pending: AtomicUsize::new(0),
             c: Counters::default(),
             keep_self_copies: false,
+            skip_carry: false,
         }
     }
 
@@ -563,9 +568,11 @@ impl Enforcer {
         }
         let plan = match slot {
             Slot::Staging(..) => self.plan_staging_alias(dev, inner, slot, buffer, memory, offset),
-            Slot::Device(_) => self.plan_device_alias(dev, inner, slot, buffer),
+            Slot::Device(_) => self
+                .refuse_written_guest(dev, memory)
+                .and_then(|()| self.plan_device_alias(dev, inner, slot, buffer)),
         };
-        let (target, at, redirect) = match plan {
+        let (target, at, redirect, carry) = match plan {
             Ok(p) => p,
             Err(why) => {
                 self.set_outcome(inner, slot, Err(why));
@@ -574,12 +581,22 @@ impl Enforcer {
         };
         let r = down(target, at);
         if r != vk::Result::SUCCESS {
+            if let Some(c) = carry {
+                c.abandon(dev);
+            }
             self.set_outcome(
                 inner,
                 slot,
                 Err(format!("the redirected bind failed ({r:?})")),
             );
             return plain_bind(dev, buffer, memory, offset, down);
+        }
+        if let Some(c) = carry {
+            let n = c.run(dev);
+            self.c.bytes_carried.fetch_add(n, Ordering::Relaxed);
+            log::debug!(
+                "enforce: {n} bytes the host wrote into buffer {buffer:#x}'s own allocation before its bind carried into {target:#x} at {at}"
+            );
         }
         if let Some(mut b) = dev.state.buffers.get_mut(&buffer) {
             b.bound = Some((target, at));
@@ -605,7 +622,7 @@ impl Enforcer {
         h: u64,
         memory: u64,
         offset: u64,
-    ) -> Result<(u64, u64, Option<Redirect>), String> {
+    ) -> Result<(u64, u64, Option<Redirect>, Option<Carry>), String> {
         let Slot::Staging(g, m) = slot else {
             return Err("internal: not a staging member".into());
         };
@@ -633,18 +650,40 @@ impl Enforcer {
                     inner.groups[&g].members[m].memory_offset
                 ));
             }
-        } else if dev
+        }
+        let (mapped_now, written) = dev
             .state
             .memory
             .get(&memory)
-            .is_some_and(|s| s.mapped.is_some())
-        {
+            .map_or((false, false), |s| (s.mapped.is_some(), s.host_mapped));
+        let redirected = inner
+            .mems
+            .get(&memory)
+            .is_some_and(|x| x.redirect.is_some());
+        if !redirected && mapped_now {
+            // The application still holds a pointer into its own allocation: later writes
+            // through it would not reach the shared range.
             return Err(
-                "its allocation was mapped (and possibly written) before the device buffer was bound"
+                "its allocation is mapped by the application while the device buffer is bound, so host writes through that mapping would not reach the shared memory"
                     .into(),
             );
         }
-        self.ensure_echo_map(dev, inner, dmem)?;
+        let dst = self.ensure_echo_map(dev, inner, dmem)?;
+        // Never lose a byte (DESIGN §6): what the host wrote into the buffer's range of its own
+        // allocation before this bind (map → memcpy → unmap → bind) moves with it, once.
+        let carry = if !redirected && written && !self.skip_carry {
+            let len = dev.state.buffers.get(&h).map_or(0, |b| b.size);
+            Some(Carry::prepare(
+                dev,
+                memory,
+                offset,
+                len,
+                (dmem, dst + target_off as usize),
+                self.coherent(dev, dmem),
+            )?)
+        } else {
+            None
+        };
         Ok((
             dmem,
             target_off as u64,
@@ -652,7 +691,28 @@ impl Enforcer {
                 target: dmem,
                 shift,
             }),
+            carry,
         ))
+    }
+
+    /// `DeviceIntoStaging` binds the device buffer into the staging range, so bytes the host
+    /// may have written into the device buffer's own allocation before its bind would not be
+    /// where it reads them: refuse (nothing is lost; the group is not applied).
+    fn refuse_written_guest(&self, dev: &DeviceData, memory: u64) -> Result<(), String> {
+        if dev.state.memory.get(&memory).is_some_and(|s| s.host_mapped) {
+            return Err(
+                "its own allocation was mapped by the host before the bind, and bytes written there would not be where the aliased buffer reads them"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    fn coherent(&self, dev: &DeviceData, memory: u64) -> bool {
+        let ty = dev.state.memory.get(&memory).map_or(0, |m| m.type_index);
+        self.type_flags
+            .get(ty as usize)
+            .is_some_and(|f| f & vk::MemoryPropertyFlags::HOST_COHERENT.as_raw() != 0)
     }
 
     /// The checks of a `StagingIntoDevice` alias of member `(g, m)` (buffer `h`, own allocation
@@ -741,7 +801,7 @@ impl Enforcer {
         inner: &mut Inner,
         slot: Slot,
         d: u64,
-    ) -> Result<(u64, u64, Option<Redirect>), String> {
+    ) -> Result<(u64, u64, Option<Redirect>, Option<Carry>), String> {
         let g = slot.group();
         let first = inner.groups[&g].members.first().ok_or("no member")?;
         let delta = first.delta;
@@ -774,7 +834,7 @@ impl Enforcer {
             },
         )
         .map_err(|r| format!("device buffer into the staging allocation: {r}"))?;
-        Ok((hmem, at as u64, None))
+        Ok((hmem, at as u64, None, None))
     }
 
     /// Maps `dmem` once through the next layer (or adopts the application's whole mapping).
@@ -930,6 +990,7 @@ impl Enforcer {
                     offset,
                     size: len,
                 });
+                m.host_mapped = true;
             }
             return vk::Result::SUCCESS;
         }
@@ -947,6 +1008,7 @@ impl Enforcer {
                     offset,
                     size: len,
                 });
+                m.host_mapped = true;
             }
         }
         r
@@ -1265,12 +1327,115 @@ impl Enforcer {
         s.binds_redirected = ld(&c.binds_redirected);
         s.maps_redirected = ld(&c.maps_redirected);
         s.frees_deferred = ld(&c.frees_deferred);
+        s.bytes_carried = ld(&c.bytes_carried);
         s.memory_not_allocated = 0;
         s
     }
 }
 
 /// Binds through the next layer as asked and records where.
+/// Bytes of a staging buffer's own allocation to move into the shared range at its redirected
+/// bind. Prepared (source mapped through the next layer) before the bind, so a failure leaves
+/// the bind as the application asked; run only after the redirected bind succeeded.
+pub(super) struct Carry {
+    memory: u64,
+    src: usize,
+    len: usize,
+    dst_memory: u64,
+    dst: usize,
+    /// The destination memory is host-coherent (else echo flushes what it wrote).
+    dst_coherent: bool,
+    src_coherent: bool,
+}
+
+impl Carry {
+    fn prepare(
+        dev: &DeviceData,
+        memory: u64,
+        offset: u64,
+        len: u64,
+        (dst_memory, dst): (u64, usize),
+        dst_coherent: bool,
+    ) -> Result<Carry, String> {
+        let (size, ty) = dev
+            .state
+            .memory
+            .get(&memory)
+            .map(|m| (m.size, m.type_index))
+            .ok_or("its allocation is unknown")?;
+        let len = len.min(size.saturating_sub(offset));
+        let src_coherent = dev
+            .decision
+            .table
+            .types
+            .get(ty as usize)
+            .is_some_and(|t| t.flags & vk::MemoryPropertyFlags::HOST_COHERENT.as_raw() != 0);
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: memory is a live allocation of this device the application does not map now
+        // (checked by the caller); the whole allocation is mapped so no atom alignment applies.
+        let r = unsafe {
+            (dev.fp.map_memory)(
+                dev.handle,
+                vk::DeviceMemory::from_raw(memory),
+                0,
+                vk::WHOLE_SIZE,
+                vk::MemoryMapFlags::empty(),
+                &mut p,
+            )
+        };
+        if r != vk::Result::SUCCESS || p.is_null() {
+            return Err(format!(
+                "the bytes written into its allocation before the bind could not be read to carry them over (map failed: {r:?})"
+            ));
+        }
+        Ok(Carry {
+            memory,
+            src: p as usize + offset as usize,
+            len: len as usize,
+            dst_memory,
+            dst,
+            dst_coherent,
+            src_coherent,
+        })
+    }
+
+    fn whole(memory: u64) -> vk::MappedMemoryRange<'static> {
+        vk::MappedMemoryRange {
+            memory: vk::DeviceMemory::from_raw(memory),
+            offset: 0,
+            size: vk::WHOLE_SIZE,
+            ..Default::default()
+        }
+    }
+
+    /// Copies the bytes and unmaps the source; returns the bytes moved.
+    fn run(self, dev: &DeviceData) -> u64 {
+        // SAFETY: src is inside echo's own mapping of the staging allocation, dst inside echo's
+        // mapping of the device allocation (checked by check_redirect), len within both; no GPU
+        // work can use the range yet: the buffer is only now bound there.
+        unsafe {
+            if !self.src_coherent {
+                let r = Carry::whole(self.memory);
+                let _ = (dev.fp.invalidate_mapped_memory_ranges)(dev.handle, 1, &r);
+            }
+            std::ptr::copy_nonoverlapping(self.src as *const u8, self.dst as *mut u8, self.len);
+            if !self.dst_coherent {
+                let r = Carry::whole(self.dst_memory);
+                let _ = (dev.fp.flush_mapped_memory_ranges)(dev.handle, 1, &r);
+            }
+        }
+        let n = self.len as u64;
+        self.abandon(dev);
+        n
+    }
+
+    /// Unmaps the source without copying (the redirected bind failed).
+    fn abandon(self, dev: &DeviceData) {
+        // SAFETY: echo mapped it in `prepare`.
+        unsafe { (dev.fp.unmap_memory)(dev.handle, vk::DeviceMemory::from_raw(self.memory)) };
+    }
+}
+
 fn plain_bind(
     dev: &DeviceData,
     buffer: u64,

@@ -84,6 +84,7 @@ hook! {
                     size: i.allocation_size,
                     dedicated_buffer: dedicated_buffer(i),
                     mapped: None,
+                    host_mapped: false,
                     alloc_flags,
                     key,
                     stack,
@@ -132,6 +133,7 @@ hook! {
             if let Some(mut m) = cx.dev.state.memory.get_mut(&raw(memory)) {
                 let size = if size == vk::WHOLE_SIZE { m.size.saturating_sub(offset) } else { size };
                 m.mapped = Some(Mapping { ptr: *data as usize, offset, size });
+                m.host_mapped = true;
             }
         }
         r

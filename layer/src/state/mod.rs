@@ -46,6 +46,9 @@ pub struct MemoryState {
     /// `VkMemoryDedicatedAllocateInfo::buffer`, if dedicated to a buffer.
     pub dedicated_buffer: Option<u64>,
     pub mapped: Option<Mapping>,
+    /// The application mapped it at least once: the bytes of a buffer bound into it later may
+    /// hold host writes made before that bind (map → memcpy → unmap → bind).
+    pub host_mapped: bool,
     /// `VkMemoryAllocateFlagsInfo::flags`, 0 when absent.
     pub alloc_flags: u32,
     /// Stable identity (call site, size, memory type index as usage, allocate flags,
