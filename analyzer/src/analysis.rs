@@ -52,6 +52,9 @@ pub enum Decision {
 /// One candidate pair: the row of `vkecho analyze`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CandidateRow {
+    /// The device of the process the pair belongs to ([`Group::device_index`]).
+    #[serde(default)]
+    pub device_index: u32,
     pub staging: BufferDesc,
     pub device: BufferDesc,
     pub role: Role,
@@ -100,7 +103,121 @@ pub fn analyze(trace: &Trace, t: Thresholds) -> Plan {
 }
 
 /// The plan with one row per candidate and every reason; `site` names creation sites.
+///
+/// A process may create several devices (one after another or at once); each device's traffic
+/// (the records with its `dev`) is analyzed on its own — handles of different devices may be
+/// equal, and a pair never spans two devices — and the groups and rows say which device they
+/// belong to. Group ids stay unique across devices.
 pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) -> Analysis {
+    let devices = device_indices(trace);
+    if devices.len() <= 1 {
+        let mut a = explain_device(trace, t, site);
+        tag_device(&mut a, devices.first().copied().unwrap_or(0), 0);
+        return a;
+    }
+    let mut out = Analysis {
+        plan: Plan::empty(trace.header.context.clone(), t),
+        candidates: Vec::new(),
+        warnings: Vec::new(),
+        truncated: trace.truncated,
+    };
+    for d in devices {
+        let sub = Trace {
+            header: trace.header.clone(),
+            records: trace
+                .records
+                .iter()
+                .filter(|r| r.dev == d)
+                .cloned()
+                .collect(),
+            truncated: trace.truncated,
+        };
+        let mut a = explain_device(&sub, t, site);
+        tag_device(&mut a, d, out.plan.groups.len() as u32);
+        out.plan.groups.append(&mut a.plan.groups);
+        out.plan.rejected.append(&mut a.plan.rejected);
+        out.candidates.append(&mut a.candidates);
+        out.warnings
+            .extend(a.warnings.into_iter().map(|w| format!("device {d}: {w}")));
+    }
+    out
+}
+
+/// The device indices a trace holds records of (`dev`, and `DeviceCreate::device_index`).
+pub fn device_indices(trace: &Trace) -> Vec<u32> {
+    use crate::trace::Event;
+    let mut v: BTreeSet<u32> = trace.records.iter().map(|r| r.dev).collect();
+    for r in &trace.records {
+        if let Event::DeviceCreate { device_index, .. } = &r.event {
+            v.insert(*device_index);
+        }
+    }
+    v.into_iter().collect()
+}
+
+/// Marks an analysis of one device's records with its index; group ids move up by `first_id`.
+fn tag_device(a: &mut Analysis, device: u32, first_id: u32) {
+    for g in &mut a.plan.groups {
+        g.id += first_id;
+        g.device_index = device;
+    }
+    for r in &mut a.plan.rejected {
+        r.device_index = device;
+    }
+    for row in &mut a.candidates {
+        row.device_index = device;
+        if let Decision::Accepted { group, .. } = &mut row.decision {
+            *group += first_id;
+        }
+    }
+}
+
+/// Fail closed (DESIGN §5): S1 and S2 are checked against the host accesses the trace holds;
+/// when the trace cannot vouch that it holds all of them — host-access validation off, unknown
+/// or lost during the run, or the trace cut short — a candidate is refused, never accepted with
+/// a warning.
+fn evidence(trace: &Trace, m: &Model) -> Result<(), Verdict> {
+    let refuse = |event: Option<u64>, message: String| {
+        Err(Verdict {
+            condition: Condition::Evidence,
+            event,
+            message,
+        })
+    };
+    if trace.truncated {
+        return refuse(
+            Some(m.last_seq),
+            format!(
+                "evidence: the trace was cut at the size limit after event {}, so a host access or GPU use after the cut would go unseen; re-profile with a larger trace_max_bytes",
+                m.last_seq
+            ),
+        );
+    }
+    let validated = match m.validation.as_str() {
+        "double-map" | "driver-map" => true,
+        // A version 1 trace does not say per device; its header's settings do.
+        "" => trace.header.settings.get("validate").map(String::as_str) == Some("true"),
+        _ => false,
+    };
+    if !validated {
+        return refuse(
+            None,
+            "evidence: host-access validation was off while profiling (validate=false, or the device could not be validated), so the host's reads and writes of the staging buffer were not seen and S1/S2 cannot be checked; re-profile with validate=true".into(),
+        );
+    }
+    if let Some((seq, why)) = &m.validation_lost {
+        return refuse(
+            Some(*seq),
+            format!(
+                "evidence: host-access validation stopped at event {seq} ({why}), so later host accesses were not seen and S1/S2 cannot be checked"
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// [`explain`] for the records of one device.
+fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) -> Analysis {
     let m = Model::build(trace);
     let created_at: Vec<String> = m.buffers.iter().map(|b| site(&b.stack)).collect();
     let ctx = Ctx {
@@ -128,6 +245,17 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
             let g = GroupSpec::single(c.device, c.staging, dl);
             s2_order::check(&ctx, &g)?;
             s1_value::check(&ctx, &g)?;
+            evidence(trace, &m)?;
+            if let Some((seq, why)) = m.unvalidated.get(&c.staging) {
+                return Err(Verdict {
+                    condition: Condition::Evidence,
+                    event: Some(*seq),
+                    message: format!(
+                        "evidence: the host's accesses to {} were not seen while profiling ({why}), so S1/S2 cannot be checked",
+                        ctx.name(c.staging, "staging")
+                    ),
+                });
+            }
             Ok(())
         })();
         verdict[i] = r.err();
@@ -308,6 +436,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         let decision = match (&verdict[i], accepted.get(&i)) {
             (Some(v), _) => {
                 plan.rejected.push(Rejection {
+                    device_index: 0,
                     device: buffer_ref(&ctx, c.device),
                     staging: buffer_ref(&ctx, c.staging),
                     condition: v.condition,
@@ -330,6 +459,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
             (None, None) => unreachable!("every candidate is accepted or rejected"),
         };
         rows.push(CandidateRow {
+            device_index: 0,
             staging: desc(c.staging),
             device: desc(c.device),
             role: c.role(),
@@ -352,15 +482,6 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
                 "the trace was truncated (last event {}): the analysis covers only what was recorded, and a hazard after the cut would go unseen; re-profile with a larger trace_max_bytes",
                 m.last_seq
             ),
-        );
-    }
-    let any_host = m
-        .timeline
-        .iter()
-        .any(|(_, s)| matches!(s, crate::model::Step::Host { .. }));
-    if !plan.groups.is_empty() && !any_host {
-        warnings.push(
-            "the trace has no host-access records: host-side S1/S2 could not be checked (was page protection off?)".into(),
         );
     }
     Analysis {
@@ -505,6 +626,7 @@ fn make_group(
         Direction::DeviceIntoStaging => m.buffers[d].bound_len(),
     };
     Group {
+        device_index: 0,
         id,
         device: buffer_ref(ctx, d),
         members,

@@ -56,6 +56,14 @@ impl PlanIndex {
     /// Index the plan's groups. A key that appears in two groups is ambiguous: both groups are
     /// left out, and the conflict is returned so the layer can say why. The exception is a
     /// staging buffer that hosts several `DeviceIntoStaging` groups (see [`compatible`]).
+    /// The index of the groups of `plan` that came from the device with creation index
+    /// `device` in the profiled process: a plan's groups apply only to the device traffic they
+    /// were derived from.
+    pub fn for_device(mut plan: Plan, device: u32) -> (PlanIndex, Vec<String>) {
+        plan.groups.retain(|g| g.device_index == device);
+        PlanIndex::new(plan)
+    }
+
     pub fn new(plan: Plan) -> (PlanIndex, Vec<String>) {
         let mut by_key: HashMap<ObjectKey, Vec<Role>> = HashMap::new();
         let mut conflicts = Vec::new();
@@ -216,6 +224,7 @@ mod tests {
     fn group(id: u32, dev: &str, staging: &[&str]) -> Group {
         Group {
             id,
+            device_index: 0,
             device: bref(dev),
             members: staging
                 .iter()

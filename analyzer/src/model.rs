@@ -169,6 +169,17 @@ pub struct Model {
     pub truncated: bool,
     /// Things in the trace the model could not follow (unknown handles, …), for people.
     pub warnings: Vec<String>,
+    /// How host access was validated (`DeviceCreate::validation`; `""` when the trace does not
+    /// say, as in version 1 traces).
+    pub validation: String,
+    /// Where host-access validation stopped early, and why (`ValidationLost`).
+    pub validation_lost: Option<(u64, String)>,
+    /// Buffers whose host accesses the profiler could not see (`Unvalidated`), with the reason.
+    pub unvalidated: HashMap<BufId, (u64, String)>,
+    /// Buffers bound into memory the host had mapped before the bind, with the bind's seq: the
+    /// bytes under them may hold host writes (map → memcpy → unmap → bind), modelled as a host
+    /// write at the bind.
+    pub written_before_bind: Vec<(BufId, u64)>,
 }
 
 const MAX_WARNINGS: usize = 20;
@@ -236,9 +247,24 @@ impl Model {
             let seq = rec.seq;
             m.last_seq = m.last_seq.max(seq);
             match &rec.event {
-                Event::DeviceCreate { alias_type, .. } => {
+                Event::DeviceCreate {
+                    alias_type,
+                    validation,
+                    ..
+                } => {
                     if alias_type.is_some() {
                         m.alias_type = *alias_type;
+                    }
+                    m.validation = validation.clone();
+                }
+                Event::Unvalidated { buffer, reason } => {
+                    if let Some(&b) = buf_of.get(buffer) {
+                        m.unvalidated.entry(b).or_insert((seq, reason.clone()));
+                    }
+                }
+                Event::ValidationLost { reason } => {
+                    if m.validation_lost.is_none() {
+                        m.validation_lost = Some((seq, reason.clone()));
                     }
                 }
                 Event::DeviceDestroy { .. } => {}
@@ -314,6 +340,17 @@ impl Model {
                             seq,
                         });
                         m.memories[x].binds.push((b, *offset, seq));
+                        // Bytes the host may have written under the buffer before its bind.
+                        if m.host_mapped(b) {
+                            m.written_before_bind.push((b, seq));
+                            m.timeline.push((
+                                seq,
+                                Step::Host {
+                                    buffer: b,
+                                    access: Access::Write,
+                                },
+                            ));
+                        }
                     }
                     _ => m.warn(format!(
                         "event {seq}: bind of buffer {buffer:#x} to memory {memory:#x}, one of which is unknown"

@@ -78,6 +78,10 @@ pub enum SubstituteSync {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Group {
     pub id: u32,
+    /// The device of the profiled process whose traffic the group came from (creation order,
+    /// 0-based): enforce applies it to that device only.
+    #[serde(default)]
+    pub device_index: u32,
     pub device: BufferRef,
     pub members: Vec<Member>,
     pub direction: Direction,
@@ -107,6 +111,9 @@ pub enum Condition {
     S4,
     /// Memory type bits, alignment, size, or a use of a buffer the layer cannot follow.
     Compat,
+    /// The evidence a condition needs is missing (host-access validation off or lost, a
+    /// truncated trace): refused, never accepted with a warning (fail closed).
+    Evidence,
 }
 
 impl Condition {
@@ -120,6 +127,7 @@ impl Condition {
             Condition::S3 => "S3",
             Condition::S4 => "S4",
             Condition::Compat => "compat",
+            Condition::Evidence => "evidence",
         }
     }
 }
@@ -127,6 +135,9 @@ impl Condition {
 /// A candidate pair the analyzer refused, with the evidence.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejection {
+    /// As [`Group::device_index`].
+    #[serde(default)]
+    pub device_index: u32,
     pub device: BufferRef,
     pub staging: BufferRef,
     pub condition: Condition,

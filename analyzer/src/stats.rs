@@ -16,6 +16,13 @@ pub struct Stats {
     /// `off`, `profile` or `enforce` (what the layer actually did on this device).
     pub mode: String,
     pub device: String,
+    /// The device's creation index in the process (0, 1, …).
+    #[serde(default)]
+    pub device_index: u32,
+    /// `destroyed` (written at `vkDestroyDevice`) or `exit` (the program exited with the device
+    /// alive).
+    #[serde(default)]
+    pub ended: String,
     /// Topology class (`uma-strict`, …).
     pub class: String,
     /// Whether echo's hooks were in the call path for this device.

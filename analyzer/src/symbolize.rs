@@ -221,6 +221,7 @@ mod tests {
             records: vec![crate::trace::Record {
                 seq: 1,
                 thread: 0,
+                dev: 0,
                 event: crate::trace::Event::BufferCreate {
                     buffer: 1,
                     key: crate::trace::ObjectKey {

@@ -1,4 +1,4 @@
-//! The trace format (version 1): what the layer saw in `mode=profile`.
+//! The trace format (version 2): what the layer saw in `mode=profile`.
 //!
 //! A trace is JSON Lines: the first line is a [`Header`], every following line one [`Record`]
 //! (an [`Event`] with its global sequence number `seq`). A truncated trace ends with
@@ -12,8 +12,12 @@
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
 
-/// The trace format version this build writes and reads.
-pub const TRACE_VERSION: u32 = 1;
+/// The trace format version this build writes. Version 2 added the device index of every
+/// record (`dev`) and, on `DeviceCreate`, the device's index, name and host-access validation;
+/// version 1 traces (one device, validation unknown) are still read.
+pub const TRACE_VERSION: u32 = 2;
+/// The oldest trace format version this build reads.
+pub const TRACE_VERSION_MIN: u32 = 1;
 /// The value of [`Header::format`].
 pub const TRACE_FORMAT: &str = "vk-echo-trace";
 
@@ -163,6 +167,27 @@ pub enum Event {
         class: String,
         alias_type: Option<u32>,
         min_import_alignment: u64,
+        /// Creation order of the device in the process (0, 1, …): the `dev` of its records.
+        #[serde(default)]
+        device_index: u32,
+        /// `VkPhysicalDeviceProperties::deviceName`.
+        #[serde(default)]
+        name: String,
+        /// How host access to candidate staging buffers was validated on this device:
+        /// `double-map`, `driver-map`, or `off` (`""`: unknown, a version 1 trace).
+        #[serde(default)]
+        validation: String,
+    },
+    /// Host-access validation stopped on this device (e.g. the application replaced echo's
+    /// SIGSEGV handler): from here on host accesses are not seen.
+    ValidationLost {
+        reason: String,
+    },
+    /// Host accesses to this candidate staging buffer cannot be seen (its allocation could not
+    /// be double-mapped, or protecting it failed): its pairs lack evidence.
+    Unvalidated {
+        buffer: u64,
+        reason: String,
     },
     DeviceDestroy {
         device: u64,
@@ -300,8 +325,15 @@ pub struct Record {
     /// Thread that made the call (small integer), for people.
     #[serde(default)]
     pub thread: u32,
+    /// Index of the device the event belongs to (`DeviceCreate::device_index`); 0 when absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dev: u32,
     #[serde(flatten)]
     pub event: Event,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// A whole trace in memory, records sorted by `seq`.
@@ -336,7 +368,7 @@ impl std::fmt::Display for TraceError {
             TraceError::Bad { line, what } => write!(f, "trace line {line}: {what}"),
             TraceError::Version { found } => write!(
                 f,
-                "trace format version {found} is not supported (this build reads version {TRACE_VERSION}); re-profile with this layer"
+                "trace format version {found} is not supported (this build reads versions {TRACE_VERSION_MIN} to {TRACE_VERSION}); re-profile with this layer"
             ),
         }
     }
@@ -369,7 +401,7 @@ pub fn read_trace<R: BufRead>(reader: R) -> Result<Trace, TraceError> {
                     });
                 }
                 if let Some(ver) = v.get("version").and_then(|x| x.as_u64()) {
-                    if ver != TRACE_VERSION as u64 {
+                    if !(TRACE_VERSION_MIN as u64..=TRACE_VERSION as u64).contains(&ver) {
                         return Err(TraceError::Version {
                             found: ver.min(u32::MAX as u64) as u32,
                         });
@@ -453,11 +485,13 @@ mod tests {
             Record {
                 seq: 2,
                 thread: 0,
+                dev: 0,
                 event: Event::DeviceWaitIdle,
             },
             Record {
                 seq: 1,
                 thread: 0,
+                dev: 0,
                 event: Event::BufferAddress { buffer: 7 },
             },
         ];

@@ -733,7 +733,8 @@ fn nothing_to_pair_is_still_a_valid_plan() {
 }
 
 #[test]
-fn truncated_trace_is_analyzed_with_a_warning() {
+fn truncated_trace_refuses_every_candidate() {
+    // Fail closed: what happened after the cut is unknown.
     let mut t = T::new();
     let h = t.staging(MIB);
     let d = t.device(MIB);
@@ -744,7 +745,173 @@ fn truncated_trace_is_analyzed_with_a_warning() {
     let a = t.analyze();
     assert!(a.truncated);
     assert!(a.warnings[0].contains("truncated"), "{:?}", a.warnings);
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::Evidence, "{msg}");
+    assert!(msg.contains("trace_max_bytes"), "{msg}");
+    assert!(a.plan.groups.is_empty());
+}
+
+#[test]
+fn validation_off_or_unknown_refuses_instead_of_warning() {
+    for v in ["off", "bogus"] {
+        let mut t = T::with_validation(v);
+        let h = t.staging(MIB);
+        let d = t.device(MIB);
+        upload_loop(&mut t, h, d, 3);
+        let a = t.analyze();
+        let (c, _, msg) = rejected(decision(&a, 1, 2));
+        assert_eq!(c, Condition::Evidence, "{v}: {msg}");
+        assert!(msg.contains("validate=true"), "{msg}");
+        assert!(a.plan.groups.is_empty(), "{v}");
+    }
+    // The same traffic with validation on is accepted: the refusal is the evidence's doing.
+    let mut t = T::with_validation("driver-map");
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    accepted(decision(&t.analyze(), 1, 2));
+}
+
+#[test]
+fn validation_lost_during_the_run_refuses() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 1);
+    let lost = t.push(Event::ValidationLost {
+        reason: "the application replaced the SIGSEGV handler".into(),
+    });
+    upload_loop(&mut t, h, d, 2);
+    let a = t.analyze();
+    let (c, ev, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!((c, ev), (Condition::Evidence, Some(lost)), "{msg}");
+    assert!(msg.contains("SIGSEGV"), "{msg}");
+}
+
+#[test]
+fn unvalidated_staging_buffer_refuses_its_own_pairs_only() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    let h2 = t.staging(MIB);
+    let d2 = t.device(MIB);
+    t.push(Event::Unvalidated {
+        buffer: h2.buf,
+        reason: "its allocation could not be double-mapped".into(),
+    });
+    upload_loop(&mut t, h, d, 3);
+    upload_loop(&mut t, h2, d2, 3);
+    let a = t.analyze();
     accepted(decision(&a, 1, 2));
+    let (c, _, msg) = rejected(decision(&a, 3, 4));
+    assert_eq!(c, Condition::Evidence, "{msg}");
+    assert!(msg.contains("double-mapped"), "{msg}");
+}
+
+/// map → (host writes, unseen: the buffer is not bound yet) → unmap → bind, while the device
+/// buffer it will share memory with is still in use by the GPU: the bytes carried at the bind
+/// would land under running GPU work, so the pair is refused (S2).
+#[test]
+fn write_before_bind_is_a_host_write_at_the_bind() {
+    let mut t = T::new();
+    let d = t.device(MIB);
+    let h = t.create(MIB, SRC | DST, 0);
+    let mem = t.alloc(MIB, 0, Some(h));
+    t.map(mem);
+    t.push(Event::UnmapMemory { memory: mem });
+    let (_, fence) = t.submit(&[Cmd::ReadWrite(d.buf)]);
+    let bind = t.bind(h, mem, 0);
+    t.wait(fence);
+    for _ in 0..3 {
+        t.run(&[Cmd::Copy(h, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+    }
+    let a = t.analyze();
+    let (c, ev, msg) = rejected(decision(&a, 2, 1));
+    assert_eq!((c, ev), (Condition::S2, Some(bind)), "{msg}");
+
+    // The same order with the GPU idle at the bind: accepted (enforce carries the bytes).
+    let mut t = T::new();
+    let d = t.device(MIB);
+    let h = t.create(MIB, SRC | DST, 0);
+    let mem = t.alloc(MIB, 0, Some(h));
+    t.map(mem);
+    t.push(Event::UnmapMemory { memory: mem });
+    t.bind(h, mem, 0);
+    // (The staging bytes are uploaded again unchanged every iteration, as renderers do, so the
+    // dispatch only reads the device buffer: writing it would change what the next copy
+    // brings, and S1 refuses that.)
+    for _ in 0..3 {
+        t.run(&[Cmd::Copy(h, d.buf, MIB), Cmd::Read(d.buf)]);
+    }
+    accepted(decision(&t.analyze(), 2, 1));
+}
+
+/// Two devices in one process, with colliding handles: each device's traffic is analyzed on
+/// its own and the plan says which device each group belongs to.
+#[test]
+fn devices_are_analyzed_apart() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    t.new_device(1, "double-map");
+    let h1 = t.staging(2 * MIB);
+    let d1 = t.device(2 * MIB);
+    assert_eq!(
+        (h1.buf, d1.buf),
+        (h.buf, d.buf),
+        "handles collide across devices"
+    );
+    // Device 1's host writes its staging buffer while the GPU still uses its partner: S2.
+    for _ in 0..3 {
+        let (_, f) = t.submit(&[Cmd::Copy(h1.buf, d1.buf, 2 * MIB), Cmd::ReadWrite(d1.buf)]);
+        t.host_write(h1.buf);
+        t.wait(f);
+    }
+    let a = t.analyze();
+    assert_eq!(a.plan.groups.len(), 1, "{:#?}", a.plan.groups);
+    assert_eq!(a.plan.groups[0].device_index, 0);
+    let rows: Vec<_> = a
+        .candidates
+        .iter()
+        .map(|c| (c.device_index, &c.decision))
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert!(
+        matches!(rows[0], (0, Decision::Accepted { .. })),
+        "{rows:#?}"
+    );
+    assert!(
+        matches!(
+            rows[1],
+            (
+                1,
+                Decision::Rejected {
+                    condition: Condition::S2,
+                    ..
+                }
+            )
+        ),
+        "{rows:#?}"
+    );
+    assert_eq!(a.plan.rejected[0].device_index, 1);
+    // A second accepted group on device 1 gets the next id, not a second "group 1".
+    let mut t2 = T::new();
+    let h = t2.staging(MIB);
+    let d = t2.device(MIB);
+    upload_loop(&mut t2, h, d, 3);
+    t2.new_device(1, "double-map");
+    let h = t2.staging(MIB);
+    let d = t2.device(MIB);
+    upload_loop(&mut t2, h, d, 3);
+    let a = t2.analyze();
+    let ids: Vec<(u32, u32)> = a
+        .plan
+        .groups
+        .iter()
+        .map(|g| (g.id, g.device_index))
+        .collect();
+    assert_eq!(ids, vec![(1, 0), (2, 1)]);
 }
 
 #[test]

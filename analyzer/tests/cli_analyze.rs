@@ -106,7 +106,7 @@ fn bad_input_names_the_place_and_fails_cleanly() {
         ),
         (
             "future-version",
-            good.replacen("\"version\":1", "\"version\":99", 1),
+            good.replacen("\"version\":2", "\"version\":99", 1),
             "version 99",
         ),
         (

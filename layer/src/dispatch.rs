@@ -132,6 +132,10 @@ pub struct PanicAt {
 #[allow(dead_code)] // fields read by profile and enforce mode
 pub struct DeviceData {
     pub handle: vk::Device,
+    /// Creation index in the process (`crate::process`): traces and plans name devices by it.
+    pub index: u32,
+    /// Its statistics were written (at `vkDestroyDevice` or at exit): once only.
+    pub stats_written: AtomicBool,
     pub physical_device: vk::PhysicalDevice,
     pub instance: Option<Arc<InstanceData>>,
     pub next_gdpa: vk::PFN_vkGetDeviceProcAddr,
@@ -255,6 +259,16 @@ pub fn insert_device(key: Key, data: DeviceData) {
 pub fn device(key: Key) -> Option<Arc<DeviceData>> {
     devices().get(&key).map(|r| Arc::clone(r.value()))
 }
+/// Every live device, in no particular order (for the exit-time path).
+pub fn live_devices() -> Vec<Arc<DeviceData>> {
+    devices().iter().map(|r| Arc::clone(r.value())).collect()
+}
+
+/// Live instances.
+pub fn instance_count() -> usize {
+    instances().len()
+}
+
 pub fn remove_device(key: Key) -> Option<Arc<DeviceData>> {
     device_links().remove(&key);
     devices().remove(&key).map(|(_, v)| v)

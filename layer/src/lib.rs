@@ -13,6 +13,7 @@ mod guard;
 mod hooks;
 mod loader;
 mod log;
+mod process;
 mod profile;
 mod reflect;
 mod settings;

@@ -310,6 +310,7 @@ fn forced(plan: &Plan, trace: &Trace) -> Plan {
         let (own, offset) = mem.get(&r.staging.key).cloned().unwrap_or((None, 0));
         id += 1;
         p.groups.push(Group {
+            device_index: 0,
             id,
             device: r.device.clone(),
             direction: if own.is_some() {

@@ -41,6 +41,8 @@ pub struct T {
     next: u64,
     pub queue: u64,
     pub truncated: bool,
+    /// The device index records are filed under (`Record::dev`).
+    pub dev: u32,
 }
 
 impl Default for T {
@@ -69,12 +71,16 @@ impl T {
             next: 0x1000,
             queue: 0x900,
             truncated: false,
+            dev: 0,
         };
         t.push(Event::DeviceCreate {
             device: 0xd0,
             class: "uma-strict".into(),
             alias_type: Some(0),
             min_import_alignment: 4096,
+            device_index: 0,
+            name: "llvmpipe".into(),
+            validation: "double-map".into(),
         });
         t
     }
@@ -84,9 +90,35 @@ impl T {
         self.recs.push(Record {
             seq: self.seq,
             thread: 0,
+            dev: self.dev,
             event,
         });
         self.seq
+    }
+
+    /// From now on records belong to device `index` (created here with validation `validation`).
+    /// Handles restart, so they collide with the other devices' as they may in a real process.
+    pub fn new_device(&mut self, index: u32, validation: &str) {
+        self.dev = index;
+        self.next = 0x1000;
+        self.push(Event::DeviceCreate {
+            device: 0xd0,
+            class: "uma-strict".into(),
+            alias_type: Some(0),
+            min_import_alignment: 4096,
+            device_index: index,
+            name: "llvmpipe".into(),
+            validation: validation.into(),
+        });
+    }
+
+    /// A trace whose only device was profiled with host-access validation `validation`.
+    pub fn with_validation(validation: &str) -> T {
+        let mut t = T::new();
+        t.recs.clear();
+        t.seq = 0;
+        t.new_device(0, validation);
+        t
     }
 
     pub fn handle(&mut self) -> u64 {

@@ -20,6 +20,7 @@ pub use alias::Enforcer;
 
 use crate::dispatch::{Decision, DeviceData, InstanceData};
 use crate::log;
+use crate::process::AutoChoice;
 use ash::vk;
 use echo_analyzer::apply::PlanIndex;
 use echo_analyzer::context::{cache_paths, plan_applies};
@@ -77,31 +78,47 @@ pub fn load_plan(path: &Path, now: &Context) -> Result<Plan, String> {
 }
 
 /// Decides enforce/auto start-up for an active device. `ctx` is this run's context.
+/// `device_index` is the device's creation index in the process: only the plan's groups of that
+/// device apply.
 pub fn start(
     inst: &InstanceData,
     pd: vk::PhysicalDevice,
     decision: &Decision,
     settings: &Settings,
     ctx: &Context,
+    device_index: u32,
 ) -> Start {
     let (trace_path, cached_plan) = cache_paths(&settings.cache_dir, ctx);
     let path = match decision.mode {
         Mode::Enforce => settings.plan.clone().unwrap_or(cached_plan),
         Mode::Auto => {
             let p = settings.plan.clone().unwrap_or(cached_plan);
-            if !p.exists() {
-                log::info!(
-                    "auto mode: no plan for this program and device at {}; profiling into {} (the plan is made when the device is destroyed)",
-                    p.display(),
-                    trace_path.display()
-                );
-                return Start::Profile {
-                    trace: settings.trace.clone().unwrap_or(trace_path),
-                    plan: p,
+            // One decision per context and process (`crate::process`): later devices of this
+            // run follow the first one's, even once a checkpoint has written a plan.
+            let choice = crate::process::auto_choice(&p).unwrap_or_else(|| {
+                let c = if p.exists() {
+                    AutoChoice::Enforce
+                } else {
+                    AutoChoice::Profile {
+                        trace: settings.trace.clone().unwrap_or(trace_path),
+                    }
                 };
+                crate::process::set_auto_choice(&p, c, settings)
+            });
+            match choice {
+                AutoChoice::Profile { trace } => {
+                    log::info!(
+                        "auto mode: no plan for this program and device at {}; profiling into {} (the plan is made when the last instance is destroyed, or at exit)",
+                        p.display(),
+                        trace.display()
+                    );
+                    return Start::Profile { trace, plan: p };
+                }
+                AutoChoice::Enforce => {
+                    log::info!("auto mode: enforcing the plan {}", p.display());
+                    p
+                }
             }
-            log::info!("auto mode: enforcing the plan {}", p.display());
-            p
         }
         _ => {
             return Start::Passthrough {
@@ -133,7 +150,7 @@ pub fn start(
             why: "refused: calibration found the plan no faster; disabled".into(),
         };
     }
-    let (index, conflicts) = PlanIndex::new(plan);
+    let (index, conflicts) = PlanIndex::for_device(plan, device_index);
     if !conflicts.is_empty() {
         log::warn!("plan {}: {}", path.display(), conflicts.join("; "));
     }
@@ -252,8 +269,28 @@ pub fn on_create_device(dev: &DeviceData) {
         &dev.decision,
         &dev.settings,
         &ctx,
+        dev.index,
     );
     if let Start::Profile { trace, .. } = &s {
+        if let Some(other) = crate::profile::sink::global()
+            .and_then(|g| g.path())
+            .filter(|p| *p != trace.as_path())
+        {
+            // One trace per process: a second context cannot be profiled beside the first.
+            log::warn!(
+                "auto mode: this process already profiles another device context into {}; device '{}' passes through unchanged",
+                other.display(),
+                dev.decision.name
+            );
+            let _ = dev.enforce.set(Start::Passthrough {
+                plan: None,
+                why: format!(
+                    "auto mode: the process already profiles another context into {}",
+                    other.display()
+                ),
+            });
+            return;
+        }
         if !crate::profile::start(dev, Some(trace)) {
             let _ = dev.enforce.set(Start::Passthrough {
                 plan: None,
@@ -265,13 +302,24 @@ pub fn on_create_device(dev: &DeviceData) {
     let _ = dev.enforce.set(s);
 }
 
-/// `vkDestroyDevice` glue, before the call goes down: deferred frees, statistics (the `stats`
-/// setting, and a summary line at `info`), and auto mode's analysis.
+/// `vkDestroyDevice` glue, before the call goes down: deferred frees, then the statistics.
 pub fn on_destroy_device(dev: &DeviceData) {
     if let Some(e) = dev.enforce() {
         e.device_destroyed(dev);
     }
-    let stats = device_stats(dev);
+    finish_device(dev, "destroyed");
+}
+
+/// The statistics of a device, once (the `stats` setting, and a summary line at `info`), when it
+/// is destroyed or, for a device the program never destroyed, at exit (`ended` says which).
+/// Auto mode's plan is not made here but when the last instance goes, or at exit
+/// (`crate::process`): a later device of the process may still be profiled.
+pub fn finish_device(dev: &DeviceData, ended: &str) {
+    if !crate::process::claim_stats(dev) {
+        return;
+    }
+    let mut stats = device_stats(dev);
+    stats.ended = ended.into();
     if dev.enforce().is_some() {
         log::info!("{}", stats.summary());
         for n in &stats.not_applied {
@@ -280,9 +328,6 @@ pub fn on_destroy_device(dev: &DeviceData) {
     }
     if let Some(p) = &dev.settings.stats {
         write_stats(p, &stats);
-    }
-    if let Some(Start::Profile { trace, plan }) = dev.enforce.get() {
-        finish_auto(trace, plan, &dev.settings);
     }
 }
 
@@ -293,6 +338,7 @@ pub fn device_stats(dev: &DeviceData) -> Stats {
         None => Stats::default(),
     };
     s.device = dev.decision.name.clone();
+    s.device_index = dev.index;
     s.class = dev.decision.topology.class.to_string();
     s.active = dev.is_active();
     let profiling = dev.profile().is_some();
@@ -316,8 +362,10 @@ pub fn device_stats(dev: &DeviceData) -> Stats {
             s.plan = plan.as_ref().map(|p| p.display().to_string());
             s.plan_status = why.clone();
         }
-        Some(Start::Profile { trace, .. }) => {
-            s.plan_status = "none: auto mode profiled this run".into();
+        Some(Start::Profile { trace, plan }) => {
+            s.plan = Some(plan.display().to_string());
+            s.plan_status =
+                "none: auto mode profiled this run (the plan is written at exit)".into();
             s.trace = Some(trace.display().to_string());
         }
         None => s.plan_status = "none".into(),
@@ -329,8 +377,8 @@ pub fn device_stats(dev: &DeviceData) -> Stats {
     s
 }
 
-/// `auto` mode at `vkDestroyDevice`: the trace is complete; analyze it and write the plan
-/// (0600, atomic rename) for the next run.
+/// `auto` mode when the last instance is destroyed and at exit (`crate::process`): analyze the
+/// trace recorded so far and write the plan (0600, atomic rename) for the next run.
 pub fn finish_auto(trace: &Path, plan_path: &Path, settings: &Settings) {
     if let Some(s) = crate::profile::sink::global() {
         s.flush();

@@ -293,6 +293,8 @@ pub unsafe extern "system" fn vkCreateDevice(
                 key,
                 DeviceData {
                     handle: device,
+                    index: crate::process::next_device_index(),
+                    stats_written: AtomicBool::new(false),
                     physical_device: pd,
                     instance: inst.clone(),
                     next_gdpa: gdpa,

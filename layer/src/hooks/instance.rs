@@ -112,6 +112,9 @@ pub unsafe extern "system" fn vkCreateInstance(
             } else {
                 None
             };
+            if settings.mode != Mode::Off {
+                crate::process::ensure_exit_hook();
+            }
             dispatch::insert_instance(
                 key_of(raw(handle)),
                 InstanceData {
@@ -157,6 +160,9 @@ pub unsafe extern "system" fn vkDestroyInstance(
     }
     if let Some(inst) = dispatch::remove_instance(key_of(raw(instance))) {
         (inst.fp.destroy_instance)(instance, alloc);
+        if inst.settings.mode != Mode::Off && dispatch::instance_count() == 0 {
+            crate::guard::guard_value("vkDestroyInstance", || (), crate::process::checkpoint);
+        }
     }
 }
 

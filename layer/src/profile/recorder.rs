@@ -75,6 +75,8 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 pub struct Profiler {
     sink: &'static Sink,
     device: u64,
+    /// The device's creation index in the process: the `dev` of its trace records.
+    index: u32,
     /// Host-access validation on (the `validate` setting).
     validate: bool,
     /// Host-visible allocations are backed by a double mapping.
@@ -103,6 +105,16 @@ pub struct Profiler {
     importing: DashMap<usize, DoubleMap>,
     /// Candidates ever noted (for the closing log line).
     candidates_total: AtomicUsize,
+    /// Candidates whose host accesses cannot be seen (their allocation could not be
+    /// double-mapped, or protecting them failed): recorded once each as `Unvalidated`.
+    unvalidated: DashSet<u64>,
+}
+
+/// Candidate buffer → creation index of its device: the guard's records are process-wide, and
+/// whichever profiler drains them files each under the device the buffer belongs to.
+fn owners() -> &'static DashMap<u64, u32> {
+    static M: std::sync::OnceLock<DashMap<u64, u32>> = std::sync::OnceLock::new();
+    M.get_or_init(DashMap::new)
 }
 
 fn default_trace_path(dev: &DeviceData) -> PathBuf {
@@ -220,6 +232,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
     let p = Profiler {
         sink,
         device: raw(dev.handle),
+        index: dev.index,
         validate,
         double_map,
         guard_ok: AtomicBool::new(true),
@@ -236,13 +249,25 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         doubles: DashMap::new(),
         importing: DashMap::new(),
         candidates_total: AtomicUsize::new(0),
+        unvalidated: DashSet::new(),
     };
-    sink.record(Event::DeviceCreate {
-        device: p.device,
-        class: dev.decision.topology.class.to_string(),
-        alias_type: dev.decision.topology.alias_type,
-        min_import_alignment,
-    });
+    let validation = match (validate, double_map) {
+        (false, _) => "off",
+        (true, true) => "double-map",
+        (true, false) => "driver-map",
+    };
+    sink.record(
+        p.index,
+        Event::DeviceCreate {
+            device: p.device,
+            class: dev.decision.topology.class.to_string(),
+            alias_type: dev.decision.topology.alias_type,
+            min_import_alignment,
+            device_index: p.index,
+            name: dev.decision.name.clone(),
+            validation: validation.into(),
+        },
+    );
     LIVE.fetch_add(1, Ordering::Relaxed);
     let _ = dev.profile.set(p);
     true
@@ -288,7 +313,7 @@ impl Profiler {
 
     #[inline]
     fn rec(&self, e: Event) {
-        self.sink.record(e);
+        self.sink.record(self.index, e);
     }
 
     // ------------------------------------------------------------------------------ memory
@@ -650,6 +675,7 @@ impl Profiler {
                     .get(&h)
                     .is_some_and(|b| b.size >= self.min_bytes);
                 if big && !self.candidates.contains(&h) && self.candidates.insert(h) {
+                    owners().insert(h, self.index);
                     self.candidates_total.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -1119,6 +1145,7 @@ impl Profiler {
         if self.on() {
             self.sink.record_at(
                 seq,
+                self.index,
                 Event::QueueSubmit {
                     queue,
                     batches,
@@ -1218,6 +1245,9 @@ impl Profiler {
         for b in self.candidates.iter() {
             let b = *b;
             let Some((ptr, len)) = self.range_of(dev, b) else {
+                if self.import_missing(dev, b) {
+                    self.unvalidated(b, "its allocation could not be double-mapped");
+                }
                 continue;
             };
             if let Err(e) = guard::arm(b, ptr as *const u8, len) {
@@ -1226,13 +1256,14 @@ impl Profiler {
                         if log::first_time("guard-replaced") {
                             log::warn!("profile: {e}; host accesses are no longer recorded");
                         }
-                        self.stop_guard();
+                        self.stop_guard(&e.to_string());
                         return;
                     }
                     other => {
                         if log::first_time(&format!("guard-arm-{other:?}")) {
                             log::warn!("profile: cannot protect a staging buffer: {other}");
                         }
+                        self.unvalidated(b, &format!("protecting it failed: {other}"));
                     }
                 }
             }
@@ -1242,17 +1273,54 @@ impl Profiler {
     fn drain(&self) {
         let sink = self.sink;
         let on = self.on();
+        let own = self.index;
         guard::drain(|id, access, seq| {
             if on {
-                sink.record_at(seq, Event::HostAccess { buffer: id, access });
+                let dev = owners().get(&id).map_or(own, |d| *d);
+                sink.record_at(seq, dev, Event::HostAccess { buffer: id, access });
             }
         });
     }
 
-    fn stop_guard(&self) {
+    /// Validation stopped for the rest of the run: the trace says so, and the analyzer refuses
+    /// this device's candidates (fail closed).
+    fn stop_guard(&self, why: &str) {
         self.guard_ok.store(false, Ordering::Relaxed);
         for b in self.candidates.iter() {
             guard::disarm(*b);
+        }
+        if self.on() {
+            self.rec(Event::ValidationLost {
+                reason: why.to_string(),
+            });
+        }
+    }
+
+    /// Candidate `b` is mapped, but its allocation has no double mapping (the import failed):
+    /// its host accesses cannot be seen.
+    fn import_missing(&self, dev: &DeviceData, b: u64) -> bool {
+        if !self.double_map {
+            return false;
+        }
+        let Some(mem) = dev.state.buffers.get(&b).and_then(|s| s.bound.map(|x| x.0)) else {
+            return false;
+        };
+        !self.doubles.contains_key(&mem)
+            && dev
+                .state
+                .memory
+                .get(&mem)
+                .is_some_and(|m| m.mapped.is_some())
+    }
+
+    /// Records once that candidate `b`'s host accesses are not seen (the analyzer refuses its
+    /// pairs: missing evidence).
+    fn unvalidated(&self, b: u64, why: &str) {
+        if self.on() && self.unvalidated.insert(b) {
+            self.rec(Event::Unvalidated {
+                buffer: b,
+                reason: why.to_string(),
+            });
         }
     }
 
@@ -1315,9 +1383,21 @@ impl Profiler {
                 device: self.device,
             });
         }
+        for b in self.candidates.iter() {
+            owners().remove(&*b);
+        }
         let _ = dev;
-        if LIVE.fetch_sub(1, Ordering::Relaxed) == 1 {
-            self.sink.finish();
+        // The trace stays open for the process's later devices; it is finished at exit
+        // (`crate::process`).
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The process is exiting with the device still alive (many programs never destroy it):
+    /// the accesses of the last window go into the trace. No Vulkan call, no disarm (the
+    /// application's other threads may still run; faults stay ours).
+    pub fn on_exit(&self) {
+        if self.validate && self.guard_ok.load(Ordering::Relaxed) {
+            self.drain();
         }
     }
 }

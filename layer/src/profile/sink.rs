@@ -30,6 +30,12 @@ use std::time::Duration;
 /// Process-wide sequence counter. Starts at 1 (0 means "none" in the guard).
 static SEQ: AtomicU64 = AtomicU64::new(1);
 
+/// The next sequence number to be taken (nothing is taken): how far the process got.
+#[inline]
+pub fn current_seq() -> u64 {
+    SEQ.load(Ordering::Relaxed)
+}
+
 /// Take the next global sequence number. Async-signal-safe (one atomic add).
 #[inline]
 pub fn next_seq() -> u64 {
@@ -198,21 +204,22 @@ impl Sink {
             && FORK_GEN.load(Ordering::Relaxed) == self.fork_gen
     }
 
-    /// Record `event` with a fresh sequence number; returns that number (0 when dropped).
+    /// Record `event` of device `dev` (its creation index) with a fresh sequence number;
+    /// returns that number (0 when dropped).
     #[inline]
-    pub fn record(&self, event: Event) -> u64 {
+    pub fn record(&self, dev: u32, event: Event) -> u64 {
         if !self.is_active() {
             return 0;
         }
         let seq = next_seq();
-        self.record_at(seq, event);
+        self.record_at(seq, dev, event);
         seq
     }
 
     /// Record `event` with a sequence number taken earlier (e.g. before calling down, so the
     /// event sorts where the call began), or taken in a signal handler.
     #[inline]
-    pub fn record_at(&self, seq: u64, event: Event) {
+    pub fn record_at(&self, seq: u64, dev: u32, event: Event) {
         if !self.is_active() {
             return;
         }
@@ -220,6 +227,7 @@ impl Sink {
             let _ = tx.send(Msg::Rec(Record {
                 seq,
                 thread: thread_id(),
+                dev,
                 event,
             }));
         }
@@ -300,6 +308,7 @@ fn writer(
                     let mut marker = record_line(&Record {
                         seq: rec.seq,
                         thread: 0,
+                        dev: 0,
                         event: Event::Truncated {
                             dropped_after_bytes: written,
                         },
@@ -341,24 +350,12 @@ fn writer(
 /// The process's sink, once profile mode opened one.
 static GLOBAL: OnceLock<Sink> = OnceLock::new();
 
-/// Install `sink` as the process's sink (first call wins; later calls return `false`) and
-/// register an exit-time [`Sink::finish`] for it.
+/// Install `sink` as the process's sink (first call wins; later calls return `false`). It is
+/// finished at exit by `crate::process`, after the last host accesses of live devices went in.
 pub fn install_global(sink: Sink) -> bool {
     let ok = GLOBAL.set(sink).is_ok();
     if ok {
-        extern "C" fn at_exit() {
-            // No unwinding across the C boundary.
-            let _ = std::panic::catch_unwind(|| {
-                if let Some(s) = GLOBAL.get() {
-                    s.finish();
-                }
-            });
-        }
-        // glibc links `atexit` from libc_nonshared.a with this library's __dso_handle, so the
-        // handler also runs if the loader dlcloses the layer before exit.
-        unsafe {
-            libc::atexit(at_exit);
-        }
+        crate::process::ensure_exit_hook();
     }
     ok
 }
@@ -409,20 +406,23 @@ mod tests {
                 let seqs = &seqs;
                 s.spawn(move || {
                     for i in 0..500u64 {
-                        let q = sink.record(Event::BufferAddress {
-                            buffer: t * 1000 + i,
-                        });
+                        let q = sink.record(
+                            0,
+                            Event::BufferAddress {
+                                buffer: t * 1000 + i,
+                            },
+                        );
                         seqs.lock().unwrap().push(q);
                     }
                 });
             }
         });
         sink.flush();
-        sink.record(Event::DeviceWaitIdle);
+        sink.record(0, Event::DeviceWaitIdle);
         sink.finish();
         sink.finish(); // idempotent
         assert_eq!(
-            sink.record(Event::DeviceWaitIdle),
+            sink.record(0, Event::DeviceWaitIdle),
             0,
             "dropped after finish"
         );
@@ -450,7 +450,7 @@ mod tests {
         let max = 4096;
         let sink = Sink::open(&path, &header(), max).unwrap();
         for i in 0..1000 {
-            sink.record(Event::BufferAddress { buffer: i });
+            sink.record(0, Event::BufferAddress { buffer: i });
         }
         sink.finish();
         let len = std::fs::metadata(&path).unwrap().len();
@@ -489,7 +489,7 @@ mod tests {
         let warn = warn.expect("a warning");
         assert!(warn.contains("trace"), "{warn}");
         assert!(!sink.is_active());
-        assert_eq!(sink.record(Event::DeviceWaitIdle), 0);
+        assert_eq!(sink.record(0, Event::DeviceWaitIdle), 0);
         sink.flush();
         sink.finish();
         // A symlink is not followed.
@@ -521,12 +521,12 @@ mod tests {
         let dir = tmpdir("fork");
         let path = dir.join("t.jsonl");
         let sink = Sink::open(&path, &header(), 1 << 20).unwrap();
-        sink.record(Event::BufferAddress { buffer: 1 });
+        sink.record(0, Event::BufferAddress { buffer: 1 });
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
         if pid == 0 {
             let t0 = std::time::Instant::now();
-            let ok = sink.record(Event::BufferAddress { buffer: 2 }) == 0 && !sink.is_active();
+            let ok = sink.record(0, Event::BufferAddress { buffer: 2 }) == 0 && !sink.is_active();
             sink.flush();
             sink.finish();
             let fast = t0.elapsed() < Duration::from_secs(2);
@@ -538,7 +538,7 @@ mod tests {
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "{status}"
         );
-        sink.record(Event::BufferAddress { buffer: 3 });
+        sink.record(0, Event::BufferAddress { buffer: 3 });
         sink.finish();
         let t = read_trace(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
         let bufs: Vec<_> = t
@@ -561,16 +561,19 @@ mod tests {
         let n = 20_000u64;
         let t0 = std::time::Instant::now();
         for i in 0..n {
-            sink.record(Event::CmdCopyBuffer {
-                cmd: i,
-                src: 1,
-                dst: 2,
-                regions: vec![echo_analyzer::trace::CopyRegion {
-                    src_offset: 0,
-                    dst_offset: 0,
-                    size: 1 << 20,
-                }],
-            });
+            sink.record(
+                0,
+                Event::CmdCopyBuffer {
+                    cmd: i,
+                    src: 1,
+                    dst: 2,
+                    regions: vec![echo_analyzer::trace::CopyRegion {
+                        src_offset: 0,
+                        dst_offset: 0,
+                        size: 1 << 20,
+                    }],
+                },
+            );
         }
         let per = t0.elapsed().as_nanos() as f64 / n as f64;
         sink.finish();

@@ -1,0 +1,161 @@
+//! The process around the devices (issue 11): what outlives one `VkDevice` or `VkInstance`.
+//!
+//! - **Device indices.** Every device created through echo gets the next index (0, 1, …) in
+//!   creation order. Profile mode files each trace record under its device's index; a plan's
+//!   groups carry the index they came from, and enforce applies to device `i` only the groups of
+//!   device `i` — a test suite that creates 100 devices gets 100 separately traced devices, never
+//!   the first device's plan on the others.
+//! - **Auto mode decides once per context and process.** The first device of a context (program,
+//!   arguments, physical device) decides: profile (no plan yet) or enforce. Later devices of the
+//!   same context in the same process follow that decision even if a plan appears meanwhile (a
+//!   checkpoint writes one at `vkDestroyInstance`), so one run never mixes the two.
+//! - **Exit.** Many programs never call `vkDestroyDevice` or `vkDestroyInstance`. One `atexit`
+//!   handler, registered at the first active instance (so mode off costs nothing), finishes
+//!   everything in order: the last host-access window of every live device goes into the trace,
+//!   every live device's statistics are written, the trace is finished (the writer thread is
+//!   still running at `atexit` time; the wait is bounded), and auto mode's plans are made. The
+//!   layer is linked `-z nodelete`, so this code is still mapped then. It makes no Vulkan call:
+//!   the driver may already be tearing down.
+//! - **Checkpoint.** When the last instance is destroyed the trace is flushed and auto mode's plan
+//!   written from what was recorded so far; exit writes it again only if more was recorded.
+
+use crate::dispatch::{self, DeviceData};
+use crate::log;
+use echo_analyzer::settings::Settings;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, Once, OnceLock};
+
+static NEXT_DEVICE: AtomicU32 = AtomicU32::new(0);
+
+/// The creation index of the next device.
+pub fn next_device_index() -> u32 {
+    NEXT_DEVICE.fetch_add(1, Ordering::Relaxed)
+}
+
+/// What auto mode decided for a context in this process (keyed by the context's plan path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AutoChoice {
+    /// No plan existed: profile into this trace; the plan is made at the checkpoint and at exit.
+    Profile { trace: PathBuf },
+    /// A plan existed: enforce it.
+    Enforce,
+}
+
+struct AutoProfile {
+    trace: PathBuf,
+    plan: PathBuf,
+    settings: Settings,
+    /// The sequence counter when the plan was last written (0: never).
+    analyzed_at: u64,
+}
+
+#[derive(Default)]
+struct Auto {
+    choices: HashMap<PathBuf, AutoChoice>,
+    profiles: Vec<AutoProfile>,
+}
+
+fn auto() -> MutexGuard<'static, Auto> {
+    static A: OnceLock<Mutex<Auto>> = OnceLock::new();
+    let m = A.get_or_init(|| Mutex::new(Auto::default()));
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// This process's decision for the context whose plan lives at `plan`, if one was made.
+pub fn auto_choice(plan: &Path) -> Option<AutoChoice> {
+    auto().choices.get(plan).cloned()
+}
+
+/// Records the decision for `plan`'s context (the first one stays); a profile decision is
+/// remembered so that its plan is made later. Returns the decision in force.
+pub fn set_auto_choice(plan: &Path, choice: AutoChoice, settings: &Settings) -> AutoChoice {
+    let mut a = auto();
+    if let Some(c) = a.choices.get(plan) {
+        return c.clone();
+    }
+    if let AutoChoice::Profile { trace } = &choice {
+        a.profiles.push(AutoProfile {
+            trace: trace.clone(),
+            plan: plan.to_path_buf(),
+            settings: settings.clone(),
+            analyzed_at: 0,
+        });
+    }
+    a.choices.insert(plan.to_path_buf(), choice.clone());
+    choice
+}
+
+/// Registers the exit-time path once (called for every instance echo is active in).
+pub fn ensure_exit_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        extern "C" fn at_exit() {
+            // Nothing may unwind into libc.
+            let _ = std::panic::catch_unwind(on_exit);
+        }
+        // SAFETY: registering a handler has no preconditions; the library is never unloaded
+        // (-z nodelete), so the handler stays mapped.
+        unsafe {
+            libc::atexit(at_exit);
+        }
+    });
+}
+
+/// The exit-time path (see the module documentation).
+fn on_exit() {
+    let live = dispatch::live_devices();
+    for d in &live {
+        if let Some(p) = d.profile() {
+            p.on_exit();
+        }
+    }
+    for d in &live {
+        crate::enforce::finish_device(d, "exit");
+    }
+    if let Some(s) = crate::profile::sink::global() {
+        s.finish();
+    }
+    write_auto_plans(true);
+}
+
+/// `vkDestroyInstance` of the last live instance: flush the trace and write auto mode's plans
+/// from what was recorded so far.
+pub fn checkpoint() {
+    if let Some(s) = crate::profile::sink::global() {
+        s.flush();
+    }
+    write_auto_plans(false);
+}
+
+/// Makes the plan of every context auto mode profiled, unless nothing was recorded since the
+/// last time. `at_exit`: the trace is finished.
+fn write_auto_plans(at_exit: bool) {
+    let now = crate::profile::sink::current_seq();
+    let todo: Vec<(PathBuf, PathBuf, Settings)> = {
+        let mut a = auto();
+        a.profiles
+            .iter_mut()
+            .filter(|p| p.analyzed_at < now)
+            .map(|p| {
+                p.analyzed_at = now;
+                (p.trace.clone(), p.plan.clone(), p.settings.clone())
+            })
+            .collect()
+    };
+    for (trace, plan, settings) in todo {
+        crate::enforce::finish_auto(&trace, &plan, &settings);
+        if at_exit {
+            log::debug!("auto mode: plan {} made at exit", plan.display());
+        }
+    }
+}
+
+/// Whether a device's statistics are already out (at `vkDestroyDevice` or at exit).
+pub fn claim_stats(d: &DeviceData) -> bool {
+    !d.stats_written.swap(true, Ordering::AcqRel)
+}
