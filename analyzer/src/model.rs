@@ -177,8 +177,8 @@ pub struct Model {
     /// Buffers whose host accesses the profiler could not see (`Unvalidated`), with the reason.
     pub unvalidated: HashMap<BufId, (u64, String)>,
     /// Buffers bound into memory the host had mapped before the bind, with the bind's seq: the
-    /// bytes under them may hold host writes (map → memcpy → unmap → bind), modelled as a host
-    /// write at the bind.
+    /// bytes under them may hold host writes (map → memcpy → unmap → bind), which enforce moves
+    /// into the shared range at the bind — a host write there as far as S2 is concerned.
     pub written_before_bind: Vec<(BufId, u64)>,
 }
 
@@ -340,16 +340,12 @@ impl Model {
                             seq,
                         });
                         m.memories[x].binds.push((b, *offset, seq));
-                        // Bytes the host may have written under the buffer before its bind.
+                        // Bytes the host may have written under the buffer before its bind:
+                        // enforce carries them into the shared range at the bind (S2 checks
+                        // that moment; S1 already counts a mapped member's unseen writes at its
+                        // first GPU read).
                         if m.host_mapped(b) {
                             m.written_before_bind.push((b, seq));
-                            m.timeline.push((
-                                seq,
-                                Step::Host {
-                                    buffer: b,
-                                    access: Access::Write,
-                                },
-                            ));
                         }
                     }
                     _ => m.warn(format!(

@@ -123,6 +123,19 @@ pub fn table(a: &Analysis, source: &str) -> String {
         "bytes/it".into(),
         "decision".into(),
     ]];
+    // Several devices in the trace: rows and groups say which device (creation index) they are of.
+    let multi = a
+        .candidates
+        .iter()
+        .any(|c| c.device_index != a.candidates[0].device_index)
+        || a.plan.groups.iter().any(|g| g.device_index != 0);
+    let on_dev = |d: u32| {
+        if multi {
+            format!("device {d}: ")
+        } else {
+            String::new()
+        }
+    };
     for (i, c) in a.candidates.iter().enumerate() {
         let decision = match &c.decision {
             Decision::Accepted {
@@ -143,7 +156,7 @@ pub fn table(a: &Analysis, source: &str) -> String {
         };
         rows.push([
             format!("{}", i + 1),
-            short(&c.staging),
+            format!("{}{}", on_dev(c.device_index), short(&c.staging)),
             short(&c.device),
             role_words(c.role).into(),
             format!("{:.1} ({} in all)", c.copies_per_iter, c.copies),
@@ -211,8 +224,13 @@ pub fn table(a: &Analysis, source: &str) -> String {
         for g in &a.plan.groups {
             let _ = writeln!(
                 s,
-                "  group {}: {}, {} member{}, saves {} per iteration ({} copies, {} in the trace), {} of buffer memory",
+                "  group {}{}: {}, {} member{}, saves {} per iteration ({} copies, {} in the trace), {} of buffer memory",
                 g.id,
+                if multi {
+                    format!(" (device {})", g.device_index)
+                } else {
+                    String::new()
+                },
                 direction_words(g.direction),
                 g.members.len(),
                 if g.members.len() == 1 { "" } else { "s" },

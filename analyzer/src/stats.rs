@@ -68,10 +68,59 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// The whole process: the sums over its devices' records (`device` says how many devices).
+    pub fn total(all: &[Stats]) -> Stats {
+        let mut t = Stats {
+            mode: {
+                let mut modes: Vec<&str> = all.iter().map(|s| s.mode.as_str()).collect();
+                modes.sort_unstable();
+                modes.dedup();
+                modes.join("+")
+            },
+            device: format!(
+                "{} device{}",
+                all.len(),
+                if all.len() == 1 { "" } else { "s" }
+            ),
+            class: {
+                let mut c: Vec<&str> = all.iter().map(|s| s.class.as_str()).collect();
+                c.sort_unstable();
+                c.dedup();
+                c.join("+")
+            },
+            active: all.iter().any(|s| s.active),
+            ..Default::default()
+        };
+        for s in all {
+            t.groups_planned += s.groups_planned;
+            t.groups_applied += s.groups_applied;
+            t.copies_elided += s.copies_elided;
+            t.regions_elided += s.regions_elided;
+            t.bytes_elided += s.bytes_elided;
+            t.regions_passed += s.regions_passed;
+            t.barriers_inserted += s.barriers_inserted;
+            t.binds_redirected += s.binds_redirected;
+            t.maps_redirected += s.maps_redirected;
+            t.bytes_carried += s.bytes_carried;
+            t.frees_deferred += s.frees_deferred;
+            t.memory_not_allocated += s.memory_not_allocated;
+            t.trace_events += s.trace_events;
+        }
+        t
+    }
+
     /// One line for people.
     pub fn summary(&self) -> String {
+        let carried = if self.bytes_carried > 0 {
+            format!(
+                ", {} bytes written before a bind carried over",
+                self.bytes_carried
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{} on {} ({}): {}/{} groups applied, {} copies and {} regions elided ({} bytes), {} barriers inserted, {} bytes not allocated",
+            "{} on {} ({}): {}/{} groups applied, {} copies and {} regions elided ({} bytes), {} barriers inserted, {} bytes not allocated{carried}",
             self.mode,
             self.device,
             self.class,
@@ -83,5 +132,33 @@ impl Stats {
             self.barriers_inserted,
             self.memory_not_allocated
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn total_sums_every_device() {
+        let a = Stats {
+            mode: "enforce".into(),
+            class: "uma-strict".into(),
+            groups_applied: 2,
+            bytes_elided: 10,
+            bytes_carried: 3,
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.mode = "off".into();
+        b.groups_applied = 1;
+        let t = Stats::total(&[a, b]);
+        assert_eq!(t.device, "2 devices");
+        assert_eq!(t.mode, "enforce+off");
+        assert_eq!(t.class, "uma-strict");
+        assert_eq!(
+            (t.groups_applied, t.bytes_elided, t.bytes_carried),
+            (3, 20, 6)
+        );
     }
 }

@@ -5,16 +5,35 @@
 //! bytes it reads or writes, even where the original program's copy kept them apart. The classic
 //! case is a readback whose copy was also the host's wait: reading the staging buffer after the
 //! fence is fine; reading it before is not.
+//!
+//! A member bound into memory the host mapped before the bind counts as written by the host at
+//! its bind: enforce carries those bytes into the shared range right there.
 
 use super::{Ctx, GroupSpec, Verdict};
 use crate::model::{Step, SubId};
 use crate::plan::Condition;
+use crate::trace::Access;
 use std::collections::BTreeSet;
 
 pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
     let m = ctx.m;
     let mut in_flight: BTreeSet<SubId> = BTreeSet::new();
-    for (seq, step) in &m.timeline {
+    let binds: Vec<(u64, Step)> = m
+        .written_before_bind
+        .iter()
+        .map(|&(b, seq)| {
+            (
+                seq,
+                Step::Host {
+                    buffer: b,
+                    access: Access::Write,
+                },
+            )
+        })
+        .collect();
+    let mut steps: Vec<&(u64, Step)> = m.timeline.iter().chain(binds.iter()).collect();
+    steps.sort_by_key(|(seq, _)| *seq); // stable: at one seq the timeline's step comes first
+    for (seq, step) in steps {
         match step {
             Step::Submit(s) => {
                 if m.touched[*s].iter().any(|b| g.contains(*b)) {

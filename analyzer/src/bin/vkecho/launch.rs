@@ -40,20 +40,65 @@ pub fn sibling(name: &str) -> Result<PathBuf, String> {
 }
 
 /// Write an explicit-layer manifest for `lib` into a private directory and return the directory.
+///
+/// The directory is private to the user and to this layer library *build*: its name hashes the
+/// library's canonical path, size, modification time and inode, so two builds (two checkouts, a
+/// debug and a release build, a rebuild while an older run is still starting) never load each
+/// other's library through one shared manifest. The manifest is written to a temporary file and
+/// renamed into place, so a reader never sees half a file.
 pub fn explicit_manifest_dir(lib: &Path) -> Result<PathBuf, String> {
+    let lib =
+        std::fs::canonicalize(lib).map_err(|e| format!("layer library {}: {e}", lib.display()))?;
+    let lib = lib.as_path();
     let text = paths::manifest_for(lib, paths::Kind::Explicit)?;
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_dir())
         .unwrap_or_else(std::env::temp_dir);
-    let dir = base.join(format!("vkecho-layer-{}", unsafe { libc::getuid() }));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // SAFETY: getuid has no preconditions.
+    let user = base.join(format!("vkecho-layer-{}", unsafe { libc::getuid() }));
+    let dir = user.join(library_build_key(lib)?);
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
     let file = dir.join(paths::MANIFEST_FILE);
-    let tmp = dir.join(format!(".{}.{}", paths::MANIFEST_FILE, std::process::id()));
+    let tmp = dir.join(format!(
+        ".{}.{}.{:?}",
+        paths::MANIFEST_FILE,
+        std::process::id(),
+        std::thread::current().id()
+    ));
     std::fs::write(&tmp, text)
         .and_then(|_| std::fs::rename(&tmp, &file))
         .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     Ok(dir)
+}
+
+/// 16 hex digits naming one build of the layer library at one path (FNV-1a 64 over the
+/// canonical path, size, mtime and inode).
+pub fn library_build_key(lib: &Path) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let canon =
+        std::fs::canonicalize(lib).map_err(|e| format!("layer library {}: {e}", lib.display()))?;
+    let meta = std::fs::metadata(&canon).map_err(|e| format!("{}: {e}", canon.display()))?;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    eat(canon.as_os_str().as_encoded_bytes());
+    eat(&meta.len().to_le_bytes());
+    eat(&meta.mtime().to_le_bytes());
+    eat(&meta.mtime_nsec().to_le_bytes());
+    eat(&meta.ino().to_le_bytes());
+    Ok(format!("{h:016x}"))
 }
 
 fn prepend(var: &str, value: &str, sep: &str) -> String {
@@ -138,4 +183,50 @@ pub fn temp_file(stem: &str, ext: &str) -> PathBuf {
         "vkecho-{stem}-{}-{nanos}.{ext}",
         std::process::id()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 11, defect 6: two layer builds used at once get two manifests, each naming its own
+    /// library; a rebuilt library (new mtime) gets a new one.
+    #[test]
+    fn each_library_build_gets_its_own_manifest() {
+        let root = std::env::temp_dir().join(format!("vkecho-manifest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (a, b) = (root.join("a"), root.join("b"));
+        for d in [&a, &b] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join(paths::LIBRARY_FILE), b"not really a library").unwrap();
+        }
+        let da = explicit_manifest_dir(&a.join(paths::LIBRARY_FILE)).unwrap();
+        let db = explicit_manifest_dir(&b.join(paths::LIBRARY_FILE)).unwrap();
+        assert_ne!(da, db);
+        for (dir, lib) in [(&da, &a), (&db, &b)] {
+            let m: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(dir.join(paths::MANIFEST_FILE)).unwrap(),
+            )
+            .unwrap();
+            let want = std::fs::canonicalize(lib.join(paths::LIBRARY_FILE)).unwrap();
+            assert_eq!(
+                m["layer"]["library_path"].as_str().map(PathBuf::from),
+                Some(want),
+                "{m}"
+            );
+        }
+        // Same build, same place: the same directory (no litter per run).
+        assert_eq!(
+            explicit_manifest_dir(&a.join(paths::LIBRARY_FILE)).unwrap(),
+            da
+        );
+        // A rebuild at the same path is another build.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(a.join(paths::LIBRARY_FILE), b"rebuilt, longer than before").unwrap();
+        assert_ne!(
+            explicit_manifest_dir(&a.join(paths::LIBRARY_FILE)).unwrap(),
+            da
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }

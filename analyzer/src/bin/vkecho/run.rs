@@ -42,7 +42,16 @@ pub fn main(args: &[String]) -> i32 {
             }
             Ok(all) => {
                 for s in &all {
-                    eprintln!("vkecho run: {}", s.summary());
+                    let end = if s.ended == "exit" {
+                        " [the program exited without destroying the device]"
+                    } else {
+                        ""
+                    };
+                    eprintln!(
+                        "vkecho run: device {}: {}{end}",
+                        s.device_index,
+                        s.summary()
+                    );
                     for n in &s.not_applied {
                         eprintln!("vkecho run:   group {} not applied: {}", n.group, n.reason);
                     }
@@ -50,6 +59,10 @@ pub fn main(args: &[String]) -> i32 {
                         eprintln!("vkecho run:   plan: {}", s.plan_status);
                     }
                 }
+                eprintln!(
+                    "vkecho run: process total: {}",
+                    Stats::total(&all).summary()
+                );
             }
             Err(e) => eprintln!("vkecho run: no statistics from the layer ({e}); was it loaded?"),
         }
@@ -64,7 +77,8 @@ pub fn main(args: &[String]) -> i32 {
     })
 }
 
-/// Read a statistics file: one JSON object per line (one line per destroyed device).
+/// Read a statistics file: one JSON object per line (one line per device, written when it is
+/// destroyed or, if the program never destroyed it, at exit).
 pub fn read_stats(path: &std::path::Path) -> Result<Vec<Stats>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     text.lines()
