@@ -41,7 +41,7 @@ pub struct Settings {
     pub trace: Option<PathBuf>,
     /// Where auto mode keeps traces and plans.
     pub cache_dir: PathBuf,
-    /// Write statistics as JSON to this file at `vkDestroyDevice`.
+    /// Write statistics as JSON to this file at `vkDestroyDevice` (or at exit).
     pub stats: Option<PathBuf>,
     pub log: LogLevel,
     pub topology: TopologyPolicy,

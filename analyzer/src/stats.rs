@@ -19,8 +19,8 @@ pub struct Stats {
     /// The device's creation index in the process (0, 1, …).
     #[serde(default)]
     pub device_index: u32,
-    /// `destroyed` (written at `vkDestroyDevice`) or `exit` (the program exited with the device
-    /// alive).
+    /// `destroyed` (written at `vkDestroyDevice`), `instance destroyed` (its instance was
+    /// destroyed first) or `exit` (the program exited with the device alive).
     #[serde(default)]
     pub ended: String,
     /// Topology class (`uma-strict`, …).

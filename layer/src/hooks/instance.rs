@@ -159,6 +159,24 @@ pub unsafe extern "system" fn vkDestroyInstance(
         return;
     }
     if let Some(inst) = dispatch::remove_instance(key_of(raw(instance))) {
+        // Devices the application left alive (invalid, but it happens): their last accesses and
+        // statistics go out now, while their records still make sense.
+        if inst.settings.mode != Mode::Off {
+            crate::guard::guard_value(
+                "vkDestroyInstance",
+                || (),
+                || {
+                    for d in dispatch::live_devices() {
+                        if d.instance.as_ref().is_some_and(|i| i.handle == instance) {
+                            if let Some(p) = d.profile() {
+                                p.on_exit();
+                            }
+                            crate::enforce::finish_device(&d, "instance destroyed");
+                        }
+                    }
+                },
+            );
+        }
         (inst.fp.destroy_instance)(instance, alloc);
         if inst.settings.mode != Mode::Off && dispatch::instance_count() == 0 {
             crate::guard::guard_value("vkDestroyInstance", || (), crate::process::checkpoint);

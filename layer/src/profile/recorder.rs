@@ -190,6 +190,11 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         }
     };
     if !sink.is_active() {
+        log::warn!(
+            "profile: the trace {} is no longer written (cut at trace_max_bytes, or a write failed); device '{}' is not traced",
+            sink.path().map_or("?".into(), |p| p.display().to_string()),
+            dev.decision.name
+        );
         return false;
     }
     let env = crate::settings::env_lookup(crate::settings::secure_execution());

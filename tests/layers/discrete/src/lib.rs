@@ -240,6 +240,7 @@ struct Device {
     buf_req2_khr: Option<vk::PFN_vkGetBufferMemoryRequirements2>,
     img_req2: Option<vk::PFN_vkGetImageMemoryRequirements2>,
     img_req2_khr: Option<vk::PFN_vkGetImageMemoryRequirements2>,
+    host_ptr_props: Option<vk::PFN_vkGetMemoryHostPointerPropertiesEXT>,
 }
 
 fn instances() -> &'static Mutex<HashMap<usize, &'static Instance>> {
@@ -333,6 +334,7 @@ fn device_hook(n: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkGetImageMemoryRequirements" => image_requirements as *const (),
         b"vkGetImageMemoryRequirements2" => image_requirements2 as *const (),
         b"vkGetImageMemoryRequirements2KHR" => image_requirements2_khr as *const (),
+        b"vkGetMemoryHostPointerPropertiesEXT" => host_pointer_properties as *const (),
         _ => return None,
     };
     Some(void(f))
@@ -621,6 +623,7 @@ unsafe extern "system" fn create_device(
         buf_req2_khr: get(gdpa, device, c"vkGetBufferMemoryRequirements2KHR"),
         img_req2: get(gdpa, device, c"vkGetImageMemoryRequirements2"),
         img_req2_khr: get(gdpa, device, c"vkGetImageMemoryRequirements2KHR"),
+        host_ptr_props: get(gdpa, device, c"vkGetMemoryHostPointerPropertiesEXT"),
     }));
     devices().lock().unwrap().insert(key(device.as_raw()), d);
     r
@@ -789,6 +792,27 @@ fn fake_bits(d: &Device, bits: u32) -> u32 {
     } else {
         0
     }
+}
+
+/// Host-pointer import compatibility, in the presented table's type bits (like every other
+/// `memoryTypeBits` this layer hands up), so echo's double mapping works under a fake table.
+unsafe extern "system" fn host_pointer_properties(
+    device: vk::Device,
+    handle_type: vk::ExternalMemoryHandleTypeFlags,
+    ptr: *const c_void,
+    out: *mut vk::MemoryHostPointerPropertiesEXT<'_>,
+) -> vk::Result {
+    let Some(d) = dev(device) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(f) = d.host_ptr_props else {
+        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
+    };
+    let r = f(device, handle_type, ptr, out);
+    if r == vk::Result::SUCCESS {
+        (*out).memory_type_bits = fake_bits(d, (*out).memory_type_bits);
+    }
+    r
 }
 
 unsafe extern "system" fn buffer_requirements(
