@@ -24,10 +24,16 @@ use crate::log;
 use echo_analyzer::settings::Settings;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
 static NEXT_DEVICE: AtomicU32 = AtomicU32::new(0);
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// The exit-time path is running: code that may run on it avoids unbounded waits on locks.
+pub fn exiting() -> bool {
+    EXITING.load(Ordering::Relaxed)
+}
 
 /// The creation index of the next device.
 pub fn next_device_index() -> u32 {
@@ -108,6 +114,7 @@ pub fn ensure_exit_hook() {
 
 /// The exit-time path (see the module documentation).
 fn on_exit() {
+    EXITING.store(true, Ordering::Relaxed);
     let live = dispatch::live_devices();
     for d in &live {
         if let Some(p) = d.profile() {

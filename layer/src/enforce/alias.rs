@@ -1271,10 +1271,36 @@ impl Enforcer {
 
     /// The statistics so far (mode, device and plan fields filled by the caller).
     pub fn stats(&self) -> Stats {
-        let inner = self.lock();
         let mut s = Stats {
             groups_planned: self.groups_planned(),
             ..Default::default()
+        };
+        self.count(&mut s);
+        // At exit the thread that calls exit() may be inside a callback while echo holds the lock
+        // further up its own stack: wait a bounded time, then report the counters alone.
+        let inner = if crate::process::exiting() {
+            let mut got = None;
+            for _ in 0..100 {
+                match self.inner.try_lock() {
+                    Ok(g) => got = Some(g),
+                    Err(std::sync::TryLockError::Poisoned(p)) => got = Some(p.into_inner()),
+                    Err(std::sync::TryLockError::WouldBlock) => {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        continue;
+                    }
+                }
+                break;
+            }
+            match got {
+                Some(g) => g,
+                None => {
+                    s.errors
+                        .push("at exit the enforcer was busy: groups not itemized".into());
+                    return s;
+                }
+            }
+        } else {
+            self.lock()
         };
         for (id, g) in &inner.groups {
             let mut reasons = Vec::new();
@@ -1317,6 +1343,11 @@ impl Enforcer {
                 reason: "a buffer of this group is also in another group; left out".into(),
             });
         }
+        s
+    }
+
+    /// The counters (atomics: no lock).
+    fn count(&self, s: &mut Stats) {
         let c = &self.c;
         let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
         s.copies_elided = ld(&c.copies_elided);
@@ -1329,11 +1360,9 @@ impl Enforcer {
         s.frees_deferred = ld(&c.frees_deferred);
         s.bytes_carried = ld(&c.bytes_carried);
         s.memory_not_allocated = 0;
-        s
     }
 }
 
-/// Binds through the next layer as asked and records where.
 /// Bytes of a staging buffer's own allocation to move into the shared range at its redirected
 /// bind. Prepared (source mapped through the next layer) before the bind, so a failure leaves
 /// the bind as the application asked; run only after the redirected bind succeeded.
@@ -1436,6 +1465,7 @@ impl Carry {
     }
 }
 
+/// Binds through the next layer as asked and records where.
 fn plain_bind(
     dev: &DeviceData,
     buffer: u64,
