@@ -1,5 +1,7 @@
 //! Compiles `shaders/*.comp` (GLSL) to SPIR-V in OUT_DIR with glslangValidator (Debian package
-//! `glslang-tools`, as for the samples), for the test programs in src/bin.
+//! `glslang-tools`, as for the samples), for the test programs in src/bin and tests/c; and the C
+//! corpus `c/*.c` (issue 11) with the system C compiler into OUT_DIR, each linked with plain
+//! `-lvulkan` (not dlopen: the loader's symbols in the global scope is the point of the corpus).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -20,8 +22,11 @@ fn main() {
     for src in sources {
         println!("cargo:rerun-if-changed={}", src.display());
         let spv = out.join(src.file_stem().unwrap()).with_extension("spv");
+        // The C corpus's shaders (c_*.comp) target Vulkan 1.0: c_api10 runs on a 1.0 instance.
+        let is_c = src.file_stem().unwrap().to_string_lossy().starts_with("c_");
+        let target = if is_c { "vulkan1.0" } else { "vulkan1.1" };
         let o = Command::new(&tool)
-            .args(["-V", "--target-env", "vulkan1.1", "-o"])
+            .args(["-V", "--target-env", target, "-o"])
             .arg(&spv)
             .arg(&src)
             .output()
@@ -31,6 +36,44 @@ fn main() {
         assert!(
             o.status.success(),
             "{tool} failed on {}:\n{}{}",
+            src.display(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    build_c(&out);
+}
+
+/// `c/*.c` → `OUT_DIR/<stem>`: `$CC` (or `cc`) `-O1 -Wall -Werror -std=c11 … -lvulkan`.
+fn build_c(out: &std::path::Path) {
+    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"))
+        .join("c");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    println!("cargo:rerun-if-changed={}", dir.join("common.h").display());
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.expect("read_dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    sources.sort();
+    for src in sources {
+        println!("cargo:rerun-if-changed={}", src.display());
+        let exe = out.join(src.file_stem().unwrap());
+        let o = Command::new(&cc)
+            .args(["-O1", "-Wall", "-Werror", "-std=c11", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .arg("-lvulkan")
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run the C compiler `{cc}` (install gcc, or set CC): {e}")
+            });
+        assert!(
+            o.status.success(),
+            "`{cc}` failed to build {} with -lvulkan (the Vulkan headers and libvulkan.so come \
+             from the Debian package libvulkan-dev: `apt-get install libvulkan-dev`):\n{}{}",
             src.display(),
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)

@@ -19,7 +19,18 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// An artifact of this build: `libVkLayer_echo.so`, `vkecho`, `echo-fresh` …
+///
+/// Test knob: when `ECHO_TEST_ARTIFACT_DIR` is set and holds a file named `name`, that file is
+/// used instead, to run the tests (e.g. the C corpus, `tests/tests/real_programs.rs`) against
+/// another build of the layer and CLI (say, the artifacts of an older commit); artifacts it does
+/// not hold still come from this build.
 pub fn artifact(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("ECHO_TEST_ARTIFACT_DIR") {
+        let p = PathBuf::from(dir).join(name);
+        if p.is_file() {
+            return p;
+        }
+    }
     let p = target_dir().join(name);
     assert!(
         p.exists(),

@@ -1,0 +1,674 @@
+//! The C corpus (issue 11, DESIGN §8 "real-program patterns"): small C programs in tests/c linked
+//! with plain `-lvulkan` (built by tests/build.rs into OUT_DIR), each run in every layer mode
+//! through the real loader and lavapipe, time-bounded (a hang fails the test, it never stalls CI).
+//!
+//! Every program and argument set: no echo (the baseline), echo off, profile, `vkecho analyze`
+//! (exit 0), enforce with the plan, auto twice with one cache directory — every run exits 0 with
+//! stdout byte-identical to the baseline's. Under the Khronos validation layer (with
+//! synchronization validation), echo in profile and in enforce yields exactly the multiset of
+//! message ids validation alone reports.
+//!
+//! Defect-specific checks:
+//! - `c_instance`: every mode finishes (the layer resolving its own entry points through
+//!   interposable symbols hangs a `-lvulkan` program);
+//! - `c_upload 1|3`: the staging buffer is written before it is bound; the plan has a group,
+//!   enforce redirects a bind or map, nothing is lost; profiling without host-access validation
+//!   plans nothing (fail closed) and says why;
+//! - `c_two_devices seq|concurrent`: both devices traced with `device_index` 0 and 1, plan groups
+//!   and enforce statistics per device;
+//! - `c_no_cleanup`: no `vkDestroy*` at all, yet the trace is complete, auto leaves a plan and
+//!   statistics, and applies the plan on the second run;
+//! - `c_api10`: an apiVersion 1.0 instance; echo adds no validation message in any mode;
+//! - `c_validation`: the program enables the validation layer itself.
+//!
+//! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
+//! `echo_tests::world::artifact`).
+
+use echo_tests::samples::validation_env;
+use echo_tests::world::{artifact, run_within, Layers, World};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// How long one run may take: lavapipe needs about a second for each of these programs, a few
+/// under the validation layer.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// One program of the corpus with fixed arguments.
+#[derive(Clone, Copy, Debug)]
+struct Prog {
+    name: &'static str,
+    args: &'static [&'static str],
+    /// The program enables VK_LAYER_KHRONOS_validation itself and prints "VALIDATION: <id>".
+    loads_validation: bool,
+}
+
+const fn prog(name: &'static str, args: &'static [&'static str]) -> Prog {
+    Prog {
+        name,
+        args,
+        loads_validation: false,
+    }
+}
+
+const INSTANCE: Prog = prog("c_instance", &[]);
+const UPLOAD_1: Prog = prog("c_upload", &["1"]);
+const UPLOAD_3: Prog = prog("c_upload", &["3"]);
+const TWO_SEQ: Prog = prog("c_two_devices", &["seq"]);
+const TWO_CONCURRENT: Prog = prog("c_two_devices", &["concurrent"]);
+const NO_CLEANUP: Prog = prog("c_no_cleanup", &[]);
+const API10: Prog = prog("c_api10", &[]);
+const VALIDATION: Prog = Prog {
+    name: "c_validation",
+    args: &[],
+    loads_validation: true,
+};
+
+/// What one run left: its output and the statistics lines it wrote (when `VK_ECHO_STATS` was set).
+struct Out {
+    stdout: String,
+    stderr: String,
+    stats: Vec<Value>,
+}
+
+/// Scratch files of one test (traces, plans, statistics, the auto cache); removed at the end
+/// unless `ECHO_KEEP_TEST_DIRS` is set.
+struct Case {
+    prog: Prog,
+    dir: PathBuf,
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        if std::env::var_os("ECHO_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Case {
+    fn new(prog: Prog, tag: &str) -> Case {
+        let dir = std::env::temp_dir().join(format!(
+            "echo-real-{}-{}-{}-{tag}",
+            std::process::id(),
+            prog.name,
+            prog.args.join("_")
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Case { prog, dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn label(&self, mode: Option<&str>) -> String {
+        let mut name = self.prog.name.to_string();
+        for a in self.prog.args {
+            name = name + " " + a;
+        }
+        format!("{name} (echo {})", mode.unwrap_or("not installed"))
+    }
+
+    /// Runs the program with echo in `mode` (`None`: not installed), the validation layer when
+    /// `validation` (for a program that loads it itself: only the synchronization-validation
+    /// settings), and `env`; fails the test on a hang or a non-zero exit. Reads `VK_ECHO_STATS`'
+    /// file when `env` sets one.
+    fn run(&self, mode: Option<&'static str>, validation: bool, env: &[(&str, String)]) -> Out {
+        let env_layers = validation && !self.prog.loads_validation;
+        let mut w = World::new(Layers {
+            echo: mode,
+            test_layer: false,
+            validation: env_layers,
+        })
+        .set("ECHO_C_SPV", spv().display().to_string());
+        if validation && self.prog.loads_validation {
+            for (k, v) in validation_env() {
+                if k != "VK_INSTANCE_LAYERS" {
+                    w = w.set(k, v);
+                }
+            }
+        }
+        for (k, v) in env {
+            w = w.set(k, v);
+        }
+        let stats_file = env
+            .iter()
+            .find(|(k, _)| *k == "VK_ECHO_STATS")
+            .map(|(_, v)| v);
+        if let Some(f) = stats_file {
+            let _ = std::fs::remove_file(f);
+        }
+        let label = self.label(mode);
+        let run = bounded(&label, w.command(&program(self.prog.name), self.prog.args));
+        assert!(
+            run.status.success(),
+            "{label} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+            run.status,
+            run.stdout,
+            run.stderr
+        );
+        let stats = stats_file
+            .map(|f| json_lines(Path::new(f)))
+            .unwrap_or_default();
+        Out {
+            stdout: run.stdout,
+            stderr: run.stderr,
+            stats,
+        }
+    }
+
+    /// `vkecho analyze TRACE -o PLAN`, which must exit 0; returns the plan.
+    fn analyze(&self, trace: &Path, plan: &Path) -> Value {
+        let mut cmd = Command::new(artifact("vkecho"));
+        cmd.arg("analyze").arg(trace).arg("-o").arg(plan);
+        let run = bounded(&format!("vkecho analyze ({})", self.prog.name), cmd);
+        assert!(
+            run.status.success(),
+            "{}: vkecho analyze {} failed ({}):\n{}{}",
+            self.label(Some("profile")),
+            trace.display(),
+            run.status,
+            run.stdout,
+            run.stderr
+        );
+        read_json(plan)
+    }
+}
+
+/// [`run_within`] with [`LIMIT`], whose failure on a hang names the run by `label` (not by the
+/// whole command line and environment).
+fn bounded(label: &str, cmd: Command) -> echo_tests::samples::SampleRun {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_within(cmd, LIMIT)))
+        .unwrap_or_else(|e| {
+            let msg = e
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| e.downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            match msg.find(" did not finish within ") {
+                Some(i) => panic!("{label}{}", &msg[i..]),
+                None => panic!("{label}: {msg}"),
+            }
+        })
+}
+
+fn out_dir() -> &'static Path {
+    Path::new(env!("OUT_DIR"))
+}
+
+fn program(name: &str) -> PathBuf {
+    out_dir().join(name)
+}
+
+fn spv() -> PathBuf {
+    out_dir().join("c_double.spv")
+}
+
+fn read_json(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", p.display()))
+}
+
+/// Every line of a JSON Lines file (none when it does not exist).
+fn json_lines(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{}: bad JSON line {l:?}: {e}", p.display()))
+        })
+        .collect()
+}
+
+/// The event name of a trace record (serde tag `ev`, snake_case: `device_create`, `queue_submit`).
+fn event(r: &Value) -> &str {
+    r.get("ev")
+        .or_else(|| r.get("event"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn sum(stats: &[Value], field: &str) -> u64 {
+    stats.iter().map(|s| s[field].as_u64().unwrap_or(0)).sum()
+}
+
+fn same_stdout(case: &Case, mode: &str, baseline: &str, out: &Out) {
+    assert!(
+        out.stdout == baseline,
+        "{}: stdout differs from the baseline's\nbaseline:\n{baseline}\nthis run:\n{}\nstderr:\n{}",
+        case.label(Some(mode)),
+        out.stdout,
+        out.stderr
+    );
+}
+
+/// The whole mode sweep of one program; what the defect checks look at.
+struct Flow {
+    case: Case,
+    /// The program's output without echo.
+    baseline: String,
+    /// Trace records of the profile run (the header line left out).
+    trace: Vec<Value>,
+    plan: Value,
+    enforce: Out,
+    auto: [Out; 2],
+    cache: PathBuf,
+}
+
+/// Baseline, off, profile + analyze, enforce, auto twice: each exits 0 within [`LIMIT`] with the
+/// baseline's stdout.
+fn flow(prog: Prog) -> Flow {
+    let case = Case::new(prog, "flow");
+    let s = |p: &Path| p.display().to_string();
+    let baseline = case.run(None, false, &[]).stdout;
+    assert!(!baseline.is_empty(), "{}: no output", case.label(None));
+    let off = case.run(Some("off"), false, &[]);
+    same_stdout(&case, "off", &baseline, &off);
+
+    let trace = case.path("trace.jsonl");
+    let profile = case.run(Some("profile"), false, &[("VK_ECHO_TRACE", s(&trace))]);
+    same_stdout(&case, "profile", &baseline, &profile);
+    let plan_file = case.path("plan.json");
+    let plan = case.analyze(&trace, &plan_file);
+
+    let enforce = case.run(
+        Some("enforce"),
+        false,
+        &[
+            ("VK_ECHO_PLAN", s(&plan_file)),
+            ("VK_ECHO_STATS", s(&case.path("stats-enforce.jsonl"))),
+        ],
+    );
+    same_stdout(&case, "enforce", &baseline, &enforce);
+
+    let cache = case.path("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let auto = [1, 2].map(|n| {
+        let out = case.run(
+            Some("auto"),
+            false,
+            &[
+                ("VK_ECHO_CACHE_DIR", s(&cache)),
+                (
+                    "VK_ECHO_STATS",
+                    s(&case.path(&format!("stats-auto{n}.jsonl"))),
+                ),
+            ],
+        );
+        same_stdout(&case, &format!("auto (run {n})"), &baseline, &out);
+        out
+    });
+    let mut records = json_lines(&trace);
+    if !records.is_empty() {
+        records.remove(0); // the header
+    }
+    Flow {
+        case,
+        baseline,
+        trace: records,
+        plan,
+        enforce,
+        auto,
+        cache,
+    }
+}
+
+/// The validation layer's message ids of one run, sorted (a multiset): `[ ID ]` of every
+/// "Validation Error/Warning" line it printed, or the program's own "VALIDATION: ID" lines.
+fn validation_ids(prog: &Prog, out: &Out) -> Vec<String> {
+    let mut ids: Vec<String> = if prog.loads_validation {
+        out.stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("VALIDATION: "))
+            .map(str::to_string)
+            .collect()
+    } else {
+        out.stdout
+            .lines()
+            .chain(out.stderr.lines())
+            .filter(|l| l.contains("Validation ") || l.contains("SYNC-HAZARD"))
+            .filter_map(|l| {
+                let start = l.find("[ ")? + 2;
+                let len = l[start..].find(" ]")?;
+                Some(l[start..start + len].to_string())
+            })
+            .collect()
+    };
+    ids.sort();
+    ids
+}
+
+/// Validation alone, then validation + echo in profile and enforce (and auto twice when
+/// `with_auto`): the same multiset of message ids every time.
+fn validation_check(prog: Prog, with_auto: bool) {
+    let case = Case::new(prog, "validation");
+    let s = |p: &Path| p.display().to_string();
+    let alone = case.run(None, true, &[]);
+    let want = validation_ids(&prog, &alone);
+    let check = |what: &str, out: &Out| {
+        let got = validation_ids(&prog, out);
+        assert!(
+            got == want,
+            "{}: validation + echo {what} reported {got:?}, validation alone {want:?}\n\
+             stdout:\n{}\nstderr:\n{}",
+            case.label(Some(what)),
+            out.stdout,
+            out.stderr
+        );
+    };
+    let trace = case.path("trace.jsonl");
+    let profile = case.run(Some("profile"), true, &[("VK_ECHO_TRACE", s(&trace))]);
+    check("profile", &profile);
+    let plan = case.path("plan.json");
+    case.analyze(&trace, &plan);
+    let enforce = case.run(Some("enforce"), true, &[("VK_ECHO_PLAN", s(&plan))]);
+    check("enforce", &enforce);
+    if with_auto {
+        let cache = case.path("cache");
+        for n in 1..=2 {
+            let out = case.run(Some("auto"), true, &[("VK_ECHO_CACHE_DIR", s(&cache))]);
+            check(&format!("auto (run {n})"), &out);
+        }
+    }
+}
+
+// ------------------------------------------------------------------ (a) c_instance
+
+/// The hang defect: a `-lvulkan` program must finish in every mode with the same output.
+#[test]
+fn instance_every_mode_finishes() {
+    let f = flow(INSTANCE);
+    assert!(f.enforce.stdout.ends_with("ok\n"), "{}", f.enforce.stdout);
+}
+
+#[test]
+fn instance_validation() {
+    validation_check(INSTANCE, false);
+}
+
+// ------------------------------------------------------------------ (b) c_upload
+
+/// The lost-bytes defect: the staging buffer is mapped and written before it is bound. The plan
+/// must take the pair, enforce must redirect its bind or map, and the output stay identical.
+fn write_before_bind(prog: Prog) {
+    let f = flow(prog);
+    let groups = f.plan["groups"].as_array().map_or(0, Vec::len);
+    assert!(
+        groups >= 1,
+        "{}: the plan has no group; rejected: {}",
+        f.case.label(Some("profile")),
+        f.plan["rejected"]
+    );
+    let redirected =
+        sum(&f.enforce.stats, "binds_redirected") + sum(&f.enforce.stats, "maps_redirected");
+    assert!(
+        redirected >= 1,
+        "{}: no bind or map redirected; stats: {:?}",
+        f.case.label(Some("enforce")),
+        f.enforce.stats
+    );
+    // The bytes written before the bind were moved into the shared memory ...
+    assert!(
+        sum(&f.enforce.stats, "bytes_carried") >= 1 << 20,
+        "{}: nothing carried over at the bind; stats: {:?}",
+        f.case.label(Some("enforce")),
+        f.enforce.stats
+    );
+    // ... and that is what keeps the output right: the old behaviour, planted with a test switch
+    // (those bytes left behind in the staging buffer's own allocation), changes the output, so
+    // the identical-output check above can fail.
+    let planted = f.case.run(
+        Some("enforce"),
+        false,
+        &[
+            (
+                "VK_ECHO_PLAN",
+                f.case.path("plan.json").display().to_string(),
+            ),
+            ("VK_ECHO_TEST_NO_CARRY", "1".into()),
+        ],
+    );
+    assert_ne!(
+        planted.stdout,
+        f.baseline,
+        "{}: leaving the bytes written before the bind behind did not change the output",
+        f.case.label(Some("enforce, VK_ECHO_TEST_NO_CARRY=1"))
+    );
+}
+
+#[test]
+fn upload_1_write_before_bind() {
+    write_before_bind(UPLOAD_1);
+}
+
+#[test]
+fn upload_3_write_before_bind() {
+    write_before_bind(UPLOAD_3);
+}
+
+/// Fail closed: profiled without host-access validation (`VK_ECHO_VALIDATE=false`) there is no
+/// evidence for any candidate, so the plan has no group and says why for each.
+#[test]
+fn upload_fail_closed_without_evidence() {
+    for prog in [UPLOAD_1, UPLOAD_3] {
+        let case = Case::new(prog, "novalidate");
+        let trace = case.path("trace.jsonl");
+        case.run(
+            Some("profile"),
+            false,
+            &[
+                ("VK_ECHO_TRACE", trace.display().to_string()),
+                ("VK_ECHO_VALIDATE", "false".into()),
+            ],
+        );
+        let plan = case.analyze(&trace, &case.path("plan.json"));
+        let groups = plan["groups"].as_array().map_or(0, Vec::len);
+        let rejected = plan["rejected"].as_array().map_or(0, Vec::len);
+        assert!(
+            groups == 0 && rejected >= 1,
+            "{}, VK_ECHO_VALIDATE=false: want 0 groups and the refused candidates listed, got \
+             {groups} groups, {rejected} rejected:\n{plan:#}",
+            case.label(Some("profile"))
+        );
+    }
+}
+
+#[test]
+fn upload_1_validation() {
+    validation_check(UPLOAD_1, false);
+}
+
+#[test]
+fn upload_3_validation() {
+    validation_check(UPLOAD_3, false);
+}
+
+// ------------------------------------------------------------------ (c) c_two_devices
+
+/// Two devices in one process: both traced and numbered 0 and 1, plan groups per device, one
+/// statistics line per device.
+fn two_devices(prog: Prog) {
+    let f = flow(prog);
+    let label = f.case.label(Some("profile"));
+    let indices = |vs: Vec<&Value>| -> Vec<Option<u64>> {
+        let mut v: Vec<Option<u64>> = vs.iter().map(|r| r["device_index"].as_u64()).collect();
+        v.sort();
+        v
+    };
+    let creates: Vec<&Value> = f
+        .trace
+        .iter()
+        .filter(|r| event(r) == "device_create")
+        .collect();
+    assert_eq!(
+        indices(creates.clone()),
+        vec![Some(0), Some(1)],
+        "{label}: want two device_create records with device_index 0 and 1, got {creates:?}"
+    );
+    let groups: Vec<&Value> = f.plan["groups"]
+        .as_array()
+        .map(|g| g.iter().collect())
+        .unwrap_or_default();
+    let mut plan_devices = indices(groups.clone());
+    plan_devices.dedup();
+    assert_eq!(
+        plan_devices,
+        vec![Some(0), Some(1)],
+        "{label}: want plan groups carrying device_index 0 and 1:\n{:#}",
+        f.plan
+    );
+    let stats: Vec<&Value> = f.enforce.stats.iter().collect();
+    assert_eq!(
+        indices(stats),
+        vec![Some(0), Some(1)],
+        "{}: want one statistics line per device with its device_index, got {:?}",
+        f.case.label(Some("enforce")),
+        f.enforce.stats
+    );
+}
+
+#[test]
+fn two_devices_seq() {
+    two_devices(TWO_SEQ);
+}
+
+#[test]
+fn two_devices_concurrent() {
+    two_devices(TWO_CONCURRENT);
+}
+
+#[test]
+fn two_devices_seq_validation() {
+    validation_check(TWO_SEQ, false);
+}
+
+#[test]
+fn two_devices_concurrent_validation() {
+    validation_check(TWO_CONCURRENT, false);
+}
+
+// ------------------------------------------------------------------ (d) c_no_cleanup
+
+/// Files under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A program that never destroys anything: the trace is complete, auto analyzes at process exit
+/// and applies the plan next time, and enforce still writes its statistics.
+#[test]
+fn no_cleanup() {
+    let f = flow(NO_CLEANUP);
+    let submits = f
+        .trace
+        .iter()
+        .filter(|r| event(r) == "queue_submit")
+        .count();
+    assert!(
+        submits >= 1,
+        "{}: the trace has no queue_submit ({} records)",
+        f.case.label(Some("profile")),
+        f.trace.len()
+    );
+    let files = files_under(&f.cache);
+    let plan = files.iter().find(|p| {
+        let n = p.file_name().unwrap().to_string_lossy();
+        (n.starts_with("plan") && n.ends_with(".json")) || n.ends_with(".plan")
+    });
+    assert!(
+        plan.is_some(),
+        "{}: no plan under the cache dir; files: {files:?}\nstderr:\n{}",
+        f.case.label(Some("auto (run 1)")),
+        f.auto[0].stderr
+    );
+    assert!(
+        !f.auto[0].stats.is_empty(),
+        "{}: no statistics line\nstderr:\n{}",
+        f.case.label(Some("auto (run 1)")),
+        f.auto[0].stderr
+    );
+    let status: Vec<&str> = f.auto[1]
+        .stats
+        .iter()
+        .map(|s| s["plan_status"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        status.contains(&"applied"),
+        "{}: want plan_status \"applied\", got {status:?}\nstderr:\n{}",
+        f.case.label(Some("auto (run 2)")),
+        f.auto[1].stderr
+    );
+    assert!(
+        !f.enforce.stats.is_empty(),
+        "{}: the statistics file is empty (the device is never destroyed)\nstderr:\n{}",
+        f.case.label(Some("enforce")),
+        f.enforce.stderr
+    );
+}
+
+#[test]
+fn no_cleanup_validation() {
+    validation_check(NO_CLEANUP, false);
+}
+
+// ------------------------------------------------------------------ (e) c_api10
+
+#[test]
+fn api10_every_mode() {
+    flow(API10);
+}
+
+/// An apiVersion 1.0 instance: echo calls nothing newer, in any mode (in particular no
+/// UNASSIGNED-API-Version-Violation).
+#[test]
+fn api10_validation() {
+    validation_check(API10, true);
+}
+
+// ------------------------------------------------------------------ (f) c_validation
+
+#[test]
+fn program_enabled_validation_every_mode() {
+    flow(VALIDATION);
+}
+
+#[test]
+fn program_enabled_validation() {
+    validation_check(VALIDATION, false);
+}
+
+// ------------------------------------------------------------------ the checks hear validation
+
+/// The validation comparisons above prove something only if the validation layer's messages
+/// reach them: with `ECHO_C_NO_BARRIERS=1` (no barriers recorded) synchronization validation
+/// reports hazards, and they are read both from the env-loaded layer's output and from the
+/// program's own messenger.
+#[test]
+fn validation_messages_are_heard() {
+    for prog in [UPLOAD_3, VALIDATION] {
+        let case = Case::new(prog, "heard");
+        let out = case.run(None, true, &[("ECHO_C_NO_BARRIERS", "1".into())]);
+        let ids = validation_ids(&prog, &out);
+        assert!(
+            ids.iter().any(|id| id.starts_with("SYNC-HAZARD")),
+            "{}: no SYNC-HAZARD heard without barriers ({ids:?})\nstdout:\n{}\nstderr:\n{}",
+            case.label(None),
+            out.stdout,
+            out.stderr
+        );
+    }
+}
