@@ -237,6 +237,15 @@ fn sum(stats: &[Value], field: &str) -> u64 {
     stats.iter().map(|s| s[field].as_u64().unwrap_or(0)).sum()
 }
 
+/// Every group the plan holds for the run's devices was applied (none fell back).
+fn all_applied(label: &str, stats: &[Value]) {
+    let (planned, applied) = (sum(stats, "groups_planned"), sum(stats, "groups_applied"));
+    assert!(
+        planned >= 1 && applied == planned,
+        "{label}: {applied} of {planned} planned groups applied; stats: {stats:?}"
+    );
+}
+
 fn same_stdout(case: &Case, mode: &str, baseline: &str, out: &Out) {
     assert!(
         out.stdout == baseline,
@@ -530,6 +539,16 @@ fn two_devices(prog: Prog) {
         f.case.label(Some("enforce")),
         f.enforce.stats
     );
+    // Each device applies its own groups, all of them (a plan of one device's traffic applied
+    // to the other would find nothing to alias, or the wrong buffers).
+    all_applied(&f.case.label(Some("enforce")), &f.enforce.stats);
+    for s in &f.enforce.stats {
+        assert!(
+            s["groups_planned"].as_u64() == Some(2),
+            "{}: each device has its upload and readback group; got {s}",
+            f.case.label(Some("enforce"))
+        );
+    }
 }
 
 #[test]
@@ -618,6 +637,15 @@ fn no_cleanup() {
         f.case.label(Some("enforce")),
         f.enforce.stderr
     );
+    assert!(
+        f.enforce.stats.iter().all(|s| s["ended"] == "exit"),
+        "{}: the statistics should say the device lived until exit: {:?}",
+        f.case.label(Some("enforce")),
+        f.enforce.stats
+    );
+    // The staging buffer is filled before its device buffer exists: its bind waits, the bytes
+    // written meanwhile are carried over, and both groups apply.
+    all_applied(&f.case.label(Some("enforce")), &f.enforce.stats);
 }
 
 #[test]

@@ -950,7 +950,19 @@ impl Enforcer {
     ) -> vk::Result {
         let mut inner = self.lock();
         if self.pending.load(Ordering::Relaxed) > 0 {
-            self.force_pending(dev, &mut inner, |_, m| m == memory);
+            // A staging member still waiting for its device buffer stays held back: what the
+            // host writes through this map lands in its own allocation and is carried into the
+            // shared range when it is finally bound there (or, if the allocation is still
+            // mapped then, it is bound as asked). Any other guest is bound as asked now.
+            let staging: HashSet<u64> = inner
+                .bufs
+                .iter()
+                .filter(|(_, b)| matches!(b.guest, Some(Slot::Staging(..))))
+                .map(|(&h, _)| h)
+                .collect();
+            self.force_pending(dev, &mut inner, |h, m| {
+                m == memory && (self.skip_carry || !staging.contains(&h))
+            });
         }
         let msize = dev.state.memory.get(&memory).map_or(0, |m| m.size);
         let len = if size == vk::WHOLE_SIZE {
