@@ -70,24 +70,21 @@ pub struct Stats {
 impl Stats {
     /// The whole process: the sums over its devices' records (`device` says how many devices).
     pub fn total(all: &[Stats]) -> Stats {
+        // The distinct values of one text field, joined: "enforce+off".
+        let distinct = |f: fn(&Stats) -> &str| {
+            let mut v: Vec<&str> = all.iter().map(f).collect();
+            v.sort_unstable();
+            v.dedup();
+            v.join("+")
+        };
         let mut t = Stats {
-            mode: {
-                let mut modes: Vec<&str> = all.iter().map(|s| s.mode.as_str()).collect();
-                modes.sort_unstable();
-                modes.dedup();
-                modes.join("+")
-            },
+            mode: distinct(|s| &s.mode),
             device: format!(
                 "{} device{}",
                 all.len(),
                 if all.len() == 1 { "" } else { "s" }
             ),
-            class: {
-                let mut c: Vec<&str> = all.iter().map(|s| s.class.as_str()).collect();
-                c.sort_unstable();
-                c.dedup();
-                c.join("+")
-            },
+            class: distinct(|s| &s.class),
             active: all.iter().any(|s| s.active),
             ..Default::default()
         };

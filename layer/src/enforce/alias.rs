@@ -679,7 +679,7 @@ impl Enforcer {
                 offset,
                 len,
                 (dmem, dst + target_off as usize),
-                self.coherent(dev, dmem),
+                (self.coherent(dev, memory), self.coherent(dev, dmem)),
             )?)
         } else {
             None
@@ -864,24 +864,9 @@ impl Enforcer {
             Some(_) => {
                 return Err("the application maps part of the device allocation itself".into())
             }
-            None => {
-                let mut p: *mut c_void = std::ptr::null_mut();
-                // SAFETY: dmem is a live host-visible allocation of this device, not mapped.
-                let r = unsafe {
-                    (dev.fp.map_memory)(
-                        dev.handle,
-                        vk::DeviceMemory::from_raw(dmem),
-                        0,
-                        vk::WHOLE_SIZE,
-                        vk::MemoryMapFlags::empty(),
-                        &mut p,
-                    )
-                };
-                if r != vk::Result::SUCCESS || p.is_null() {
-                    return Err(format!("mapping the device allocation failed ({r:?})"));
-                }
-                p as usize
-            }
+            // dmem is a live host-visible allocation of this device the application does not map.
+            None => map_whole(dev, dmem)
+                .map_err(|r| format!("mapping the device allocation failed ({r:?})"))?,
         };
         let e = inner.mems.entry(dmem).or_default();
         e.echo_map = Some(ptr);
@@ -1396,42 +1381,25 @@ impl Carry {
         offset: u64,
         len: u64,
         (dst_memory, dst): (u64, usize),
-        dst_coherent: bool,
+        (src_coherent, dst_coherent): (bool, bool),
     ) -> Result<Carry, String> {
-        let (size, ty) = dev
+        let size = dev
             .state
             .memory
             .get(&memory)
-            .map(|m| (m.size, m.type_index))
+            .map(|m| m.size)
             .ok_or("its allocation is unknown")?;
         let len = len.min(size.saturating_sub(offset));
-        let src_coherent = dev
-            .decision
-            .table
-            .types
-            .get(ty as usize)
-            .is_some_and(|t| t.flags & vk::MemoryPropertyFlags::HOST_COHERENT.as_raw() != 0);
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: memory is a live allocation of this device the application does not map now
-        // (checked by the caller); the whole allocation is mapped so no atom alignment applies.
-        let r = unsafe {
-            (dev.fp.map_memory)(
-                dev.handle,
-                vk::DeviceMemory::from_raw(memory),
-                0,
-                vk::WHOLE_SIZE,
-                vk::MemoryMapFlags::empty(),
-                &mut p,
-            )
-        };
-        if r != vk::Result::SUCCESS || p.is_null() {
-            return Err(format!(
+        // The application does not map it now (checked by the caller); mapping the whole
+        // allocation needs no atom alignment.
+        let p = map_whole(dev, memory).map_err(|r| {
+            format!(
                 "the bytes written into its allocation before the bind could not be read to carry them over (map failed: {r:?})"
-            ));
-        }
+            )
+        })?;
         Ok(Carry {
             memory,
-            src: p as usize + offset as usize,
+            src: p + offset as usize,
             len: len as usize,
             dst_memory,
             dst,
@@ -1474,6 +1442,27 @@ impl Carry {
     fn abandon(self, dev: &DeviceData) {
         // SAFETY: echo mapped it in `prepare`.
         unsafe { (dev.fp.unmap_memory)(dev.handle, vk::DeviceMemory::from_raw(self.memory)) };
+    }
+}
+
+/// Maps all of `memory` through the next layer (echo's own mapping); the host address.
+fn map_whole(dev: &DeviceData, memory: u64) -> Result<usize, vk::Result> {
+    let mut p: *mut c_void = std::ptr::null_mut();
+    // SAFETY: callers pass a live host-visible allocation of this device that nobody maps now.
+    let r = unsafe {
+        (dev.fp.map_memory)(
+            dev.handle,
+            vk::DeviceMemory::from_raw(memory),
+            0,
+            vk::WHOLE_SIZE,
+            vk::MemoryMapFlags::empty(),
+            &mut p,
+        )
+    };
+    match r {
+        vk::Result::SUCCESS if !p.is_null() => Ok(p as usize),
+        vk::Result::SUCCESS => Err(vk::Result::ERROR_MEMORY_MAP_FAILED),
+        e => Err(e),
     }
 }
 

@@ -75,10 +75,12 @@ pub unsafe extern "system" fn vkCreateInstance(
             if added.is_empty() {
                 r = down.record(next_create(info, alloc, out));
             } else {
-                let mut names: Vec<*const c_char> = (0..(*info).enabled_extension_count as usize)
-                    .map(|i| *(*info).pp_enabled_extension_names.add(i))
-                    .collect();
-                names.extend(added.iter().map(|c| c.as_ptr()));
+                let own: Vec<*const c_char> = added.iter().map(|c| c.as_ptr()).collect();
+                let names = super::extension_list(
+                    (*info).enabled_extension_count,
+                    (*info).pp_enabled_extension_names,
+                    &own,
+                );
                 let mut patched = *info;
                 patched.enabled_extension_count = names.len() as u32;
                 patched.pp_enabled_extension_names = names.as_ptr();
