@@ -240,6 +240,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             let dl = pairing::offset(&m, c)?;
             delta[i] = Some(dl);
             pairing::threshold(&m, c, t)?;
+            named(&ctx, c.staging, c.device)?;
             s3_pointer::check(&ctx, c.staging, c.device)?;
             compat::untracked(&ctx, c.staging, c.device)?;
             let g = GroupSpec::single(c.device, c.staging, dl);
@@ -563,11 +564,32 @@ fn identity(
     Ok(())
 }
 
+/// A pair above the thresholds whose buffers were created below the profiling run's
+/// `min_bytes` (an analysis with lower thresholds): they have no identity a later run could
+/// recognise (`ObjectKey::anonymous`).
+fn named(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
+    for (b, role) in [(staging, "staging"), (device, "device")] {
+        let buf = &ctx.m.buffers[b];
+        if buf.key.is_anonymous() {
+            return Err(Verdict {
+                condition: Condition::Compat,
+                event: Some(buf.created),
+                message: format!(
+                    "compat: {} has no identity: it was smaller than min_bytes while profiling, so its creation site was not taken and a later run cannot recognise it; re-profile with min_bytes at most {}",
+                    ctx.name(b, role),
+                    buf.size
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The key of `b`'s allocation and `b`'s offset in it, when `b` is the only buffer bound there.
 fn own_memory(m: &Model, b: BufId) -> Option<(ObjectKey, u64)> {
     let bind = m.buffers[b].bind.as_ref()?;
     let mem = &m.memories[bind.memory];
-    mem.owned_by(b).then(|| (mem.key.clone(), bind.offset))
+    (mem.owned_by(b) && !mem.key.is_anonymous()).then(|| (mem.key.clone(), bind.offset))
 }
 
 fn make_group(

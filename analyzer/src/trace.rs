@@ -69,6 +69,26 @@ pub struct ObjectKey {
     pub ordinal: u32,
 }
 
+impl ObjectKey {
+    /// The key of an object created below the size that needs an identity (profile mode's
+    /// `min_bytes`): no call site was taken (that costs an unwind per creation), so it cannot be
+    /// recognised in a later run and is never planned.
+    pub fn anonymous(size: u64, usage: u32, flags: u32) -> ObjectKey {
+        ObjectKey {
+            site: String::new(),
+            size,
+            usage,
+            flags,
+            ordinal: 0,
+        }
+    }
+
+    /// Created without an identity ([`ObjectKey::anonymous`]).
+    pub fn is_anonymous(&self) -> bool {
+        self.site.is_empty()
+    }
+}
+
 impl std::fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

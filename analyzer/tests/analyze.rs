@@ -1156,3 +1156,26 @@ fn input_written_before_the_first_copy_and_uploaded_again_is_s1() {
     assert_eq!(c, Condition::S1, "{msg}");
     assert!(msg.contains("before its first copy (not traced)"), "{msg}");
 }
+
+/// Buffers below the profiling run's `min_bytes` carry an anonymous key (no call site was
+/// taken). Analyzed with lower thresholds, their pairs pass the threshold but are refused: a
+/// later run could not recognise them.
+#[test]
+fn buffers_without_identity_are_never_paired() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    for r in &mut t.recs {
+        if let Event::BufferCreate { buffer, key, .. } = &mut r.event {
+            if *buffer == h.buf {
+                *key = echo_analyzer::trace::ObjectKey::anonymous(key.size, key.usage, key.flags);
+            }
+        }
+    }
+    let a = t.analyze();
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::Compat, "{msg}");
+    assert!(msg.contains("no identity"), "{msg}");
+    assert!(a.plan.groups.is_empty());
+}

@@ -592,6 +592,12 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
         }
     }
 
+    // Per-call cost in instructions: deterministic, measured by scripts/costs.sh (callgrind),
+    // kept beside this file and carried into every RESULTS.md.
+    if let Ok(text) = std::fs::read_to_string(res.opts.out.join("instructions.md")) {
+        let _ = writeln!(s, "\n{}", text.trim_end());
+    }
+
     // Plots.
     if !plots.is_empty() {
         let _ = writeln!(s, "\n## Plots\n");

@@ -19,6 +19,41 @@ use std::sync::{Arc, OnceLock};
 
 pub type Key = usize;
 
+/// Hashes handle keys: opaque 64-bit handles and dispatch keys, values the driver and loader
+/// choose (no attacker picks them, so SipHash's flood resistance buys nothing, while it cost
+/// about 450 instructions per `vkCreateBuffer`+`vkDestroyBuffer` in the per-handle maps). One
+/// multiply spreads the pointer-like bits over the word; the fold feeds the high bits (DashMap's
+/// shard choice) into the low ones (hashbrown's bucket).
+#[derive(Default, Clone, Copy)]
+pub struct HandleHasher(u64);
+
+impl std::hash::Hasher for HandleHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(29) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+pub type HandleBuild = std::hash::BuildHasherDefault<HandleHasher>;
+/// A concurrent map keyed by handles (the state tracker's one map per handle type).
+pub type HandleMap<K, V> = DashMap<K, V, HandleBuild>;
+/// A concurrent set of handles.
+pub type HandleSet<K> = dashmap::DashSet<K, HandleBuild>;
+
 /// The dispatch key of a dispatchable handle.
 ///
 /// # Safety
@@ -136,6 +171,8 @@ pub struct DeviceData {
     pub index: u32,
     /// Its statistics were written (at `vkDestroyDevice` or at exit): once only.
     pub stats_written: AtomicBool,
+    /// The smallest buffer or allocation size that gets a stable key (`u64::MAX`: none).
+    pub key_floor: std::sync::atomic::AtomicU64,
     pub physical_device: vk::PhysicalDevice,
     pub instance: Option<Arc<InstanceData>>,
     pub next_gdpa: vk::PFN_vkGetDeviceProcAddr,
@@ -182,14 +219,19 @@ impl DeviceData {
         }
     }
 
-    /// Whether buffers and allocations get stable keys (call site + ordinal): profile, enforce
-    /// and auto mode (which is one of the two).
+    /// Whether a buffer or allocation of `size` bytes gets a stable key (call site + ordinal).
+    /// Taking the call site unwinds the stack, the main cost of `vkCreateBuffer` in these modes,
+    /// so only objects that can matter get one: in profile mode those of at least `min_bytes`
+    /// (smaller ones can never be candidates; they are traced without identity), in enforce mode
+    /// those at least as large as the smallest buffer the plan names (none without a plan).
     #[inline]
-    pub fn wants_keys(&self) -> bool {
-        matches!(
-            self.decision.mode,
-            Mode::Profile | Mode::Enforce | Mode::Auto
-        )
+    pub fn wants_key(&self, size: u64) -> bool {
+        size >= self.key_floor.load(Ordering::Relaxed)
+    }
+
+    /// Sets the key floor once profile/enforce start-up decided (see [`DeviceData::wants_key`]).
+    pub fn set_key_floor(&self, floor: u64) {
+        self.key_floor.store(floor, Ordering::Relaxed);
     }
 
     /// The next layer's device-level command `name`.
@@ -219,21 +261,21 @@ pub unsafe fn typed<F: Copy>(p: unsafe extern "system" fn()) -> F {
     std::mem::transmute_copy(&p)
 }
 
-fn instances() -> &'static DashMap<Key, Arc<InstanceData>> {
-    static M: OnceLock<DashMap<Key, Arc<InstanceData>>> = OnceLock::new();
-    M.get_or_init(DashMap::new)
+fn instances() -> &'static HandleMap<Key, Arc<InstanceData>> {
+    static M: OnceLock<HandleMap<Key, Arc<InstanceData>>> = OnceLock::new();
+    M.get_or_init(HandleMap::default)
 }
 
-fn devices() -> &'static DashMap<Key, Arc<DeviceData>> {
-    static M: OnceLock<DashMap<Key, Arc<DeviceData>>> = OnceLock::new();
-    M.get_or_init(DashMap::new)
+fn devices() -> &'static HandleMap<Key, Arc<DeviceData>> {
+    static M: OnceLock<HandleMap<Key, Arc<DeviceData>>> = OnceLock::new();
+    M.get_or_init(HandleMap::default)
 }
 
 /// The next layer's `vkGetDeviceProcAddr` of every device echo saw created, recorded before
 /// anything that could fail, so `vkGetDeviceProcAddr` can always answer.
-fn device_links() -> &'static DashMap<Key, vk::PFN_vkGetDeviceProcAddr> {
-    static M: OnceLock<DashMap<Key, vk::PFN_vkGetDeviceProcAddr>> = OnceLock::new();
-    M.get_or_init(DashMap::new)
+fn device_links() -> &'static HandleMap<Key, vk::PFN_vkGetDeviceProcAddr> {
+    static M: OnceLock<HandleMap<Key, vk::PFN_vkGetDeviceProcAddr>> = OnceLock::new();
+    M.get_or_init(HandleMap::default)
 }
 
 pub fn insert_instance(key: Key, data: InstanceData) {

@@ -22,10 +22,10 @@
 //! other way round (hooks clone what they need out of `DeviceState` before calling in here).
 
 use crate::dispatch::DeviceData;
+use crate::dispatch::HandleMap;
 use crate::log;
 use crate::state::Mapping;
 use ash::vk;
-use dashmap::DashMap;
 use echo_analyzer::apply::{check_redirect, PlanIndex, Role, Target};
 use echo_analyzer::plan::Direction;
 use echo_analyzer::stats::{NotApplied, Stats};
@@ -160,7 +160,7 @@ pub struct Enforcer {
     atom: u64,
     inner: Mutex<Inner>,
     /// Groups of each live planned buffer (hot path: copies).
-    group_of: DashMap<u64, Vec<u32>>,
+    group_of: HandleMap<u64, Vec<u32>>,
     /// Per creation key without its ordinal (buffers and allocations): the thread that created
     /// the first one, and whether another thread created one too. Ordinals count creations, so
     /// when several threads create objects with the same key concurrently the ordinals follow
@@ -234,7 +234,7 @@ impl Enforcer {
                 groups,
                 ..Default::default()
             }),
-            group_of: DashMap::new(),
+            group_of: HandleMap::default(),
             bases: Mutex::new(HashMap::new()),
             any_alias: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
@@ -242,6 +242,20 @@ impl Enforcer {
             keep_self_copies: false,
             skip_carry: false,
         }
+    }
+
+    /// The smallest buffer the plan names: smaller buffers need no key (`u64::MAX`: no group).
+    pub fn smallest_planned_size(&self) -> u64 {
+        self.index
+            .plan
+            .groups
+            .iter()
+            .flat_map(|g| {
+                std::iter::once(g.device.key.size)
+                    .chain(g.members.iter().map(|m| m.staging.key.size))
+            })
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     pub fn groups_planned(&self) -> u32 {

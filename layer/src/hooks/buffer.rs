@@ -27,7 +27,7 @@ hook! {
             let i = &*info;
             let mut req = vk::MemoryRequirements::default();
             (cx.dev.fp.get_buffer_memory_requirements)(device, *out, &mut req);
-            let (key, stack) = if cx.dev.wants_keys() {
+            let (key, stack) = if cx.dev.wants_key(i.size) {
                 let site = crate::profile::callsite::capture(cx.dev.settings.stack_depth as usize);
                 let key = cx.dev.state.buffer_keys.key(site.hash, i.size, i.usage.as_raw(), i.flags.as_raw());
                 (Some(key), site.frames)

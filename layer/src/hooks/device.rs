@@ -297,6 +297,7 @@ pub unsafe extern "system" fn vkCreateDevice(
                     handle: device,
                     index: crate::process::next_device_index(),
                     stats_written: AtomicBool::new(false),
+                    key_floor: std::sync::atomic::AtomicU64::new(u64::MAX),
                     physical_device: pd,
                     instance: inst.clone(),
                     next_gdpa: gdpa,
@@ -315,11 +316,20 @@ pub unsafe extern "system" fn vkCreateDevice(
             );
             if let Some(d) = dispatch::device(key) {
                 crate::enforce::on_create_device(&d);
-            }
-            if let Some(d) = dispatch::device(key) {
                 if d.decision.active && d.decision.mode == Mode::Profile {
                     crate::profile::start(&d, None);
                 }
+                // Which objects need a stable key, now that the device knows what it does.
+                let floor = if !d.decision.active {
+                    u64::MAX
+                } else if d.profile().is_some() {
+                    d.settings.min_bytes
+                } else if let Some(e) = d.enforce() {
+                    e.smallest_planned_size()
+                } else {
+                    u64::MAX
+                };
+                d.set_key_floor(floor);
             }
         },
     );

@@ -70,7 +70,7 @@ hook! {
         if r == vk::Result::SUCCESS {
             let i = &*app_info;
             let alloc_flags = allocate_flags(i);
-            let (key, stack) = if cx.dev.wants_keys() {
+            let (key, stack) = if cx.dev.wants_key(i.allocation_size) {
                 let site = crate::profile::callsite::capture(cx.dev.settings.stack_depth as usize);
                 let key = cx.dev.state.memory_keys.key(site.hash, i.allocation_size, i.memory_type_index, alloc_flags);
                 (Some(key), site.frames)

@@ -9,14 +9,14 @@ use super::guard::{self, GuardError};
 use super::memfd::DoubleMap;
 use super::sink::{self, Sink};
 use crate::dispatch::{raw, DeviceData};
+use crate::dispatch::{HandleMap, HandleSet};
 use crate::log;
 use crate::reflect;
 use crate::state::{UpdateTemplate, Written};
 use ash::vk;
-use dashmap::{DashMap, DashSet};
 use echo_analyzer::trace::{
-    Access, BufferUse, CopyRegion, Event, Header, MemReq, SubmitBatch, UseKind, TRACE_FORMAT,
-    TRACE_VERSION,
+    Access, BufferUse, CopyRegion, Event, Header, MemReq, ObjectKey, SubmitBatch, UseKind,
+    TRACE_FORMAT, TRACE_VERSION,
 };
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr};
@@ -88,33 +88,33 @@ pub struct Profiler {
     host_ptr_props: Option<vk::PFN_vkGetMemoryHostPointerPropertiesEXT>,
     counter_value: Option<vk::PFN_vkGetSemaphoreCounterValue>,
     /// Shader module → reflection (`None`: could not be reflected).
-    modules: DashMap<u64, Option<Arc<reflect::Module>>>,
+    modules: HandleMap<u64, Option<Arc<reflect::Module>>>,
     /// Pipeline → merged bindings of its stages (`None`: unknown, be conservative).
-    pipelines: DashMap<u64, Option<Arc<reflect::Bindings>>>,
-    sets: DashMap<u64, SetContents>,
+    pipelines: HandleMap<u64, Option<Arc<reflect::Bindings>>>,
+    sets: HandleMap<u64, SetContents>,
     /// Texel buffer view → (buffer, offset, range), so texel descriptors resolve to a buffer.
-    views: DashMap<u64, (u64, u64, u64)>,
-    cmds: DashMap<u64, CmdBinds>,
+    views: HandleMap<u64, (u64, u64, u64)>,
+    cmds: HandleMap<u64, CmdBinds>,
     /// Buffers ≥ `min_bytes` that took part in a copy with an unmapped buffer.
-    candidates: DashSet<u64>,
+    candidates: HandleSet<u64>,
     /// Memory → its double mapping.
-    doubles: DashMap<u64, DoubleMap>,
+    doubles: HandleMap<u64, DoubleMap>,
     /// Double mappings handed to the driver whose allocation has not returned yet, by driver
     /// view address. Owned here (not by the call) so that a panic between the driver's import
     /// and `on_allocate` leaks the mapping instead of unmapping memory the driver uses.
-    importing: DashMap<usize, DoubleMap>,
+    importing: HandleMap<usize, DoubleMap>,
     /// Candidates ever noted (for the closing log line).
     candidates_total: AtomicUsize,
     /// Candidates whose host accesses cannot be seen (their allocation could not be
     /// double-mapped, or protecting them failed): recorded once each as `Unvalidated`.
-    unvalidated: DashSet<u64>,
+    unvalidated: HandleSet<u64>,
 }
 
 /// Candidate buffer → creation index of its device: the guard's records are process-wide, and
 /// whichever profiler drains them files each under the device the buffer belongs to.
-fn owners() -> &'static DashMap<u64, u32> {
-    static M: std::sync::OnceLock<DashMap<u64, u32>> = std::sync::OnceLock::new();
-    M.get_or_init(DashMap::new)
+fn owners() -> &'static HandleMap<u64, u32> {
+    static M: std::sync::OnceLock<HandleMap<u64, u32>> = std::sync::OnceLock::new();
+    M.get_or_init(HandleMap::default)
 }
 
 fn default_trace_path(dev: &DeviceData) -> PathBuf {
@@ -245,16 +245,16 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         min_import_alignment,
         host_ptr_props,
         counter_value,
-        modules: DashMap::new(),
-        pipelines: DashMap::new(),
-        sets: DashMap::new(),
-        views: DashMap::new(),
-        cmds: DashMap::new(),
-        candidates: DashSet::new(),
-        doubles: DashMap::new(),
-        importing: DashMap::new(),
+        modules: HandleMap::default(),
+        pipelines: HandleMap::default(),
+        sets: HandleMap::default(),
+        views: HandleMap::default(),
+        cmds: HandleMap::default(),
+        candidates: HandleSet::default(),
+        doubles: HandleMap::default(),
+        importing: HandleMap::default(),
         candidates_total: AtomicUsize::new(0),
-        unvalidated: DashSet::new(),
+        unvalidated: HandleSet::default(),
     };
     let validation = match (validate, double_map) {
         (false, _) => "off",
@@ -487,7 +487,10 @@ impl Profiler {
             .types
             .get(info.memory_type_index as usize)
             .is_some_and(|t| t.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() != 0);
-        let Some(key) = m.key.clone() else { return };
+        let key = m
+            .key
+            .clone()
+            .unwrap_or_else(|| ObjectKey::anonymous(m.size, m.type_index, m.alloc_flags));
         self.rec(Event::MemoryAlloc {
             memory,
             key,
@@ -571,7 +574,11 @@ impl Profiler {
         let Some(b) = dev.state.buffers.get(&buffer) else {
             return;
         };
-        let Some(key) = b.key.clone() else { return };
+        // Below min_bytes no call site was taken: traced (S4 sees every bind) without identity.
+        let key = b
+            .key
+            .clone()
+            .unwrap_or_else(|| ObjectKey::anonymous(b.size, b.usage.as_raw(), b.flags.as_raw()));
         self.rec(Event::BufferCreate {
             buffer,
             key,

@@ -6,9 +6,9 @@
 //! destroy/free call that ended it; destroying a command pool ends its command buffers. Every
 //! map is a `DashMap`, so recording from many threads takes no global lock.
 
+use crate::dispatch::HandleMap;
 use crate::profile::callsite::KeyAllocator;
 use ash::vk;
-use dashmap::DashMap;
 use echo_analyzer::trace::{Frame, ObjectKey};
 use std::collections::HashSet;
 
@@ -100,13 +100,13 @@ pub struct UpdateTemplate {
 
 #[derive(Default)]
 pub struct DeviceState {
-    pub buffers: DashMap<u64, BufferState>,
-    pub memory: DashMap<u64, MemoryState>,
-    pub command_buffers: DashMap<u64, CommandBufferState>,
+    pub buffers: HandleMap<u64, BufferState>,
+    pub memory: HandleMap<u64, MemoryState>,
+    pub command_buffers: HandleMap<u64, CommandBufferState>,
     /// Command pool → its live command buffers.
-    pub pools: DashMap<u64, HashSet<u64>>,
+    pub pools: HandleMap<u64, HashSet<u64>>,
     /// Descriptor update templates (profile and enforce mode).
-    pub templates: DashMap<u64, std::sync::Arc<UpdateTemplate>>,
+    pub templates: HandleMap<u64, std::sync::Arc<UpdateTemplate>>,
     /// Ordinals of buffer keys on this device.
     pub buffer_keys: KeyAllocator,
     /// Ordinals of allocation keys on this device.

@@ -1,0 +1,107 @@
+/* Per-call cost microbenchmark (issue 15), for instruction counts under callgrind:
+ *
+ *   c_calls create N   vkCreateBuffer + vkDestroyBuffer of a 4 KiB buffer, N times
+ *   c_calls submit N   an empty vkQueueSubmit with a fence, vkWaitForFences, vkResetFences
+ *   c_calls record N   vkBeginCommandBuffer, one 4 KiB vkCmdCopyBuffer, vkEndCommandBuffer
+ *
+ * Only `bench_loop` is meant to be counted (`valgrind --tool=callgrind
+ * --toggle-collect=bench_loop`): instance and device creation stay out, and the difference of two
+ * loop lengths gives the cost of one iteration on the calling thread. Prints "done N". */
+#include "common.h"
+
+enum what { CREATE, SUBMIT, RECORD };
+
+struct ctx {
+    struct gpu *g;
+    VkFence fence;
+    VkCommandBuffer cmd;
+    VkBuffer src, dst;
+};
+
+static VkBufferCreateInfo small_buffer(void)
+{
+    VkBufferCreateInfo bci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+        .size = 4096,
+        .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+    };
+    return bci;
+}
+
+/* The measured loop: kept out of line so callgrind can toggle on it by name. */
+__attribute__((noinline)) static void bench_loop(struct ctx *c, enum what w, uint32_t n)
+{
+    VkBufferCreateInfo bci = small_buffer();
+    VkCommandBufferBeginInfo begin = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    VkBufferCopy region = {.size = 4096};
+    VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    for (uint32_t i = 0; i < n; i++) {
+        switch (w) {
+        case CREATE: {
+            VkBuffer b;
+            CHECK(vkCreateBuffer(c->g->dev, &bci, NULL, &b));
+            vkDestroyBuffer(c->g->dev, b, NULL);
+            break;
+        }
+        case SUBMIT:
+            CHECK(vkQueueSubmit(c->g->queue, 1, &submit, c->fence));
+            CHECK(vkWaitForFences(c->g->dev, 1, &c->fence, VK_TRUE, UINT64_MAX));
+            CHECK(vkResetFences(c->g->dev, 1, &c->fence));
+            break;
+        case RECORD:
+            CHECK(vkBeginCommandBuffer(c->cmd, &begin));
+            vkCmdCopyBuffer(c->cmd, c->src, c->dst, 1, &region);
+            CHECK(vkEndCommandBuffer(c->cmd));
+            break;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: c_calls create|submit|record N\n");
+        return 2;
+    }
+    enum what w = !strcmp(argv[1], "create") ? CREATE : !strcmp(argv[1], "submit") ? SUBMIT : RECORD;
+    uint32_t n = parse_iters(argv[2]);
+    VkInstance inst = create_instance(VK_API_VERSION_1_1, NULL, 0, NULL, 0, NULL);
+    struct gpu g = gpu_create(inst);
+    struct ctx c = {.g = &g};
+
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    CHECK(vkCreateFence(g.dev, &fci, NULL, &c.fence));
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = g.family,
+    };
+    VkCommandPool pool;
+    CHECK(vkCreateCommandPool(g.dev, &pci, NULL, &pool));
+    VkCommandBufferAllocateInfo cai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    CHECK(vkAllocateCommandBuffers(g.dev, &cai, &c.cmd));
+    struct buffer src = buffer_create(&g, 4096, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, MEM_STAGING);
+    struct buffer dst = buffer_create(&g, 4096, VK_BUFFER_USAGE_TRANSFER_DST_BIT, MEM_STAGING);
+    c.src = src.buf;
+    c.dst = dst.buf;
+
+    bench_loop(&c, w, n);
+
+    buffer_destroy(&g, &src);
+    buffer_destroy(&g, &dst);
+    vkDestroyCommandPool(g.dev, pool, NULL);
+    vkDestroyFence(g.dev, c.fence, NULL);
+    vkDestroyDevice(g.dev, NULL);
+    vkDestroyInstance(inst, NULL);
+    printf("done %u\n", n);
+    return 0;
+}
