@@ -1,6 +1,6 @@
 /* Per-call cost microbenchmark (issue 15), for instruction counts under callgrind:
  *
- *   c_calls create N   vkCreateBuffer + vkDestroyBuffer of a 4 KiB buffer, N times
+ *   c_calls create N [BYTES]   vkCreateBuffer + vkDestroyBuffer of a 4 KiB (or BYTES) buffer, N times
  *   c_calls submit N   an empty vkQueueSubmit with a fence, vkWaitForFences, vkResetFences
  *   c_calls record N   vkBeginCommandBuffer, one 4 KiB vkCmdCopyBuffer, vkEndCommandBuffer
  *
@@ -18,11 +18,13 @@ struct ctx {
     VkBuffer src, dst;
 };
 
+static VkDeviceSize create_size = 4096;
+
 static VkBufferCreateInfo small_buffer(void)
 {
     VkBufferCreateInfo bci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-        .size = 4096,
+        .size = create_size,
         .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
@@ -64,11 +66,13 @@ __attribute__((noinline)) static void bench_loop(struct ctx *c, enum what w, uin
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: c_calls create|submit|record N\n");
+        fprintf(stderr, "usage: c_calls create|submit|record N [BYTES]\n");
         return 2;
     }
     enum what w = !strcmp(argv[1], "create") ? CREATE : !strcmp(argv[1], "submit") ? SUBMIT : RECORD;
     uint32_t n = parse_iters(argv[2]);
+    if (argc > 3)
+        create_size = strtoull(argv[3], NULL, 10);
     VkInstance inst = create_instance(VK_API_VERSION_1_1, NULL, 0, NULL, 0, NULL);
     struct gpu g = gpu_create(inst);
     struct ctx c = {.g = &g};

@@ -28,9 +28,9 @@ hook! {
             let mut req = vk::MemoryRequirements::default();
             (cx.dev.fp.get_buffer_memory_requirements)(device, *out, &mut req);
             let (key, stack) = if cx.dev.wants_key(i.size) {
-                let site = crate::profile::callsite::capture(cx.dev.settings.stack_depth as usize);
-                let key = cx.dev.state.buffer_keys.key(site.hash, i.size, i.usage.as_raw(), i.flags.as_raw());
-                (Some(key), site.frames)
+                let (hash, frames) = crate::profile::callsite::site(cx.dev);
+                let key = cx.dev.state.buffer_keys.key(hash, i.size, i.usage.as_raw(), i.flags.as_raw());
+                (Some(key), frames)
             } else {
                 (None, Vec::new())
             };

@@ -71,9 +71,9 @@ hook! {
             let i = &*app_info;
             let alloc_flags = allocate_flags(i);
             let (key, stack) = if cx.dev.wants_key(i.allocation_size) {
-                let site = crate::profile::callsite::capture(cx.dev.settings.stack_depth as usize);
-                let key = cx.dev.state.memory_keys.key(site.hash, i.allocation_size, i.memory_type_index, alloc_flags);
-                (Some(key), site.frames)
+                let (hash, frames) = crate::profile::callsite::site(cx.dev);
+                let key = cx.dev.state.memory_keys.key(hash, i.allocation_size, i.memory_type_index, alloc_flags);
+                (Some(key), frames)
             } else {
                 (None, Vec::new())
             };

@@ -46,25 +46,17 @@ impl CallSite {
 
     /// The hash of a list of module-relative frames (also usable by tests and the analyzer).
     pub fn hash_frames(frames: &[Frame]) -> u64 {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |bytes: &[u8]| {
-            for b in bytes {
-                h ^= *b as u64;
-                h = h.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-        };
+        let mut h = FNV_OFFSET;
         for f in frames {
-            eat(f.module.as_bytes());
-            eat(&[0]);
-            eat(&f.offset.to_le_bytes());
+            eat_frame(&mut h, &f.module, f.offset);
         }
         h
     }
 }
 
-/// One raw frame resolved with `dladdr`.
-struct Resolved {
-    module: String,
+/// One raw frame resolved to its module (borrowed from the module cache: no allocation).
+struct Resolved<'a> {
+    module: &'a str,
     base: usize,
     addr: usize,
 }
@@ -82,12 +74,16 @@ struct ModuleCache {
     adds: u64,
     subs: u64,
     modules: Vec<Module>,
+    /// Every PT_LOAD range as `(start, end, module index)`, sorted by start: a frame's module
+    /// is one binary search away.
+    spans: Vec<(usize, usize, usize)>,
 }
 
 static MODULES: RwLock<ModuleCache> = RwLock::new(ModuleCache {
     adds: u64::MAX,
     subs: u64::MAX,
     modules: Vec::new(),
+    spans: Vec::new(),
 });
 
 /// `(dlpi_adds, dlpi_subs)`: how many objects were ever loaded and unloaded.
@@ -138,35 +134,50 @@ fn load_modules() -> Vec<Module> {
     v
 }
 
-fn resolve_in(modules: &[Module], addr: usize) -> Option<Resolved> {
-    let m = modules
+fn spans_of(modules: &[Module]) -> Vec<(usize, usize, usize)> {
+    let mut v: Vec<(usize, usize, usize)> = modules
         .iter()
-        .find(|m| m.ranges.iter().any(|&(a, b)| addr >= a && addr < b))?;
+        .enumerate()
+        .flat_map(|(i, m)| m.ranges.iter().map(move |&(a, b)| (a, b, i)))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn resolve_in(c: &ModuleCache, addr: usize) -> Option<Resolved<'_>> {
+    let i = c.spans.partition_point(|s| s.0 <= addr);
+    let &(_, end, m) = c.spans.get(i.checked_sub(1)?)?;
+    if addr >= end {
+        return None;
+    }
+    let m = &c.modules[m];
     Some(Resolved {
-        module: m.name.clone(),
+        module: &m.name,
         base: m.bias,
         addr,
     })
 }
 
-/// Resolve many addresses under one look at the loader's state.
-fn resolve_all(addrs: &[usize]) -> Vec<Option<Resolved>> {
+/// Runs `f` on the module cache under its read lock, refreshed first when the loader's counters
+/// moved. `f` never runs under the write lock, and must not call back in here (a read lock
+/// taken twice by one thread can wait behind a writer).
+fn with_modules<R>(f: impl FnOnce(&ModuleCache) -> R) -> R {
     let now = loader_counters();
-    {
-        let c = MODULES.read().unwrap_or_else(|p| p.into_inner());
-        if (c.adds, c.subs) == now {
-            return addrs.iter().map(|&a| resolve_in(&c.modules, a)).collect();
+    loop {
+        {
+            let c = MODULES.read().unwrap_or_else(|p| p.into_inner());
+            if (c.adds, c.subs) == now {
+                return f(&c);
+            }
+        }
+        let mut c = MODULES.write().unwrap_or_else(|p| p.into_inner());
+        if (c.adds, c.subs) != now {
+            c.modules = load_modules();
+            c.spans = spans_of(&c.modules);
+            c.adds = now.0;
+            c.subs = now.1;
         }
     }
-    let mut c = MODULES.write().unwrap_or_else(|p| p.into_inner());
-    c.modules = load_modules();
-    c.adds = now.0;
-    c.subs = now.1;
-    addrs.iter().map(|&a| resolve_in(&c.modules, a)).collect()
-}
-
-fn resolve(addr: usize) -> Option<Resolved> {
-    resolve_all(&[addr]).pop().flatten()
 }
 
 fn exe_basename() -> &'static str {
@@ -183,9 +194,7 @@ fn exe_basename() -> &'static str {
 fn own_base() -> usize {
     static BASE: OnceLock<usize> = OnceLock::new();
     *BASE.get_or_init(|| {
-        resolve(own_base as *const () as usize)
-            .map(|r| r.base)
-            .unwrap_or(0)
+        with_modules(|c| resolve_in(c, own_base as *const () as usize).map(|r| r.base)).unwrap_or(0)
     })
 }
 
@@ -197,59 +206,116 @@ pub fn is_loader_or_layer(module: &str) -> bool {
 
 /// The production skip rule: this layer's own module, the loader, other layers.
 fn skip_layer_frames(r: &Resolved) -> bool {
-    r.base == own_base() || is_loader_or_layer(&r.module)
+    r.base == own_base() || is_loader_or_layer(r.module)
 }
 
-/// Capture the application's call site, `depth` frames deep (clamped to 1..=MAX_DEPTH).
+/// Capture the application's call site, `depth` frames deep (clamped to 1..=MAX_DEPTH), with
+/// the frames (profile mode writes them into the trace).
 #[inline(never)]
 pub fn capture(depth: usize) -> CallSite {
     capture_with(depth, &skip_layer_frames)
+}
+
+/// The site hash alone, equal to [`capture`]'s: what enforce mode needs to recognise a buffer.
+/// No frame is named or allocated.
+#[inline(never)]
+pub fn capture_hash(depth: usize) -> u64 {
+    let mut h = FNV_OFFSET;
+    walk(depth, &skip_layer_frames, &mut |module, offset| {
+        eat_frame(&mut h, module, offset)
+    });
+    with_thread(h)
+}
+
+/// The call site of an object `dev` creates: its hash, and its frames when profile mode writes
+/// them into the trace (enforce needs the hash alone, which costs no allocation).
+pub fn site(dev: &crate::dispatch::DeviceData) -> (u64, Vec<Frame>) {
+    let depth = dev.settings.stack_depth as usize;
+    if dev.profile().is_some() {
+        let s = capture(depth);
+        (s.hash, s.frames)
+    } else {
+        (capture_hash(depth), Vec::new())
+    }
 }
 
 /// Like [`capture`], with the rule that drops leading frames given by the caller (tests run
 /// the layer's code inside the test executable, where "our own module" is everything).
 #[inline(never)]
 fn capture_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallSite {
+    let mut frames = Vec::with_capacity(depth.clamp(1, MAX_DEPTH));
+    walk(depth, skip_leading, &mut |module, offset| {
+        frames.push(Frame {
+            module: module.to_string(),
+            offset,
+        })
+    });
+    CallSite {
+        hash: with_thread(CallSite::hash_frames(&frames)),
+        frames,
+    }
+}
+
+/// The frames of the current call from the application's call on: `visit(module, offset)` for
+/// each of at most `depth` frames (leading frames `skip_leading` names are dropped). An address
+/// in no module (JIT code) is visited as `("?", 0)`: the depth still counts, without the
+/// run-dependent address.
+#[inline(always)]
+fn walk(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool, visit: &mut dyn FnMut(&str, u64)) {
+    own_base(); // initialised here, not from `skip_leading` under the module cache's lock
     let depth = depth.clamp(1, MAX_DEPTH);
     let mut buf = [std::ptr::null_mut::<c_void>(); MAX_DEPTH + SLACK];
     let want = (depth + SLACK).min(buf.len()) as c_int;
     // SAFETY: `buf` has room for `want` pointers.
     let n = unsafe { backtrace(buf.as_mut_ptr(), want) }.max(0) as usize;
-    let addrs: Vec<usize> = buf[..n].iter().map(|&a| a as usize).collect();
-    let mut frames = Vec::with_capacity(depth);
-    let mut leading = true;
-    for r in resolve_all(&addrs) {
-        let Some(r) = r else {
-            // An address in no module (JIT code): keep a placeholder so the depth still
-            // counts, but without the run-dependent address.
-            if !leading {
-                frames.push(Frame {
-                    module: "?".into(),
-                    offset: 0,
-                });
-                if frames.len() == depth {
-                    break;
+    with_modules(|c| {
+        let mut kept = 0;
+        let mut leading = true;
+        for &a in &buf[..n] {
+            match resolve_in(c, a as usize) {
+                None if leading => continue,
+                None => visit("?", 0),
+                Some(r) => {
+                    if leading && skip_leading(&r) {
+                        continue;
+                    }
+                    leading = false;
+                    visit(r.module, r.addr.wrapping_sub(r.base) as u64);
                 }
             }
-            continue;
-        };
-        if leading && skip_leading(&r) {
-            continue;
+            kept += 1;
+            if kept == depth {
+                break;
+            }
         }
-        leading = false;
-        frames.push(Frame {
-            module: r.module,
-            offset: r.addr.wrapping_sub(r.base) as u64,
-        });
-        if frames.len() == depth {
-            break;
-        }
+    });
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+#[inline]
+fn fnv(h: &mut u64, bytes: &[u8]) {
+    for b in bytes {
+        *h ^= *b as u64;
+        *h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    let mut hash = CallSite::hash_frames(&frames);
-    if let Some(name) = thread_tag() {
-        hash = CallSite::mix_thread(hash, &name);
+}
+
+/// One frame into a site hash: the module's bytes, a 0 byte, the offset as 8 little-endian
+/// bytes (the one definition both [`CallSite::hash_frames`] and [`capture_hash`] use).
+#[inline]
+fn eat_frame(h: &mut u64, module: &str, offset: u64) {
+    fnv(h, module.as_bytes());
+    fnv(h, &[0]);
+    fnv(h, &offset.to_le_bytes());
+}
+
+/// A site hash mixed with the calling thread's name, when the application named the thread.
+fn with_thread(h: u64) -> u64 {
+    match thread_tag() {
+        Some(name) => CallSite::mix_thread(h, &name),
+        None => h,
     }
-    CallSite { hash, frames }
 }
 
 /// The name of the calling thread when the application gave it one: objects created by the same
@@ -290,10 +356,8 @@ fn thread_tag() -> Option<String> {
 impl CallSite {
     /// Mix a thread name into a site hash (FNV-1a continued over `"\0thread\0" + name`).
     pub fn mix_thread(mut h: u64, name: &str) -> u64 {
-        for b in b"\0thread\0".iter().chain(name.as_bytes()) {
-            h ^= *b as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        fnv(&mut h, b"\0thread\0");
+        fnv(&mut h, name.as_bytes());
         h
     }
 }
