@@ -118,6 +118,9 @@ struct Row {
     speedup: f64,
     zero_copy_speedup: f64,
     recovered: f64,
+    /// Per-round paired ratios, `[min, max]`: baseline / enforce and baseline / zero-copy.
+    speedup_range: [f64; 2],
+    zero_copy_range: [f64; 2],
     identical: bool,
     profile_identical: bool,
     note: String,
@@ -234,6 +237,13 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
         te.push(e.iter_ms);
         tz.push(z.iter_ms);
     }
+    let range = |r: &[f64]| -> [f64; 2] {
+        let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        [lo, hi]
+    };
+    let paired = |t: &[f64]| -> Vec<f64> { tb.iter().zip(t).map(|(b, x)| b / x).collect() };
+    let (speedup_range, zero_copy_range) = (range(&paired(&te)), range(&paired(&tz)));
     let (base_ms, echo_ms, zero_ms) = (median(&mut tb), median(&mut te), median(&mut tz));
     let gain_zero = base_ms - zero_ms;
     let mut note = String::new();
@@ -260,6 +270,8 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
         } else {
             f64::NAN
         },
+        speedup_range,
+        zero_copy_range,
         identical: echo_sum == base_sum,
         profile_identical: prof.checksum == base_sum,
         note,
@@ -362,7 +374,7 @@ pub fn main(args: &[String]) -> i32 {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<11} {:<9} {:>4} {:<22} {:>8} {:>10} {:>8} {:>10} {:>9} {:>9}",
+        "{:<11} {:<9} {:>4} {:<22} {:>8} {:>10} {:>9} {:>10} {:>10} {:>9}",
         "sample",
         "kind",
         "MiB",
@@ -381,21 +393,33 @@ fn print_table(rows: &[Row]) {
             (0, false) => format!("refused: {}", r.rejected.join(",")),
             (n, false) => format!("{n} grp; refused {}", r.rejected.join(",")),
         };
-        let rec = if r.recovered.is_finite() {
-            format!("{:.0}%", r.recovered * 100.0)
+        // A ratio whose rounds straddle 1.00x is inside the noise: marked, not read as a result.
+        let noisy = |[lo, hi]: [f64; 2]| lo <= 1.0 && hi >= 1.0;
+        let ratio =
+            |x: f64, range: [f64; 2]| format!("{x:.2}x{}", if noisy(range) { "~" } else { " " });
+        let elided = r.regions_elided > 0;
+        let speedup = if elided {
+            ratio(r.speedup, r.speedup_range)
         } else {
-            "-".into()
+            "– ".into() // echo changed nothing: any difference is the machine's
+        };
+        let rec = if !elided || !r.recovered.is_finite() {
+            "– ".into()
+        } else if noisy(r.speedup_range) || noisy(r.zero_copy_range) {
+            format!("{:.0}%~", r.recovered * 100.0)
+        } else {
+            format!("{:.0}% ", r.recovered * 100.0)
         };
         println!(
-            "{:<11} {:<9} {:>4} {:<22} {:>8} {:>10} {:>7.2}x {:>9.2}x {:>9} {:>9}",
+            "{:<11} {:<9} {:>4} {:<22} {:>8} {:>10} {:>9} {:>10} {:>10} {:>9}",
             r.sample,
             r.kind,
             r.size_mib,
             plan,
             r.regions_elided,
             human_bytes(r.bytes_elided),
-            r.speedup,
-            r.zero_copy_speedup,
+            speedup,
+            ratio(r.zero_copy_speedup, r.zero_copy_range),
             rec,
             if r.identical && r.profile_identical {
                 "yes"
@@ -407,7 +431,8 @@ fn print_table(rows: &[Row]) {
             println!("{:<11} note: {}", "", r.note);
         }
     }
-    println!("\nspeedup = staging baseline / enforce (median iteration time of interleaved runs); zero-copy = the hand-written twin; recovered = (base - echo) / (base - zero-copy).");
+    println!("\nspeedup = staging baseline / enforce (median iteration time of interleaved runs); zero-copy = the hand-written twin; recovered = (base - echo) / (base - zero-copy); – = echo elided nothing, so there is nothing to measure.");
+    println!("~ = inside the noise: the per-round ratios straddle 1.00x (for recovered: the speedup's or the twin's do); not a result — rerun with more --rounds on a quieter machine.");
     println!("elided, bytes = copy regions the layer dropped as self-copies in one enforce run (every iteration, one-time uploads included), and their bytes.");
     println!("identical = the output checksum without the layer equals the one under profile and under enforce.");
 }
