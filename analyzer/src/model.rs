@@ -13,7 +13,7 @@
 use crate::trace::{
     Access, CopyRegion, Event, Frame, MemReq, ObjectKey, SubmitBatch, Trace, UseKind,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub type BufId = usize;
 pub type MemId = usize;
@@ -242,6 +242,10 @@ impl Model {
         // Command buffer handle → index of its current recording.
         let mut cmd_of: HashMap<u64, usize> = HashMap::new();
         let mut pending: Vec<SubId> = Vec::new();
+        // Buffers the trace never saw created (bound before tracing began, imported, made by a
+        // layer below) that commands use: handle → (first event, uses, commands). Explained
+        // once each at the end, not warned per command.
+        let mut unknown: BTreeMap<u64, (u64, u64, BTreeSet<String>)> = BTreeMap::new();
 
         for rec in &trace.records {
             let seq = rec.seq;
@@ -390,7 +394,13 @@ impl Model {
                     regions,
                 } => {
                     let (Some(&s), Some(&d)) = (buf_of.get(src), buf_of.get(dst)) else {
-                        m.warn(format!("event {seq}: copy between unknown buffers ignored"));
+                        for b in [src, dst] {
+                            if !buf_of.contains_key(b) {
+                                let e = unknown.entry(*b).or_insert((seq, 0, BTreeSet::new()));
+                                e.1 += 1;
+                                e.2.insert("vkCmdCopyBuffer".into());
+                            }
+                        }
                         continue;
                     };
                     let op = Op {
@@ -406,10 +416,9 @@ impl Model {
                 Event::CmdUse { cmd, command, uses } => {
                     for u in uses {
                         let Some(&b) = buf_of.get(&u.buffer) else {
-                            m.warn(format!(
-                                "event {seq}: {command} uses unknown buffer {:#x}; ignored",
-                                u.buffer
-                            ));
+                            let e = unknown.entry(u.buffer).or_insert((seq, 0, BTreeSet::new()));
+                            e.1 += 1;
+                            e.2.insert(command.clone());
                             continue;
                         };
                         let bsize = m.buffers[b].size;
@@ -532,6 +541,13 @@ impl Model {
                     None => m.warn(format!("event {seq}: host access to unknown buffer {buffer:#x}")),
                 },
             }
+        }
+        for (handle, (first, uses, commands)) in unknown {
+            m.warn(format!(
+                "buffer {handle:#x} is not in the trace (created before tracing began, imported, or made by a layer below): {uses} use{} by {} from event {first} ignored, and no pair can involve it",
+                if uses == 1 { "" } else { "s" },
+                commands.into_iter().collect::<Vec<_>>().join(", ")
+            ));
         }
         m.touched = (0..m.submissions.len())
             .map(|s| m.touched_by(s).into_keys().collect())

@@ -1179,3 +1179,26 @@ fn buffers_without_identity_are_never_paired() {
     assert!(msg.contains("no identity"), "{msg}");
     assert!(a.plan.groups.is_empty());
 }
+
+/// A buffer the trace never saw created (bound before tracing, imported, from a layer below) is
+/// explained once, with how often it was used, not warned per command.
+#[test]
+fn unknown_buffer_is_explained_once() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    upload_loop(&mut t, h, d, 3);
+    for _ in 0..3 {
+        t.run(&[Cmd::ReadWrite(0xdead)]);
+    }
+    t.run(&[Cmd::Copy(0xdead, d.buf, MIB)]);
+    let a = t.analyze();
+    let about: Vec<&String> = a.warnings.iter().filter(|w| w.contains("0xdead")).collect();
+    assert_eq!(about.len(), 1, "{:#?}", a.warnings);
+    assert!(
+        about[0].contains("4 uses by vkCmdCopyBuffer, vkCmdDispatch"),
+        "{}",
+        about[0]
+    );
+    accepted(decision(&a, 1, 2));
+}
