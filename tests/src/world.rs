@@ -260,3 +260,19 @@ pub fn private_env(dir: &Path) -> Vec<(String, String)> {
     }
     env
 }
+
+/// Every file under `dir`, recursively (none when it cannot be read).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

@@ -14,10 +14,10 @@
 //!   output, no validation message, within a time bound.
 
 use echo_tests::samples::{run_command, samples_bin, SampleRun};
-use echo_tests::world::{echo_warnings, repo_root, run_within, Layers, World};
+use echo_tests::world::{echo_warnings, files_under, repo_root, run_within, Layers, World};
 use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 const ARGS: [&str; 5] = ["saxpy", "--size-kib", "256", "--iters", "2"];
@@ -192,21 +192,6 @@ fn with_umask0(w: &World, program: &Path, args: &[&str], env: &[(&str, &str)]) -
         cmd.env(k, v);
     }
     run_command(cmd)
-}
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(files_under(&p));
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 #[test]

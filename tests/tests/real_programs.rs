@@ -25,7 +25,7 @@
 //! `echo_tests::world::artifact`).
 
 use echo_tests::samples::validation_env;
-use echo_tests::world::{artifact, run_within, Layers, World};
+use echo_tests::world::{artifact, files_under, run_within, Layers, World};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -572,20 +572,6 @@ fn two_devices_concurrent_validation() {
 }
 
 // ------------------------------------------------------------------ (d) c_no_cleanup
-
-/// Files under `dir`, recursively.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
 
 /// A program that never destroys anything: the trace is complete, auto analyzes at process exit
 /// and applies the plan next time, and enforce still writes its statistics.
