@@ -815,15 +815,12 @@ fn unvalidated_staging_buffer_refuses_its_own_pairs_only() {
 fn write_before_bind_is_a_host_write_at_the_bind() {
     let mut t = T::new();
     let d = t.device(MIB);
-    let h = t.create(MIB, SRC | DST, 0);
-    let mem = t.alloc(MIB, 0, Some(h));
-    t.map(mem);
-    t.push(Event::UnmapMemory { memory: mem });
+    let h = t.filled_unbound(MIB);
     let (_, fence) = t.submit(&[Cmd::ReadWrite(d.buf)]);
-    let bind = t.bind(h, mem, 0);
+    let bind = t.bind(h.buf, h.mem, 0);
     t.wait(fence);
     for _ in 0..3 {
-        t.run(&[Cmd::Copy(h, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
     }
     let a = t.analyze();
     let (c, ev, msg) = rejected(decision(&a, 2, 1));
@@ -832,16 +829,13 @@ fn write_before_bind_is_a_host_write_at_the_bind() {
     // The same order with the GPU idle at the bind: accepted (enforce carries the bytes).
     let mut t = T::new();
     let d = t.device(MIB);
-    let h = t.create(MIB, SRC | DST, 0);
-    let mem = t.alloc(MIB, 0, Some(h));
-    t.map(mem);
-    t.push(Event::UnmapMemory { memory: mem });
-    t.bind(h, mem, 0);
+    let h = t.filled_unbound(MIB);
+    t.bind(h.buf, h.mem, 0);
     // (The staging bytes are uploaded again unchanged every iteration, as renderers do, so the
     // dispatch only reads the device buffer: writing it would change what the next copy
     // brings, and S1 refuses that.)
     for _ in 0..3 {
-        t.run(&[Cmd::Copy(h, d.buf, MIB), Cmd::Read(d.buf)]);
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::Read(d.buf)]);
     }
     accepted(decision(&t.analyze(), 2, 1));
 }

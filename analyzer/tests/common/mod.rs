@@ -205,6 +205,16 @@ impl T {
         Buf { buf, mem }
     }
 
+    /// A staging buffer the renderer way: its own allocation mapped, (unseen) host writes,
+    /// unmapped — and the buffer not bound yet.
+    pub fn filled_unbound(&mut self, size: u64) -> Buf {
+        let buf = self.create(size, SRC | DST, 0);
+        let mem = self.alloc(size, 0, Some(buf));
+        self.map(mem);
+        self.push(Event::UnmapMemory { memory: mem });
+        Buf { buf, mem }
+    }
+
     /// A device buffer in its own allocation, never mapped.
     pub fn device(&mut self, size: u64) -> Buf {
         let buf = self.create(size, STORAGE | SRC | DST, 0);

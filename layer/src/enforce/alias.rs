@@ -904,15 +904,21 @@ impl Enforcer {
             return;
         }
         let mut inner = self.lock();
-        self.force_pending(dev, &mut inner, |h, _| h == buffer);
+        self.force_pending(dev, &mut inner, |h, _, _| h == buffer);
     }
 
-    fn force_pending(&self, dev: &DeviceData, inner: &mut Inner, pick: impl Fn(u64, u64) -> bool) {
+    /// Binds as asked every held-back guest `pick(buffer, memory, slot)` selects.
+    fn force_pending(
+        &self,
+        dev: &DeviceData,
+        inner: &mut Inner,
+        pick: impl Fn(u64, u64, Slot) -> bool,
+    ) {
         let due: Vec<(u64, Slot, u64, u64)> = inner
             .bufs
             .iter()
             .filter_map(|(&h, b)| match (b.bind, b.guest) {
-                (Bind::Pending { memory, offset }, Some(s)) if pick(h, memory) => {
+                (Bind::Pending { memory, offset }, Some(s)) if pick(h, memory, s) => {
                     Some((h, s, memory, offset))
                 }
                 _ => None,
@@ -953,14 +959,8 @@ impl Enforcer {
             // host writes through this map lands in its own allocation and is carried into the
             // shared range when it is finally bound there (or, if the allocation is still
             // mapped then, it is bound as asked). Any other guest is bound as asked now.
-            let staging: HashSet<u64> = inner
-                .bufs
-                .iter()
-                .filter(|(_, b)| matches!(b.guest, Some(Slot::Staging(..))))
-                .map(|(&h, _)| h)
-                .collect();
-            self.force_pending(dev, &mut inner, |h, m| {
-                m == memory && (self.skip_carry || !staging.contains(&h))
+            self.force_pending(dev, &mut inner, |_, m, slot| {
+                m == memory && (self.skip_carry || !matches!(slot, Slot::Staging(..)))
             });
         }
         let msize = dev.state.memory.get(&memory).map_or(0, |m| m.size);
