@@ -3,11 +3,17 @@
  *   c_calls create N [BYTES]   vkCreateBuffer + vkDestroyBuffer of a 4 KiB (or BYTES) buffer, N times
  *   c_calls submit N   an empty vkQueueSubmit with a fence, vkWaitForFences, vkResetFences
  *   c_calls record N   vkBeginCommandBuffer, one 4 KiB vkCmdCopyBuffer, vkEndCommandBuffer
+ *   c_calls where      for each device command the layer can hook, the shared object that the
+ *                      device's dispatch pointer (vkGetDeviceProcAddr) lives in: "NAME OBJECT".
+ *                      A command whose pointer is not in echo runs no echo instruction at all.
  *
  * Only `bench_loop` is meant to be counted (`valgrind --tool=callgrind
  * --toggle-collect=bench_loop`): instance and device creation stay out, and the difference of two
  * loop lengths gives the cost of one iteration on the calling thread. Prints "done N". */
+#define _GNU_SOURCE /* dladdr */
 #include "common.h"
+
+#include <dlfcn.h>
 
 enum what { CREATE, SUBMIT, RECORD };
 
@@ -63,8 +69,40 @@ __attribute__((noinline)) static void bench_loop(struct ctx *c, enum what w, uin
     }
 }
 
+/* The shared object (its file name alone) that holds `f`, or "?" when dladdr cannot tell. */
+static const char *object_of(PFN_vkVoidFunction f)
+{
+    Dl_info info;
+    if (!f)
+        return "(none)";
+    if (!dladdr((void *)f, &info) || !info.dli_fname)
+        return "?";
+    const char *slash = strrchr(info.dli_fname, '/');
+    return slash ? slash + 1 : info.dli_fname;
+}
+
+static int where(void)
+{
+    static const char *const names[] = {
+        "vkAllocateMemory", "vkFreeMemory", "vkMapMemory", "vkUnmapMemory",
+        "vkCreateBuffer", "vkDestroyBuffer", "vkBindBufferMemory", "vkGetBufferMemoryRequirements",
+        "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkCmdCopyBuffer", "vkCmdDispatch",
+        "vkCmdPipelineBarrier", "vkCmdBindDescriptorSets", "vkUpdateDescriptorSets",
+        "vkQueueSubmit", "vkQueueWaitIdle", "vkWaitForFences", "vkResetFences", "vkDeviceWaitIdle",
+    };
+    VkInstance inst = create_instance(VK_API_VERSION_1_1, NULL, 0, NULL, 0, NULL);
+    struct gpu g = gpu_create(inst);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        printf("%s %s\n", names[i], object_of(vkGetDeviceProcAddr(g.dev, names[i])));
+    vkDestroyDevice(g.dev, NULL);
+    vkDestroyInstance(inst, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "where"))
+        return where();
     if (argc < 3) {
         fprintf(stderr, "usage: c_calls create|submit|record N [BYTES]\n");
         return 2;

@@ -40,11 +40,16 @@ fn release_layer() -> PathBuf {
 
 /// A world whose echo (if any) is the release library.
 fn world(mode: Option<&'static str>) -> World {
-    let w = World::new(Layers {
+    release_world(Layers {
         echo: mode,
         ..Default::default()
-    });
-    if mode.is_some() {
+    })
+}
+
+/// `World::new(layers)` with echo's manifest pointing at the release library.
+fn release_world(layers: Layers) -> World {
+    let w = World::new(layers);
+    if layers.echo.is_some() {
         let manifest = w.dir.join("data/vulkan/implicit_layer.d/VkLayer_echo.json");
         let mut m: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
@@ -165,4 +170,65 @@ fn per_call_instruction_budgets() {
     }
     println!("instructions per iteration on the calling thread (callgrind):\n{table}");
     assert!(failures.is_empty(), "{}\n{table}", failures.join("\n"));
+}
+
+/// The commands echo can hook, each with the shared object its device dispatch pointer lives in
+/// (`c_calls where`), in world `w`.
+fn dispatch_objects(w: &World) -> Vec<(String, String)> {
+    let o = w.command(&c_calls(), &["where"]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "c_calls where failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows: Vec<(String, String)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (a, b) = l.split_once(' ')?;
+            Some((a.to_string(), b.to_string()))
+        })
+        .collect();
+    assert!(rows.len() >= 20, "c_calls where printed {rows:?}");
+    rows
+}
+
+/// The commands of world `w` whose device dispatch pointer lives in echo's library.
+fn in_echo(w: &World) -> Vec<String> {
+    dispatch_objects(w)
+        .into_iter()
+        .filter(|(_, o)| o.starts_with("libVkLayer_echo.so"))
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// "An inactive device adds 0 instructions to device commands" (issue 15), shown without a
+/// counter: the device's dispatch pointers of an inactive device are the driver's own, so no
+/// device command enters echo. Control: on lavapipe (unified memory) under enforce the same
+/// check finds echo in the path of the commands it hooks.
+#[test]
+fn inactive_devices_never_enter_echo() {
+    let active = in_echo(&world(Some("enforce")));
+    for hooked in [
+        "vkCreateBuffer",
+        "vkBindBufferMemory",
+        "vkCmdCopyBuffer",
+        "vkQueueSubmit",
+    ] {
+        assert!(
+            active.iter().any(|n| n == hooked),
+            "control: {hooked} should enter echo on an active device (in echo: {active:?})"
+        );
+    }
+    let none: Vec<String> = Vec::new();
+    assert_eq!(in_echo(&world(None)), none, "no layer");
+    assert_eq!(in_echo(&world(Some("off"))), none, "mode=off");
+    for mode in ["auto", "profile", "enforce"] {
+        // The test layer below echo presents a discrete GPU's memory table: echo stays inactive.
+        let w = release_world(Layers {
+            echo: Some(mode),
+            test_layer: true,
+            validation: false,
+        });
+        assert_eq!(in_echo(&w), none, "discrete table, mode={mode}");
+    }
 }

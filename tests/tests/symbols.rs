@@ -94,6 +94,26 @@ fn layer_library_binds_its_own_exports_internally() {
     );
 }
 
+/// The test layer below echo is loaded into the same `-lvulkan` programs (tests/c), so it must
+/// bind its own exports internally too: without it `vkCreateInstance` under echo hung there.
+#[test]
+fn test_layer_binds_its_own_exports_internally() {
+    let lib = artifact("libVkLayer_echo_test_discrete.so");
+    let names = exported(&lib);
+    assert!(
+        names.iter().any(|e| e == "vkGetInstanceProcAddr"),
+        "{} exports {names:?}",
+        lib.display()
+    );
+    let bad = interposable_relocations(&lib, &names);
+    assert!(
+        bad.is_empty(),
+        "{} refers to its own exported names through interposable relocations (link with -Bsymbolic):\n{}",
+        lib.display(),
+        bad.join("\n")
+    );
+}
+
 /// The detector has teeth: a library that hands out a pointer to its own exported function,
 /// linked without `-Bsymbolic`, has exactly such a relocation; with `-Bsymbolic` it has none.
 #[test]
