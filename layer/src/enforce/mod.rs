@@ -16,7 +16,7 @@
 mod alias;
 mod copy;
 
-pub use alias::Enforcer;
+pub use alias::{Enforcer, FreeAction, Unmap};
 
 use crate::dispatch::{Decision, DeviceData, InstanceData};
 use crate::log;
@@ -263,7 +263,7 @@ pub fn on_create_device(dev: &DeviceData) {
         return;
     };
     let ctx = crate::context::gather(inst, dev.physical_device);
-    let s = start(
+    let mut s = start(
         inst,
         dev.physical_device,
         &dev.decision,
@@ -271,6 +271,14 @@ pub fn on_create_device(dev: &DeviceData) {
         &ctx,
         dev.index,
     );
+    if let Start::Enforce(e) = &mut s {
+        // Allocations may be left unmade only where echo follows every command that takes one.
+        e.set_memory_commands(echo_analyzer::apply::memory_commands_followed(
+            dev.extensions.iter().map(String::as_str),
+            dev.sparse_binding,
+            dev.api_version,
+        ));
+    }
     if let Start::Profile { trace, .. } = &s {
         if let Some(other) = crate::profile::sink::global()
             .and_then(|g| g.path())
