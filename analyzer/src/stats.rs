@@ -66,6 +66,10 @@ pub struct Stats {
     /// way the plan did not foresee (their bytes carried over).
     #[serde(default)]
     pub allocations_made_late: u64,
+    /// Bytes copied into the allocations made late: what they held (their range of the device
+    /// buffer's memory) and, when their staging buffer was destroyed later, what it left there.
+    #[serde(default)]
+    pub bytes_carried_late: u64,
     /// Profile mode: trace events written, and the trace path.
     #[serde(default)]
     pub trace_events: u64,
@@ -112,6 +116,7 @@ impl Stats {
             t.memory_not_allocated += s.memory_not_allocated;
             t.allocations_skipped += s.allocations_skipped;
             t.allocations_made_late += s.allocations_made_late;
+            t.bytes_carried_late += s.bytes_carried_late;
             t.trace_events += s.trace_events;
         }
         t
@@ -128,7 +133,10 @@ impl Stats {
             String::new()
         };
         let late = if self.allocations_made_late > 0 {
-            format!(", {} made late", self.allocations_made_late)
+            format!(
+                ", {} made late with {} bytes carried",
+                self.allocations_made_late, self.bytes_carried_late
+            )
         } else {
             String::new()
         };

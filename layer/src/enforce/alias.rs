@@ -58,6 +58,8 @@ pub(super) struct Counters {
     pub allocations_skipped: AtomicU64,
     /// Skipped allocations made at the driver after all (an unforeseen use).
     pub allocations_made_late: AtomicU64,
+    /// Bytes copied into allocations made late (what they held, and what their member left).
+    pub bytes_carried_late: AtomicU64,
 }
 
 /// The part a live buffer plays.
@@ -191,6 +193,9 @@ pub struct Enforcer {
     memory_ok: Result<(), String>,
     /// Some allocation was left unmade: hooks that take memory look it up only then.
     any_virtual: AtomicBool,
+    /// Test-only (`VK_ECHO_TEST_LEAK_HANDLE`): an unmap of an allocation echo did not make goes
+    /// down with echo's own handle (the planted fault that shows the test layer catches it).
+    pub(super) leak_handle: bool,
 }
 
 fn req_of(r: &vk::MemoryRequirements) -> MemReq {
@@ -258,6 +263,7 @@ impl Enforcer {
             skip_carry: false,
             memory_ok: Err("not decided yet".into()),
             any_virtual: AtomicBool::new(false),
+            leak_handle: false,
         }
     }
 
@@ -1437,6 +1443,7 @@ impl Enforcer {
         s.memory_not_allocated = ld(&c.bytes_not_allocated);
         s.allocations_skipped = ld(&c.allocations_skipped);
         s.allocations_made_late = ld(&c.allocations_made_late);
+        s.bytes_carried_late = ld(&c.bytes_carried_late);
     }
 }
 

@@ -174,6 +174,10 @@ pub fn start(
         log::warn!("VK_ECHO_TEST_NO_CARRY: bytes written before a redirected bind are left behind (for tests)");
         e.skip_carry = true;
     }
+    if env("VK_ECHO_TEST_LEAK_HANDLE").is_some_and(|v| v == "1") {
+        log::warn!("VK_ECHO_TEST_LEAK_HANDLE: echo's own memory handles are passed down at unmap (invalid, for tests)");
+        e.leak_handle = true;
+    }
     log::info!(
         "enforce: plan {} with {} group(s) for this context",
         e.plan_path.display(),

@@ -517,7 +517,9 @@ impl Enforcer {
             .bytes_not_allocated
             .fetch_sub(size, Ordering::Relaxed);
         self.c.allocations_made_late.fetch_add(1, Ordering::Relaxed);
-        self.c.bytes_carried.fetch_add(carried, Ordering::Relaxed);
+        self.c
+            .bytes_carried_late
+            .fetch_add(carried, Ordering::Relaxed);
         log::info!(
             "enforce: allocation {memory:#x} made at the driver after all ({why}): {size} bytes, {carried} carried over"
         );
@@ -616,6 +618,9 @@ impl Enforcer {
         if let Some(mut s) = dev.state.memory.get_mut(&memory) {
             s.mapped = None;
         }
+        if self.leak_handle {
+            return Unmap::Down(memory);
+        }
         let Some(m) = inner.mems.get_mut(&memory) else {
             return Unmap::Served;
         };
@@ -705,7 +710,7 @@ impl Enforcer {
                 (dev.fp.unmap_memory)(dev.handle, vk::DeviceMemory::from_raw(real));
             }
             self.c
-                .bytes_carried
+                .bytes_carried_late
                 .fetch_add(len as u64, Ordering::Relaxed);
         } else {
             log::warn!(
