@@ -19,8 +19,9 @@
 //! `vkBindBufferMemory`, `vkBindBufferMemory2` (also the KHR alias), `vkMapMemory`,
 //! `vkCreateBuffer`; FILTER is, for vkAllocateMemory, `import` (carries a
 //! `VkImportMemoryHostPointerInfoEXT`: echo's profile-mode double mapping) or `plain` (does not),
-//! and for vkMapMemory/vkBindBufferMemory `older` (an allocation other than the newest one: the
-//! samples map and bind right after allocating, echo's own enforce-mode maps come later).
+//! and for vkMapMemory/vkBindBufferMemory `older` (an allocation other than the newest one, or one
+//! a buffer is already bound into: the samples map and bind right after allocating, echo's own
+//! enforce-mode maps and redirected binds target a device allocation its buffer is bound into).
 //! A failed call returns `VK_ERROR_OUT_OF_DEVICE_MEMORY` (`vkMapMemory`:
 //! `VK_ERROR_MEMORY_MAP_FAILED`; `vkCreateBuffer`: `VK_ERROR_OUT_OF_HOST_MEMORY`) without
 //! reaching the driver, and prints one line
@@ -106,9 +107,11 @@ enum Filter {
     Import,
     /// vkAllocateMemory without it.
     Plain,
-    /// vkMapMemory / vkBindBufferMemory on an allocation other than the newest one. The samples
-    /// map and bind their own buffers' memory right after allocating it; echo's own maps (enforce:
-    /// the device allocation a staging map is redirected into) and redirected binds come later.
+    /// vkMapMemory / vkBindBufferMemory on an allocation other than the newest one, or on one a
+    /// buffer is already bound into. The samples map and bind their own buffers' memory right
+    /// after allocating it; echo's own maps (enforce: the device allocation a staging map is
+    /// redirected into) and redirected binds target a device allocation whose buffer is bound
+    /// (and, when echo leaves the staging allocation unmade, may be the newest the driver saw).
     Older,
 }
 
@@ -179,8 +182,15 @@ fn faults() -> &'static [Fault] {
 /// The newest allocation any device made (for the `older` filter).
 static NEWEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Allocations a buffer has been bound into (for the `older` filter).
+fn bound() -> &'static Mutex<std::collections::HashSet<u64>> {
+    static B: OnceLock<Mutex<std::collections::HashSet<u64>>> = OnceLock::new();
+    B.get_or_init(Default::default)
+}
+
 fn older(memory: vk::DeviceMemory) -> bool {
     memory.as_raw() != NEWEST.load(std::sync::atomic::Ordering::Relaxed)
+        || bound().lock().unwrap().contains(&memory.as_raw())
 }
 
 /// Whether this call of `command` is one to fail (`import`: it imports host memory, or for
@@ -716,6 +726,7 @@ unsafe extern "system" fn free_memory(
         if let Some(size) = m.live.remove(&memory.as_raw()) {
             m.live_bytes -= size;
         }
+        bound().lock().unwrap().remove(&memory.as_raw());
     }
     (d.fp.free_memory)(device, memory, alloc)
 }
@@ -861,7 +872,11 @@ unsafe extern "system" fn bind_buffer_memory(
     if !known(d, memory, "vkBindBufferMemory") {
         return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
     }
-    (d.fp.bind_buffer_memory)(device, buffer, memory, offset)
+    let r = (d.fp.bind_buffer_memory)(device, buffer, memory, offset);
+    if r == vk::Result::SUCCESS {
+        bound().lock().unwrap().insert(memory.as_raw());
+    }
+    r
 }
 
 macro_rules! bind2 {
@@ -877,11 +892,14 @@ macro_rules! bind2 {
             let Some(f) = d.$field else {
                 return vk::Result::ERROR_INITIALIZATION_FAILED;
             };
-            if count > 0 && !infos.is_null() {
-                for i in std::slice::from_raw_parts(infos, count as usize) {
-                    if !known(d, i.memory, "vkBindBufferMemory2") {
-                        return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
-                    }
+            let all = if count > 0 && !infos.is_null() {
+                std::slice::from_raw_parts(infos, count as usize)
+            } else {
+                &[]
+            };
+            for i in all {
+                if !known(d, i.memory, "vkBindBufferMemory2") {
+                    return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
                 }
             }
             if let Some(r) = inject(
@@ -891,7 +909,12 @@ macro_rules! bind2 {
             ) {
                 return r;
             }
-            f(device, count, infos)
+            let r = f(device, count, infos);
+            if r == vk::Result::SUCCESS {
+                let mut b = bound().lock().unwrap();
+                b.extend(all.iter().map(|i| i.memory.as_raw()));
+            }
+            r
         }
     };
 }
