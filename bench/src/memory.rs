@@ -270,9 +270,10 @@ pub fn markdown(runs: &[MemRun], o: &Opts, when: &str, png: bool) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "Measured {when} by `echo-bench {}--memory` (bench/src/memory.rs): one process per configuration, {} (3 timed iterations after 1 warm-up; the plan is made for exactly these arguments). **Device memory** is counted at the driver boundary by the test-only layer `VK_LAYER_ECHO_test_discrete` loaded *below* echo (it presents the driver's own table): every `vkAllocateMemory` that reaches the driver, and the peak of live bytes (allocations minus frees). **Peak RSS** is the process's `ru_maxrss`. A = staging sample without the layer, C = with echo enforcing the plan, D = the hand-written zero-copy twin.",
+        "Measured {when} by `echo-bench {}--memory` (bench/src/memory.rs): one process per configuration, {} MiB ({}) (3 timed iterations after 1 warm-up; the plan is made for exactly these arguments). **Device memory** is counted at the driver boundary by the test-only layer `VK_LAYER_ECHO_test_discrete` loaded *below* echo (it presents the driver's own table): every `vkAllocateMemory` that reaches the driver, and the peak of live bytes (allocations minus frees). **Peak RSS** is the process's `ru_maxrss`. A = staging sample without the layer, C = with echo enforcing the plan, D = the hand-written zero-copy twin.",
         if o.full { "--full " } else { "" },
-        format!("{} MiB ({})", o.size_mib, crate::caps_text(o))
+        o.size_mib,
+        crate::caps_text(o)
     );
     let _ = writeln!(s);
     let _ = writeln!(
