@@ -592,6 +592,80 @@ fn own_memory(m: &Model, b: BufId) -> Option<(ObjectKey, u64)> {
     (mem.owned_by(b) && !mem.key.is_anonymous()).then(|| (mem.key.clone(), bind.offset))
 }
 
+/// Whether enforce may leave staging buffer `h`'s own allocation unmade (DESIGN §6 "Memory"):
+/// `h` is a `staging_into_device` member of device buffer `d` at `delta`, and the trace shows
+/// that every byte of the allocation the application used is one of `h`'s, that enforce can
+/// recognise the allocation when it is made (its key, `h` already created, `d` already bound),
+/// and that all of it fits in `d`'s allocation where `h`'s bytes will live. The error says, for
+/// people, why the allocation is still made.
+fn skip_allocation(m: &Model, d: BufId, h: BufId, delta: i64) -> Result<(), String> {
+    let hb = &m.buffers[h];
+    let bind = hb
+        .bind
+        .as_ref()
+        .ok_or("the staging buffer was never bound")?;
+    let mem = &m.memories[bind.memory];
+    if !mem.owned_by(h) || mem.key.is_anonymous() {
+        return Err("its allocation holds other buffers too, or has no identity".into());
+    }
+    if mem.external {
+        return Err(
+            "its allocation is external memory or has a capture address, which only the driver can provide"
+                .into(),
+        );
+    }
+    if mem.key.flags != 0 {
+        return Err(format!(
+            "its allocation has allocate flags {:#x} (device address or device mask)",
+            mem.key.flags
+        ));
+    }
+    if !mem.host_visible {
+        return Err("its allocation is not host-visible".into());
+    }
+    if mem.dedicated_buffer.is_some_and(|x| x != h) {
+        return Err("its allocation is dedicated to another buffer".into());
+    }
+    let (lo, hi) = (bind.offset, bind.offset.saturating_add(hb.bound_len()));
+    if let Some(&(seq, off, len)) = mem
+        .maps
+        .iter()
+        .find(|&&(_, off, len)| off < lo || off.saturating_add(len) > hi)
+    {
+        return Err(format!(
+            "the host mapped bytes [{off}, {}) of its allocation at event {seq}, outside the staging buffer's range [{lo}, {hi})",
+            off.saturating_add(len)
+        ));
+    }
+    if hb.created > mem.allocated {
+        return Err(format!(
+            "its allocation was made (event {}) before the staging buffer was created (event {}); enforce recognises the allocation by its buffer",
+            mem.allocated, hb.created
+        ));
+    }
+    let db = m.buffers[d]
+        .bind
+        .as_ref()
+        .ok_or("the device buffer was never bound")?;
+    if db.seq > mem.allocated {
+        return Err(format!(
+            "its allocation was made (event {}) before the device buffer was bound (event {}), so where its bytes would live was not known yet",
+            mem.allocated, db.seq
+        ));
+    }
+    let dmem = &m.memories[db.memory];
+    let shift = db.offset as i128 - delta as i128 - bind.offset as i128;
+    if shift < 0 || shift + mem.size as i128 > dmem.size as i128 {
+        return Err(format!(
+            "its {}-byte allocation would lie at [{shift}, {}) of the {}-byte device allocation",
+            mem.size,
+            shift + mem.size as i128,
+            dmem.size
+        ));
+    }
+    Ok(())
+}
+
 fn make_group(
     ctx: &Ctx,
     id: u32,
@@ -606,6 +680,13 @@ fn make_group(
         .iter()
         .map(|&i| {
             let c = &cands[i];
+            let memory = own_memory(m, c.staging);
+            let skip = match (direction, &memory) {
+                (Direction::StagingIntoDevice, Some(_)) => {
+                    skip_allocation(m, d, c.staging, delta[i].unwrap_or(0))
+                }
+                _ => Err(String::new()),
+            };
             Member {
                 staging: buffer_ref(ctx, c.staging),
                 delta: delta[i].unwrap_or(0),
@@ -613,8 +694,10 @@ fn make_group(
                 copies: c.copies(),
                 bytes: c.bytes(),
                 one_time: pairing::is_one_time(m, c),
-                memory: own_memory(m, c.staging).map(|(k, _)| k),
-                memory_offset: own_memory(m, c.staging).map_or(0, |(_, o)| o),
+                memory: memory.as_ref().map(|(k, _)| k.clone()),
+                memory_offset: memory.as_ref().map_or(0, |(_, o)| *o),
+                skip_allocation: skip.is_ok(),
+                allocation_note: skip.err().unwrap_or_default(),
             }
         })
         .collect();

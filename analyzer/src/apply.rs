@@ -197,6 +197,105 @@ pub fn check_redirect(req: &MemReq, target: &Target) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Device extensions whose commands take a `VkDeviceMemory` (in a parameter or a structure)
+/// that echo does not follow. On a device with any of them enabled, enforce makes every
+/// allocation at the driver: a handle echo invents must never reach the driver.
+pub const MEMORY_EXTENSIONS_NOT_FOLLOWED: &[&str] = &[
+    "VK_KHR_map_memory2",
+    "VK_EXT_map_memory_placed",
+    "VK_KHR_external_memory_win32",
+    "VK_NV_external_memory_win32",
+    "VK_KHR_win32_keyed_mutex",
+    "VK_NV_win32_keyed_mutex",
+    "VK_FUCHSIA_external_memory",
+    "VK_NV_external_memory_rdma",
+    "VK_ANDROID_external_memory_android_hardware_buffer",
+    "VK_NV_ray_tracing",
+    "VK_KHR_video_queue",
+    "VK_EXT_metal_objects",
+    "VK_EXT_external_memory_metal",
+    "VK_NV_external_memory_sci_buf",
+    "VK_EXT_pageable_device_local_memory",
+    "VK_ARM_tensors",
+    "VK_ARM_data_graph",
+    "VK_OHOS_external_memory",
+    "VK_QNX_external_memory_screen_buffer",
+];
+
+/// Whether allocations may be left unmade on a device with these extensions, features and
+/// effective API version (the lower of the application's and the device's): every command that
+/// can name such an allocation must be one echo follows. Echo follows the Vulkan 1.0–1.3 core
+/// commands that take memory (map, unmap, flush, invalidate, commitment, buffer and image binds,
+/// free, the opaque capture address) and `vkGetMemoryFdKHR`; not `vkQueueBindSparse` (refused
+/// when the device enables `sparseBinding`) nor `vkMapMemory2` (core in 1.4).
+pub fn memory_commands_followed<'a>(
+    extensions: impl IntoIterator<Item = &'a str>,
+    sparse_binding: bool,
+    api_version: u32,
+) -> Result<(), String> {
+    if sparse_binding {
+        return Err(
+            "the device enables sparseBinding, and vkQueueBindSparse is not followed".into(),
+        );
+    }
+    let (major, minor) = (api_version >> 22 & 0x7f, api_version >> 12 & 0x3ff);
+    if (major, minor) >= (1, 4) {
+        return Err(format!(
+            "the device runs Vulkan {major}.{minor}, whose vkMapMemory2 is not followed"
+        ));
+    }
+    let mut bad: Vec<&str> = extensions
+        .into_iter()
+        .filter(|e| MEMORY_EXTENSIONS_NOT_FOLLOWED.contains(e))
+        .collect();
+    bad.sort_unstable();
+    if !bad.is_empty() {
+        return Err(format!(
+            "the device enables {}, whose commands take memory echo does not follow",
+            bad.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The structures of a `VkMemoryAllocateInfo` chain, as far as leaving the allocation unmade
+/// goes (the layer reads the chain; this decides).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllocChain {
+    /// `VkMemoryAllocateFlagsInfo::flags` (0 when absent).
+    pub flags: u32,
+    /// `VkMemoryDedicatedAllocateInfo`: `(buffer, image)` as raw handles (0: null).
+    pub dedicated: Option<(u64, u64)>,
+    /// A `VkMemoryPriorityAllocateInfoEXT` (a hint; kept when the allocation is made late).
+    pub priority: Option<u32>,
+    /// `sType` of every other structure.
+    pub other: Vec<i32>,
+}
+
+/// Whether an allocation the plan marks `skip_allocation` may be left unmade given its chain
+/// (`member`: the staging buffer whose allocation it is): only structures echo can recreate
+/// when it has to make the allocation after all. Export, import, device-address and
+/// device-mask allocations are always made.
+pub fn may_skip_allocation(chain: &AllocChain, member: u64) -> Result<(), String> {
+    if let Some(t) = chain.other.first() {
+        return Err(format!(
+            "its allocate info carries a structure of sType {t} (export, import or another extension), which only the driver can honour"
+        ));
+    }
+    if chain.flags != 0 {
+        return Err(format!(
+            "it is allocated with VkMemoryAllocateFlags {:#x}",
+            chain.flags
+        ));
+    }
+    if let Some((b, i)) = chain.dedicated {
+        if i != 0 || b != member {
+            return Err("it is dedicated to another resource".into());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +336,8 @@ mod tests {
                     one_time: false,
                     memory: None,
                     memory_offset: 0,
+                    skip_allocation: false,
+                    allocation_note: String::new(),
                 })
                 .collect(),
             direction: Direction::StagingIntoDevice,
@@ -286,6 +387,50 @@ mod tests {
             idx.role(&key("d2")),
             Some(Role::Device { group: 2, .. })
         ));
+    }
+
+    #[test]
+    fn allocations_are_left_unmade_only_where_echo_follows_every_use() {
+        assert!(memory_commands_followed(["VK_KHR_swapchain"], false, vk_version(1, 3)).is_ok());
+        let e = memory_commands_followed(
+            ["VK_KHR_swapchain", "VK_KHR_map_memory2"],
+            false,
+            vk_version(1, 3),
+        )
+        .unwrap_err();
+        assert!(e.contains("VK_KHR_map_memory2"), "{e}");
+        assert!(memory_commands_followed([], true, vk_version(1, 2))
+            .unwrap_err()
+            .contains("sparseBinding"));
+        assert!(memory_commands_followed([], false, vk_version(1, 4))
+            .unwrap_err()
+            .contains("1.4"));
+
+        let plain = AllocChain::default();
+        assert!(may_skip_allocation(&plain, 7).is_ok());
+        let own = AllocChain {
+            dedicated: Some((7, 0)),
+            priority: Some(0),
+            ..Default::default()
+        };
+        assert!(may_skip_allocation(&own, 7).is_ok());
+        assert!(may_skip_allocation(&own, 8).is_err());
+        let export = AllocChain {
+            other: vec![1000072002],
+            ..Default::default()
+        };
+        assert!(may_skip_allocation(&export, 7)
+            .unwrap_err()
+            .contains("1000072002"));
+        let bda = AllocChain {
+            flags: 2,
+            ..Default::default()
+        };
+        assert!(may_skip_allocation(&bda, 7).is_err());
+    }
+
+    fn vk_version(major: u32, minor: u32) -> u32 {
+        major << 22 | minor << 12
     }
 
     #[test]

@@ -62,6 +62,17 @@ pub struct Member {
     pub memory: Option<ObjectKey>,
     #[serde(default)]
     pub memory_offset: u64,
+    /// Enforce need not make the staging buffer's own allocation (`memory`) at the driver: every
+    /// byte the trace saw of it belongs to this member, whose bytes live in the device buffer's
+    /// memory (DESIGN §6 "Memory"). Enforce then hands the application a handle of its own and
+    /// serves that allocation from the device buffer's memory; any use the plan did not foresee
+    /// makes it for real at that moment, with its bytes. Absent in older plans: false.
+    #[serde(default)]
+    pub skip_allocation: bool,
+    /// Why the member's own allocation is still made (for people); empty when it is skipped or
+    /// when the member has no allocation of its own.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub allocation_note: String,
 }
 
 /// The synchronization that replaces a dropped copy.

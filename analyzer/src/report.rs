@@ -239,6 +239,30 @@ pub fn table(a: &Analysis, source: &str) -> String {
                 human_bytes(g.bytes_total),
                 human_bytes(g.memory_saved)
             );
+            let skipped: Vec<&crate::plan::Member> =
+                g.members.iter().filter(|m| m.skip_allocation).collect();
+            if !skipped.is_empty() {
+                let bytes: u64 = skipped
+                    .iter()
+                    .filter_map(|m| m.memory.as_ref().map(|k| k.size))
+                    .sum();
+                let _ = writeln!(
+                    s,
+                    "    {} staging allocation{} ({}) not made at the driver",
+                    skipped.len(),
+                    if skipped.len() == 1 { "" } else { "s" },
+                    human_bytes(bytes)
+                );
+            }
+            for (i, m) in g.members.iter().enumerate() {
+                if !m.allocation_note.is_empty() {
+                    let _ = writeln!(
+                        s,
+                        "    member {i}: its allocation is made: {}",
+                        m.allocation_note
+                    );
+                }
+            }
         }
     }
     s

@@ -55,8 +55,21 @@ pub struct Stats {
     pub bytes_carried: u64,
     /// `vkFreeMemory` calls deferred until a partner was gone.
     pub frees_deferred: u64,
-    /// Bytes of device memory enforce did not need to allocate.
+    /// Bytes of device memory enforce never allocated at the driver: staging allocations whose
+    /// every buffer lives in its partner's memory (plan `skip_allocation`), less those it had
+    /// to make after all.
     pub memory_not_allocated: u64,
+    /// Allocations echo answered with a handle of its own instead of making them.
+    #[serde(default)]
+    pub allocations_skipped: u64,
+    /// Of those, allocations made at the driver after all, when the application used one in a
+    /// way the plan did not foresee (their bytes carried over).
+    #[serde(default)]
+    pub allocations_made_late: u64,
+    /// Bytes copied into the allocations made late: what they held (their range of the device
+    /// buffer's memory) and, when their staging buffer was destroyed later, what it left there.
+    #[serde(default)]
+    pub bytes_carried_late: u64,
     /// Profile mode: trace events written, and the trace path.
     #[serde(default)]
     pub trace_events: u64,
@@ -101,6 +114,9 @@ impl Stats {
             t.bytes_carried += s.bytes_carried;
             t.frees_deferred += s.frees_deferred;
             t.memory_not_allocated += s.memory_not_allocated;
+            t.allocations_skipped += s.allocations_skipped;
+            t.allocations_made_late += s.allocations_made_late;
+            t.bytes_carried_late += s.bytes_carried_late;
             t.trace_events += s.trace_events;
         }
         t
@@ -116,8 +132,16 @@ impl Stats {
         } else {
             String::new()
         };
+        let late = if self.allocations_made_late > 0 {
+            format!(
+                ", {} made late with {} bytes carried",
+                self.allocations_made_late, self.bytes_carried_late
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{} on {} ({}): {}/{} groups applied, {} copies and {} regions elided ({} bytes), {} barriers inserted, {} bytes not allocated{carried}",
+            "{} on {} ({}): {}/{} groups applied, {} copies and {} regions elided ({} bytes), {} barriers inserted, {} bytes not allocated ({} allocation(s) skipped{late}){carried}",
             self.mode,
             self.device,
             self.class,
@@ -127,7 +151,8 @@ impl Stats {
             self.regions_elided,
             self.bytes_elided,
             self.barriers_inserted,
-            self.memory_not_allocated
+            self.memory_not_allocated,
+            self.allocations_skipped
         )
     }
 }

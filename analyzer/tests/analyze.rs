@@ -1196,3 +1196,101 @@ fn unknown_buffer_is_explained_once() {
     );
     accepted(decision(&a, 1, 2));
 }
+
+/// h_in → d → h_out with the staging buffers made after d is bound.
+fn round_trip(t: &mut T, h_in: Buf, d: Buf, h_out: Buf) {
+    for _ in 0..3 {
+        t.host_write(h_in.buf);
+        t.run(&[
+            Cmd::Copy(h_in.buf, d.buf, MIB),
+            Cmd::ReadWrite(d.buf),
+            Cmd::Copy(d.buf, h_out.buf, MIB),
+        ]);
+        t.host_read(h_out.buf);
+    }
+}
+
+/// DESIGN §6 "Memory": a member's own allocation that holds only its bytes, made once the
+/// device buffer is bound, need not be made at the driver.
+#[test]
+fn staging_allocations_holding_only_their_member_are_not_made() {
+    let mut t = T::new();
+    let d = t.device(MIB);
+    let h_in = t.staging(MIB);
+    let h_out = t.staging(MIB);
+    round_trip(&mut t, h_in, d, h_out);
+    let a = t.analyze();
+    let g = &a.plan.groups[0];
+    assert_eq!(g.members.len(), 2);
+    for m in &g.members {
+        assert!(m.skip_allocation, "{m:?}");
+        assert!(m.allocation_note.is_empty());
+    }
+    // The plan says so in its JSON (read by the layer), and an older plan without it reads false.
+    let json = a.plan.to_json();
+    assert!(json.contains("\"skip_allocation\": true"), "{json}");
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for m in v["groups"][0]["members"].as_array_mut().unwrap() {
+        m.as_object_mut().unwrap().remove("skip_allocation");
+    }
+    let p = echo_analyzer::plan::parse_plan(&v.to_string()).unwrap();
+    assert!(p.groups[0].members.iter().all(|m| !m.skip_allocation));
+}
+
+#[test]
+fn staging_allocation_is_made_when_the_plan_cannot_vouch_for_it() {
+    // Allocated before the device buffer is bound: where its bytes will live is not known then.
+    let mut t = T::new();
+    let h_in = t.staging(MIB);
+    let d = t.device(MIB);
+    let h_out = t.staging(MIB);
+    round_trip(&mut t, h_in, d, h_out);
+    let a = t.analyze();
+    let g = &a.plan.groups[0];
+    let m_in = g
+        .members
+        .iter()
+        .find(|m| m.role == Role::Upload)
+        .expect("upload member");
+    assert!(!m_in.skip_allocation);
+    assert!(
+        m_in.allocation_note
+            .contains("before the device buffer was bound"),
+        "{}",
+        m_in.allocation_note
+    );
+    assert!(g.members.iter().any(|m| m.skip_allocation), "{g:?}");
+
+    // A map of bytes outside the member's range: they are not the member's.
+    let mut t = T::new();
+    let d = t.device(MIB);
+    let buf = t.create(MIB, SRC | DST, 0);
+    let mem = t.alloc(2 * MIB, 0, None);
+    t.bind(buf, mem, 0);
+    t.map(mem); // the whole 2 MiB
+    let h_in = Buf { buf, mem };
+    let h_out = t.staging(MIB);
+    round_trip(&mut t, h_in, d, h_out);
+    let a = t.analyze();
+    let g = &a.plan.groups[0];
+    let m_in = g
+        .members
+        .iter()
+        .find(|m| m.role == Role::Upload)
+        .expect("the upload member is still aliased");
+    assert!(!m_in.skip_allocation);
+    assert!(
+        m_in.allocation_note
+            .contains("outside the staging buffer's range"),
+        "{}",
+        m_in.allocation_note
+    );
+
+    // Sub-allocated staging (device_into_staging): no allocation of its own to leave out.
+    let mut t = T::new();
+    let (_pool, h, d) = pooled(&mut t);
+    upload_loop(&mut t, h, d, 3);
+    let a = t.analyze();
+    assert_eq!(a.plan.groups[0].direction, Direction::DeviceIntoStaging);
+    assert!(!a.plan.groups[0].members[0].skip_allocation);
+}

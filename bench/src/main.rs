@@ -10,6 +10,7 @@
 //! sweep of saxpy (A, C, D) and the per-call cost of the layer (`echo-bench-calls`). Results go to
 //! `RESULTS.md`, `results.json` and SVG/PNG plots in the output directory.
 
+mod memory;
 mod report;
 mod runner;
 mod stats;
@@ -25,7 +26,7 @@ use std::path::PathBuf;
 const USAGE: &str = "\
 usage: echo-bench [--quick|--full] [--out DIR] [--samples a,b,...] [--negatives]
                   [--size-mib F] [--iters N] [--procs N] [--sweep S1,S2,...|--no-sweep]
-                  [--no-calls] [--work DIR] [--command TEXT]
+                  [--no-calls] [--no-memory] [--memory] [--work DIR] [--command TEXT]
 
   --quick          (default) 3 processes per configuration, 16 MiB, 5 iterations, a 4-size sweep
   --full           7 processes per configuration, 64 MiB, 20 iterations, the 11-size sweep
@@ -38,6 +39,11 @@ usage: echo-bench [--quick|--full] [--out DIR] [--samples a,b,...] [--negatives]
   --procs N        processes per configuration (rounds)
   --sweep LIST     saxpy sizes in MiB for the sweep; --no-sweep skips it
   --no-calls       skip the per-call microbenchmark
+  --no-memory      skip the memory measurement (device memory at the driver, peak RSS)
+  --memory         only the memory measurement: every positive sample (or --samples) without
+                   the layer, with it and as the zero-copy twin, under the test layer that counts
+                   vkAllocateMemory at the driver; writes its section into RESULTS.md, the plot
+                   memory_per_sample.svg/png and memory.json (needs the workspace's release build)
   --work DIR       traces, plans and statistics files (default: a fresh directory in /tmp)
   --command TEXT   the command line to record in RESULTS.md (scripts/bench.sh passes its own)";
 
@@ -89,6 +95,10 @@ pub struct Opts {
     pub sweep: Vec<f64>,
     pub calls: bool,
     pub calls_scale: f64,
+    /// Measure memory per sample (on by default).
+    pub memory: bool,
+    /// Only the memory measurement.
+    pub memory_only: bool,
     pub command: String,
 }
 
@@ -110,6 +120,8 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         timing_procs: if full { 3 } else { 1 },
         sweep: if full { FULL_SWEEP } else { QUICK_SWEEP }.to_vec(),
         calls: true,
+        memory: true,
+        memory_only: false,
         calls_scale: if full { 1.0 } else { 0.5 },
         command: std::iter::once("echo-bench".to_string())
             .chain(args.iter().cloned())
@@ -154,6 +166,8 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             }
             "--no-sweep" => o.sweep.clear(),
             "--no-calls" => o.calls = false,
+            "--no-memory" => o.memory = false,
+            "--memory" => o.memory_only = true,
             "--command" => o.command = val()?,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown option '{other}'\n{USAGE}")),
@@ -624,6 +638,34 @@ fn list_samples(b: &Build) -> Result<Vec<(String, String)>, String> {
     Ok(v)
 }
 
+/// `--memory`: the memory measurement alone, spliced into an existing RESULTS.md.
+fn run_memory(
+    o: &Opts,
+    b: &Build,
+    chosen: &[(String, String)],
+    t0: std::time::Instant,
+) -> Result<i32, String> {
+    let mem = memory::measure(o, b, chosen);
+    write_memory(o, &mem)?;
+    eprintln!(
+        "echo-bench: memory section written into {} ({:.0} s)",
+        o.out.join("RESULTS.md").display(),
+        t0.elapsed().as_secs_f64()
+    );
+    let bad = mem.iter().any(|r| !r.identical() || !r.errors.is_empty());
+    Ok(if bad { 1 } else { 0 })
+}
+
+/// The memory section, its plot and raw numbers (`memory.json`).
+fn write_memory(o: &Opts, mem: &[memory::MemRun]) -> Result<(), String> {
+    let png = memory::plot(mem, &o.out, o.full)?;
+    let when = report::now_utc();
+    memory::write_section(&o.out, &memory::markdown(mem, o, &when, png))?;
+    let json = serde_json::to_string_pretty(mem).map_err(|e| e.to_string())?;
+    std::fs::write(o.out.join("memory.json"), json + "\n")
+        .map_err(|e| format!("cannot write memory.json: {e}"))
+}
+
 /// Everything one invocation measured.
 #[derive(Serialize)]
 pub struct Results {
@@ -682,6 +724,9 @@ fn run(o: Opts) -> Result<i32, String> {
             .cloned()
             .collect(),
     };
+    if o.memory_only {
+        return run_memory(&o, &b, &chosen, t0);
+    }
     let machine = report::Machine::gather();
     let started = report::now_utc();
     eprintln!(
@@ -740,7 +785,15 @@ fn run(o: Opts) -> Result<i32, String> {
         wall_s: t0.elapsed().as_secs_f64(),
         opts: o,
     };
+    let mem = if res.opts.memory {
+        memory::measure(&res.opts, &b, &chosen)
+    } else {
+        Vec::new()
+    };
     let changed = report::write_all(&res)?;
+    if !mem.is_empty() {
+        write_memory(&res.opts, &mem)?;
+    }
     eprintln!(
         "echo-bench: wrote {} ({:.0} s)",
         res.opts.out.join("RESULTS.md").display(),

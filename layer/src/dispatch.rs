@@ -187,6 +187,10 @@ pub struct DeviceData {
     pub extensions: HashSet<String>,
     /// Extensions echo added for itself (not visible to the application's requests).
     pub added_extensions: Vec<String>,
+    /// The application enabled `sparseBinding` (`vkQueueBindSparse` may name memory).
+    pub sparse_binding: bool,
+    /// The device's effective API version: the lower of the application's and the device's.
+    pub api_version: u32,
     /// Set when echo hit an internal error on this device: passthrough from then on.
     pub failed: AtomicBool,
     pub panic_at: Option<PanicAt>,

@@ -327,6 +327,8 @@ fn forced(plan: &Plan, trace: &Trace) -> Plan {
                 one_time: false,
                 memory: own,
                 memory_offset: offset,
+                skip_allocation: false,
+                allocation_note: String::new(),
             }],
             sync: SubstituteSync::MemoryBarrier,
             bytes_saved_per_iter: 0,

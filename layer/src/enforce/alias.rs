@@ -53,6 +53,13 @@ pub(super) struct Counters {
     pub maps_redirected: AtomicU64,
     pub frees_deferred: AtomicU64,
     pub bytes_carried: AtomicU64,
+    /// Bytes of allocations echo never made at the driver (skipped, not made late since).
+    pub bytes_not_allocated: AtomicU64,
+    pub allocations_skipped: AtomicU64,
+    /// Skipped allocations made at the driver after all (an unforeseen use).
+    pub allocations_made_late: AtomicU64,
+    /// Bytes copied into allocations made late (what they held, and what their member left).
+    pub bytes_carried_late: AtomicU64,
 }
 
 /// The part a live buffer plays.
@@ -96,6 +103,8 @@ struct BufRt {
 
 struct MemberRt {
     delta: i64,
+    /// The plan lets enforce leave this member's own allocation unmade.
+    skip_allocation: bool,
     buffer: Option<u64>,
     seen: bool,
     /// `Some(Ok)`: aliased; `Some(Err(why))`: not applied.
@@ -138,6 +147,8 @@ struct MemRt {
     guests: HashSet<u64>,
     /// The application freed it while guests lived in it.
     deferred_free: Option<Option<Callbacks>>,
+    /// Echo handed out this handle without making the allocation (`virt.rs`).
+    virt: Option<virt::Virt>,
 }
 
 #[derive(Default)]
@@ -174,9 +185,17 @@ pub struct Enforcer {
     /// Test-only (`VK_ECHO_TEST_KEEP_SELF_COPIES`): forward self-copies instead of dropping them,
     /// so a test can show the validation layer sees the aliasing (VUID-vkCmdCopyBuffer-pRegions-00117).
     pub(super) keep_self_copies: bool,
-    /// Test-only (`VK_ECHO_TEST_NO_CARRY`): do not carry bytes written before a redirected bind
-    /// (the planted fault that shows the real-program tests catch lost bytes).
+    /// Test-only (`VK_ECHO_TEST_NO_CARRY`): do not carry bytes written before a redirected bind,
+    /// nor the bytes of an allocation echo makes late (the planted fault that shows the tests
+    /// catch lost bytes).
     pub(super) skip_carry: bool,
+    /// Whether allocations may be left unmade on this device (`apply::memory_commands_followed`).
+    memory_ok: Result<(), String>,
+    /// Some allocation was left unmade: hooks that take memory look it up only then.
+    any_virtual: AtomicBool,
+    /// Test-only (`VK_ECHO_TEST_LEAK_HANDLE`): an unmap of an allocation echo did not make goes
+    /// down with echo's own handle (the planted fault that shows the test layer catches it).
+    pub(super) leak_handle: bool,
 }
 
 fn req_of(r: &vk::MemoryRequirements) -> MemReq {
@@ -205,6 +224,7 @@ impl Enforcer {
                     }
                     MemberRt {
                         delta: m.delta,
+                        skip_allocation: m.skip_allocation,
                         buffer: None,
                         seen: false,
                         outcome: None,
@@ -241,6 +261,9 @@ impl Enforcer {
             c: Counters::default(),
             keep_self_copies: false,
             skip_carry: false,
+            memory_ok: Err("not decided yet".into()),
+            any_virtual: AtomicBool::new(false),
+            leak_handle: false,
         }
     }
 
@@ -456,6 +479,10 @@ impl Enforcer {
         let mut inner = self.lock();
         let Some((slots, guest)) = inner.bufs.get(&buffer).map(|b| (b.slots.clone(), b.guest))
         else {
+            if self.is_virtual(&inner, memory) {
+                // A buffer the plan does not name, bound into an allocation echo did not make.
+                return self.plain_bind(dev, &mut inner, buffer, memory, offset, down);
+            }
             drop(inner);
             return plain_bind(dev, buffer, memory, offset, down);
         };
@@ -463,7 +490,7 @@ impl Enforcer {
             // The owner of the shared range (of each of its groups): bind as asked, then the
             // guests waiting for it.
             None => {
-                let r = plain_bind(dev, buffer, memory, offset, down);
+                let r = self.plain_bind(dev, &mut inner, buffer, memory, offset, down);
                 if let Some(b) = inner.bufs.get_mut(&buffer) {
                     b.bind = Bind::Done;
                 }
@@ -504,7 +531,7 @@ impl Enforcer {
                     if let Some(b) = inner.bufs.get_mut(&buffer) {
                         b.bind = Bind::Done;
                     }
-                    return plain_bind(dev, buffer, memory, offset, down);
+                    return self.plain_bind(dev, &mut inner, buffer, memory, offset, down);
                 }
                 self.alias(dev, &mut inner, guest, buffer, memory, offset, down)
             }
@@ -523,7 +550,13 @@ impl Enforcer {
         if inner.bufs.get(&host)?.bind != Bind::Done {
             return None;
         }
-        dev.state.buffers.get(&host)?.bound
+        let bound = dev.state.buffers.get(&host)?.bound?;
+        // A host bound into an allocation echo did not make (or made late) hosts no guest: the
+        // shared range must be driver memory echo can map and bind into.
+        if self.is_virtual(inner, bound.0) {
+            return None;
+        }
+        Some(bound)
     }
 
     fn set_outcome(&self, inner: &mut Inner, guest: Slot, outcome: Result<(), String>) {
@@ -590,7 +623,7 @@ impl Enforcer {
             Ok(p) => p,
             Err(why) => {
                 self.set_outcome(inner, slot, Err(why));
-                return plain_bind(dev, buffer, memory, offset, down);
+                return self.plain_bind(dev, inner, buffer, memory, offset, down);
             }
         };
         let r = down(target, at);
@@ -603,7 +636,7 @@ impl Enforcer {
                 slot,
                 Err(format!("the redirected bind failed ({r:?})")),
             );
-            return plain_bind(dev, buffer, memory, offset, down);
+            return self.plain_bind(dev, inner, buffer, memory, offset, down);
         }
         if let Some(c) = carry {
             let n = c.run(dev);
@@ -685,11 +718,14 @@ impl Enforcer {
         let dst = self.ensure_echo_map(dev, inner, dmem)?;
         // Never lose a byte (DESIGN §6): what the host wrote into the buffer's range of its own
         // allocation before this bind (map → memcpy → unmap → bind) moves with it, once.
-        let carry = if !redirected && written && !self.skip_carry {
+        // An allocation echo made late holds its bytes in the real allocation; one it never made
+        // was only ever mapped through the redirect (nothing to carry).
+        let source = self.physical(inner, memory);
+        let carry = if !redirected && written && !self.skip_carry && source.is_some() {
             let len = dev.state.buffers.get(&h).map_or(0, |b| b.size);
             Some(Carry::prepare(
                 dev,
-                memory,
+                (memory, source.unwrap_or(memory)),
                 offset,
                 len,
                 (dmem, dst + target_off as usize),
@@ -934,7 +970,9 @@ impl Enforcer {
                 slot,
                 Err("used before its partner was bound; bound as the application asked".into()),
             );
-            let r = plain_bind(dev, h, memory, offset, &mut |m, o| fp_bind(dev, h, m, o));
+            let r = self.plain_bind(dev, inner, h, memory, offset, &mut |m, o| {
+                fp_bind(dev, h, m, o)
+            });
             if r != vk::Result::SUCCESS {
                 log::warn!("enforce: held-back bind of buffer {h:#x} failed: {r:?}");
             }
@@ -943,7 +981,8 @@ impl Enforcer {
 
     // ------------------------------------------------------------------ maps
 
-    /// `vkMapMemory`. `down` maps through the next layer.
+    /// `vkMapMemory`. `down(memory)` maps that allocation through the next layer (with the
+    /// application's offset, size and flags).
     pub fn map(
         &self,
         dev: &DeviceData,
@@ -951,7 +990,7 @@ impl Enforcer {
         offset: u64,
         size: u64,
         data: *mut *mut c_void,
-        down: &mut dyn FnMut() -> vk::Result,
+        down: &mut dyn FnMut(u64) -> vk::Result,
     ) -> vk::Result {
         let mut inner = self.lock();
         if self.pending.load(Ordering::Relaxed) > 0 {
@@ -969,6 +1008,9 @@ impl Enforcer {
         } else {
             size
         };
+        if self.is_virtual(&inner, memory) {
+            return self.map_virtual(dev, &mut inner, memory, offset, len, data, down);
+        }
         let mut redirect = inner.mems.get(&memory).and_then(|m| m.redirect);
         if redirect.is_none() {
             redirect = self.predict_redirect(dev, &mut inner, memory);
@@ -1010,7 +1052,7 @@ impl Enforcer {
                 "enforce: a map of redirected allocation {memory:#x} falls outside the device allocation; mapping it as asked (the aliased staging buffer will not see these bytes)"
             );
         }
-        let r = down();
+        let r = down(memory);
         if r == vk::Result::SUCCESS {
             if let Some(mut m) = dev.state.memory.get_mut(&memory) {
                 // SAFETY: the next layer filled *data.
@@ -1091,20 +1133,24 @@ impl Enforcer {
         Some(rd)
     }
 
-    /// `vkUnmapMemory`: `true` when echo serves the mapping (the call must not go down).
-    pub fn unmap(&self, dev: &DeviceData, memory: u64) -> bool {
+    /// `vkUnmapMemory`: whether echo serves the mapping (the call must not go down), or which
+    /// allocation to unmap through the next layer.
+    pub fn unmap(&self, dev: &DeviceData, memory: u64) -> Unmap {
         let mut inner = self.lock();
+        if self.is_virtual(&inner, memory) {
+            return self.unmap_virtual(dev, &mut inner, memory);
+        }
         let Some(m) = inner.mems.get_mut(&memory) else {
-            return false;
+            return Unmap::Down(memory);
         };
         if m.redirect.is_none() && m.echo_map.is_none() {
-            return false;
+            return Unmap::Down(memory);
         }
         m.app_mapped = false;
         if let Some(mut s) = dev.state.memory.get_mut(&memory) {
             s.mapped = None;
         }
-        true
+        Unmap::Served
     }
 
     /// Flush/invalidate ranges of redirected allocations, translated into the device
@@ -1114,7 +1160,7 @@ impl Enforcer {
         dev: &DeviceData,
         ranges: &[vk::MappedMemoryRange<'_>],
     ) -> Option<Vec<vk::MappedMemoryRange<'static>>> {
-        if !self.any_alias.load(Ordering::Acquire) {
+        if !self.any_alias.load(Ordering::Acquire) && !self.any_virtual.load(Ordering::Acquire) {
             return None;
         }
         let inner = self.lock();
@@ -1122,7 +1168,7 @@ impl Enforcer {
             inner
                 .mems
                 .get(&r.memory.as_raw())
-                .is_some_and(|m| m.redirect.is_some())
+                .is_some_and(|m| m.redirect.is_some() || m.virt.is_some())
         }) {
             return None;
         }
@@ -1135,7 +1181,21 @@ impl Enforcer {
                     size: r.size,
                     ..Default::default()
                 };
-                if let Some(rd) = inner.mems.get(&r.memory.as_raw()).and_then(|m| m.redirect) {
+                // An allocation echo did not make: ranges of a mapping of the real allocation (made
+                // late) go to it; the others to the shared range it is served from.
+                let rt = inner.mems.get(&r.memory.as_raw());
+                let virt = rt.and_then(|m| m.virt.as_ref());
+                if let Some(real) = virt.and_then(|v| {
+                    v.real
+                        .filter(|_| v.real_mapped || rt.is_some_and(|m| m.redirect.is_none()))
+                }) {
+                    n.memory = vk::DeviceMemory::from_raw(real);
+                    return n;
+                }
+                let rd = rt
+                    .and_then(|m| m.redirect)
+                    .or_else(|| virt.map(|v| v.home()));
+                if let Some(rd) = rd {
                     let tsize = dev.state.memory.get(&rd.target).map_or(0, |m| m.size);
                     let start = (rd.shift + r.offset as i128).max(0) as u64;
                     let aligned = start - start % self.atom;
@@ -1156,13 +1216,15 @@ impl Enforcer {
 
     // ------------------------------------------------------------------ lifetime
 
-    /// `vkFreeMemory`: `true` when the free is deferred (a guest still lives in the memory).
+    /// `vkFreeMemory`: whether to free through the next layer (and which allocation), to defer
+    /// the free (a guest still lives in the memory), or nothing to free at the driver (an
+    /// allocation echo never made).
     pub fn free(
         &self,
-        _dev: &DeviceData,
+        dev: &DeviceData,
         memory: u64,
         alloc: *const vk::AllocationCallbacks<'_>,
-    ) -> bool {
+    ) -> FreeAction {
         let mut inner = self.lock();
         if self.pending.load(Ordering::Relaxed) > 0 {
             // A held-back bind into memory that is going away will never happen.
@@ -1186,6 +1248,9 @@ impl Enforcer {
                 );
             }
         }
+        if self.is_virtual(&inner, memory) {
+            return self.free_virtual(dev, &mut inner, memory);
+        }
         if let Some(m) = inner.mems.get_mut(&memory) {
             if !m.guests.is_empty() {
                 // SAFETY: alloc is null or the application's valid callbacks.
@@ -1203,10 +1268,10 @@ impl Enforcer {
                 m.deferred_free = Some(cb);
                 self.c.frees_deferred.fetch_add(1, Ordering::Relaxed);
                 log::debug!(
-                    "enforce: free of {memory:#x} deferred: {} buffer(s) still live in it",
+                    "enforce: free of {memory:#x} deferred: {} buffer(s) or allocation(s) echo did not make still live in it",
                     m.guests.len()
                 );
-                return true;
+                return FreeAction::Deferred;
             }
         }
         inner.mems.remove(&memory);
@@ -1215,7 +1280,7 @@ impl Enforcer {
                 m.redirect = None;
             }
         }
-        false
+        FreeAction::Down { memory, then: None }
     }
 
     /// `vkDestroyBuffer` (before the call goes down): forget the buffer; the memory to free once
@@ -1234,6 +1299,11 @@ impl Enforcer {
                         Slot::Device(_) => g.device = None,
                         Slot::Staging(_, m) => g.members[m].buffer = None,
                     }
+                }
+                if let (Slot::Staging(g, m), true) =
+                    (*slot, self.any_virtual.load(Ordering::Acquire))
+                {
+                    self.member_gone(dev, &mut inner, (g, m));
                 }
             }
         }
@@ -1370,7 +1440,10 @@ impl Enforcer {
         s.maps_redirected = ld(&c.maps_redirected);
         s.frees_deferred = ld(&c.frees_deferred);
         s.bytes_carried = ld(&c.bytes_carried);
-        s.memory_not_allocated = 0;
+        s.memory_not_allocated = ld(&c.bytes_not_allocated);
+        s.allocations_skipped = ld(&c.allocations_skipped);
+        s.allocations_made_late = ld(&c.allocations_made_late);
+        s.bytes_carried_late = ld(&c.bytes_carried_late);
     }
 }
 
@@ -1389,9 +1462,11 @@ pub(super) struct Carry {
 }
 
 impl Carry {
+    /// `(memory, physical)`: the application's handle (its size is in the state) and the
+    /// allocation that holds its bytes at the driver (the same, unless echo made it late).
     fn prepare(
         dev: &DeviceData,
-        memory: u64,
+        (memory, physical): (u64, u64),
         offset: u64,
         len: u64,
         (dst_memory, dst): (u64, usize),
@@ -1406,13 +1481,13 @@ impl Carry {
         let len = len.min(size.saturating_sub(offset));
         // The application does not map it now (checked by the caller); mapping the whole
         // allocation needs no atom alignment.
-        let p = map_whole(dev, memory).map_err(|r| {
+        let p = map_whole(dev, physical).map_err(|r| {
             format!(
                 "the bytes written into its allocation before the bind could not be read to carry them over (map failed: {r:?})"
             )
         })?;
         Ok(Carry {
-            memory,
+            memory: physical,
             src: p + offset as usize,
             len: len as usize,
             dst_memory,
@@ -1511,3 +1586,6 @@ fn fp_bind(dev: &DeviceData, buffer: u64, memory: u64, offset: u64) -> vk::Resul
 }
 
 use ash::vk::Handle;
+
+mod virt;
+pub use virt::{FreeAction, Unmap};

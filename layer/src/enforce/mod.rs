@@ -16,7 +16,7 @@
 mod alias;
 mod copy;
 
-pub use alias::Enforcer;
+pub use alias::{Enforcer, FreeAction, Unmap};
 
 use crate::dispatch::{Decision, DeviceData, InstanceData};
 use crate::log;
@@ -174,6 +174,10 @@ pub fn start(
         log::warn!("VK_ECHO_TEST_NO_CARRY: bytes written before a redirected bind are left behind (for tests)");
         e.skip_carry = true;
     }
+    if env("VK_ECHO_TEST_LEAK_HANDLE").is_some_and(|v| v == "1") {
+        log::warn!("VK_ECHO_TEST_LEAK_HANDLE: echo's own memory handles are passed down at unmap (invalid, for tests)");
+        e.leak_handle = true;
+    }
     log::info!(
         "enforce: plan {} with {} group(s) for this context",
         e.plan_path.display(),
@@ -263,7 +267,7 @@ pub fn on_create_device(dev: &DeviceData) {
         return;
     };
     let ctx = crate::context::gather(inst, dev.physical_device);
-    let s = start(
+    let mut s = start(
         inst,
         dev.physical_device,
         &dev.decision,
@@ -271,6 +275,14 @@ pub fn on_create_device(dev: &DeviceData) {
         &ctx,
         dev.index,
     );
+    if let Start::Enforce(e) = &mut s {
+        // Allocations may be left unmade only where echo follows every command that takes one.
+        e.set_memory_commands(echo_analyzer::apply::memory_commands_followed(
+            dev.extensions.iter().map(String::as_str),
+            dev.sparse_binding,
+            dev.api_version,
+        ));
+    }
     if let Start::Profile { trace, .. } = &s {
         if let Some(other) = crate::profile::sink::global()
             .and_then(|g| g.path())

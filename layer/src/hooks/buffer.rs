@@ -163,4 +163,42 @@ hook! {
         }
         cx.down((cx.next)(device, view, alloc))
     }
+
+    fn vkBindImageMemory(
+        cx,
+        device: vk::Device,
+        image: vk::Image,
+        memory: vk::DeviceMemory,
+        offset: vk::DeviceSize,
+    ) -> vk::Result {
+        // An image bound into an allocation echo did not make: it is made now, with its bytes.
+        if let Some(e) = cx.dev.enforce().filter(|e| e.any_virtual()) {
+            let why = format!("image {:#x} is bound into it", raw(image));
+            match e.driver_memory_now(cx.dev, raw(memory), &why) {
+                Ok(m) => return cx.down((cx.next)(device, image, vk::Handle::from_raw(m), offset)),
+                Err(r) => return cx.down(r),
+            }
+        }
+        cx.down((cx.next)(device, image, memory, offset))
+    }
+
+    fn vkBindImageMemory2 | vkBindImageMemory2KHR(
+        cx,
+        device: vk::Device,
+        count: u32,
+        infos: *const vk::BindImageMemoryInfo<'_>,
+    ) -> vk::Result {
+        if let Some(e) = cx.dev.enforce().filter(|e| e.any_virtual() && count > 0 && !infos.is_null()) {
+            let mut patched: Vec<vk::BindImageMemoryInfo<'_>> = std::slice::from_raw_parts(infos, count as usize).to_vec();
+            for i in patched.iter_mut() {
+                let why = format!("image {:#x} is bound into it", raw(i.image));
+                match e.driver_memory_now(cx.dev, raw(i.memory), &why) {
+                    Ok(m) => i.memory = vk::Handle::from_raw(m),
+                    Err(r) => return cx.down(r),
+                }
+            }
+            return cx.down((cx.next)(device, count, patched.as_ptr()));
+        }
+        cx.down((cx.next)(device, count, infos))
+    }
 }

@@ -155,6 +155,31 @@ unsafe fn available_extensions(inst: &InstanceData, pd: vk::PhysicalDevice) -> H
         .collect()
 }
 
+/// Whether the application enables `sparseBinding` (in `pEnabledFeatures` or a chained
+/// `VkPhysicalDeviceFeatures2`).
+unsafe fn sparse_binding(info: &vk::DeviceCreateInfo<'_>) -> bool {
+    if info
+        .p_enabled_features
+        .as_ref()
+        .is_some_and(|f| f.sparse_binding != 0)
+    {
+        return true;
+    }
+    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        if (*p).s_type == vk::StructureType::PHYSICAL_DEVICE_FEATURES_2
+            && (*(p as *const vk::PhysicalDeviceFeatures2<'_>))
+                .features
+                .sparse_binding
+                != 0
+        {
+            return true;
+        }
+        p = (*p).p_next;
+    }
+    false
+}
+
 unsafe fn app_extensions(info: &vk::DeviceCreateInfo<'_>) -> Vec<String> {
     (0..info.enabled_extension_count as usize)
         .filter_map(|i| cstr(*info.pp_enabled_extension_names.add(i)))
@@ -291,6 +316,12 @@ pub unsafe extern "system" fn vkCreateDevice(
                     echo_analyzer::settings::Settings::defaults(&env_lookup(secure_execution()))
                 });
             let panic_at = if decision.active { test_panic() } else { None };
+            let api_version = inst.as_ref().map_or(vk::API_VERSION_1_0, |i| {
+                let mut props = vk::PhysicalDeviceProperties::default();
+                // SAFETY: pd belongs to this instance; the out struct is valid.
+                unsafe { (i.fp.get_physical_device_properties)(pd, &mut props) };
+                i.api_version.min(props.api_version)
+            });
             dispatch::insert_device(
                 key,
                 DeviceData {
@@ -307,6 +338,8 @@ pub unsafe extern "system" fn vkCreateDevice(
                     decision,
                     extensions,
                     added_extensions: added,
+                    sparse_binding: sparse_binding(&*info),
+                    api_version,
                     failed: AtomicBool::new(false),
                     panic_at,
                     state: DeviceState::default(),

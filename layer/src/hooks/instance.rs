@@ -316,3 +316,23 @@ pub fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         Some(std::mem::transmute::<*const (), unsafe extern "system" fn()>(f))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 14: budget and heap queries (`VK_EXT_memory_budget` rides on
+    /// `vkGetPhysicalDeviceMemoryProperties2`) are not echo's: the application reads what the
+    /// driver reports — echo neither adds the allocations it skipped nor invents memory.
+    #[test]
+    fn memory_properties_and_budget_are_the_drivers() {
+        for n in [
+            &b"vkGetPhysicalDeviceMemoryProperties"[..],
+            b"vkGetPhysicalDeviceMemoryProperties2",
+            b"vkGetPhysicalDeviceMemoryProperties2KHR",
+        ] {
+            assert!(global_hook(n).is_none() && instance_hook(n).is_none());
+            assert!(crate::hooks::HookId::from_name(n).is_none());
+        }
+    }
+}

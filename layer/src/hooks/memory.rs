@@ -2,8 +2,10 @@
 
 use super::hook;
 use crate::dispatch::raw;
+use crate::enforce::{FreeAction, Unmap};
 use crate::state::{Mapping, MemoryState};
 use ash::vk;
+use ash::vk::Handle;
 use std::ffi::c_void;
 
 /// The dedicated buffer of an allocation, from its pNext chain.
@@ -17,6 +19,33 @@ unsafe fn dedicated_buffer(info: &vk::MemoryAllocateInfo<'_>) -> Option<u64> {
         p = (*p).p_next;
     }
     None
+}
+
+/// The structures of an allocate info's chain (enforce decides from them whether an allocation
+/// may be left unmade).
+unsafe fn alloc_chain(info: &vk::MemoryAllocateInfo<'_>) -> echo_analyzer::apply::AllocChain {
+    let mut c = echo_analyzer::apply::AllocChain::default();
+    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        match (*p).s_type {
+            vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO => {
+                c.flags = (*(p as *const vk::MemoryAllocateFlagsInfo<'_>))
+                    .flags
+                    .as_raw();
+            }
+            vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO => {
+                let d = &*(p as *const vk::MemoryDedicatedAllocateInfo<'_>);
+                c.dedicated = Some((raw(d.buffer), raw(d.image)));
+            }
+            vk::StructureType::MEMORY_PRIORITY_ALLOCATE_INFO_EXT => {
+                let q = &*(p as *const vk::MemoryPriorityAllocateInfoEXT<'_>);
+                c.priority = Some(q.priority.to_bits());
+            }
+            t => c.other.push(t.as_raw()),
+        }
+        p = (*p).p_next;
+    }
+    c
 }
 
 /// `VkMemoryAllocateFlagsInfo::flags` from the pNext chain, 0 when absent.
@@ -41,6 +70,42 @@ hook! {
         alloc: *const vk::AllocationCallbacks<'_>,
         out: *mut vk::DeviceMemory,
     ) -> vk::Result {
+        // Enforce: a staging allocation the plan marks skip_allocation is not made; the
+        // application gets echo's handle (enforce/alias/virt.rs).
+        let mut site_hash = None;
+        let mut taken_key = None;
+        if let Some(e) = cx.dev.enforce() {
+            let i = &*info;
+            if cx.dev.wants_key(i.allocation_size) {
+                let flags = allocate_flags(i);
+                let (hash, _) = crate::profile::callsite::site(cx.dev);
+                site_hash = Some(hash);
+                let keys = &cx.dev.state.memory_keys;
+                let peek = keys.peek(hash, i.allocation_size, i.memory_type_index, flags);
+                let chain = alloc_chain(i);
+                let mut take = || keys.key(hash, i.allocation_size, i.memory_type_index, flags);
+                match e.skip_allocation(cx.dev, &peek, i, &chain, alloc, &mut take) {
+                    Ok(handle) => {
+                        cx.dev.state.memory.insert(
+                            handle,
+                            MemoryState {
+                                type_index: i.memory_type_index,
+                                size: i.allocation_size,
+                                dedicated_buffer: dedicated_buffer(i),
+                                mapped: None,
+                                host_mapped: false,
+                                alloc_flags: flags,
+                                key: Some(peek),
+                                stack: Vec::new(),
+                            },
+                        );
+                        *out = vk::DeviceMemory::from_raw(handle);
+                        return cx.down(vk::Result::SUCCESS);
+                    }
+                    Err(k) => taken_key = k,
+                }
+            }
+        }
         // Enforce: an allocation dedicated to a planned device buffer may need a host-visible type
         // (the staging maps are served from it). State and key keep the application's request.
         let switched = cx.dev.enforce().and_then(|e| e.allocation_type(dedicated_buffer(&*info), (*info).memory_type_index, cx.dev));
@@ -70,8 +135,13 @@ hook! {
         if r == vk::Result::SUCCESS {
             let i = &*app_info;
             let alloc_flags = allocate_flags(i);
-            let (key, stack) = if cx.dev.wants_key(i.allocation_size) {
-                let (hash, frames) = crate::profile::callsite::site(cx.dev);
+            let (key, stack) = if let Some(k) = taken_key {
+                (Some(k), Vec::new())
+            } else if cx.dev.wants_key(i.allocation_size) {
+                let (hash, frames) = match site_hash {
+                    Some(h) => (h, Vec::new()),
+                    None => crate::profile::callsite::site(cx.dev),
+                };
                 let key = cx.dev.state.memory_keys.key(hash, i.allocation_size, i.memory_type_index, alloc_flags);
                 (Some(key), frames)
             } else {
@@ -101,8 +171,23 @@ hook! {
     }
 
     fn vkFreeMemory(cx, device: vk::Device, memory: vk::DeviceMemory, alloc: *const vk::AllocationCallbacks<'_>) {
-        if cx.dev.enforce().is_some_and(|e| e.free(cx.dev, raw(memory), alloc)) {
-            return cx.down(()); // deferred: a buffer still lives in this memory (S4)
+        if let Some(e) = cx.dev.enforce() {
+            let (r, then) = match e.free(cx.dev, raw(memory), alloc) {
+                // Deferred: a buffer (or an allocation echo did not make) still lives in it (S4).
+                FreeAction::Deferred => return cx.down(()),
+                FreeAction::Skip { then } => {
+                    cx.dev.state.memory.remove(&raw(memory));
+                    (cx.down(()), then)
+                }
+                FreeAction::Down { memory: m, then } => {
+                    cx.dev.state.memory.remove(&raw(memory));
+                    (cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m), alloc)), then)
+                }
+            };
+            if let Some(f) = then {
+                e.free_now(cx.dev, f);
+            }
+            return r;
         }
         let double_map = cx.dev.profile().and_then(|p| p.before_free_memory(cx.dev, raw(memory)));
         cx.dev.state.memory.remove(&raw(memory));
@@ -121,8 +206,8 @@ hook! {
     ) -> vk::Result {
         if let Some(e) = cx.dev.enforce() {
             // A staging allocation's map may be served from its device buffer's memory.
-            return e.map(cx.dev, raw(memory), offset, size, data, &mut || {
-                cx.down((cx.next)(device, memory, offset, size, flags, data))
+            return e.map(cx.dev, raw(memory), offset, size, data, &mut |m| {
+                cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m), offset, size, flags, data))
             });
         }
         let r = cx.down((cx.next)(device, memory, offset, size, flags, data));
@@ -140,8 +225,16 @@ hook! {
     }
 
     fn vkUnmapMemory(cx, device: vk::Device, memory: vk::DeviceMemory) {
-        if cx.dev.enforce().is_some_and(|e| e.unmap(cx.dev, raw(memory))) {
-            return cx.down(()); // echo's mapping stays while aliased buffers use it
+        if let Some(e) = cx.dev.enforce() {
+            match e.unmap(cx.dev, raw(memory)) {
+                Unmap::Served => return cx.down(()), // echo's mapping stays while aliased buffers use it
+                Unmap::Down(m) => {
+                    if let Some(mut s) = cx.dev.state.memory.get_mut(&raw(memory)) {
+                        s.mapped = None;
+                    }
+                    return cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m)));
+                }
+            }
         }
         if let Some(p) = cx.dev.profile() {
             p.before_unmap(cx.dev, raw(memory));
@@ -178,5 +271,55 @@ hook! {
             }
         }
         cx.down((cx.next)(device, count, ranges))
+    }
+
+    fn vkGetDeviceMemoryCommitment(cx, device: vk::Device, memory: vk::DeviceMemory, committed: *mut vk::DeviceSize) {
+        // An allocation echo did not make has nothing committed (the query is only valid for
+        // lazily allocated memory, which such an allocation never is).
+        match cx.dev.enforce().and_then(|e| e.unmade(raw(memory))) {
+            Some(Some(real)) => cx.down((cx.next)(device, vk::DeviceMemory::from_raw(real), committed)),
+            Some(None) => {
+                *committed = 0;
+                cx.down(())
+            }
+            None => cx.down((cx.next)(device, memory, committed)),
+        }
+    }
+
+    fn vkGetDeviceMemoryOpaqueCaptureAddress | vkGetDeviceMemoryOpaqueCaptureAddressKHR(
+        cx,
+        device: vk::Device,
+        info: *const vk::DeviceMemoryOpaqueCaptureAddressInfo<'_>,
+    ) -> u64 {
+        // Allocations with a capture address are always made; echo's own handles have none.
+        match cx.dev.enforce().and_then(|e| e.unmade(raw((*info).memory))) {
+            Some(Some(real)) => {
+                let patched = vk::DeviceMemoryOpaqueCaptureAddressInfo { memory: vk::DeviceMemory::from_raw(real), ..*info };
+                cx.down((cx.next)(device, &patched))
+            }
+            Some(None) => cx.down(0),
+            None => cx.down((cx.next)(device, info)),
+        }
+    }
+
+    fn vkGetMemoryFdKHR(
+        cx,
+        device: vk::Device,
+        info: *const vk::MemoryGetFdInfoKHR<'_>,
+        fd: *mut std::ffi::c_int,
+    ) -> vk::Result {
+        // Exporting an allocation echo did not make: it is made now, and the driver answers.
+        if let Some(e) = cx.dev.enforce().filter(|e| e.any_virtual()) {
+            let m = raw((*info).memory);
+            match e.driver_memory_now(cx.dev, m, "it is exported (vkGetMemoryFdKHR)") {
+                Ok(real) if real != m => {
+                    let patched = vk::MemoryGetFdInfoKHR { memory: vk::DeviceMemory::from_raw(real), ..*info };
+                    return cx.down((cx.next)(device, &patched, fd));
+                }
+                Ok(_) => {}
+                Err(_) => return cx.down(vk::Result::ERROR_OUT_OF_HOST_MEMORY),
+            }
+        }
+        cx.down((cx.next)(device, info, fd))
     }
 }

@@ -114,6 +114,10 @@ hook_table! {
     memory::vkUnmapMemory,
     memory::vkFlushMappedMemoryRanges,
     memory::vkInvalidateMappedMemoryRanges,
+    memory::vkGetDeviceMemoryCommitment,
+    memory::vkGetDeviceMemoryOpaqueCaptureAddress,
+    memory::vkGetDeviceMemoryOpaqueCaptureAddressKHR,
+    memory::vkGetMemoryFdKHR,
     // buffer.rs
     buffer::vkCreateBuffer,
     buffer::vkDestroyBuffer,
@@ -125,6 +129,9 @@ hook_table! {
     buffer::vkGetBufferDeviceAddressEXT,
     buffer::vkCreateBufferView,
     buffer::vkDestroyBufferView,
+    buffer::vkBindImageMemory,
+    buffer::vkBindImageMemory2,
+    buffer::vkBindImageMemory2KHR,
     // command.rs
     command::vkAllocateCommandBuffers,
     command::vkFreeCommandBuffers,

@@ -374,6 +374,18 @@ impl KeyAllocator {
         Self::default()
     }
 
+    /// The key the next [`Self::key`] with these fields would give, without taking it.
+    pub fn peek(&self, site: u64, size: u64, usage: u32, flags: u32) -> ObjectKey {
+        let ordinal = self.next.get(&(site, size, usage, flags)).map_or(0, |e| *e);
+        ObjectKey {
+            site: format!("{site:016x}"),
+            size,
+            usage,
+            flags,
+            ordinal,
+        }
+    }
+
     pub fn key(&self, site: u64, size: u64, usage: u32, flags: u32) -> ObjectKey {
         let mut e = self.next.entry((site, size, usage, flags)).or_insert(0);
         let ordinal = *e;

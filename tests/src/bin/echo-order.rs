@@ -10,6 +10,18 @@
 //! `--order map-early`: `up` is bound and mapped (and written) before d has memory, so enforce
 //!   binds it as asked at that first use.
 //!
+//! `--slack-kib N` (default 0): every allocation is N KiB larger than its buffer needs, and the
+//! staging allocations are mapped over their buffer's bytes only (not `VK_WHOLE_SIZE`).
+//!
+//! Uses a plan cannot foresee (issue 14), chosen by the environment variable
+//! `ECHO_ORDER_SURPRISE` — not an argument, so a plan profiled without it still applies:
+//! after the loop, `rebind` unmaps `down`'s allocation, destroys `down` and binds a new buffer into
+//! that allocation, then checks through the GPU that it holds `down`'s last bytes, writes new
+//! bytes through a new map and checks those too; `image` destroys `down`, binds a linear image into
+//! its allocation, clears it and reads it back; `map-outside` (with `--slack-kib`) maps the slack
+//! of `down`'s allocation, writes it, maps it again to read it back, and reads `down`'s bytes
+//! through a map of its own range.
+//!
 //! Prints one JSON line: `{"checksum": "<hex>", "mismatches": N}`.
 
 use ash::vk;
@@ -31,13 +43,24 @@ fn main() {
     let order = arg("--order", "normal");
     let iters: u32 = arg("--iters", "3").parse().expect("--iters N");
     let bytes: u64 = arg("--kib", "64").parse::<u64>().expect("--kib N") * 1024;
-    if let Err(e) = unsafe { run(&order, iters, bytes) } {
+    let slack: u64 = arg("--slack-kib", "0")
+        .parse::<u64>()
+        .expect("--slack-kib N")
+        * 1024;
+    let surprise = std::env::var("ECHO_ORDER_SURPRISE").unwrap_or_default();
+    if let Err(e) = unsafe { run(&order, iters, bytes, slack, &surprise) } {
         eprintln!("echo-order: {e}");
         std::process::exit(1);
     }
 }
 
-unsafe fn run(order: &str, iters: u32, bytes: u64) -> Result<(), String> {
+unsafe fn run(
+    order: &str,
+    iters: u32,
+    bytes: u64,
+    slack: u64,
+    surprise: &str,
+) -> Result<(), String> {
     let entry = ash::Entry::load().map_err(|e| format!("loader: {e}"))?;
     let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
     let instance = entry
@@ -83,14 +106,15 @@ unsafe fn run(order: &str, iters: u32, bytes: u64) -> Result<(), String> {
             .ok_or("no memory type")?;
         dev.allocate_memory(
             &vk::MemoryAllocateInfo::default()
-                .allocation_size(req.size)
+                .allocation_size(req.size + slack)
                 .memory_type_index(ty),
             None,
         )
         .map_err(|e| format!("vkAllocateMemory: {e}"))
     };
+    let map_size = if slack > 0 { bytes } else { vk::WHOLE_SIZE };
     let map = |m: vk::DeviceMemory| -> Result<*mut u32, String> {
-        dev.map_memory(m, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+        dev.map_memory(m, 0, map_size, vk::MemoryMapFlags::empty())
             .map(|p| p as *mut u32)
             .map_err(|e| format!("vkMapMemory: {e}"))
     };
@@ -217,12 +241,213 @@ unsafe fn run(order: &str, iters: u32, bytes: u64) -> Result<(), String> {
             }
         }
     }
+    let mut fold = |v: u32, want: u32| {
+        if v != want {
+            mismatches += 1;
+        }
+        for b in v.to_le_bytes() {
+            hash = (hash ^ b as u64).wrapping_mul(0x100000001b3);
+        }
+    };
+    let last = iters.saturating_sub(1);
+    // A host-visible buffer of its own to read results through (no plan names it).
+    let check = create(U::TRANSFER_DST)?;
+    let check_mem = alloc(check, hv)?;
+    bind(check, check_mem)?;
+    let check_p = map(check_mem)?;
+    // Records `f`, submits it, waits.
+    let once = |f: &dyn Fn(vk::CommandBuffer)| -> Result<(), String> {
+        dev.reset_command_buffer(cb, vk::CommandBufferResetFlags::empty())
+            .map_err(|e| format!("{e}"))?;
+        dev.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+            .map_err(|e| format!("{e}"))?;
+        f(cb);
+        let mb = [vk::MemoryBarrier::default()
+            .src_access_mask(A::TRANSFER_WRITE)
+            .dst_access_mask(A::HOST_READ)];
+        dev.cmd_pipeline_barrier(
+            cb,
+            S::TRANSFER,
+            S::HOST,
+            vk::DependencyFlags::empty(),
+            &mb,
+            &[],
+            &[],
+        );
+        dev.end_command_buffer(cb).map_err(|e| format!("{e}"))?;
+        let cbs = [cb];
+        dev.queue_submit(
+            queue,
+            &[vk::SubmitInfo::default().command_buffers(&cbs)],
+            fence,
+        )
+        .map_err(|e| format!("{e}"))?;
+        dev.wait_for_fences(&[fence], true, u64::MAX)
+            .map_err(|e| format!("{e}"))?;
+        dev.reset_fences(&[fence]).map_err(|e| format!("{e}"))
+    };
+    let mut down_alive = true;
+    match surprise {
+        "" => {}
+        "rebind" => {
+            // The readback buffer goes; a new buffer takes its allocation and must find its bytes.
+            dev.unmap_memory(down_mem);
+            dev.destroy_buffer(down, None);
+            down_alive = false;
+            let again = create(U::TRANSFER_SRC)?;
+            bind(again, down_mem)?;
+            once(&|cb| dev.cmd_copy_buffer(cb, again, check, &region))?;
+            for i in 0..n {
+                fold(*check_p.add(i), pattern(i, last));
+            }
+            // New bytes through a new map reach the new buffer.
+            let p = map(down_mem)?;
+            for i in 0..n {
+                *p.add(i) = pattern(i, 1000);
+            }
+            dev.unmap_memory(down_mem);
+            once(&|cb| dev.cmd_copy_buffer(cb, again, check, &region))?;
+            for i in 0..n {
+                fold(*check_p.add(i), pattern(i, 1000));
+            }
+            dev.destroy_buffer(again, None);
+        }
+        "image" => {
+            dev.unmap_memory(down_mem);
+            dev.destroy_buffer(down, None);
+            down_alive = false;
+            let (w, h) = (32u32, 32u32);
+            let image = dev
+                .create_image(
+                    &vk::ImageCreateInfo::default()
+                        .image_type(vk::ImageType::TYPE_2D)
+                        .format(vk::Format::R8G8B8A8_UINT)
+                        .extent(vk::Extent3D {
+                            width: w,
+                            height: h,
+                            depth: 1,
+                        })
+                        .mip_levels(1)
+                        .array_layers(1)
+                        .samples(vk::SampleCountFlags::TYPE_1)
+                        .tiling(vk::ImageTiling::LINEAR)
+                        .usage(
+                            vk::ImageUsageFlags::TRANSFER_SRC | vk::ImageUsageFlags::TRANSFER_DST,
+                        )
+                        .initial_layout(vk::ImageLayout::UNDEFINED),
+                    None,
+                )
+                .map_err(|e| format!("vkCreateImage: {e}"))?;
+            let req = dev.get_image_memory_requirements(image);
+            if req.size > bytes {
+                return Err(format!("the image needs {} bytes", req.size));
+            }
+            dev.bind_image_memory(image, down_mem, 0)
+                .map_err(|e| format!("vkBindImageMemory: {e}"))?;
+            let range = vk::ImageSubresourceRange {
+                aspect_mask: vk::ImageAspectFlags::COLOR,
+                level_count: 1,
+                layer_count: 1,
+                ..Default::default()
+            };
+            let layout = |cb, from, to, src, dst, s1, s2| {
+                let b = [vk::ImageMemoryBarrier::default()
+                    .old_layout(from)
+                    .new_layout(to)
+                    .src_access_mask(src)
+                    .dst_access_mask(dst)
+                    .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                    .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                    .image(image)
+                    .subresource_range(range)];
+                dev.cmd_pipeline_barrier(cb, s1, s2, vk::DependencyFlags::empty(), &[], &[], &b);
+            };
+            once(&|cb| {
+                use vk::ImageLayout as L;
+                layout(
+                    cb,
+                    L::UNDEFINED,
+                    L::TRANSFER_DST_OPTIMAL,
+                    A::empty(),
+                    A::TRANSFER_WRITE,
+                    S::TOP_OF_PIPE,
+                    S::TRANSFER,
+                );
+                let color = vk::ClearColorValue {
+                    uint32: [1, 2, 3, 4],
+                };
+                dev.cmd_clear_color_image(cb, image, L::TRANSFER_DST_OPTIMAL, &color, &[range]);
+                layout(
+                    cb,
+                    L::TRANSFER_DST_OPTIMAL,
+                    L::TRANSFER_SRC_OPTIMAL,
+                    A::TRANSFER_WRITE,
+                    A::TRANSFER_READ,
+                    S::TRANSFER,
+                    S::TRANSFER,
+                );
+                let copy = vk::BufferImageCopy {
+                    image_subresource: vk::ImageSubresourceLayers {
+                        aspect_mask: vk::ImageAspectFlags::COLOR,
+                        layer_count: 1,
+                        ..Default::default()
+                    },
+                    image_extent: vk::Extent3D {
+                        width: w,
+                        height: h,
+                        depth: 1,
+                    },
+                    ..Default::default()
+                };
+                dev.cmd_copy_image_to_buffer(cb, image, L::TRANSFER_SRC_OPTIMAL, check, &[copy]);
+            })?;
+            for i in 0..(w * h) as usize {
+                fold(*check_p.add(i), u32::from_le_bytes([1, 2, 3, 4]));
+            }
+            dev.destroy_image(image, None);
+        }
+        "map-outside" => {
+            if slack == 0 {
+                return Err("map-outside needs --slack-kib".into());
+            }
+            dev.unmap_memory(down_mem);
+            let req = dev.get_buffer_memory_requirements(down);
+            let words = (slack / 4) as usize;
+            let tail = |s: u64| {
+                dev.map_memory(down_mem, req.size, slack, vk::MemoryMapFlags::empty())
+                    .map(|p| p as *mut u32)
+                    .map_err(|e| format!("vkMapMemory of the slack ({s}): {e}"))
+            };
+            let p = tail(1)?;
+            for i in 0..words {
+                *p.add(i) = pattern(i, 2000);
+            }
+            dev.unmap_memory(down_mem);
+            let p = tail(2)?;
+            for i in 0..words {
+                fold(*p.add(i), pattern(i, 2000));
+            }
+            dev.unmap_memory(down_mem);
+            // down's own bytes are still its last readback.
+            let p = map(down_mem)?;
+            for i in 0..n {
+                fold(*p.add(i), pattern(i, last));
+            }
+        }
+        s => return Err(format!("unknown ECHO_ORDER_SURPRISE {s}")),
+    }
+    dev.destroy_buffer(check, None);
+    dev.free_memory(check_mem, None);
     dev.destroy_fence(fence, None);
     dev.destroy_command_pool(pool, None);
     dev.unmap_memory(up_mem);
-    dev.unmap_memory(down_mem);
+    if down_alive {
+        dev.unmap_memory(down_mem);
+    }
     dev.destroy_buffer(up, None);
-    dev.destroy_buffer(down, None);
+    if down_alive {
+        dev.destroy_buffer(down, None);
+    }
     dev.free_memory(up_mem, None);
     dev.free_memory(down_mem, None);
     if order != "free-early" {

@@ -19,8 +19,9 @@
 //! `vkBindBufferMemory`, `vkBindBufferMemory2` (also the KHR alias), `vkMapMemory`,
 //! `vkCreateBuffer`; FILTER is, for vkAllocateMemory, `import` (carries a
 //! `VkImportMemoryHostPointerInfoEXT`: echo's profile-mode double mapping) or `plain` (does not),
-//! and for vkMapMemory/vkBindBufferMemory `older` (an allocation other than the newest one: the
-//! samples map and bind right after allocating, echo's own enforce-mode maps come later).
+//! and for vkMapMemory/vkBindBufferMemory `older` (an allocation other than the newest one, or one
+//! a buffer is already bound into: the samples map and bind right after allocating, echo's own
+//! enforce-mode maps and redirected binds target a device allocation its buffer is bound into).
 //! A failed call returns `VK_ERROR_OUT_OF_DEVICE_MEMORY` (`vkMapMemory`:
 //! `VK_ERROR_MEMORY_MAP_FAILED`; `vkCreateBuffer`: `VK_ERROR_OUT_OF_HOST_MEMORY`) without
 //! reaching the driver, and prints one line
@@ -29,6 +30,14 @@
 //! Poisoning (issue 8, DESIGN §8 "recycled memory"): `VK_ECHO_TEST_POISON=1` (or a byte in hex,
 //! default `a5`) fills every new host-visible `VkDeviceMemory` with that byte right after
 //! `vkAllocateMemory` (map, fill, unmap), so code that assumes fresh memory is zero shows it.
+//!
+//! Memory at the driver boundary (issue 14): the layer counts every `vkAllocateMemory` that
+//! reaches it (bytes, allocations, live bytes and their peak) and checks that every
+//! `VkDeviceMemory` the layers above hand it (free, map, unmap, flush, invalidate, buffer and image
+//! binds) is one it allocated — a handle a layer above invented must never reach the driver.
+//! `VK_ECHO_TEST_MEMLOG=<file>` appends one JSON line per device at `vkDestroyDevice`:
+//! `{"allocations", "allocated_bytes", "peak_live_bytes", "live_bytes", "unknown_handles"}`; an
+//! unknown handle is also one stderr line `[VK_LAYER_ECHO_test_discrete] unknown memory ...`.
 
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::nonminimal_bool)]
 
@@ -98,9 +107,11 @@ enum Filter {
     Import,
     /// vkAllocateMemory without it.
     Plain,
-    /// vkMapMemory / vkBindBufferMemory on an allocation other than the newest one. The samples
-    /// map and bind their own buffers' memory right after allocating it; echo's own maps (enforce:
-    /// the device allocation a staging map is redirected into) and redirected binds come later.
+    /// vkMapMemory / vkBindBufferMemory on an allocation other than the newest one, or on one a
+    /// buffer is already bound into. The samples map and bind their own buffers' memory right
+    /// after allocating it; echo's own maps (enforce: the device allocation a staging map is
+    /// redirected into) and redirected binds target a device allocation whose buffer is bound
+    /// (and, when echo leaves the staging allocation unmade, may be the newest the driver saw).
     Older,
 }
 
@@ -171,8 +182,15 @@ fn faults() -> &'static [Fault] {
 /// The newest allocation any device made (for the `older` filter).
 static NEWEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Allocations a buffer has been bound into (for the `older` filter).
+fn bound() -> &'static Mutex<std::collections::HashSet<u64>> {
+    static B: OnceLock<Mutex<std::collections::HashSet<u64>>> = OnceLock::new();
+    B.get_or_init(Default::default)
+}
+
 fn older(memory: vk::DeviceMemory) -> bool {
     memory.as_raw() != NEWEST.load(std::sync::atomic::Ordering::Relaxed)
+        || bound().lock().unwrap().contains(&memory.as_raw())
 }
 
 /// Whether this call of `command` is one to fail (`import`: it imports host memory, or for
@@ -227,8 +245,21 @@ struct Instance {
     mem2: Option<vk::PFN_vkGetPhysicalDeviceMemoryProperties2>,
 }
 
+/// What one device allocated at the driver (issue 14).
+#[derive(Default)]
+struct MemCount {
+    allocations: u64,
+    allocated_bytes: u64,
+    live_bytes: u64,
+    peak_live_bytes: u64,
+    unknown_handles: u64,
+    /// Live allocations: handle → size.
+    live: HashMap<u64, u64>,
+}
+
 struct Device {
     gdpa: vk::PFN_vkGetDeviceProcAddr,
+    mem: Mutex<MemCount>,
     fp: ash::DeviceFnV1_0,
     /// The driver's memory type every fake type maps to.
     real_type: u32,
@@ -327,6 +358,11 @@ fn device_hook(n: &[u8]) -> vk::PFN_vkVoidFunction {
         b"vkBindBufferMemory2" => bind_buffer_memory2 as *const (),
         b"vkBindBufferMemory2KHR" => bind_buffer_memory2_khr as *const (),
         b"vkMapMemory" => map_memory as *const (),
+        b"vkFreeMemory" => free_memory as *const (),
+        b"vkUnmapMemory" => unmap_memory as *const (),
+        b"vkFlushMappedMemoryRanges" => flush_ranges as *const (),
+        b"vkInvalidateMappedMemoryRanges" => invalidate_ranges as *const (),
+        b"vkBindImageMemory" => bind_image_memory as *const (),
         b"vkCreateBuffer" => create_buffer as *const (),
         b"vkGetBufferMemoryRequirements" => buffer_requirements as *const (),
         b"vkGetBufferMemoryRequirements2" => buffer_requirements2 as *const (),
@@ -606,6 +642,7 @@ unsafe extern "system" fn create_device(
     }
     let d = Box::leak(Box::new(Device {
         gdpa,
+        mem: Mutex::new(MemCount::default()),
         fp,
         real_type,
         host_visible: mem
@@ -635,8 +672,117 @@ unsafe extern "system" fn destroy_device(
 ) {
     let d = devices().lock().unwrap().remove(&key(device.as_raw()));
     if let Some(d) = d {
+        write_memlog(d);
         (d.fp.destroy_device)(device, alloc);
     }
+}
+
+/// `VK_ECHO_TEST_MEMLOG`: one JSON line for this device.
+fn write_memlog(d: &Device) {
+    let Ok(path) = std::env::var("VK_ECHO_TEST_MEMLOG") else {
+        return;
+    };
+    let m = d.mem.lock().unwrap();
+    let line = format!(
+        "{{\"allocations\":{},\"allocated_bytes\":{},\"peak_live_bytes\":{},\"live_bytes\":{},\"unknown_handles\":{}}}\n",
+        m.allocations, m.allocated_bytes, m.peak_live_bytes, m.live_bytes, m.unknown_handles
+    );
+    use std::io::Write;
+    let r = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = r {
+        eprintln!("[VK_LAYER_ECHO_test_discrete] cannot write {path}: {e}");
+    }
+}
+
+/// Whether `memory` is a live allocation of this device; counts and reports one that is not.
+fn known(d: &Device, memory: vk::DeviceMemory, command: &str) -> bool {
+    let mut m = d.mem.lock().unwrap();
+    if memory == vk::DeviceMemory::null() || m.live.contains_key(&memory.as_raw()) {
+        return true;
+    }
+    m.unknown_handles += 1;
+    eprintln!(
+        "[VK_LAYER_ECHO_test_discrete] unknown memory {:#x} handed to {command}: not an allocation of the driver",
+        memory.as_raw()
+    );
+    false
+}
+
+unsafe extern "system" fn free_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    let Some(d) = dev(device) else { return };
+    if !known(d, memory, "vkFreeMemory") {
+        return;
+    }
+    {
+        let mut m = d.mem.lock().unwrap();
+        if let Some(size) = m.live.remove(&memory.as_raw()) {
+            m.live_bytes -= size;
+        }
+        bound().lock().unwrap().remove(&memory.as_raw());
+    }
+    (d.fp.free_memory)(device, memory, alloc)
+}
+
+unsafe extern "system" fn unmap_memory(device: vk::Device, memory: vk::DeviceMemory) {
+    let Some(d) = dev(device) else { return };
+    if known(d, memory, "vkUnmapMemory") {
+        (d.fp.unmap_memory)(device, memory)
+    }
+}
+
+macro_rules! ranges {
+    ($name:ident, $field:ident, $cmd:literal) => {
+        unsafe extern "system" fn $name(
+            device: vk::Device,
+            count: u32,
+            ranges: *const vk::MappedMemoryRange<'_>,
+        ) -> vk::Result {
+            let Some(d) = dev(device) else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            if count > 0 && !ranges.is_null() {
+                for r in std::slice::from_raw_parts(ranges, count as usize) {
+                    if !known(d, r.memory, $cmd) {
+                        return vk::Result::ERROR_OUT_OF_HOST_MEMORY;
+                    }
+                }
+            }
+            (d.fp.$field)(device, count, ranges)
+        }
+    };
+}
+ranges!(
+    flush_ranges,
+    flush_mapped_memory_ranges,
+    "vkFlushMappedMemoryRanges"
+);
+ranges!(
+    invalidate_ranges,
+    invalidate_mapped_memory_ranges,
+    "vkInvalidateMappedMemoryRanges"
+);
+
+unsafe extern "system" fn bind_image_memory(
+    device: vk::Device,
+    image: vk::Image,
+    memory: vk::DeviceMemory,
+    offset: vk::DeviceSize,
+) -> vk::Result {
+    let Some(d) = dev(device) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if !known(d, memory, "vkBindImageMemory") {
+        return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
+    }
+    (d.fp.bind_image_memory)(device, image, memory, offset)
 }
 
 /// Whether an allocation imports host memory (`VkImportMemoryHostPointerInfoEXT`).
@@ -677,6 +823,13 @@ unsafe extern "system" fn allocate_memory(
     let r = (d.fp.allocate_memory)(device, &real_info, alloc, out);
     if r == vk::Result::SUCCESS {
         NEWEST.store((*out).as_raw(), std::sync::atomic::Ordering::Relaxed);
+        let size = real_info.allocation_size;
+        let mut m = d.mem.lock().unwrap();
+        m.allocations += 1;
+        m.allocated_bytes += size;
+        m.live_bytes += size;
+        m.peak_live_bytes = m.peak_live_bytes.max(m.live_bytes);
+        m.live.insert((*out).as_raw(), size);
     }
     if r == vk::Result::SUCCESS && d.host_visible & (1 << real_info.memory_type_index) != 0 {
         if let Some(byte) = poison() {
@@ -716,7 +869,14 @@ unsafe extern "system" fn bind_buffer_memory(
     ) {
         return r;
     }
-    (d.fp.bind_buffer_memory)(device, buffer, memory, offset)
+    if !known(d, memory, "vkBindBufferMemory") {
+        return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
+    }
+    let r = (d.fp.bind_buffer_memory)(device, buffer, memory, offset);
+    if r == vk::Result::SUCCESS {
+        bound().lock().unwrap().insert(memory.as_raw());
+    }
+    r
 }
 
 macro_rules! bind2 {
@@ -726,9 +886,22 @@ macro_rules! bind2 {
             count: u32,
             infos: *const vk::BindBufferMemoryInfo<'_>,
         ) -> vk::Result {
-            let Some(f) = dev(device).and_then(|d| d.$field) else {
+            let Some(d) = dev(device) else {
                 return vk::Result::ERROR_INITIALIZATION_FAILED;
             };
+            let Some(f) = d.$field else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            let all = if count > 0 && !infos.is_null() {
+                std::slice::from_raw_parts(infos, count as usize)
+            } else {
+                &[]
+            };
+            for i in all {
+                if !known(d, i.memory, "vkBindBufferMemory2") {
+                    return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
+                }
+            }
             if let Some(r) = inject(
                 "vkBindBufferMemory2",
                 false,
@@ -736,7 +909,12 @@ macro_rules! bind2 {
             ) {
                 return r;
             }
-            f(device, count, infos)
+            let r = f(device, count, infos);
+            if r == vk::Result::SUCCESS {
+                let mut b = bound().lock().unwrap();
+                b.extend(all.iter().map(|i| i.memory.as_raw()));
+            }
+            r
         }
     };
 }
@@ -760,6 +938,9 @@ unsafe extern "system" fn map_memory(
         vk::Result::ERROR_MEMORY_MAP_FAILED,
     ) {
         return r;
+    }
+    if !known(d, memory, "vkMapMemory") {
+        return vk::Result::ERROR_MEMORY_MAP_FAILED;
     }
     (d.fp.map_memory)(device, memory, offset, size, flags, data)
 }
