@@ -97,11 +97,12 @@ else
 fi
 
 step "cargo-zigbuild $CARGO_ZIGBUILD_VERSION and zig $ZIGLANG_VERSION"
-venv=target/cross/venv
+target=${CARGO_TARGET_DIR:-target}
+venv=$target/cross/venv
 want="cargo-zigbuild==$CARGO_ZIGBUILD_VERSION ziglang==$ZIGLANG_VERSION"
 if [ ! -f "$venv/.installed" ] || [ "$(cat "$venv/.installed")" != "$want" ]; then
     rm -rf "$venv"
-    mkdir -p target/cross
+    mkdir -p "$target/cross"
     # Debian's python3 (python3-venv) when there is one: a pyenv shim may lack venv.
     py=python3
     [ -x /usr/bin/python3 ] && py=/usr/bin/python3
@@ -110,7 +111,7 @@ if [ ! -f "$venv/.installed" ] || [ "$(cat "$venv/.installed")" != "$want" ]; th
     "$venv/bin/pip" install -q --disable-pip-version-check $want
     echo "$want" >"$venv/.installed"
 fi
-export PATH="$PWD/$venv/bin:$PATH"
+export PATH="$(cd "$venv/bin" && pwd):$PATH"
 
 # ---------------------------------------------------------------- builds
 aarch64=aarch64-unknown-linux-gnu
@@ -126,16 +127,16 @@ unit=$(cargo zigbuild --release --target "$aarch64.$GLIBC_FLOOR" -p vk-layer-ech
         --message-format=json-render-diagnostics |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -n "$unit" ] && [ -f "$unit" ] || { echo "scripts/cross.sh: no unit-test binary was built" >&2; exit 1; }
-cp -f "$unit" "target/$aarch64/release/vk-layer-echo-unit-tests"
+cp -f "$unit" "$target/$aarch64/release/vk-layer-echo-unit-tests"
 
 step "x86_64 build (glibc $GLIBC_FLOOR): layer, vkecho"
 cargo zigbuild --release --target "$x86_64.$GLIBC_FLOOR" -p vk-layer-echo -p echo-analyzer
 
 if [ "$packages" -eq 1 ]; then
     step "packages"
-    scripts/package.sh --out target/cross/dist
+    scripts/package.sh --out "$target/cross/dist"
 fi
 step "done"
-ls -l "target/$aarch64/release/libVkLayer_echo.so" "target/$aarch64/release/vkecho" \
-    "target/$aarch64/release/echo-samples" "target/$x86_64/release/libVkLayer_echo.so" \
-    "target/$x86_64/release/vkecho"
+ls -l "$target/$aarch64/release/libVkLayer_echo.so" "$target/$aarch64/release/vkecho" \
+    "$target/$aarch64/release/echo-samples" "$target/$x86_64/release/libVkLayer_echo.so" \
+    "$target/$x86_64/release/vkecho"

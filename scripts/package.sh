@@ -23,7 +23,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=target/cross/dist
+target=${CARGO_TARGET_DIR:-target}
+out=$target/cross/dist
 arches=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -62,7 +63,7 @@ for arch in "${arches[@]}"; do
         amd64) rust=x86_64-unknown-linux-gnu; triplet=x86_64-linux-gnu; strip=strip ;;
         *) echo "scripts/package.sh: unknown architecture '$arch' (arm64, amd64)" >&2; exit 2 ;;
     esac
-    bin=target/$rust/release
+    bin=$target/$rust/release
     for f in libVkLayer_echo.so vkecho; do
         [ -f "$bin/$f" ] || { echo "scripts/package.sh: $bin/$f is missing: run scripts/cross.sh first" >&2; exit 1; }
     done
