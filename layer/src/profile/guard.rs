@@ -341,7 +341,9 @@ unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
 /// there, with SIGSEGV blocked, would kill the process): the word is passed through a pipe the
 /// guard owns, so an unreadable address is an `EFAULT` from `write`, not a signal. Pipe set up
 /// at install; a spin flag serialises handlers on several threads; before each use the fds are
-/// checked (`fstat`) to still be that pipe, in case the application closed and reused them.
+/// checked (`fstat`) to still be that pipe, in case the application closed and reused them, and
+/// the process to be the one that made it (a forked child shares the pipe but not the flag: it
+/// gets no decoding, i.e. a write).
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
 mod code {
     use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -349,6 +351,7 @@ mod code {
     static READ_FD: AtomicI32 = AtomicI32::new(-1);
     static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
     static INODE: AtomicU64 = AtomicU64::new(0);
+    static OWNER: AtomicI32 = AtomicI32::new(0);
     static BUSY: AtomicBool = AtomicBool::new(false);
 
     /// Create the pipe (normal code, once, before the handler is installed).
@@ -363,6 +366,8 @@ mod code {
         }
         let Some(ino) = inode(fds[0]) else { return };
         INODE.store(ino, Ordering::Relaxed);
+        // SAFETY: getpid has no preconditions.
+        OWNER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
         WRITE_FD.store(fds[1], Ordering::Relaxed);
         READ_FD.store(fds[0], Ordering::Release);
     }
@@ -382,7 +387,7 @@ mod code {
             READ_FD.load(Ordering::Acquire),
             WRITE_FD.load(Ordering::Relaxed),
         );
-        if r < 0 || pc & 3 != 0 {
+        if r < 0 || pc & 3 != 0 || libc::getpid() != OWNER.load(Ordering::Relaxed) {
             return None;
         }
         let ino = INODE.load(Ordering::Relaxed);
