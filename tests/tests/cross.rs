@@ -758,3 +758,51 @@ fn aarch64_tarball_works_where_unpacked_and_removes_cleanly() {
     let r = vec![qemu().display().to_string(), "-L".into(), "/".into()];
     tarball("aarch64", &cross(AARCH64, "echo-samples"), &r);
 }
+
+/// A layer library of another architecture (the arm64 build on this x86_64 machine) is found but
+/// cannot be loaded: doctor names that as a problem, and marks the arm64 drivers skipped.
+#[test]
+fn doctor_names_a_layer_library_of_another_architecture() {
+    let dir = scratch("doctor-arch");
+    for d in ["home", "data/vulkan/implicit_layer.d", "config", "cache"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let text = std::fs::read_to_string(repo_root().join("manifest/VkLayer_echo.json")).unwrap();
+    let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    m["layer"]["library_path"] = cross(AARCH64, "libVkLayer_echo.so")
+        .display()
+        .to_string()
+        .into();
+    std::fs::write(
+        dir.join("data/vulkan/implicit_layer.d/VkLayer_echo.json"),
+        m.to_string(),
+    )
+    .unwrap();
+    let mut c = Command::new(target_dir().join("vkecho"));
+    c.env_clear().args(["doctor", "--json"]);
+    for (k, v) in private_env(&dir) {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a problem is reported");
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["echo"]["manifests"][0]["library_arch"], "aarch64", "{d}");
+    let problems = d["problems"].to_string();
+    assert!(
+        problems.contains("an aarch64 library: this x86_64 loader cannot load it"),
+        "{problems}"
+    );
+    let lvp = d["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| {
+            x["manifest"]
+                .as_str()
+                .unwrap()
+                .ends_with("lvp_icd.aarch64.json")
+        })
+        .expect("the arm64 lavapipe manifest (scripts/cross.sh --qemu installs it)");
+    assert_eq!(lvp["library_arch"], "aarch64");
+    let _ = std::fs::remove_dir_all(&dir);
+}
