@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # THE test command of VK_LAYER_echo (README): installs the Debian packages it needs when they
-# are missing, builds every crate and target of the workspace (debug), and runs every test on
-# the real Vulkan loader with Mesa lavapipe. Exits non-zero when anything fails.
+# are missing, builds every crate and target of the workspace (debug), cross-builds the aarch64
+# (Jetson) artifacts and packages and installs qemu-user with arm64 lavapipe (scripts/cross.sh
+# --qemu), and runs every test on the real Vulkan loader with Mesa lavapipe — the aarch64 ones
+# under qemu in their short form (tests/tests/cross.rs; scripts/qemu-e2e.sh runs the full one).
+# Exits non-zero when anything fails.
 #
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh -p echo-tests --test cli`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/deps.sh
+# The Jetson's software (issue 13): aarch64 with the glibc 2.27 floor, packages, qemu runtime.
+scripts/cross.sh --qemu
 
 # Mesa complains on every Vulkan program without it; the loader and tests do not care where.
 if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then

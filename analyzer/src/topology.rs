@@ -123,8 +123,9 @@ pub enum TopologyPolicy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
     pub class: Class,
-    /// The memory type aliasing would use: a DEVICE_LOCAL|HOST_VISIBLE type, preferring coherent
-    /// and cached. `None` for a table without one.
+    /// The memory type aliasing would use: a DEVICE_LOCAL|HOST_VISIBLE type, coherent before
+    /// anything else (a staging map redirected into it must stay coherent: the application
+    /// flushes nothing on coherent memory), then cached. `None` for a table without one.
     pub alias_type: Option<u32>,
     /// Whether a DEVICE_LOCAL|HOST_VISIBLE|HOST_CACHED type exists (DESIGN §2: without one, CPU
     /// reads of aliased memory may be 10–80× slower; calibration decides).
@@ -169,11 +170,14 @@ pub fn classify(table: &MemoryTable) -> Topology {
     } else {
         Class::Discrete
     };
-    // Preference: coherent+cached, cached, coherent, any DL|HV; lowest index wins a tie.
+    // Preference: coherent+cached, coherent, cached, any DL|HV; lowest index wins a tie.
+    // Coherence comes first: echo serves a coherent staging buffer's map from this type, and an
+    // application that mapped coherent memory never flushes (the Jetson Nano's cached type 3 is
+    // not coherent; its coherent type 2 is the one that keeps the application's writes visible).
     let rank = |f: u32| match (has(f, HOST_COHERENT), has(f, HOST_CACHED)) {
         (true, true) => 0,
-        (false, true) => 1,
-        (true, false) => 2,
+        (true, false) => 1,
+        (false, true) => 2,
         (false, false) => 3,
     };
     let alias_type = table
@@ -296,6 +300,22 @@ mod tests {
                     table.types[t as usize].flags,
                     DEVICE_LOCAL | HOST_VISIBLE
                 ));
+                // Coherent whenever the table has a coherent DL|HV type (Jetson Nano: 2, not
+                // the cached non-coherent 3).
+                let coherent = DEVICE_LOCAL | HOST_VISIBLE | HOST_COHERENT;
+                if table
+                    .types
+                    .iter()
+                    .any(|x| has(x.flags, coherent) && x.flags & PROTECTED == 0)
+                {
+                    assert!(
+                        has(table.types[t as usize].flags, coherent),
+                        "{name}: alias type {t} is not coherent"
+                    );
+                }
+                if name.contains("Jetson Nano") {
+                    assert_eq!(t, 2, "{name}");
+                }
             }
         }
     }

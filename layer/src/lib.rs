@@ -18,6 +18,8 @@ mod profile;
 mod reflect;
 mod settings;
 mod state;
+#[cfg(test)]
+mod testutil;
 
 use ash::vk;
 use guard::guard_value;

@@ -105,6 +105,13 @@ static FAULTS: AtomicU64 = AtomicU64::new(0);
 static COLLATERAL: AtomicU64 = AtomicU64::new(0);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 static CHAINED: AtomicU64 = AtomicU64::new(0);
+/// How each fault's direction was known: from the fault context (x86_64: the page-fault error
+/// code; aarch64: ESR_EL1 in the signal frame's `esr_context`), by decoding the faulting
+/// instruction (aarch64 without an `esr_context`, e.g. under qemu-user 7.2), or not at all
+/// (taken as a write).
+static BY_CONTEXT: AtomicU64 = AtomicU64::new(0);
+static BY_INSTRUCTION: AtomicU64 = AtomicU64::new(0);
+static UNCLASSIFIED: AtomicU64 = AtomicU64::new(0);
 
 const ACC_READ: u8 = 1;
 const ACC_WRITE: u8 = 2;
@@ -229,6 +236,8 @@ fn install() -> Result<(), GuardError> {
     }
     ring_init();
     page_size();
+    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+    code::setup();
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = handler as *const () as usize;
@@ -301,6 +310,7 @@ unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
     }
     let uc = &*(ctx as *const libc::ucontext_t);
     // Page-fault error code: bit 1 = write access.
+    BY_CONTEXT.fetch_add(1, Ordering::Relaxed);
     Some(uc.uc_mcontext.gregs[libc::REG_ERR as usize] & 2 != 0)
 }
 
@@ -315,7 +325,92 @@ unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
     let reserved = (after + 15) & !15;
     let end = (&uc.uc_mcontext as *const libc::mcontext_t as usize)
         + std::mem::size_of::<libc::mcontext_t>();
-    aarch64_esr_is_write(reserved as *const u8, end.saturating_sub(reserved))
+    if let Some(w) = aarch64_esr_is_write(reserved as *const u8, end.saturating_sub(reserved)) {
+        BY_CONTEXT.fetch_add(1, Ordering::Relaxed);
+        return Some(w);
+    }
+    // No esr_context (qemu-user 7.2 writes none): decode the instruction that faulted.
+    let w = code::word_at(uc.uc_mcontext.pc as usize).and_then(a64_access_is_write);
+    if w.is_some() {
+        BY_INSTRUCTION.fetch_add(1, Ordering::Relaxed);
+    }
+    w
+}
+
+/// Reading the faulting instruction inside the SIGSEGV handler without faulting again (a fault
+/// there, with SIGSEGV blocked, would kill the process): the word is passed through a pipe the
+/// guard owns, so an unreadable address is an `EFAULT` from `write`, not a signal. Pipe set up
+/// at install; a spin flag serialises handlers on several threads; before each use the fds are
+/// checked (`fstat`) to still be that pipe, in case the application closed and reused them, and
+/// the process to be the one that made it (a forked child shares the pipe but not the flag: it
+/// gets no decoding, i.e. a write).
+#[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+mod code {
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+
+    static READ_FD: AtomicI32 = AtomicI32::new(-1);
+    static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
+    static INODE: AtomicU64 = AtomicU64::new(0);
+    static OWNER: AtomicI32 = AtomicI32::new(0);
+    static BUSY: AtomicBool = AtomicBool::new(false);
+
+    /// Create the pipe (normal code, once, before the handler is installed).
+    pub fn setup() {
+        if READ_FD.load(Ordering::Acquire) >= 0 {
+            return;
+        }
+        let mut fds = [-1 as libc::c_int; 2];
+        // SAFETY: a two-element array for pipe2.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            return;
+        }
+        let Some(ino) = inode(fds[0]) else { return };
+        INODE.store(ino, Ordering::Relaxed);
+        // SAFETY: getpid has no preconditions.
+        OWNER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+        WRITE_FD.store(fds[1], Ordering::Relaxed);
+        READ_FD.store(fds[0], Ordering::Release);
+    }
+
+    fn inode(fd: libc::c_int) -> Option<u64> {
+        // SAFETY: fstat into a zeroed struct; async-signal-safe.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+            return None;
+        }
+        Some(st.st_ino as u64)
+    }
+
+    /// The 32-bit word at `pc`, if it can be read. Async-signal-safe.
+    pub unsafe fn word_at(pc: usize) -> Option<u32> {
+        let (r, w) = (
+            READ_FD.load(Ordering::Acquire),
+            WRITE_FD.load(Ordering::Relaxed),
+        );
+        if r < 0 || pc & 3 != 0 || libc::getpid() != OWNER.load(Ordering::Relaxed) {
+            return None;
+        }
+        let ino = INODE.load(Ordering::Relaxed);
+        if inode(r) != Some(ino) || inode(w) != Some(ino) {
+            return None; // not our pipe any more
+        }
+        let mut spins = 0u32;
+        while BUSY
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins += 1;
+            if spins > 1 << 20 {
+                return None;
+            }
+            std::hint::spin_loop();
+        }
+        let mut word = 0u32;
+        let ok = libc::write(w, pc as *const libc::c_void, 4) == 4
+            && libc::read(r, &mut word as *mut u32 as *mut libc::c_void, 4) == 4;
+        BUSY.store(false, Ordering::Release);
+        ok.then_some(word)
+    }
 }
 
 #[cfg(not(any(
@@ -350,6 +445,82 @@ unsafe fn aarch64_esr_is_write(reserved: *const u8, len: usize) -> Option<bool> 
         off += size;
     }
     None
+}
+
+/// Does the A64 instruction `i` write memory? `Some(false)` for a load (or a prefetch), `None`
+/// for anything that is not a plain data access this knows (the caller then takes a write).
+/// Covers what touches a mapped buffer in practice: loads and stores of every size and addressing
+/// mode (general and SIMD/FP registers, pairs, unprivileged, exclusive, acquire/release, RCpc),
+/// SIMD structure loads/stores, LSE atomics and compare-and-swap (read-modify-write: a write),
+/// `DC ZVA` (glibc's memset zeroes with it), and SVE contiguous/gather loads and stores. Pure, so
+/// it is unit-tested on every architecture with assembled encodings.
+#[allow(dead_code)]
+pub(crate) fn a64_access_is_write(i: u32) -> Option<bool> {
+    let bit = |n: u32| (i >> n) & 1;
+    let bits = |hi: u32, lo: u32| (i >> lo) & ((1 << (hi - lo + 1)) - 1);
+    // DC ZVA / DC GZVA: zeroing stores.
+    if i & 0xFFFF_FFE0 == 0xD50B_7420 || i & 0xFFFF_FFE0 == 0xD50B_7480 {
+        return Some(true);
+    }
+    // SVE memory (op0 = 0010): bits 31:29 = 111 are the stores.
+    if bits(28, 25) == 0b0010 {
+        return match bits(31, 29) {
+            0b100..=0b110 => Some(false),
+            0b111 => Some(true),
+            _ => None,
+        };
+    }
+    // Loads and stores: op0 = x1x0.
+    if bit(27) != 1 || bit(25) != 0 {
+        return None;
+    }
+    let load = bit(22) == 1; // L, where the class has one
+    let simd = bit(26) == 1;
+    // Size/opc classes: a general-register store is opc 00; a SIMD/FP store has opc<0> = 0.
+    let sized = || {
+        if simd {
+            Some(bit(22) == 0)
+        } else {
+            Some(bits(23, 22) == 0b00)
+        }
+    };
+    match bits(29, 27) {
+        0b001 if simd => (bit(31) == 0).then_some(!load), // structures (LD1…/ST1…)
+        0b001 => {
+            if bit(24) != 0 {
+                return None;
+            }
+            // CAS (o2 = 1, o1 = 1) and CASP (size 0x, o2 = 0, o1 = 1): read-modify-write.
+            if bit(21) == 1 && (bit(23) == 1 || bit(31) == 0) {
+                return Some(true);
+            }
+            Some(!load) // exclusive, acquire/release
+        }
+        0b011 => {
+            if bit(24) == 0 {
+                return Some(false); // load literal
+            }
+            if !simd && bit(21) == 0 && bits(11, 10) == 0 {
+                return Some(bits(23, 22) == 0b00); // RCpc unscaled: STLUR / LDAPUR
+            }
+            None
+        }
+        0b101 => Some(!load), // pairs (LDP/STP, LDNP/STNP, LDPSW, STGP)
+        0b111 => {
+            if bit(24) == 1 || bit(21) == 0 {
+                return sized(); // unsigned offset, unscaled, pre/post index, unprivileged
+            }
+            match bits(11, 10) {
+                0b10 => sized(), // register offset
+                0b00 if simd => None,
+                // Atomics are read-modify-write, but LDAPR (o3 = 1, opc = 100) is a load.
+                0b00 => Some(!(bit(15) == 1 && bits(14, 12) == 0b100)),
+                _ if simd => None,
+                _ => Some(false), // LDRAA / LDRAB
+            }
+        }
+        _ => None,
+    }
 }
 
 // -------------------------------------------------------------------------------- handler
@@ -426,8 +597,18 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
     let addr = (*info).si_addr() as usize;
     let ps = page_size();
     let page = addr & !(ps - 1);
-    // Unknown direction: treat as a write (opens the range; never re-faults forever).
-    let write = fault_is_write(ctx).unwrap_or(true);
+    // The direction, found (and counted) only for a fault on a page we protected. Unknown
+    // direction: treat as a write (opens the range; never re-faults forever).
+    let mut direction: Option<bool> = None;
+    let mut write = || {
+        *direction.get_or_insert_with(|| match fault_is_write(ctx) {
+            Some(w) => w,
+            None => {
+                UNCLASSIFIED.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        })
+    };
     let rw = libc::PROT_READ | libc::PROT_WRITE;
     let high = HIGH.load(Ordering::Acquire).min(SLOTS);
     let mut page_hit = false;
@@ -463,7 +644,7 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
             continue; // collateral for this slot
         }
         exact_hit = true;
-        if write {
+        if write() {
             if st != WRITTEN
                 && s.state
                     .compare_exchange(st, WRITTEN, Ordering::AcqRel, Ordering::Relaxed)
@@ -496,7 +677,8 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
     if page_hit && !exact_hit {
         // Collateral: a page we protected, but the byte is in no armed buffer.
         COLLATERAL.fetch_add(1, Ordering::Relaxed);
-        set_prot(page, page + ps, if write { rw } else { libc::PROT_READ });
+        let prot = if write() { rw } else { libc::PROT_READ };
+        set_prot(page, page + ps, prot);
     }
     if page_hit {
         FAULTS.fetch_add(1, Ordering::Relaxed);
@@ -634,6 +816,14 @@ pub struct Stats {
     pub dropped: u64,
     /// Faults that were not ours, handed to the previous handler.
     pub chained: u64,
+    /// Faults whose read/write direction came from the fault context (x86_64: the page-fault
+    /// error code; aarch64: ESR_EL1 from the signal frame's `esr_context`).
+    pub by_context: u64,
+    /// Faults whose direction came from decoding the faulting instruction (aarch64 without an
+    /// `esr_context`, e.g. under qemu-user).
+    pub by_instruction: u64,
+    /// Faults whose direction was not known (taken as writes).
+    pub unclassified: u64,
 }
 
 pub fn stats() -> Stats {
@@ -642,28 +832,31 @@ pub fn stats() -> Stats {
         collateral: COLLATERAL.load(Ordering::Relaxed),
         dropped: DROPPED.load(Ordering::Relaxed),
         chained: CHAINED.load(Ordering::Relaxed),
+        by_context: BY_CONTEXT.load(Ordering::Relaxed),
+        by_instruction: BY_INSTRUCTION.load(Ordering::Relaxed),
+        unclassified: UNCLASSIFIED.load(Ordering::Relaxed),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
 
     const CHILD_ENV: &str = "ECHO_GUARD_CHILD";
 
-    /// Run test `name` alone in a fresh process with the child flag set.
+    /// Run test `name` alone in a fresh process with the child flag set (through
+    /// `ECHO_TEST_RUNNER` under an emulator).
     fn child(name: &str) -> std::process::Output {
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                &format!("profile::guard::tests::{name}"),
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, "1")
-            .output()
-            .unwrap()
+        let mut cmd = crate::testutil::self_command();
+        cmd.args([
+            &format!("profile::guard::tests::{name}"),
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .output()
+        .unwrap()
     }
 
     fn in_child() -> bool {
@@ -985,6 +1178,287 @@ mod tests {
         println!(
             "COST guard (min of 10 batches): arm (mprotect PROT_NONE, 64 KiB) {arm_us:.2} us; arm + fault round trip {both_us:.2} us; fault alone ~{:.2} us",
             both_us - arm_us
+        );
+        println!("CHILD-OK");
+    }
+
+    /// The instruction decoder (the aarch64 fallback when the signal frame has no
+    /// `esr_context`), on encodings assembled with `.arch armv8.5-a` + sve, memtag, lse, rcpc,
+    /// pauth (zig cc): every store, atomic and zeroing instruction is a write, every load and
+    /// prefetch a read, and what is not a data access is unknown.
+    #[test]
+    fn a64_decoder_classifies_assembled_instructions() {
+        let writes: &[(u32, &str)] = &[
+            (0x39000001, "strb w1,[x0]"),
+            (0x79000001, "strh w1,[x0]"),
+            (0xb9000001, "str w1,[x0]"),
+            (0xf9000001, "str x1,[x0]"),
+            (0xf8008c01, "str x1,[x0,#8]!"),
+            (0xf8008401, "str x1,[x0],#8"),
+            (0xf81f8001, "stur x1,[x0,#-8]"),
+            (0xf8226801, "str x1,[x0,x2]"),
+            (0xf8000801, "sttr x1,[x0]"),
+            (0x3d000000, "str b0,[x0]"),
+            (0x7d000000, "str h0,[x0]"),
+            (0xbd000000, "str s0,[x0]"),
+            (0xfd000000, "str d0,[x0]"),
+            (0x3d800000, "str q0,[x0]"),
+            (0x3c801000, "stur q0,[x0,#1]"),
+            (0xa9000801, "stp x1,x2,[x0]"),
+            (0xad000400, "stp q0,q1,[x0]"),
+            (0xa8000801, "stnp x1,x2,[x0]"),
+            (0x29810801, "stp w1,w2,[x0,#8]!"),
+            (0x4c007000, "st1 {v0.16b},[x0]"),
+            (0x4c9f2000, "st1 {v0.16b-v3.16b},[x0],#64"),
+            (0x0d009000, "st1 {v0.s}[1],[x0]"),
+            (0x4c008800, "st2 {v0.4s,v1.4s},[x0]"),
+            (0xc8037c01, "stxr w3,x1,[x0]"),
+            (0x8803fc01, "stlxr w3,w1,[x0]"),
+            (0xc8230801, "stxp w3,x1,x2,[x0]"),
+            (0xc89ffc01, "stlr x1,[x0]"),
+            (0x089ffc01, "stlrb w1,[x0]"),
+            (0xf8210002, "ldadd x1,x2,[x0]"),
+            (0xb8e10002, "ldaddal w1,w2,[x0]"),
+            (0xf821001f, "stadd x1,[x0]"),
+            (0xf8218002, "swp x1,x2,[x0]"),
+            (0xf8211002, "ldclr x1,x2,[x0]"),
+            (0xc8a17c02, "cas x1,x2,[x0]"),
+            (0x88e1fc02, "casal w1,w2,[x0]"),
+            (0x48227c04, "casp x2,x3,x4,x5,[x0]"),
+            (0xd50b7420, "dc zva,x0"),
+            (0xd9000001, "stlur x1,[x0]"),
+            (0xe400e000, "st1b {z0.b},p0,[x0]"),
+            (0xe5804000, "str z0,[x0]"),
+            (0x69000801, "stgp x1,x2,[x0]"),
+        ];
+        let reads: &[(u32, &str)] = &[
+            (0x39400001, "ldrb w1,[x0]"),
+            (0x39800001, "ldrsb x1,[x0]"),
+            (0x79c00001, "ldrsh w1,[x0]"),
+            (0xb9400001, "ldr w1,[x0]"),
+            (0xb9800001, "ldrsw x1,[x0]"),
+            (0xf8408c01, "ldr x1,[x0,#8]!"),
+            (0xf85f8001, "ldur x1,[x0,#-8]"),
+            (0xf8627801, "ldr x1,[x0,x2,lsl #3]"),
+            (0xf8400801, "ldtr x1,[x0]"),
+            (0x3dc00000, "ldr q0,[x0]"),
+            (0xfd400000, "ldr d0,[x0]"),
+            (0x3d400400, "ldr b0,[x0,#1]"),
+            (0xa9400801, "ldp x1,x2,[x0]"),
+            (0xacc10400, "ldp q0,q1,[x0],#32"),
+            (0xa8400801, "ldnp x1,x2,[x0]"),
+            (0x69400801, "ldpsw x1,x2,[x0]"),
+            (0x4c407000, "ld1 {v0.16b},[x0]"),
+            (0x4c400800, "ld4 {v0.4s-v3.4s},[x0]"),
+            (0x4d40c800, "ld1r {v0.4s},[x0]"),
+            (0x0d409000, "ld1 {v0.s}[1],[x0]"),
+            (0xc85f7c01, "ldxr x1,[x0]"),
+            (0x885ffc01, "ldaxr w1,[x0]"),
+            (0xc87f0801, "ldxp x1,x2,[x0]"),
+            (0xc8dffc01, "ldar x1,[x0]"),
+            (0xf8bfc001, "ldapr x1,[x0]"),
+            (0xd9400001, "ldapur x1,[x0]"),
+            (0x58fffcc1, "ldr x1,<literal>"),
+            (0x9cfffca1, "ldr q1,<literal>"),
+            (0xf9800000, "prfm pldl1keep,[x0]"),
+            (0xa400a000, "ld1b {z0.b},p0/z,[x0]"),
+            (0x85804000, "ldr z0,[x0]"),
+            (0xc5c1c000, "ld1d {z0.d},p0/z,[x0,z1.d]"),
+            (0xf8200401, "ldraa x1,[x0]"),
+        ];
+        for (i, text) in writes {
+            assert_eq!(a64_access_is_write(*i), Some(true), "{text} ({i:#010x})");
+        }
+        for (i, text) in reads {
+            assert_eq!(a64_access_is_write(*i), Some(false), "{text} ({i:#010x})");
+        }
+        for (i, text) in [
+            (0xd503201fu32, "nop"),
+            (0x8b020020, "add x0,x1,x2"),
+            (0x14000000, "b ."),
+            (0xd65f03c0, "ret"),
+            (0xd50b7a20, "dc cvac,x0"),
+        ] {
+            assert_eq!(a64_access_is_write(i), None, "{text} ({i:#010x})");
+        }
+    }
+
+    /// On aarch64 (the Jetson; qemu-user in the cross tests): real instructions of each kind
+    /// fault on an armed page and are recorded with the right direction, by the signal frame's
+    /// ESR where the kernel gives one and by decoding the instruction where it does not (qemu-user
+    /// 7.2). Prints which path classified them.
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn aarch64_real_instructions_are_classified() {
+        if !in_child() {
+            let so = assert_child_ok("aarch64_real_instructions_are_classified");
+            for l in so.lines().filter(|l| l.contains("PATH aarch64")) {
+                eprintln!("{l}");
+            }
+            return;
+        }
+        use std::arch::asm;
+        let m = Pages::new(1);
+        let p = m.p as usize;
+        let hwcap = unsafe { libc::getauxval(libc::AT_HWCAP) };
+        let lse = hwcap & libc::HWCAP_ATOMICS != 0;
+        let dczid: u64;
+        unsafe { asm!("mrs {d}, dczid_el0", d = out(reg) dczid) };
+        // qemu-user 7.2 (the cross tests' emulator) crashes the emulated process when a DC ZVA
+        // faults and is retried after the handler opened the page (its helper leaves a stale
+        // host return address behind: the next unrelated host fault becomes a guest SIGSEGV). A
+        // real kernel retries it like any store; under qemu this case is left out, and said so.
+        let qemu = std::env::var("ECHO_TEST_RUNNER").is_ok_and(|r| r.contains("qemu"));
+        let zva = dczid & 0x10 == 0 && !qemu;
+        type Op = Box<dyn Fn()>;
+        let mut cases: Vec<(&str, bool, Op)> = vec![
+            (
+                "ldrb",
+                false,
+                Box::new(move || unsafe {
+                    asm!("ldrb {t:w}, [{p}]", p = in(reg) p, t = out(reg) _)
+                }),
+            ),
+            (
+                "strb",
+                true,
+                Box::new(move || unsafe { asm!("strb wzr, [{p}]", p = in(reg) p) }),
+            ),
+            (
+                "ldr x",
+                false,
+                Box::new(move || unsafe {
+                    asm!("ldr {t}, [{p}, #8]", p = in(reg) p, t = out(reg) _)
+                }),
+            ),
+            (
+                "str x (pre-index)",
+                true,
+                Box::new(move || unsafe { asm!("str xzr, [{p}, #16]!", p = inout(reg) p => _) }),
+            ),
+            (
+                "ldr q",
+                false,
+                Box::new(move || unsafe { asm!("ldr q0, [{p}]", p = in(reg) p, out("v0") _) }),
+            ),
+            (
+                "str q",
+                true,
+                Box::new(move || unsafe {
+                    asm!("movi v0.16b, #0", "str q0, [{p}]", p = in(reg) p, out("v0") _)
+                }),
+            ),
+            (
+                "ldp",
+                false,
+                Box::new(move || unsafe {
+                    asm!("ldp {a}, {b}, [{p}]", p = in(reg) p, a = out(reg) _, b = out(reg) _)
+                }),
+            ),
+            (
+                "stp",
+                true,
+                Box::new(move || unsafe { asm!("stp xzr, xzr, [{p}]", p = in(reg) p) }),
+            ),
+            (
+                "ld1",
+                false,
+                Box::new(move || unsafe {
+                    asm!("ld1 {{v0.16b}}, [{p}]", p = in(reg) p, out("v0") _)
+                }),
+            ),
+            (
+                "st1",
+                true,
+                Box::new(move || unsafe {
+                    asm!("movi v0.16b, #0", "st1 {{v0.16b}}, [{p}]", p = in(reg) p, out("v0") _)
+                }),
+            ),
+            (
+                "ldxr",
+                false,
+                Box::new(move || unsafe {
+                    asm!("ldxr {t}, [{p}]", "clrex", p = in(reg) p, t = out(reg) _)
+                }),
+            ),
+            (
+                "ldar",
+                false,
+                Box::new(move || unsafe { asm!("ldar {t}, [{p}]", p = in(reg) p, t = out(reg) _) }),
+            ),
+            (
+                "stlr",
+                true,
+                Box::new(move || unsafe { asm!("stlr xzr, [{p}]", p = in(reg) p) }),
+            ),
+            (
+                "copy out (memcpy)",
+                false,
+                Box::new(move || unsafe {
+                    let mut v = vec![1u8; 4096];
+                    std::ptr::copy_nonoverlapping(p as *const u8, v.as_mut_ptr(), 4096);
+                    std::hint::black_box(&v);
+                }),
+            ),
+            (
+                "fill (memset)",
+                true,
+                Box::new(move || unsafe {
+                    std::ptr::write_bytes(std::hint::black_box(p as *mut u8), 0, 4096);
+                }),
+            ),
+        ];
+        if zva {
+            cases.push((
+                "dc zva",
+                true,
+                Box::new(move || unsafe { asm!("dc zva, {p}", p = in(reg) p) }),
+            ));
+        }
+        if lse {
+            cases.push(("ldadd", true, Box::new(move || unsafe {
+                asm!(".arch_extension lse", "ldadd {a}, {t}, [{p}]", p = in(reg) p, a = in(reg) 1u64, t = out(reg) _)
+            })));
+            cases.push(("cas", true, Box::new(move || unsafe {
+                asm!(".arch_extension lse", "cas {c}, {n}, [{p}]", p = in(reg) p, c = inout(reg) 0u64 => _, n = in(reg) 0u64)
+            })));
+        }
+        let ps = page_size();
+        for (name, want_write, op) in &cases {
+            arm(1, m.p, ps).unwrap();
+            op();
+            let v = drained();
+            let want = if *want_write {
+                Access::Write
+            } else {
+                Access::Read
+            };
+            assert_eq!(
+                v.first().map(|e| e.1),
+                Some(want),
+                "{name}: {v:?} (stats {:?})",
+                stats()
+            );
+            disarm(1);
+        }
+        let s = stats();
+        println!(
+            "\nPATH aarch64 guard: {} cases ({}lse, {}); direction from the signal frame's ESR: {}, from the decoded instruction: {}, unknown: {}",
+            cases.len(),
+            if lse { "" } else { "no " },
+            match (zva, qemu) {
+                (true, _) => "dc zva",
+                (false, true) => "dc zva left out under qemu-user",
+                (false, false) => "dc zva prohibited by DCZID_EL0",
+            },
+            s.by_context,
+            s.by_instruction,
+            s.unclassified
+        );
+        assert_eq!(s.unclassified, 0, "{s:?}");
+        assert!(
+            s.by_context + s.by_instruction >= cases.len() as u64,
+            "{s:?}"
         );
         println!("CHILD-OK");
     }

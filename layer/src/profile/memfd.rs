@@ -233,7 +233,20 @@ mod tests {
     fn drop_unmaps_and_closes() {
         // In a child process: other tests' threads would reuse the fd number or the address.
         if std::env::var_os("ECHO_MEMFD_CHILD").is_none() {
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
+            // Through ECHO_TEST_RUNNER under an emulator (qemu-user cannot exec a foreign
+            // binary); this file is also compiled into the test layer, so no crate helper.
+            let exe = std::env::current_exe().unwrap();
+            let runner = std::env::var("ECHO_TEST_RUNNER").unwrap_or_default();
+            let mut words = runner.split_whitespace();
+            let mut cmd = match words.next() {
+                Some(program) => {
+                    let mut c = std::process::Command::new(program);
+                    c.args(words).arg(&exe);
+                    c
+                }
+                None => std::process::Command::new(&exe),
+            };
+            let out = cmd
                 .args([
                     "profile::memfd::tests::drop_unmaps_and_closes",
                     "--exact",

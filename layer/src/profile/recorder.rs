@@ -1382,12 +1382,15 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} candidate buffers, {} faults ({} collateral, {} chained to the application, {} dropped)",
+                "profile: host-access validation: {} candidate buffers, {} faults ({} collateral, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
                 s.chained,
-                s.dropped
+                s.dropped,
+                s.by_context,
+                s.by_instruction,
+                s.unclassified
             );
         }
         if self.on() {

@@ -504,7 +504,7 @@ mod tests {
     #[test]
     fn forked_child_neither_writes_nor_waits() {
         if std::env::var_os("ECHO_SINK_CHILD").is_none() {
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
+            let out = crate::testutil::self_command()
                 .args([
                     "profile::sink::tests::forked_child_neither_writes_nor_waits",
                     "--exact",

@@ -5,7 +5,10 @@
 //!
 //! Options: `--app-setting name=value` (repeatable) passes a `VkLayerSettingsCreateInfoEXT`
 //! string setting for VK_LAYER_echo; `--bytes N` sets the workload size (default 1 MiB);
-//! `--out FILE` writes the JSON there instead of stdout (layers may print to stdout).
+//! `--out FILE` writes the JSON there instead of stdout (layers may print to stdout);
+//! `--try-extension NAME` also creates a device with device extension NAME enabled and reports
+//! the result (`try_extension`). Each device also reports its `api_version` ("1.2.230") and
+//! whether it lists `VK_EXT_external_memory_host`.
 
 use ash::vk;
 use serde_json::{json, Value};
@@ -21,6 +24,9 @@ const COMMANDS: &[&str] = &[
     "vkBeginCommandBuffer",
     "vkCmdCopyBuffer",
     "vkCmdCopyBuffer2",
+    "vkCmdCopyBuffer2KHR",
+    "vkCmdPipelineBarrier2",
+    "vkQueueSubmit2",
     "vkCmdDispatch",
     "vkQueueSubmit",
     "vkWaitForFences",
@@ -49,6 +55,7 @@ fn flags_text(f: vk::MemoryPropertyFlags) -> Vec<&'static str> {
         (vk::MemoryPropertyFlags::HOST_VISIBLE, "HV"),
         (vk::MemoryPropertyFlags::HOST_COHERENT, "HC"),
         (vk::MemoryPropertyFlags::HOST_CACHED, "HCA"),
+        (vk::MemoryPropertyFlags::PROTECTED, "PROT"),
     ] {
         if f.contains(b) {
             v.push(n);
@@ -214,6 +221,7 @@ fn main() {
     let mut app_settings: Vec<(CString, CString)> = Vec::new();
     let mut bytes: u64 = 1 << 20;
     let mut out_file: Option<String> = None;
+    let mut try_ext: Option<CString> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -223,6 +231,9 @@ fn main() {
                 app_settings.push((CString::new(k).unwrap(), CString::new(v).unwrap()));
             }
             "--out" => out_file = Some(args.next().expect("--out FILE")),
+            "--try-extension" => {
+                try_ext = Some(CString::new(args.next().expect("--try-extension NAME")).unwrap())
+            }
             "--bytes" => bytes = args.next().and_then(|v| v.parse().ok()).expect("--bytes N"),
             other => {
                 eprintln!("echo-probe: unknown argument {other}");
@@ -230,7 +241,7 @@ fn main() {
             }
         }
     }
-    let out = unsafe { run(&app_settings, bytes) };
+    let out = unsafe { run(&app_settings, bytes, try_ext.as_deref()) };
     match out {
         Ok(v) => {
             let text = serde_json::to_string_pretty(&v).unwrap();
@@ -246,7 +257,11 @@ fn main() {
     }
 }
 
-unsafe fn run(app_settings: &[(CString, CString)], bytes: u64) -> Result<Value, String> {
+unsafe fn run(
+    app_settings: &[(CString, CString)],
+    bytes: u64,
+    try_ext: Option<&CStr>,
+) -> Result<Value, String> {
     let entry = ash::Entry::load().map_err(|e| format!("cannot load libvulkan: {e}"))?;
     // Vulkan 1.3 where the loader offers it, so 1.3 commands (vkCmdCopyBuffer2) resolve too.
     let version = entry
@@ -316,9 +331,39 @@ unsafe fn run(app_settings: &[(CString, CString)], bytes: u64) -> Result<Value, 
         }
         let w = work(&device, &mem, bytes).unwrap_or_else(|e| json!({ "error": e }));
         device.destroy_device(None);
+        let lists_memory_host = instance
+            .enumerate_device_extension_properties(pd)
+            .map_err(|e| format!("vkEnumerateDeviceExtensionProperties: {e}"))?
+            .iter()
+            .any(|e| e.extension_name_as_c_str() == Ok(c"VK_EXT_external_memory_host"));
+        let tried = try_ext.map(|ext| {
+            let names = [ext.as_ptr()];
+            let r = instance.create_device(
+                pd,
+                &vk::DeviceCreateInfo::default()
+                    .queue_create_infos(&qi)
+                    .enabled_extension_names(&names),
+                None,
+            );
+            match r {
+                Ok(d) => {
+                    d.destroy_device(None);
+                    "SUCCESS".to_string()
+                }
+                Err(e) => format!("{e:?}"),
+            }
+        });
         devices.push(json!({
             "name": name,
             "device_type": format!("{:?}", props.device_type),
+            "api_version": format!(
+                "{}.{}.{}",
+                vk::api_version_major(props.api_version),
+                vk::api_version_minor(props.api_version),
+                vk::api_version_patch(props.api_version)
+            ),
+            "lists_external_memory_host": lists_memory_host,
+            "try_extension": tried,
             "memory_types": (0..mem.memory_type_count)
                 .map(|i| flags_text(mem.memory_types[i as usize].property_flags))
                 .collect::<Vec<_>>(),

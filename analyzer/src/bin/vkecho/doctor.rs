@@ -149,6 +149,7 @@ fn build_report(env: paths::Env) -> Value {
                     entry["library_path"] = lp.into();
                     entry["library"] = resolved.display().to_string().into();
                     entry["library_found"] = exists.into();
+                    entry["library_arch"] = paths::elf_arch(&resolved).into();
                     entry["api_version"] = doc["ICD"]["api_version"].clone();
                 }
                 Err(e) => entry["error"] = e.into(),
@@ -196,6 +197,7 @@ fn build_report(env: paths::Env) -> Value {
                     "library_path": lp,
                     "library": resolved.display().to_string(),
                     "library_found": exists,
+                    "library_arch": paths::elf_arch(&resolved),
                     "api_version": doc["layer"]["api_version"],
                     "enable_environment": doc["layer"]["enable_environment"],
                 }));
@@ -330,6 +332,16 @@ fn build_report(env: paths::Env) -> Value {
         );
     } else {
         for m in &manifests {
+            let arch = m["library_arch"].as_str().unwrap_or(std::env::consts::ARCH);
+            if m["library_found"] == true && arch != std::env::consts::ARCH {
+                problems.push(format!(
+                    "{} names {}, an {arch} library: this {} loader cannot load it (install the \
+                     package or tarball of this machine's architecture)",
+                    m["path"].as_str().unwrap(),
+                    m["library"].as_str().unwrap(),
+                    std::env::consts::ARCH
+                ));
+            }
             if m["library_found"] != true {
                 problems.push(format!(
                     "{} names library_path '{}', which does not exist (resolved: {}); reinstall \
@@ -720,10 +732,16 @@ fn render(r: &Value) -> String {
     }
     let _ = writeln!(o, "\nDrivers (ICD manifests)");
     for d in r["drivers"].as_array().into_iter().flatten() {
-        let ok = if d["library_found"] == true {
-            "ok"
+        let arch = d["library_arch"].as_str().unwrap_or(std::env::consts::ARCH);
+        let ok = if d["library_found"] != true {
+            "library missing".to_string()
+        } else if arch != std::env::consts::ARCH {
+            format!(
+                "{arch} library: this {} loader skips it",
+                std::env::consts::ARCH
+            )
         } else {
-            "library missing"
+            "ok".to_string()
         };
         let _ = writeln!(
             o,

@@ -223,6 +223,34 @@ pub fn resolve_library(manifest: &Path, library_path: &str, env: Env) -> (PathBu
     (lp.to_path_buf(), false)
 }
 
+/// The architecture an ELF file is built for, in `std::env::consts::ARCH`'s words (`x86_64`,
+/// `aarch64`, …); `None` when it is not a readable ELF file. A loader skips a driver or layer
+/// library of another architecture (a multiarch system has both: `lvp_icd.aarch64.json` beside
+/// `lvp_icd.x86_64.json`).
+pub fn elf_arch(p: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut h = [0u8; 20];
+    std::fs::File::open(p).ok()?.read_exact(&mut h).ok()?;
+    if h[..4] != *b"\x7fELF" {
+        return None;
+    }
+    let machine = match h[5] {
+        1 => u16::from_le_bytes([h[18], h[19]]),
+        _ => u16::from_be_bytes([h[18], h[19]]),
+    };
+    Some(
+        match machine {
+            3 => "x86",
+            40 => "arm",
+            62 => "x86_64",
+            183 => "aarch64",
+            243 => "riscv64",
+            n => return Some(format!("ELF machine {n}")),
+        }
+        .to_string(),
+    )
+}
+
 pub fn read_json(p: &Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read: {e}"))?;
     serde_json::from_str(&text).map_err(|e| format!("not valid JSON: {e}"))
@@ -284,6 +312,28 @@ pub fn process_env(k: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn elf_arch_reads_the_machine() {
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(
+            super::elf_arch(&me).as_deref(),
+            Some(std::env::consts::ARCH)
+        );
+        let dir = std::env::temp_dir().join(format!("vkecho-elf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut h = [0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2; // 64-bit
+        h[5] = 1; // little endian
+        h[18..20].copy_from_slice(&183u16.to_le_bytes());
+        let f = dir.join("aarch64.so");
+        std::fs::write(&f, h).unwrap();
+        assert_eq!(super::elf_arch(&f).as_deref(), Some("aarch64"));
+        std::fs::write(&f, b"not an elf file at all").unwrap();
+        assert_eq!(super::elf_arch(&f), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     use super::*;
     use std::collections::HashMap;
 

@@ -13,6 +13,26 @@
 //! With `VK_ECHO_TEST_TABLE=real` it presents the driver's own table and type (for the fault and
 //! poison modes below on the real UMA device).
 //!
+//! With `VK_ECHO_TEST_TABLE=jetson-nano` it presents a Jetson Nano (JetPack 4.6, issue 13): the
+//! memory table and device type of the entry of `analyzer/testdata/devices.json` whose name
+//! contains "Jetson Nano" (embedded at build time; `VK_ECHO_TEST_DEVICES=FILE` reads another
+//! devices.json, `VK_ECHO_TEST_DEVICE=TEXT` picks another entry), `apiVersion` 1.2, and a Vulkan
+//! 1.2 driver's command set: every Vulkan 1.3 core command (the names of ash's `InstanceFnV1_3`
+//! and `DeviceFnV1_3`) resolves to NULL through `vkGetInstanceProcAddr`/`vkGetDeviceProcAddr`,
+//! and `VK_EXT_external_memory_host` is neither listed nor creatable
+//! (`VK_ERROR_EXTENSION_NOT_PRESENT`), nor is `vkGetMemoryHostPointerPropertiesEXT` resolvable.
+//! The KHR/EXT aliases of promoted extensions stay as the driver offers them (a 1.2 driver may
+//! have `VK_KHR_copy_commands2`).
+//! A real GPU does not use the CPU's page tables; lavapipe's "GPU" threads do. So that an
+//! application's (or echo's) `mprotect` of a mapping behaves as on the Jetson, every allocation
+//! of a host-visible type is backed, below everything above, by one memfd mapped twice: view A
+//! imported into lavapipe with `VK_EXT_external_memory_host` (which this layer enables for
+//! itself and hides), view B returned by `vkMapMemory`. Buffers get
+//! `VkExternalMemoryBufferCreateInfo(HOST_ALLOCATION)` so that binding them there is valid. An
+//! allocation it cannot back that way prints one `[VK_LAYER_ECHO_test_discrete] jetson: ...
+//! driver's own mapping` line (a test can see it). `VK_ECHO_TEST_JETSON_MAP=driver` turns this
+//! off, to show what it avoids (lavapipe's threads then fault on pages protected for the host).
+//!
 //! Fault injection (issue 8): `VK_ECHO_TEST_FAIL=entry[,entry...]`, each entry
 //! `COMMAND[:FILTER]@N` (fail the Nth matching call, 1-based), `COMMAND[:FILTER]@N+` (the Nth and
 //! every later one) or `COMMAND[:FILTER]@*` (every one). COMMAND is one of `vkAllocateMemory`,
@@ -96,7 +116,197 @@ fn apu() -> bool {
 /// Whether to present the driver's own table unchanged (`VK_ECHO_TEST_TABLE=real`).
 fn real() -> bool {
     static REAL: OnceLock<bool> = OnceLock::new();
-    *REAL.get_or_init(|| std::env::var("VK_ECHO_TEST_TABLE").is_ok_and(|v| v == "real"))
+    *REAL.get_or_init(|| {
+        std::env::var("VK_ECHO_TEST_TABLE").is_ok_and(|v| v == "real")
+            || (jetson() && table().is_none())
+    })
+}
+
+/// Whether to present the Jetson Nano (`VK_ECHO_TEST_TABLE=jetson-nano`).
+fn jetson() -> bool {
+    static J: OnceLock<bool> = OnceLock::new();
+    *J.get_or_init(|| std::env::var("VK_ECHO_TEST_TABLE").is_ok_and(|v| v == "jetson-nano"))
+}
+
+/// Echo's double mapping (one memfd, two views), reused as is (`profile::memfd`, so its tests
+/// find themselves by the same name).
+mod profile;
+use profile::memfd::DoubleMap;
+
+const EXT_MEMORY_HOST: &CStr = c"VK_EXT_external_memory_host";
+const EXT_EXTERNAL_MEMORY: &CStr = c"VK_KHR_external_memory";
+
+/// The devices.json the layer was built with (the analyzer's test data, from the shared tables).
+const DEVICES_JSON: &str = include_str!("../../../../analyzer/testdata/devices.json");
+
+/// A device of devices.json, as Vulkan structures.
+#[derive(Debug)]
+struct Table {
+    name: String,
+    device_type: vk::PhysicalDeviceType,
+    heaps: Vec<vk::MemoryHeap>,
+    types: Vec<vk::MemoryType>,
+}
+
+impl Table {
+    /// The types a buffer may use: every type but the protected ones.
+    fn buffer_bits(&self) -> u32 {
+        self.types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| {
+                !t.property_flags
+                    .contains(vk::MemoryPropertyFlags::PROTECTED)
+            })
+            .fold(0, |bits, (i, _)| bits | 1 << i)
+    }
+
+    fn host_visible(&self, index: u32) -> bool {
+        self.types.get(index as usize).is_some_and(|t| {
+            t.property_flags
+                .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+        })
+    }
+}
+
+/// The entry of devices.json `text` whose name contains `want`.
+fn parse_table(text: &str, want: &str) -> Result<Table, String> {
+    use vk::MemoryPropertyFlags as F;
+    let doc: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let dev = doc["devices"]
+        .as_array()
+        .ok_or("no \"devices\" array")?
+        .iter()
+        .find(|d| d["name"].as_str().is_some_and(|n| n.contains(want)))
+        .ok_or_else(|| format!("no device whose name contains '{want}'"))?;
+    let name = dev["name"].as_str().unwrap_or_default().to_string();
+    let device_type = match dev["deviceType"].as_str() {
+        Some("INTEGRATED_GPU") => vk::PhysicalDeviceType::INTEGRATED_GPU,
+        Some("DISCRETE_GPU") => vk::PhysicalDeviceType::DISCRETE_GPU,
+        Some("VIRTUAL_GPU") => vk::PhysicalDeviceType::VIRTUAL_GPU,
+        Some("CPU") => vk::PhysicalDeviceType::CPU,
+        Some("OTHER") => vk::PhysicalDeviceType::OTHER,
+        other => return Err(format!("{name}: unknown deviceType {other:?}")),
+    };
+    let list = |v: &serde_json::Value, what: &str| -> Result<Vec<String>, String> {
+        v.as_array()
+            .ok_or_else(|| format!("{name}: {what} is not an array"))?
+            .iter()
+            .map(|f| {
+                f.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("{name}: {what} holds a non-string"))
+            })
+            .collect()
+    };
+    let mut heaps = Vec::new();
+    for h in dev["heaps"].as_array().ok_or("no heaps")? {
+        let mut flags = vk::MemoryHeapFlags::empty();
+        for f in list(&h["flags"], "heap flags")? {
+            flags |= match f.as_str() {
+                "DL" => vk::MemoryHeapFlags::DEVICE_LOCAL,
+                "MI" => vk::MemoryHeapFlags::MULTI_INSTANCE,
+                other => return Err(format!("{name}: unknown heap flag {other}")),
+            };
+        }
+        let size = h["size"]
+            .as_u64()
+            .ok_or_else(|| format!("{name}: heap without a size"))?;
+        heaps.push(vk::MemoryHeap { size, flags });
+    }
+    let mut types = Vec::new();
+    for t in dev["types"].as_array().ok_or("no types")? {
+        let mut flags = F::empty();
+        for f in list(&t["flags"], "type flags")? {
+            flags |= match f.as_str() {
+                "DL" => F::DEVICE_LOCAL,
+                "HV" => F::HOST_VISIBLE,
+                "HC" => F::HOST_COHERENT,
+                "HCA" => F::HOST_CACHED,
+                "LAZY" => F::LAZILY_ALLOCATED,
+                "PROT" => F::PROTECTED,
+                other => return Err(format!("{name}: unknown type flag {other}")),
+            };
+        }
+        let heap = t["heap"]
+            .as_u64()
+            .filter(|h| (*h as usize) < heaps.len())
+            .ok_or_else(|| format!("{name}: a type names no valid heap"))?;
+        types.push(vk::MemoryType {
+            property_flags: flags,
+            heap_index: heap as u32,
+        });
+    }
+    if heaps.is_empty() || heaps.len() > vk::MAX_MEMORY_HEAPS || types.is_empty() {
+        return Err(format!("{name}: heap or type count out of range"));
+    }
+    if types.len() > vk::MAX_MEMORY_TYPES {
+        return Err(format!("{name}: more than {} types", vk::MAX_MEMORY_TYPES));
+    }
+    Ok(Table {
+        name,
+        device_type,
+        heaps,
+        types,
+    })
+}
+
+/// The table of jetson mode (`None` in every other mode, or when it cannot be read: then the
+/// driver's own table is presented and one line says why).
+fn table() -> Option<&'static Table> {
+    static T: OnceLock<Option<Table>> = OnceLock::new();
+    T.get_or_init(|| {
+        if !jetson() {
+            return None;
+        }
+        let text = match std::env::var("VK_ECHO_TEST_DEVICES") {
+            Ok(path) => match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("[VK_LAYER_ECHO_test_discrete] jetson: cannot read {path}: {e}");
+                    return None;
+                }
+            },
+            Err(_) => DEVICES_JSON.to_string(),
+        };
+        let want = std::env::var("VK_ECHO_TEST_DEVICE").unwrap_or_else(|_| "Jetson Nano".into());
+        match parse_table(&text, &want) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("[VK_LAYER_ECHO_test_discrete] jetson: no table ({e}); the driver's own is presented");
+                None
+            }
+        }
+    })
+    .as_ref()
+}
+
+/// Whether a Vulkan 1.2 driver lacks `name` (jetson mode): every Vulkan 1.3 core command, and the
+/// command of `VK_EXT_external_memory_host`.
+fn hidden(name: &[u8]) -> bool {
+    static H: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    if !jetson() {
+        return false;
+    }
+    H.get_or_init(|| {
+        let mut v = vec![b"vkGetMemoryHostPointerPropertiesEXT".to_vec()];
+        let mut note = |n: &CStr| {
+            v.push(n.to_bytes().to_vec());
+            std::ptr::null()
+        };
+        ash::InstanceFnV1_3::load(&mut note);
+        ash::DeviceFnV1_3::load(&mut note);
+        v
+    })
+    .iter()
+    .any(|h| h == name)
+}
+
+/// Allocations backed by a double mapping in jetson mode: memory handle → views.
+fn doubles() -> &'static Mutex<HashMap<u64, DoubleMap>> {
+    static M: OnceLock<Mutex<HashMap<u64, DoubleMap>>> = OnceLock::new();
+    M.get_or_init(Default::default)
 }
 
 /// Which calls an injected fault matches.
@@ -272,6 +482,10 @@ struct Device {
     img_req2: Option<vk::PFN_vkGetImageMemoryRequirements2>,
     img_req2_khr: Option<vk::PFN_vkGetImageMemoryRequirements2>,
     host_ptr_props: Option<vk::PFN_vkGetMemoryHostPointerPropertiesEXT>,
+    /// Jetson mode: host-visible allocations are double-mapped (the layer enabled
+    /// `VK_EXT_external_memory_host` for itself), with this import alignment.
+    double_map: bool,
+    import_align: u64,
 }
 
 fn instances() -> &'static Mutex<HashMap<usize, &'static Instance>> {
@@ -320,6 +534,9 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
     name: *const c_char,
 ) -> vk::PFN_vkVoidFunction {
     let n = CStr::from_ptr(name).to_bytes();
+    if hidden(n) {
+        return None;
+    }
     let f: *const () = match n {
         b"vkGetInstanceProcAddr" => vkGetInstanceProcAddr as *const (),
         b"vkCreateInstance" => create_instance as *const (),
@@ -382,6 +599,9 @@ pub unsafe extern "system" fn vkGetDeviceProcAddr(
     name: *const c_char,
 ) -> vk::PFN_vkVoidFunction {
     let d = dev(device)?;
+    if hidden(CStr::from_ptr(name).to_bytes()) {
+        return None;
+    }
     let next = (d.gdpa)(device, name);
     next?;
     device_hook(CStr::from_ptr(name).to_bytes()).or(next)
@@ -432,9 +652,58 @@ unsafe extern "system" fn enumerate_device_extension_properties(
         *count = 0;
         return vk::Result::SUCCESS;
     }
-    match inst(pd) {
-        Some(i) => (i.fp.enumerate_device_extension_properties)(pd, layer, count, props),
-        None => vk::Result::ERROR_INITIALIZATION_FAILED,
+    let Some(i) = inst(pd) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    if !jetson() {
+        return (i.fp.enumerate_device_extension_properties)(pd, layer, count, props);
+    }
+    // A Vulkan 1.2 driver without VK_EXT_external_memory_host.
+    let all = match device_extensions(i, pd, layer) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let shown: Vec<_> = all
+        .into_iter()
+        .filter(|e| e.extension_name_as_c_str() != Ok(EXT_MEMORY_HOST))
+        .collect();
+    if props.is_null() {
+        *count = shown.len() as u32;
+        return vk::Result::SUCCESS;
+    }
+    let n = (*count as usize).min(shown.len());
+    std::ptr::copy_nonoverlapping(shown.as_ptr(), props, n);
+    *count = n as u32;
+    if n < shown.len() {
+        vk::Result::INCOMPLETE
+    } else {
+        vk::Result::SUCCESS
+    }
+}
+
+/// Every device extension the layers below offer.
+unsafe fn device_extensions(
+    i: &Instance,
+    pd: vk::PhysicalDevice,
+    layer: *const c_char,
+) -> Result<Vec<vk::ExtensionProperties>, vk::Result> {
+    loop {
+        let mut n = 0u32;
+        let r =
+            (i.fp.enumerate_device_extension_properties)(pd, layer, &mut n, std::ptr::null_mut());
+        if r != vk::Result::SUCCESS {
+            return Err(r);
+        }
+        let mut v = vec![vk::ExtensionProperties::default(); n as usize];
+        let r = (i.fp.enumerate_device_extension_properties)(pd, layer, &mut n, v.as_mut_ptr());
+        match r {
+            vk::Result::SUCCESS => {
+                v.truncate(n as usize);
+                return Ok(v);
+            }
+            vk::Result::INCOMPLETE => continue,
+            e => return Err(e),
+        }
     }
 }
 
@@ -506,6 +775,23 @@ fn make_discrete(p: &mut vk::PhysicalDeviceProperties) {
     if real() {
         return;
     }
+    if jetson() {
+        let Some(t) = table() else { return };
+        p.device_type = t.device_type;
+        // A Vulkan 1.2 driver (the patch level stays the driver's).
+        p.api_version = vk::make_api_version(0, 1, 2, vk::api_version_patch(p.api_version));
+        let real_name = unsafe { CStr::from_ptr(p.device_name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let name = format!("{} (emulated on {real_name})", t.name);
+        let bytes = name.as_bytes();
+        let n = bytes.len().min(p.device_name.len() - 1);
+        for (d, b) in p.device_name.iter_mut().zip(&bytes[..n]) {
+            *d = *b as c_char;
+        }
+        p.device_name[n] = 0;
+        return;
+    }
     p.device_type = if apu() {
         vk::PhysicalDeviceType::INTEGRATED_GPU
     } else {
@@ -539,6 +825,15 @@ unsafe extern "system" fn get_properties2(
 /// The real table → the fake discrete one.
 fn make_table(m: &mut vk::PhysicalDeviceMemoryProperties) {
     if real() {
+        return;
+    }
+    if jetson() {
+        let Some(t) = table() else { return };
+        *m = vk::PhysicalDeviceMemoryProperties::default();
+        m.memory_heap_count = t.heaps.len() as u32;
+        m.memory_heaps[..t.heaps.len()].copy_from_slice(&t.heaps);
+        m.memory_type_count = t.types.len() as u32;
+        m.memory_types[..t.types.len()].copy_from_slice(&t.types);
         return;
     }
     let total = m.memory_heaps[0].size;
@@ -610,14 +905,63 @@ unsafe extern "system" fn create_device(
     ) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
+    // Jetson mode: the application cannot have VK_EXT_external_memory_host; the layer enables it
+    // (and what it needs on a 1.0 device) for its own double mapping when the driver has it.
+    let asked: Vec<*const c_char> = if (*info).enabled_extension_count == 0 {
+        Vec::new()
+    } else {
+        std::slice::from_raw_parts(
+            (*info).pp_enabled_extension_names,
+            (*info).enabled_extension_count as usize,
+        )
+        .to_vec()
+    };
+    let has = |v: &[*const c_char], e: &CStr| v.iter().any(|n| CStr::from_ptr(*n) == e);
+    let mut names = asked.clone();
+    let mut double_map = false;
+    if jetson() && table().is_some() {
+        if has(&asked, EXT_MEMORY_HOST) {
+            return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
+        }
+        let offered = device_extensions(i, pd, std::ptr::null()).unwrap_or_default();
+        let offers = |e: &CStr| offered.iter().any(|x| x.extension_name_as_c_str() == Ok(e));
+        let own_tables = std::env::var("VK_ECHO_TEST_JETSON_MAP").map_or(true, |v| v != "driver");
+        if !own_tables {
+            eprintln!("[VK_LAYER_ECHO_test_discrete] jetson: VK_ECHO_TEST_JETSON_MAP=driver: mappings are the driver's own mapping");
+        } else if offers(EXT_MEMORY_HOST) && offers(EXT_EXTERNAL_MEMORY) {
+            names.push(EXT_MEMORY_HOST.as_ptr());
+            if !has(&asked, EXT_EXTERNAL_MEMORY) {
+                names.push(EXT_EXTERNAL_MEMORY.as_ptr());
+            }
+            double_map = true;
+        } else {
+            eprintln!("[VK_LAYER_ECHO_test_discrete] jetson: the driver has no VK_EXT_external_memory_host; mappings are the driver's own mapping");
+        }
+    }
+    let mut own_info = *info;
+    own_info.enabled_extension_count = names.len() as u32;
+    own_info.pp_enabled_extension_names = names.as_ptr();
     (*p).u.pLayerInfo = (*link).pNext;
     let Some(create) = gipa(i.handle, c"vkCreateDevice".as_ptr()) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let r = typed::<vk::PFN_vkCreateDevice>(create)(pd, info, alloc, out);
+    let r = typed::<vk::PFN_vkCreateDevice>(create)(pd, &own_info, alloc, out);
     if r != vk::Result::SUCCESS {
         return r;
     }
+    let import_align = if double_map {
+        let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+        let mut p2 = vk::PhysicalDeviceProperties2 {
+            p_next: &mut host as *mut _ as *mut c_void,
+            ..Default::default()
+        };
+        if let Some(f) = i.props2 {
+            f(pd, &mut p2);
+        }
+        host.min_imported_host_pointer_alignment
+    } else {
+        0
+    };
     let device = *out;
     // The real table: the first host-visible type takes every fake type's allocations.
     let mut mem = vk::PhysicalDeviceMemoryProperties::default();
@@ -661,7 +1005,13 @@ unsafe extern "system" fn create_device(
         img_req2: get(gdpa, device, c"vkGetImageMemoryRequirements2"),
         img_req2_khr: get(gdpa, device, c"vkGetImageMemoryRequirements2KHR"),
         host_ptr_props: get(gdpa, device, c"vkGetMemoryHostPointerPropertiesEXT"),
+        double_map: false,
+        import_align,
     }));
+    d.double_map = double_map && import_align.is_power_of_two() && d.host_ptr_props.is_some();
+    if double_map && !d.double_map {
+        eprintln!("[VK_LAYER_ECHO_test_discrete] jetson: cannot import host memory (alignment {import_align}); mappings are the driver's own mapping");
+    }
     devices().lock().unwrap().insert(key(device.as_raw()), d);
     r
 }
@@ -728,14 +1078,21 @@ unsafe extern "system" fn free_memory(
         }
         bound().lock().unwrap().remove(&memory.as_raw());
     }
-    (d.fp.free_memory)(device, memory, alloc)
+    (d.fp.free_memory)(device, memory, alloc);
+    // A Jetson-table double mapping is unmapped only after the driver let go of the memory.
+    let m = doubles().lock().unwrap().remove(&memory.as_raw());
+    drop(m);
 }
 
 unsafe extern "system" fn unmap_memory(device: vk::Device, memory: vk::DeviceMemory) {
     let Some(d) = dev(device) else { return };
-    if known(d, memory, "vkUnmapMemory") {
-        (d.fp.unmap_memory)(device, memory)
+    if !known(d, memory, "vkUnmapMemory") {
+        return;
     }
+    if doubles().lock().unwrap().contains_key(&memory.as_raw()) {
+        return; // view B stays until the memory is freed
+    }
+    (d.fp.unmap_memory)(device, memory)
 }
 
 macro_rules! ranges {
@@ -797,6 +1154,16 @@ unsafe fn imports_host_pointer(info: &vk::MemoryAllocateInfo<'_>) -> bool {
     false
 }
 
+/// An allocation that reached the driver: counted, and live until `vkFreeMemory`.
+fn count_allocation(d: &Device, memory: vk::DeviceMemory, size: vk::DeviceSize) {
+    let mut m = d.mem.lock().unwrap();
+    m.allocations += 1;
+    m.allocated_bytes += size;
+    m.live_bytes += size;
+    m.peak_live_bytes = m.peak_live_bytes.max(m.live_bytes);
+    m.live.insert(memory.as_raw(), size);
+}
+
 unsafe extern "system" fn allocate_memory(
     device: vk::Device,
     info: *const vk::MemoryAllocateInfo<'_>,
@@ -815,21 +1182,30 @@ unsafe extern "system" fn allocate_memory(
     }
     let mut real_info = *info;
     if !real() {
-        if (*info).memory_type_index >= FAKE_TYPES.len() as u32 {
+        let presented = table().map_or(FAKE_TYPES.len(), |t| t.types.len());
+        if (*info).memory_type_index >= presented as u32 {
             return vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
         }
         real_info.memory_type_index = d.real_type;
     }
+    if d.double_map && table().is_some_and(|t| t.host_visible((*info).memory_type_index)) {
+        if let Some(r) = allocate_double(d, device, &real_info, alloc, out) {
+            if r == vk::Result::SUCCESS {
+                NEWEST.store((*out).as_raw(), std::sync::atomic::Ordering::Relaxed);
+                count_allocation(d, *out, real_info.allocation_size);
+                if let Some(byte) = poison() {
+                    if let Some(m) = doubles().lock().unwrap().get(&(*out).as_raw()) {
+                        std::ptr::write_bytes(m.app_ptr(), byte, m.len());
+                    }
+                }
+            }
+            return r;
+        }
+    }
     let r = (d.fp.allocate_memory)(device, &real_info, alloc, out);
     if r == vk::Result::SUCCESS {
         NEWEST.store((*out).as_raw(), std::sync::atomic::Ordering::Relaxed);
-        let size = real_info.allocation_size;
-        let mut m = d.mem.lock().unwrap();
-        m.allocations += 1;
-        m.allocated_bytes += size;
-        m.live_bytes += size;
-        m.peak_live_bytes = m.peak_live_bytes.max(m.live_bytes);
-        m.live.insert((*out).as_raw(), size);
+        count_allocation(d, *out, real_info.allocation_size);
     }
     if r == vk::Result::SUCCESS && d.host_visible & (1 << real_info.memory_type_index) != 0 {
         if let Some(byte) = poison() {
@@ -851,6 +1227,90 @@ unsafe extern "system" fn allocate_memory(
         }
     }
     r
+}
+
+/// Jetson mode: allocates `info` as an import of view A of a new double mapping (view B is what
+/// `vkMapMemory` returns). `None` when it cannot (a chain it does not know, the mapping or the
+/// import failed): the caller allocates as asked, and one line says so.
+unsafe fn allocate_double(
+    d: &Device,
+    device: vk::Device,
+    info: &vk::MemoryAllocateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::DeviceMemory,
+) -> Option<vk::Result> {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let say = |why: String| {
+        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("[VK_LAYER_ECHO_test_discrete] jetson: {why}; this allocation is mapped through the driver's own mapping");
+        }
+    };
+    // Keep the allocate flags (device address), drop a dedication (an import may not carry
+    // one); anything else (export, import, …) is left to the driver.
+    let mut flags: Option<vk::MemoryAllocateFlagsInfo<'_>> = None;
+    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        match (*p).s_type {
+            vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO => {
+                let mut f = *(p as *const vk::MemoryAllocateFlagsInfo<'_>);
+                f.p_next = std::ptr::null();
+                flags = Some(f);
+            }
+            vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO => {}
+            other => {
+                say(format!("an allocation chains {other:?}"));
+                return None;
+            }
+        }
+        p = (*p).p_next;
+    }
+    let m = match DoubleMap::new(info.allocation_size as usize, d.import_align as usize) {
+        Ok(m) => m,
+        Err(e) => {
+            say(format!("no double mapping ({e})"));
+            return None;
+        }
+    };
+    let f = d.host_ptr_props?;
+    let mut props = vk::MemoryHostPointerPropertiesEXT::default();
+    let handle = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+    let r = f(device, handle, m.driver_ptr() as *const c_void, &mut props);
+    let bits = if r == vk::Result::SUCCESS {
+        props.memory_type_bits
+    } else {
+        0
+    };
+    let type_index = if bits & (1 << info.memory_type_index) != 0 {
+        info.memory_type_index
+    } else if bits != 0 {
+        bits.trailing_zeros()
+    } else {
+        say(format!(
+            "vkGetMemoryHostPointerPropertiesEXT: {r:?}, types {bits:#x}"
+        ));
+        return None;
+    };
+    let import = vk::ImportMemoryHostPointerInfoEXT {
+        p_next: flags
+            .as_ref()
+            .map_or(std::ptr::null(), |f| f as *const _ as *const c_void),
+        handle_type: handle,
+        p_host_pointer: m.driver_ptr() as *mut c_void,
+        ..Default::default()
+    };
+    let ai = vk::MemoryAllocateInfo {
+        p_next: &import as *const _ as *const c_void,
+        allocation_size: m.len() as u64,
+        memory_type_index: type_index,
+        ..Default::default()
+    };
+    let r = (d.fp.allocate_memory)(device, &ai, alloc, out);
+    if r != vk::Result::SUCCESS {
+        say(format!("importing host memory failed ({r:?})"));
+        return None;
+    }
+    doubles().lock().unwrap().insert((*out).as_raw(), m);
+    Some(r)
 }
 
 unsafe extern "system" fn bind_buffer_memory(
@@ -942,6 +1402,13 @@ unsafe extern "system" fn map_memory(
     if !known(d, memory, "vkMapMemory") {
         return vk::Result::ERROR_MEMORY_MAP_FAILED;
     }
+    if let Some(m) = doubles().lock().unwrap().get(&memory.as_raw()) {
+        if offset as usize >= m.len() {
+            return vk::Result::ERROR_MEMORY_MAP_FAILED;
+        }
+        *data = m.app_ptr().add(offset as usize) as *mut c_void;
+        return vk::Result::SUCCESS;
+    }
     (d.fp.map_memory)(device, memory, offset, size, flags, data)
 }
 
@@ -961,6 +1428,27 @@ unsafe extern "system" fn create_buffer(
     ) {
         return r;
     }
+    if d.double_map {
+        // Binding into imported host memory needs the handle type at creation.
+        let mut p = (*info).p_next as *const vk::BaseInStructure<'_>;
+        let mut has_external = false;
+        while !p.is_null() {
+            has_external |= (*p).s_type == vk::StructureType::EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
+            p = (*p).p_next;
+        }
+        if !has_external {
+            let ext = vk::ExternalMemoryBufferCreateInfo {
+                p_next: (*info).p_next,
+                handle_types: vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
+                ..Default::default()
+            };
+            let own = vk::BufferCreateInfo {
+                p_next: &ext as *const _ as *const c_void,
+                ..*info
+            };
+            return (d.fp.create_buffer)(device, &own, alloc, out);
+        }
+    }
     (d.fp.create_buffer)(device, info, alloc, out)
 }
 
@@ -969,7 +1457,7 @@ fn fake_bits(d: &Device, bits: u32) -> u32 {
         return bits;
     }
     if bits & (1 << d.real_type) != 0 {
-        FAKE_BITS
+        table().map_or(FAKE_BITS, Table::buffer_bits)
     } else {
         0
     }

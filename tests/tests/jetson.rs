@@ -1,0 +1,329 @@
+//! The Jetson Nano's software, emulated on lavapipe (issue 13): `VK_LAYER_ECHO_test_discrete`
+//! with `VK_ECHO_TEST_TABLE=jetson-nano` below echo presents the Jetson Nano's memory table from
+//! `analyzer/testdata/devices.json`, Vulkan 1.2, no Vulkan 1.3 command and no
+//! `VK_EXT_external_memory_host`, and gives the application mappings the driver's threads do not
+//! use (a GPU has its own page tables).
+//!
+//! - the presentation itself (probe): API 1.2, the table of devices.json, 1.3 commands NULL
+//!   through the loader, with and without echo on top, the extension neither listed nor creatable;
+//! - every positive sample: profile (validation through the application's own mapping:
+//!   `driver-map`), analyze, enforce — checksums identical to plain lavapipe, groups applied,
+//!   copies elided;
+//! - the race negative control: its host access while the GPU works is seen through the
+//!   application's mapping and the pair is refused (S2), output identical;
+//! - control: with the emulated page tables off (`VK_ECHO_TEST_JETSON_MAP=driver`) lavapipe's own
+//!   threads fault on the protected pages and show up as host accesses in flight — what the
+//!   emulation avoids;
+//! - auto mode (the README's "On a Jetson" flow): the first run profiles and writes the plan, the
+//!   second enforces it.
+
+use echo_analyzer::plan::{parse_plan, Plan};
+use echo_analyzer::stats::Stats;
+use echo_analyzer::trace::{read_trace, Event, Trace};
+use echo_tests::samples::SampleRun;
+use echo_tests::world::{repo_root, Layers, World};
+use serde_json::Value;
+use std::path::Path;
+
+const SIZE_KIB: &str = "256";
+const ITERS: &str = "3";
+
+/// A world with the test layer in jetson mode below echo (in `mode`, or no echo).
+fn jetson(echo: Option<&'static str>) -> World {
+    World::new(Layers {
+        echo,
+        test_layer: true,
+        validation: false,
+    })
+    .set("VK_ECHO_TEST_TABLE", "jetson-nano")
+    .set("VK_ECHO_MIN_BYTES", "4096")
+}
+
+fn plain() -> World {
+    World::new(Layers::default())
+}
+
+fn args(sample: &str) -> Vec<&str> {
+    vec![sample, "--size-kib", SIZE_KIB, "--iters", ITERS]
+}
+
+/// `echo-probe` in `w` (JSON written to a file: layers may print to stdout): (device 0, stderr).
+fn probe(w: &World) -> (Value, String) {
+    let out = w.dir.join("probe.json");
+    let run = w.run(
+        "echo-probe",
+        &[
+            "--bytes",
+            "262144",
+            "--try-extension",
+            "VK_EXT_external_memory_host",
+            "--out",
+            &out.display().to_string(),
+        ],
+    );
+    assert!(run.status.success(), "echo-probe failed:\n{}", run.stderr);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let devs = v["devices"].as_array().unwrap();
+    assert_eq!(devs.len(), 1, "{v}");
+    (devs[0].clone(), run.stderr)
+}
+
+/// The Jetson Nano's memory types as devices.json lists them.
+fn devices_json_types() -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(repo_root().join("analyzer/testdata/devices.json")).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let dev = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"].as_str().unwrap().contains("Jetson Nano"))
+        .expect("devices.json has the Jetson Nano");
+    dev["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            t["flags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+fn read(path: &Path) -> Trace {
+    read_trace(std::io::BufReader::new(std::fs::File::open(path).unwrap())).unwrap()
+}
+
+fn device_create(t: &Trace) -> (String, Option<u32>, String) {
+    t.records
+        .iter()
+        .find_map(|r| match &r.event {
+            Event::DeviceCreate {
+                class,
+                alias_type,
+                validation,
+                ..
+            } => Some((class.clone(), *alias_type, validation.clone())),
+            _ => None,
+        })
+        .expect("the trace has a device_create")
+}
+
+fn host_accesses(t: &Trace) -> usize {
+    t.records
+        .iter()
+        .filter(|r| matches!(r.event, Event::HostAccess { .. }))
+        .count()
+}
+
+fn read_plan(p: &Path) -> Plan {
+    parse_plan(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Enforce `plan` in `w`: (run, the device's statistics).
+fn enforce(w: World, sample: &str, plan: &Path) -> (SampleRun, Stats) {
+    let stats = w.dir.join("stats.jsonl");
+    let w = w
+        .set("VK_ECHO_MODE", "enforce")
+        .set("VK_ECHO_PLAN", plan.display().to_string())
+        .set("VK_ECHO_STATS", stats.display().to_string());
+    let run = w.sample(&args(sample));
+    run.json();
+    let text = std::fs::read_to_string(&stats).expect("enforce wrote statistics");
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap();
+    (run, serde_json::from_str(line).unwrap())
+}
+
+#[test]
+fn the_test_layer_presents_a_jetson_nano_with_a_vulkan_12_driver() {
+    let reference = probe(&plain()).0["work"]["checksum"].clone();
+    for echo in [None, Some("profile")] {
+        let w = jetson(echo).set("VK_ECHO_LOG", "info");
+        let (d, stderr) = probe(&w);
+        let what = format!("echo {echo:?}: {d}\n{stderr}");
+        assert!(
+            d["name"].as_str().unwrap().contains("Jetson Nano"),
+            "{what}"
+        );
+        assert!(
+            d["api_version"].as_str().unwrap().starts_with("1.2."),
+            "{what}"
+        );
+        assert_eq!(d["device_type"], "INTEGRATED_GPU", "{what}");
+        let types: Vec<Vec<String>> = serde_json::from_value(d["memory_types"].clone()).unwrap();
+        assert_eq!(types, devices_json_types(), "{what}");
+        assert_eq!(d["lists_external_memory_host"], false, "{what}");
+        assert_eq!(d["try_extension"], "ERROR_EXTENSION_NOT_PRESENT", "{what}");
+        for c in [
+            "vkCmdCopyBuffer2",
+            "vkQueueSubmit2",
+            "vkCmdPipelineBarrier2",
+        ] {
+            assert_eq!(d["hooks"][c], "null", "{c} is Vulkan 1.3: {what}");
+        }
+        assert_eq!(d["work"]["mismatches"], 0, "{what}");
+        assert_eq!(d["work"]["checksum"], reference, "{what}");
+        if echo.is_some() {
+            assert_eq!(
+                d["hooks"]["vkCmdCopyBuffer"], "libVkLayer_echo.so",
+                "{what}"
+            );
+            assert!(
+                stderr.contains("class uma-strict, alias memory type 2"),
+                "{what}"
+            );
+            assert!(
+                stderr.contains("the driver's mapping is protected (no double mapping)"),
+                "{what}"
+            );
+        }
+        assert!(
+            !stderr.contains("driver's own mapping"),
+            "the emulated page tables fell back: {what}"
+        );
+    }
+}
+
+/// Profile → analyze → enforce on the Jetson table: identical checksums, groups applied.
+fn positive(sample: &str) {
+    let reference = plain().sample(&args(sample)).checksum();
+    let base = jetson(None).sample(&args(sample));
+    assert_eq!(
+        base.checksum(),
+        reference,
+        "{sample}: the Jetson emulation changed the output"
+    );
+
+    let w = jetson(Some("profile"));
+    let plan_path = w.make_plan(&args(sample));
+    let trace = read(&w.dir.join("trace.jsonl"));
+    let (class, alias, validation) = device_create(&trace);
+    assert_eq!(class, "uma-strict");
+    assert_eq!(alias, Some(2), "the coherent DL|HV type");
+    assert_eq!(
+        validation, "driver-map",
+        "{sample}: validation through the application's own mapping"
+    );
+    assert!(
+        host_accesses(&trace) > 0,
+        "{sample}: the host's accesses were seen"
+    );
+    let plan = read_plan(&plan_path);
+    assert!(!plan.groups.is_empty(), "{sample}: the plan has groups");
+    for r in &plan.rejected {
+        assert!(
+            !matches!(r.condition.as_str(), "S2" | "evidence"),
+            "{sample}: {r:?}"
+        );
+    }
+
+    let (run, s) = enforce(jetson(Some("enforce")), sample, &plan_path);
+    assert_eq!(
+        run.checksum(),
+        reference,
+        "{sample}: enforce changed the output"
+    );
+    assert_eq!(s.plan_status, "applied");
+    assert_eq!(s.groups_planned as usize, plan.groups.len());
+    assert_eq!(
+        s.groups_applied, s.groups_planned,
+        "{sample}: {:?}",
+        s.not_applied
+    );
+    assert!(s.copies_elided > 0 && s.bytes_elided > 0, "{s:?}");
+}
+
+mod positive_samples {
+    #[test]
+    fn saxpy() {
+        super::positive("saxpy")
+    }
+    #[test]
+    fn sgemm() {
+        super::positive("sgemm")
+    }
+    #[test]
+    fn conv2d() {
+        super::positive("conv2d")
+    }
+    #[test]
+    fn pipeline() {
+        super::positive("pipeline")
+    }
+    #[test]
+    fn suballoc() {
+        super::positive("suballoc")
+    }
+    #[test]
+    fn multiqueue() {
+        super::positive("multiqueue")
+    }
+    #[test]
+    fn threads() {
+        super::positive("threads")
+    }
+}
+
+/// The race control writes its staging buffer while the GPU still reads it: the write is caught
+/// through the application's own mapping (no double mapping on this driver) and the pair refused.
+#[test]
+fn race_is_caught_through_the_application_mapping() {
+    let reference = plain().sample(&args("race")).checksum();
+    let w = jetson(Some("profile"));
+    let plan_path = w.make_plan(&args("race"));
+    let (_, _, validation) = device_create(&read(&w.dir.join("trace.jsonl")));
+    assert_eq!(validation, "driver-map");
+    let plan = read_plan(&plan_path);
+    assert!(
+        plan.rejected.iter().any(|r| r.condition.as_str() == "S2"),
+        "the race is refused with S2: {:?}",
+        plan.rejected
+    );
+    let (run, _) = enforce(jetson(Some("enforce")), "race", &plan_path);
+    assert_eq!(run.checksum(), reference);
+}
+
+/// Control: without the emulated page tables, lavapipe's copy threads use the very pages echo
+/// protects for the host, fault, and are taken for host accesses while the GPU works — every
+/// pair of saxpy then looks unsafe. The jetson mode's double mapping is what keeps the
+/// emulation faithful to a GPU with its own page tables.
+#[test]
+fn without_emulated_page_tables_the_driver_threads_look_like_host_accesses() {
+    let w = jetson(Some("profile")).set("VK_ECHO_TEST_JETSON_MAP", "driver");
+    let plan = read_plan(&w.make_plan(&args("saxpy")));
+    assert!(
+        plan.rejected.iter().any(|r| r.condition.as_str() == "S2"),
+        "{:?}",
+        plan.rejected
+    );
+}
+
+/// The README's flow: enable for one program in auto mode; the first run profiles and plans, the
+/// second enforces; the output never changes.
+#[test]
+fn auto_mode_profiles_then_enforces_on_the_jetson_table() {
+    let reference = plain().sample(&args("saxpy")).checksum();
+    let w = jetson(Some("auto"));
+    let stats = w.dir.join("stats.jsonl");
+    let w = w.set("VK_ECHO_STATS", stats.display().to_string());
+    let first = w.sample(&args("saxpy"));
+    assert_eq!(first.checksum(), reference);
+    let second = w.sample(&args("saxpy"));
+    assert_eq!(second.checksum(), reference);
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let all: Vec<Stats> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(all.len(), 2, "{text}");
+    assert_eq!(all[0].mode, "profile", "{text}");
+    assert_eq!(all[1].mode, "enforce", "{text}");
+    assert!(
+        all[1].groups_applied > 0 && all[1].copies_elided > 0,
+        "{text}"
+    );
+}
