@@ -62,6 +62,10 @@ struct Slot {
     budget: AtomicU64,
     /// Bumped by every arm (seqlock for the handler's snapshot).
     gen: AtomicU64,
+    /// Some page of `[pstart, pend)` was opened since the last arm (by any slot's fault, a
+    /// collateral fault, or a disarm): an ARMED slot that is not stale is still wholly
+    /// `PROT_NONE`, and re-arming it needs no `mprotect`.
+    stale: AtomicBool,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -74,6 +78,7 @@ const SLOT_INIT: Slot = Slot {
     pend: AtomicUsize::new(0),
     budget: AtomicU64::new(0),
     gen: AtomicU64::new(0),
+    stale: AtomicBool::new(false),
 };
 static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
 /// One past the highest slot ever used (the handler scans `0..HIGH`).
@@ -112,6 +117,8 @@ static CHAINED: AtomicU64 = AtomicU64::new(0);
 static BY_CONTEXT: AtomicU64 = AtomicU64::new(0);
 static BY_INSTRUCTION: AtomicU64 = AtomicU64::new(0);
 static UNCLASSIFIED: AtomicU64 = AtomicU64::new(0);
+/// Re-arms that found their range still wholly protected (no `mprotect`).
+static REARMS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 const ACC_READ: u8 = 1;
 const ACC_WRITE: u8 = 2;
@@ -525,8 +532,16 @@ pub(crate) fn a64_access_is_write(i: u32) -> Option<bool> {
 
 // -------------------------------------------------------------------------------- handler
 
+/// Open `[start, end)` (`prot` is never `PROT_NONE`: arming protects in [`arm`]) and mark every
+/// slot whose pages overlap it stale, so its next arm protects again.
 unsafe fn set_prot(start: usize, end: usize, prot: libc::c_int) {
     if end > start {
+        let high = HIGH.load(Ordering::Acquire).min(SLOTS);
+        for s in &TABLE[..high] {
+            if s.pstart.load(Ordering::Relaxed) < end && start < s.pend.load(Ordering::Relaxed) {
+                s.stale.store(true, Ordering::SeqCst);
+            }
+        }
         libc::mprotect(start as *mut c_void, end - start, prot);
     }
 }
@@ -733,6 +748,20 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
     };
     let s = &TABLE[i];
     let prev_state = s.state.load(Ordering::Relaxed);
+    if idx.is_some()
+        && prev_state == ARMED
+        && !s.stale.load(Ordering::SeqCst)
+        && (
+            s.start.load(Ordering::Relaxed),
+            s.end.load(Ordering::Relaxed),
+        ) == (start, end)
+    {
+        // Untouched since its last arm and nothing opened any of its pages: still wholly
+        // PROT_NONE, so the new window is already armed (a fault racing this check is handled
+        // as a fault of the new window, as it would be after an mprotect).
+        REARMS_SKIPPED.fetch_add(1, Ordering::Relaxed);
+        return Ok(());
+    }
     let (old0, old1) = (
         s.pstart.load(Ordering::Relaxed),
         s.pend.load(Ordering::Relaxed),
@@ -749,6 +778,8 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
     s.pstart.store(pstart, Ordering::Relaxed);
     s.pend.store(pend, Ordering::Relaxed);
     s.budget.store(0, Ordering::Relaxed);
+    // Fresh before protecting: an open that lands after the mprotect marks it stale again.
+    s.stale.store(false, Ordering::SeqCst);
     // Protect while BUSY (a racing fault waits in the handler), then publish ARMED.
     let r = unsafe { libc::mprotect(pstart as *mut c_void, pend - pstart, libc::PROT_NONE) };
     if r != 0 {
@@ -824,6 +855,8 @@ pub struct Stats {
     pub by_instruction: u64,
     /// Faults whose direction was not known (taken as writes).
     pub unclassified: u64,
+    /// Window boundaries whose re-arm found the range still wholly protected (no `mprotect`).
+    pub rearms_skipped: u64,
 }
 
 pub fn stats() -> Stats {
@@ -835,6 +868,7 @@ pub fn stats() -> Stats {
         by_context: BY_CONTEXT.load(Ordering::Relaxed),
         by_instruction: BY_INSTRUCTION.load(Ordering::Relaxed),
         unclassified: UNCLASSIFIED.load(Ordering::Relaxed),
+        rearms_skipped: REARMS_SKIPPED.load(Ordering::Relaxed),
     }
 }
 
@@ -937,6 +971,66 @@ mod tests {
             vec![Access::Read]
         );
         disarm(7);
+        println!("CHILD-OK");
+    }
+
+    #[test]
+    fn untouched_rearm_skips_mprotect_and_still_catches() {
+        if !in_child() {
+            assert_child_ok("untouched_rearm_skips_mprotect_and_still_catches");
+            return;
+        }
+        let m = Pages::new(4);
+        arm(11, m.p, m.len).unwrap();
+        // Three window boundaries with no access: the range is still PROT_NONE.
+        for _ in 0..3 {
+            arm(11, m.p, m.len).unwrap();
+        }
+        assert_eq!(stats().rearms_skipped, 3);
+        unsafe { std::ptr::write_volatile(m.p.add(2 * page_size() + 5), 1u8) };
+        let v = drained();
+        assert_eq!(
+            v.iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
+            vec![(11, Access::Write)]
+        );
+        // Opened by that write: the next arm protects for real, and catches again.
+        arm(11, m.p, m.len).unwrap();
+        assert_eq!(stats().rearms_skipped, 3);
+        let _ = unsafe { std::ptr::read_volatile(m.p) };
+        assert_eq!(drained().len(), 1);
+        disarm(11);
+        println!("CHILD-OK");
+    }
+
+    #[test]
+    fn page_opened_by_a_neighbour_is_protected_again() {
+        if !in_child() {
+            assert_child_ok("page_opened_by_a_neighbour_is_protected_again");
+            return;
+        }
+        // A: [0, 1.5 pages), B: [1.5, 3 pages): they share page 1.
+        let m = Pages::new(3);
+        let half = page_size() + page_size() / 2;
+        let b = unsafe { m.p.add(half) };
+        arm(21, m.p, half).unwrap();
+        arm(22, b, 3 * page_size() - half).unwrap();
+        // B written: its whole range opens, page 1 (shared with A) with it.
+        unsafe { std::ptr::write_volatile(b.add(page_size()), 1u8) };
+        assert_eq!(
+            drained().iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
+            vec![(22, Access::Write)]
+        );
+        // A is still ARMED (untouched) but page 1 is open: its re-arm must protect again.
+        arm(21, m.p, half).unwrap();
+        assert_eq!(stats().rearms_skipped, 0);
+        unsafe { std::ptr::write_volatile(m.p.add(page_size() + 8), 2u8) };
+        assert_eq!(
+            drained().iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
+            vec![(21, Access::Write)],
+            "A's access on the page B opened is caught"
+        );
+        disarm(21);
+        disarm(22);
         println!("CHILD-OK");
     }
 
