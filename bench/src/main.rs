@@ -266,6 +266,36 @@ impl SampleRun {
             MIN_GAIN,
         ))
     }
+    /// The recovered fraction of the least-disturbed processes: each configuration's fastest
+    /// (noise on a shared machine only adds time, so the minimum is the least disturbed).
+    pub fn recovered_least_disturbed(&self) -> Option<f64> {
+        let min = |c: Config| {
+            self.times[c.index()]
+                .iter()
+                .copied()
+                .filter(|x| x.is_finite())
+                .fold(f64::INFINITY, f64::min)
+        };
+        if self.f_copy() < MIN_GAIN && !self.f_copy.is_empty() {
+            return None;
+        }
+        stats::recovered(
+            min(Config::Base),
+            min(Config::Echo),
+            min(Config::Zero),
+            MIN_GAIN,
+        )
+    }
+    /// Whether the per-round recovered fractions so far span more than the noise mark.
+    pub fn spread_is_wide(&self) -> bool {
+        let s = Summary::of(&stats::recovered_per_round(
+            &self.times[0],
+            &self.times[2],
+            &self.times[3],
+            MIN_GAIN,
+        ));
+        s.is_valid() && s.max - s.min > report::NOISY_RECOVERED
+    }
     /// The recovered fraction from the medians (defined even when single rounds are too noisy).
     pub fn recovered_of_medians(&self) -> Option<f64> {
         stats::recovered(
@@ -462,7 +492,10 @@ fn bench_sample(
         r.errors.push(r.plan.status.clone());
     }
     let stats_path = o.work.join(format!("{}.stats.jsonl", slug(name, size_mib)));
-    for round in 0..o.procs {
+    // `--procs` rounds, then more (up to twice as many) while the per-round recovered fraction
+    // spans more than the noise mark: a wide spread asks for more rounds, not a verdict.
+    let mut round = 0;
+    while round < o.procs || (round < 2 * o.procs && r.spread_is_wide()) {
         for c in Config::ALL {
             if !configs.contains(&c) {
                 r.times[c.index()].push(f64::NAN);
@@ -514,6 +547,7 @@ fn bench_sample(
                 }
             }
         }
+        round += 1;
     }
     for _ in 0..o.timing_procs {
         let args = sample_args(name, size_mib, o, "staging", true);
