@@ -607,10 +607,12 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
     if let Ok(text) = std::fs::read_to_string(res.opts.out.join("instructions.md")) {
         let _ = writeln!(s, "\n{}", text.trim_end());
     }
-    // Echo on a discrete GPU: measured by scripts/discrete-check.sh on a machine that has one
-    // (this one has none), kept beside this file likewise.
-    if let Ok(text) = std::fs::read_to_string(res.opts.out.join("discrete.md")) {
-        let _ = writeln!(s, "\n{}", text.trim_end());
+    // Profiling's own cost (scripts/profile-overhead.sh) and echo on a discrete GPU
+    // (scripts/discrete-check.sh, on a machine that has one), kept beside this file likewise.
+    for kept in ["profile-overhead.md", "discrete.md"] {
+        if let Ok(text) = std::fs::read_to_string(res.opts.out.join(kept)) {
+            let _ = writeln!(s, "\n{}", text.trim_end());
+        }
     }
 
     // Plots.
