@@ -216,37 +216,7 @@ fn positive(sample: &str) {
     assert!(s.binds_redirected as usize >= plan.groups.len());
 }
 
-mod positive_samples {
-    #[test]
-    fn saxpy() {
-        super::positive("saxpy")
-    }
-    #[test]
-    fn sgemm() {
-        super::positive("sgemm")
-    }
-    #[test]
-    fn conv2d() {
-        super::positive("conv2d")
-    }
-    #[test]
-    fn pipeline() {
-        super::positive("pipeline")
-    }
-    #[test]
-    fn suballoc() {
-        super::positive("suballoc")
-    }
-    #[test]
-    fn multiqueue() {
-        super::positive("multiqueue")
-    }
-    /// Workers are named, so their buffers are keyed per thread (stable across runs).
-    #[test]
-    fn threads() {
-        super::positive("threads")
-    }
-}
+echo_tests::positive_sample_tests!(positive_samples, super::positive);
 
 // ------------------------------------------------------------------ negative controls
 

@@ -236,36 +236,7 @@ fn positive(sample: &str) {
     assert!(s.copies_elided > 0 && s.bytes_elided > 0, "{s:?}");
 }
 
-mod positive_samples {
-    #[test]
-    fn saxpy() {
-        super::positive("saxpy")
-    }
-    #[test]
-    fn sgemm() {
-        super::positive("sgemm")
-    }
-    #[test]
-    fn conv2d() {
-        super::positive("conv2d")
-    }
-    #[test]
-    fn pipeline() {
-        super::positive("pipeline")
-    }
-    #[test]
-    fn suballoc() {
-        super::positive("suballoc")
-    }
-    #[test]
-    fn multiqueue() {
-        super::positive("multiqueue")
-    }
-    #[test]
-    fn threads() {
-        super::positive("threads")
-    }
-}
+echo_tests::positive_sample_tests!(positive_samples, super::positive);
 
 /// The race control writes its staging buffer while the GPU still reads it: the write is caught
 /// through the application's own mapping (no double mapping on this driver) and the pair refused.

@@ -215,36 +215,10 @@ fn positive(sample: &str) {
     assert!(enf_d.peak_live_bytes < base_d.peak_live_bytes);
 }
 
-mod positive_samples_allocate_what_their_zero_copy_twin_does {
-    #[test]
-    fn saxpy() {
-        super::positive("saxpy")
-    }
-    #[test]
-    fn sgemm() {
-        super::positive("sgemm")
-    }
-    #[test]
-    fn conv2d() {
-        super::positive("conv2d")
-    }
-    #[test]
-    fn pipeline() {
-        super::positive("pipeline")
-    }
-    #[test]
-    fn suballoc() {
-        super::positive("suballoc")
-    }
-    #[test]
-    fn multiqueue() {
-        super::positive("multiqueue")
-    }
-    #[test]
-    fn threads() {
-        super::positive("threads")
-    }
-}
+echo_tests::positive_sample_tests!(
+    positive_samples_allocate_what_their_zero_copy_twin_does,
+    super::positive
+);
 
 // ------------------------------------------------------------------ uses the plan did not foresee
 
