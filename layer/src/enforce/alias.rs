@@ -559,6 +559,31 @@ impl Enforcer {
         Some(bound)
     }
 
+    /// A `vkMapMemory` echo serves itself: the application gets `ptr`, and the allocation is
+    /// recorded as mapped (by the application, at `offset`, `len` bytes).
+    fn hand_out_map(
+        dev: &DeviceData,
+        inner: &mut Inner,
+        memory: u64,
+        ptr: usize,
+        offset: u64,
+        len: u64,
+        data: *mut *mut c_void,
+    ) -> vk::Result {
+        // SAFETY: data is the application's out pointer.
+        unsafe { *data = ptr as *mut c_void };
+        inner.mems.entry(memory).or_default().app_mapped = true;
+        if let Some(mut m) = dev.state.memory.get_mut(&memory) {
+            m.mapped = Some(Mapping {
+                ptr,
+                offset,
+                size: len,
+            });
+            m.host_mapped = true;
+        }
+        vk::Result::SUCCESS
+    }
+
     fn set_outcome(&self, inner: &mut Inner, guest: Slot, outcome: Result<(), String>) {
         if let Err(why) = &outcome {
             log::info!("enforce: group {} not applied: {why}", guest.group());
@@ -1034,18 +1059,7 @@ impl Enforcer {
                 .map(|base| base + offset as usize),
         };
         if let Some(ptr) = served {
-            // SAFETY: data is the application's out pointer.
-            unsafe { *data = ptr as *mut c_void };
-            inner.mems.entry(memory).or_default().app_mapped = true;
-            if let Some(mut m) = dev.state.memory.get_mut(&memory) {
-                m.mapped = Some(Mapping {
-                    ptr,
-                    offset,
-                    size: len,
-                });
-                m.host_mapped = true;
-            }
-            return vk::Result::SUCCESS;
+            return Self::hand_out_map(dev, &mut inner, memory, ptr, offset, len, data);
         }
         if redirect.is_some() {
             log::error!(

@@ -570,18 +570,7 @@ impl Enforcer {
                     if at >= 0 && at + len as i128 <= tsize as i128 {
                         let ptr = base + at as usize;
                         self.c.maps_redirected.fetch_add(1, Ordering::Relaxed);
-                        // SAFETY: data is the application's out pointer.
-                        unsafe { *data = ptr as *mut c_void };
-                        inner.mems.entry(memory).or_default().app_mapped = true;
-                        if let Some(mut m) = dev.state.memory.get_mut(&memory) {
-                            m.mapped = Some(Mapping {
-                                ptr,
-                                offset,
-                                size: len,
-                            });
-                            m.host_mapped = true;
-                        }
-                        return vk::Result::SUCCESS;
+                        return Self::hand_out_map(dev, inner, memory, ptr, offset, len, data);
                     }
                 }
             }
