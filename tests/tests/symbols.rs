@@ -61,29 +61,37 @@ fn readelf(args: &[&str], lib: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[test]
-fn layer_library_binds_its_own_exports_internally() {
-    let lib = artifact("libVkLayer_echo.so");
-    let names = exported(&lib);
-    for n in [
-        "vkGetInstanceProcAddr",
-        "vkGetDeviceProcAddr",
-        "vkNegotiateLoaderLayerInterfaceVersion",
-    ] {
+/// `lib` exports every name in `must_export`, and refers to none of its exported names through
+/// an interposable relocation (it is linked `-Bsymbolic`). Returns its dynamic section.
+fn assert_binds_its_exports_internally(lib: &Path, must_export: &[&str]) -> String {
+    let names = exported(lib);
+    for n in must_export {
         assert!(
             names.iter().any(|e| e == n),
             "{n} not exported by {}: {names:?}",
             lib.display()
         );
     }
-    let bad = interposable_relocations(&lib, &names);
+    let bad = interposable_relocations(lib, &names);
     assert!(
         bad.is_empty(),
         "{} refers to its own exported names through interposable relocations (link with -Bsymbolic):\n{}",
         lib.display(),
         bad.join("\n")
     );
-    let dynamic = readelf(&["-dW"], &lib);
+    readelf(&["-dW"], lib)
+}
+
+#[test]
+fn layer_library_binds_its_own_exports_internally() {
+    let dynamic = assert_binds_its_exports_internally(
+        &artifact("libVkLayer_echo.so"),
+        &[
+            "vkGetInstanceProcAddr",
+            "vkGetDeviceProcAddr",
+            "vkNegotiateLoaderLayerInterfaceVersion",
+        ],
+    );
     assert!(
         dynamic.contains("SYMBOLIC"),
         "DT_FLAGS lacks SYMBOLIC:\n{dynamic}"
@@ -98,19 +106,9 @@ fn layer_library_binds_its_own_exports_internally() {
 /// bind its own exports internally too: without it `vkCreateInstance` under echo hung there.
 #[test]
 fn test_layer_binds_its_own_exports_internally() {
-    let lib = artifact("libVkLayer_echo_test_discrete.so");
-    let names = exported(&lib);
-    assert!(
-        names.iter().any(|e| e == "vkGetInstanceProcAddr"),
-        "{} exports {names:?}",
-        lib.display()
-    );
-    let bad = interposable_relocations(&lib, &names);
-    assert!(
-        bad.is_empty(),
-        "{} refers to its own exported names through interposable relocations (link with -Bsymbolic):\n{}",
-        lib.display(),
-        bad.join("\n")
+    assert_binds_its_exports_internally(
+        &artifact("libVkLayer_echo_test_discrete.so"),
+        &["vkGetInstanceProcAddr"],
     );
 }
 
