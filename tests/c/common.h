@@ -512,6 +512,9 @@ static inline void upload_run(VkInstance inst, const char *spv, uint32_t iters)
         work_iterate(&g, &w);
     printf("iterations %u\nchecksum %016llx\n", iters, (unsigned long long)w.checksum);
     work_destroy(&g, &w);
+    /* Valid no-ops that generic cleanup code makes (ffmpeg's Vulkan filters free null memory). */
+    vkFreeMemory(g.dev, VK_NULL_HANDLE, NULL);
+    vkDestroyBuffer(g.dev, VK_NULL_HANDLE, NULL);
     vkDestroyDevice(g.dev, NULL);
 }
 

@@ -174,6 +174,21 @@ impl Case {
             run.stdout,
             run.stderr
         );
+        // A real program's trace reads cleanly: no event the analyzer cannot place (e.g. a
+        // vkFreeMemory(VK_NULL_HANDLE), which is a valid no-op, recorded as a free).
+        let warnings: Vec<&str> = run
+            .stdout
+            .lines()
+            .chain(run.stderr.lines())
+            .filter(|l| l.contains("warning:"))
+            .collect();
+        assert!(
+            warnings.is_empty(),
+            "{}: vkecho analyze {} warned:\n{}",
+            self.label(Some("profile")),
+            trace.display(),
+            warnings.join("\n")
+        );
         read_json(plan)
     }
 }

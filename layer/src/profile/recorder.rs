@@ -505,6 +505,10 @@ impl Profiler {
     /// Before `vkFreeMemory`: disarm what lives in it, record. Returns the double mapping to
     /// drop AFTER the call went down.
     pub fn before_free_memory(&self, dev: &DeviceData, memory: u64) -> Option<DoubleMap> {
+        // vkFreeMemory(VK_NULL_HANDLE) is a valid no-op (ffmpeg's Vulkan filters do it).
+        if memory == 0 {
+            return None;
+        }
         self.disarm_memory(dev, memory);
         if self.on() {
             self.rec(Event::MemoryFree { memory });
