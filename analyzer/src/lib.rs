@@ -4,7 +4,7 @@
 //! - [`trace`]: the trace format the layer writes in profile mode.
 //! - [`plan`]: the plan format enforce mode reads.
 //!
-//! The layer links this crate; the `vkecho` CLI is its front end.
+//! The layer links this crate; the `vkecho` CLI (`cli/`, crate `echo-cli`) is its front end.
 
 pub mod analysis;
 pub mod apply;

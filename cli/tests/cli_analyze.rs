@@ -1,6 +1,8 @@
 //! `vkecho analyze` end to end: table, JSON, plan file, and bad input (clear error naming the
 //! place, non-zero exit, never a panic).
 
+// The trace builders the analyzer's own tests use.
+#[path = "../../analyzer/tests/common/mod.rs"]
 mod common;
 use common::*;
 use std::path::PathBuf;
