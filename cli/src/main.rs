@@ -23,7 +23,9 @@ commands:
   uninstall [--system] [--explicit]       remove an installed manifest
   profile [--trace F] -- CMD              run CMD with the layer recording a trace; print a summary
   analyze TRACE [-o PLAN] [--json]        turn a profile trace into a plan, with every decision explained
-  run [--plan PLAN] [--stats F] -- CMD    run CMD with the layer enforcing a plan; print what it saved
+  run [--plan PLAN] [--stats F] -- CMD    run CMD enforcing PLAN, or in auto mode without --plan
+                                          (enforce the cached plan, else profile and write it);
+                                          print which plan and what it saved
   calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD
                                           time CMD without and with the plan; keep the plan only if faster
   demo [--size-mib N] [--iters N] [--samples a,b]

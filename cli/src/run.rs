@@ -1,5 +1,10 @@
-//! `vkecho run [--plan PLAN] [--stats FILE] -- CMD ARGS...`: run a program with the layer in
-//! enforce mode, then print what the layer did (from its statistics file).
+//! `vkecho run [--plan PLAN] [--stats FILE] -- CMD ARGS...`: run a program with the layer, then
+//! print what the layer did (from its statistics file).
+//!
+//! With `--plan` the layer enforces that plan (`mode=enforce`). Without it the layer runs in auto
+//! mode (`mode=auto`, DESIGN §6): the plan cached for this program, its arguments and the device
+//! is enforced if there is one; otherwise the run is profiled and the plan is written at exit for
+//! the next run. Either way `vkecho run` says which plan it used or wrote.
 
 use crate::launch::{command, flag_value, split_command, temp_file, LayerRun};
 use echo_analyzer::stats::Stats;
@@ -7,7 +12,7 @@ use echo_analyzer::stats::Stats;
 pub fn main(args: &[String]) -> i32 {
     let (opts, argv) = split_command(args);
     if argv.is_empty() || opts.iter().any(|o| o == "-h" || o == "--help") {
-        eprintln!("usage: vkecho run [--plan PLAN] [--stats FILE] -- CMD ARGS...");
+        eprintln!("usage: vkecho run [--plan PLAN] [--stats FILE] -- CMD ARGS...\n  without --plan: auto mode (enforce the plan cached for CMD, else profile this run and write it)");
         return 2;
     }
     let result = (|| -> Result<i32, String> {
@@ -23,14 +28,17 @@ pub fn main(args: &[String]) -> i32 {
             .map(Into::into)
             .unwrap_or_else(|| temp_file("stats", "json"));
         let mut settings = vec![("STATS", stats_path.display().to_string())];
+        let auto = plan.is_none();
         if let Some(p) = plan {
             let abs = std::fs::canonicalize(&p).map_err(|e| format!("plan {p}: {e}"))?;
             settings.push(("PLAN", abs.display().to_string()));
         }
+        // A stale statistics file would be read as this run's.
+        let _ = std::fs::remove_file(&stats_path);
         let status = command(
             &argv,
             &LayerRun {
-                mode: Some("enforce"),
+                mode: Some(if auto { "auto" } else { "enforce" }),
                 settings,
             },
         )?
@@ -55,7 +63,9 @@ pub fn main(args: &[String]) -> i32 {
                     for n in &s.not_applied {
                         eprintln!("vkecho run:   group {} not applied: {}", n.group, n.reason);
                     }
-                    if s.plan_status != "applied" && !s.plan_status.is_empty() {
+                    if auto {
+                        eprintln!("vkecho run:   {}", auto_outcome(s));
+                    } else if s.plan_status != "applied" && !s.plan_status.is_empty() {
                         eprintln!("vkecho run:   plan: {}", s.plan_status);
                     }
                 }
@@ -85,4 +95,40 @@ pub fn read_stats(path: &std::path::Path) -> Result<Vec<Stats>, String> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).map_err(|e| format!("{}: {e}", path.display())))
         .collect()
+}
+
+/// What auto mode did on one device, in a sentence: which plan it enforced, or which plan the
+/// profiled run wrote (read back from the cache, now that the program has exited).
+pub fn auto_outcome(s: &Stats) -> String {
+    let plan = s.plan.as_deref().unwrap_or("");
+    if !s.active {
+        return format!(
+            "echo is inactive on this {} device (nothing to do; `vkecho doctor` explains)",
+            s.class
+        );
+    }
+    match s.mode.as_str() {
+        "profile" => match read_plan_summary(std::path::Path::new(plan)) {
+            Ok((groups, rejected)) => format!(
+                "no plan was cached for this program, these arguments and this device: this run was profiled and the plan {plan} was written ({groups} group{}, {rejected} candidate{} rejected); the next run of the same command enforces it",
+                if groups == 1 { "" } else { "s" },
+                if rejected == 1 { "" } else { "s" }
+            ),
+            Err(e) => format!(
+                "no plan was cached for this program, these arguments and this device: this run was profiled, but no plan was written at {plan} ({e}); the layer's warnings above say why"
+            ),
+        },
+        "enforce" if s.plan_status == "applied" => {
+            format!("enforced the cached plan {plan}")
+        }
+        _ if plan.is_empty() => format!("plan: {}", s.plan_status),
+        _ => format!("plan {plan}: {}", s.plan_status),
+    }
+}
+
+/// A plan file's group and rejection counts.
+fn read_plan_summary(path: &std::path::Path) -> Result<(usize, usize), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let plan = echo_analyzer::plan::parse_plan(&text).map_err(|e| e.to_string())?;
+    Ok((plan.groups.len(), plan.rejected.len()))
 }

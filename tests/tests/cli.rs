@@ -1,4 +1,5 @@
-//! `vkecho doctor`, `vkecho install` and `vkecho uninstall` on the real loader and lavapipe.
+//! `vkecho doctor`, `vkecho install`, `vkecho uninstall` and `vkecho run` (auto mode) on the real
+//! loader and lavapipe.
 //!
 //! Every test runs the built `vkecho` (from `cargo build --workspace`, as scripts/test.sh does)
 //! with its own temporary HOME / XDG_DATA_HOME and a cleaned environment, so nothing outside
@@ -363,5 +364,81 @@ fn doctor_resolves_settings_like_the_layer() {
     assert_eq!(
         s["values"]["cache_dir"],
         t.home().join(".cache/vk-echo").display().to_string()
+    );
+}
+
+/// `vkecho run -- CMD` without `--plan` is auto mode (issue 16): the first run profiles and says
+/// which plan it wrote, the second enforces that plan and says so, with the program's output
+/// unchanged; other arguments are another context (profiled again) under `context=arguments`.
+#[test]
+fn run_without_plan_is_auto_mode_and_names_the_plan() {
+    let t = Temp::new("run-auto");
+    let samples = build_dir().join("echo-samples");
+    assert!(samples.is_file(), "{} is missing", samples.display());
+    let samples = samples.display().to_string();
+    let saxpy = |iters: &str| {
+        let c = vkecho(
+            &t,
+            &[
+                "run",
+                "--",
+                &samples,
+                "saxpy",
+                "--size-mib",
+                "1",
+                "--iters",
+                iters,
+            ],
+        );
+        let out = run(c);
+        let (so, se) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "vkecho run failed:\n{so}\n{se}");
+        assert!(
+            !se.contains("No such file or directory"),
+            "auto mode looked for a plan that is not there as if it were required:\n{se}"
+        );
+        let checksum = so
+            .lines()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            .and_then(|v| v["checksum"].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("no result line:\n{so}"));
+        (checksum, se)
+    };
+    let cache = t.home().join(".cache/vk-echo");
+
+    let (sum1, first) = saxpy("3");
+    let wrote = first
+        .lines()
+        .find(|l| l.contains("this run was profiled and the plan "))
+        .unwrap_or_else(|| panic!("the first run does not say which plan it wrote:\n{first}"));
+    let plan: PathBuf = wrote
+        .split("the plan ")
+        .nth(1)
+        .and_then(|r| r.split(" was written").next())
+        .map(PathBuf::from)
+        .unwrap();
+    assert!(
+        plan.starts_with(&cache),
+        "{} not in {}",
+        plan.display(),
+        cache.display()
+    );
+    assert!(plan.is_file(), "{} was not written", plan.display());
+    assert!(wrote.contains("(2 groups"), "{wrote}");
+
+    let (sum2, second) = saxpy("3");
+    assert!(
+        second.contains(&format!("enforced the cached plan {}", plan.display())),
+        "the second run does not name the plan it enforced:\n{second}"
+    );
+    assert!(second.contains("2/2 groups applied"), "{second}");
+    assert_eq!(sum1, sum2, "enforce changed the program's output");
+
+    // Other arguments: another context under the default `context=arguments`.
+    let (_, third) = saxpy("4");
+    assert!(
+        third.contains("this run was profiled and the plan ")
+            && !third.contains(&plan.display().to_string()),
+        "other arguments did not make their own plan:\n{third}"
     );
 }
