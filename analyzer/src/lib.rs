@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod apply;
+pub mod cache;
 pub mod context;
 pub mod model;
 pub mod pairing;

@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module with `pub fn main(args: &[String]) -> i32`.
 
 mod analyze;
+mod cache;
 mod calibrate;
 mod demo;
 mod doctor;
@@ -28,6 +29,7 @@ commands:
                                           print which plan and what it saved
   calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD
                                           time CMD without and with the plan; keep the plan only if faster
+  cache list|show NAME|clear [NAME...]    auto mode's cache: entries, one entry's plan, remove
   demo [--size-mib N] [--iters N] [--samples a,b]
                                           profile, analyze and enforce every sample; print a results table
   help                                    this text
@@ -49,6 +51,7 @@ fn main() {
         "run" => run::main(rest),
         "calibrate" => calibrate::main(rest),
         "demo" => demo::main(rest),
+        "cache" => cache::main(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0

@@ -442,3 +442,127 @@ fn run_without_plan_is_auto_mode_and_names_the_plan() {
         "other arguments did not make their own plan:\n{third}"
     );
 }
+
+/// The bounded cache on real runs (issue 16): distinct argument lists through `vkecho run` with
+/// `cache_max_bytes` = 20000 (a trace is about 11 KB, a plan about 4 KB); after every run the
+/// cache is within the limit and holds no trace, the oldest plans are evicted, the newest is
+/// enforced on a rerun; `keep_traces` keeps a trace; `vkecho cache show` and `clear` work.
+/// (`analyzer/tests/cache.rs` runs 100 argument lists through the same eviction code.)
+#[test]
+fn cache_stays_bounded_over_real_runs() {
+    let t = Temp::new("cache-bounded");
+    let samples = build_dir().join("echo-samples").display().to_string();
+    const LIMIT: u64 = 20_000;
+    let with_env = |mut c: Command, keep: bool| {
+        c.env("VK_ECHO_CACHE_MAX_BYTES", LIMIT.to_string());
+        if keep {
+            c.env("VK_ECHO_KEEP_TRACES", "true");
+        }
+        c
+    };
+    let saxpy = |mib: u32, keep: bool| {
+        let mib = mib.to_string();
+        let args = [
+            "run",
+            "--",
+            &samples,
+            "saxpy",
+            "--size-mib",
+            &mib,
+            "--iters",
+            "2",
+        ];
+        let out = run(with_env(vkecho(&t, &args), keep));
+        let se = text(&out.stderr);
+        assert!(out.status.success(), "vkecho run failed:\n{se}");
+        se
+    };
+    let list = || -> Value {
+        let out = run(with_env(vkecho(&t, &["cache", "list", "--json"]), false));
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("cache list --json: {e}\n{}", text(&out.stdout)))
+    };
+    let plan_of = |se: &str| -> PathBuf {
+        let l = se
+            .lines()
+            .find(|l| l.contains("the plan ") && l.contains(" was written"))
+            .unwrap_or_else(|| panic!("no plan written:\n{se}"));
+        PathBuf::from(
+            l.split("the plan ")
+                .nth(1)
+                .unwrap()
+                .split(" was written")
+                .next()
+                .unwrap(),
+        )
+    };
+    let mut plans = Vec::new();
+    for mib in 1..=7 {
+        let se = saxpy(mib, false);
+        plans.push(plan_of(&se));
+        let doc = list();
+        assert_eq!(doc["limit_bytes"], LIMIT, "{doc:#}");
+        let bytes = doc["bytes"].as_u64().unwrap();
+        assert!(
+            bytes <= LIMIT,
+            "after run {mib}: {bytes} bytes > {LIMIT}:\n{doc:#}"
+        );
+        let entries = doc["entries"].as_array().unwrap();
+        assert!(
+            entries.iter().all(|e| e["has_trace"] == false),
+            "a trace outlived its plan:\n{doc:#}"
+        );
+        assert!(
+            plans.last().unwrap().is_file(),
+            "the run's own plan was evicted"
+        );
+    }
+    let doc = list();
+    let n = doc["entries"].as_array().unwrap().len();
+    assert!(
+        n < 7 && n >= 3,
+        "{n} entries: eviction did not happen or took too much\n{doc:#}"
+    );
+    assert!(
+        !plans[0].exists(),
+        "the least recently used plan is still there"
+    );
+    // The newest entry is enforced on a rerun.
+    let se = saxpy(7, false);
+    assert!(
+        se.contains(&format!("enforced the cached plan {}", plans[6].display())),
+        "{se}"
+    );
+    // show: the context and groups of an entry, by a prefix of its name.
+    let name = plans[6]
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let out = run(with_env(
+        vkecho(&t, &["cache", "show", &name[..name.len() - 4]]),
+        false,
+    ));
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{shown}{}", text(&out.stderr));
+    assert!(
+        shown.contains("plan for:") && shown.contains(&samples),
+        "{shown}"
+    );
+    assert!(shown.contains("2 group(s)"), "{shown}");
+    // keep_traces keeps the trace (and the limit still holds).
+    let se = saxpy(8, true);
+    let kept = plan_of(&se).with_file_name("trace.jsonl");
+    assert!(
+        kept.is_file(),
+        "keep_traces did not keep {}",
+        kept.display()
+    );
+    assert!(list()["bytes"].as_u64().unwrap() <= LIMIT);
+    // clear empties it.
+    let out = run(with_env(vkecho(&t, &["cache", "clear"]), false));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(list()["entries"].as_array().unwrap().len(), 0);
+}

@@ -137,6 +137,12 @@ pub fn start(
             };
         }
     };
+    if path.starts_with(&settings.cache_dir) {
+        // Least-recently-used eviction (`echo_analyzer::cache`) keeps what is in use.
+        if let Err(e) = echo_analyzer::cache::touch(&path) {
+            log::debug!("cache: cannot mark {} used: {e}", path.display());
+        }
+    }
     if !plan.enabled() {
         let c = plan.calibration.as_ref();
         log::info!(
@@ -390,8 +396,9 @@ pub fn device_stats(dev: &DeviceData) -> Stats {
 }
 
 /// `auto` mode when the last instance is destroyed and at exit (`crate::process`): analyze the
-/// trace recorded so far and write the plan (0600, atomic rename) for the next run.
-pub fn finish_auto(trace: &Path, plan_path: &Path, settings: &Settings) {
+/// trace recorded so far and write the plan (0600, atomic rename) for the next run. Returns
+/// whether the plan was written.
+pub fn finish_auto(trace: &Path, plan_path: &Path, settings: &Settings) -> bool {
     if let Some(s) = crate::profile::sink::global() {
         s.flush();
     }
@@ -402,14 +409,14 @@ pub fn finish_auto(trace: &Path, plan_path: &Path, settings: &Settings) {
                 "auto mode: cannot read the trace {} ({e}); no plan made",
                 trace.display()
             );
-            return;
+            return false;
         }
     };
     let t = match echo_analyzer::trace::read_trace(std::io::BufReader::new(file)) {
         Ok(t) => t,
         Err(e) => {
             log::warn!("auto mode: trace {}: {e}; no plan made", trace.display());
-            return;
+            return false;
         }
     };
     let thresholds = echo_analyzer::plan::Thresholds {
@@ -418,16 +425,22 @@ pub fn finish_auto(trace: &Path, plan_path: &Path, settings: &Settings) {
     };
     let plan = echo_analyzer::analysis::analyze(&t, thresholds);
     match write_private(plan_path, plan.to_json().as_bytes()) {
-        Ok(()) => log::info!(
-            "auto mode: plan {} written ({} group(s), {} candidate(s) rejected); later runs enforce it",
-            plan_path.display(),
-            plan.groups.len(),
-            plan.rejected.len()
-        ),
-        Err(e) => log::warn!(
-            "auto mode: cannot write the plan {}: {e}",
-            plan_path.display()
-        ),
+        Ok(()) => {
+            log::info!(
+                "auto mode: plan {} written ({} group(s), {} candidate(s) rejected); later runs enforce it",
+                plan_path.display(),
+                plan.groups.len(),
+                plan.rejected.len()
+            );
+            true
+        }
+        Err(e) => {
+            log::warn!(
+                "auto mode: cannot write the plan {}: {e}",
+                plan_path.display()
+            );
+            false
+        }
     }
 }
 
