@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod apply;
 pub mod cache;
 pub mod context;
+pub mod elf;
 pub mod model;
 pub mod pairing;
 pub mod plan;

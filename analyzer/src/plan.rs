@@ -156,6 +156,10 @@ pub struct Rejection {
     pub event: Option<u64>,
     /// A sentence a person can act on.
     pub message: String,
+    /// The same in plain words, for someone who has not read the trace: what the program does
+    /// and what sharing memory would change. Absent in older plans.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plain: String,
     pub copies: u64,
     pub bytes: u64,
 }

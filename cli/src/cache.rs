@@ -293,13 +293,17 @@ fn show(dir: &std::path::Path, name: &str) -> Result<i32, String> {
     }
     println!("  {} rejected candidate(s):", p.rejected.len());
     for r in &p.rejected {
-        println!(
-            "    the {} with the {}: {:?} — {}",
-            buffer(&r.staging),
-            buffer(&r.device),
-            r.condition,
-            r.message
-        );
+        let headline = if r.plain.is_empty() {
+            &r.message
+        } else {
+            &r.plain
+        };
+        println!("    {headline}");
+        println!("      staging: the {}", buffer(&r.staging));
+        println!("      device:  the {}", buffer(&r.device));
+        if !r.plain.is_empty() {
+            println!("      detail: {}", r.message);
+        }
     }
     Ok(0)
 }
