@@ -14,6 +14,7 @@ pub mod elf;
 pub mod model;
 pub mod pairing;
 pub mod plan;
+pub mod program;
 pub mod report;
 pub mod safety;
 pub mod settings;

@@ -201,6 +201,20 @@ pub struct Plan {
     pub rejected: Vec<Rejection>,
     #[serde(default)]
     pub calibration: Option<Calibration>,
+    /// `context=program` (issue 16): the argument lists whose profiles this plan merges, and
+    /// whether the last profiles agreed. Absent in plans made under `context=arguments`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// The profiles a `context=program` plan merges (`crate::program`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Argument hashes of the profiled runs, in order (one per profile).
+    pub profiles: Vec<String>,
+    /// The plan stopped changing: a profile under new arguments left its groups as they were.
+    /// Auto mode then enforces it under any arguments instead of profiling them.
+    pub stable: bool,
 }
 
 impl Plan {
@@ -215,6 +229,7 @@ impl Plan {
             groups: Vec::new(),
             rejected: Vec::new(),
             calibration: None,
+            evidence: None,
         }
     }
 

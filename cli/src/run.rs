@@ -107,7 +107,33 @@ pub fn auto_outcome(s: &Stats) -> String {
             s.class
         );
     }
+    let evidence = read_plan(std::path::Path::new(plan))
+        .ok()
+        .and_then(|p| p.evidence.map(|e| (p.groups.len(), e)));
     match s.mode.as_str() {
+        "profile" if evidence.is_some() => {
+            let (groups, e) = evidence.expect("checked");
+            format!(
+                "context=program: these arguments were profiled and merged into the program's plan {plan} ({groups} group{}, {} profile{} so far); {}",
+                if groups == 1 { "" } else { "s" },
+                e.profiles.len(),
+                if e.profiles.len() == 1 { "" } else { "s" },
+                if e.stable {
+                    "this profile changed nothing, so the plan is stable: later runs enforce it under any arguments"
+                } else {
+                    "the plan is still changing: new arguments are profiled until a profile changes nothing"
+                }
+            )
+        }
+        "enforce" if s.plan_status == "applied" && evidence.is_some() => {
+            let (_, e) = evidence.expect("checked");
+            format!(
+                "enforced the program's plan {plan} (context=program, {} after {} profile{})",
+                if e.stable { "stable" } else { "these arguments were profiled" },
+                e.profiles.len(),
+                if e.profiles.len() == 1 { "" } else { "s" }
+            )
+        }
         "profile" => match read_plan_summary(std::path::Path::new(plan)) {
             Ok((groups, rejected)) => format!(
                 "no plan was cached for this program, these arguments and this device: this run was profiled and the plan {plan} was written ({groups} group{}, {rejected} candidate{} rejected); the next run of the same command enforces it",
@@ -128,7 +154,11 @@ pub fn auto_outcome(s: &Stats) -> String {
 
 /// A plan file's group and rejection counts.
 fn read_plan_summary(path: &std::path::Path) -> Result<(usize, usize), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let plan = echo_analyzer::plan::parse_plan(&text).map_err(|e| e.to_string())?;
+    let plan = read_plan(path)?;
     Ok((plan.groups.len(), plan.rejected.len()))
+}
+
+fn read_plan(path: &std::path::Path) -> Result<echo_analyzer::plan::Plan, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    echo_analyzer::plan::parse_plan(&text).map_err(|e| e.to_string())
 }

@@ -67,8 +67,12 @@ fn table_json_and_private_plan_file() {
     let plain = why
         .find("2. The program reads staging buffer #3 while the GPU may still be working on")
         .unwrap_or_else(|| panic!("no plain words first:\n{why}"));
-    let site = why.find("staging buffer #3 (1 MiB, SRC|DST): created at app+0x").expect("site");
-    let detail = why.find("detail: S2: host read staging buffer #3").expect("detail");
+    let site = why
+        .find("staging buffer #3 (1 MiB, SRC|DST): created at app+0x")
+        .expect("site");
+    let detail = why
+        .find("detail: S2: host read staging buffer #3")
+        .expect("detail");
     assert!(plain < site && site < detail, "{why}");
     assert!(
         out.contains("note: creation sites in app are shown as module+offset")

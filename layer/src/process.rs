@@ -58,6 +58,8 @@ struct AutoProfile {
     trace: PathBuf,
     plan: PathBuf,
     settings: Settings,
+    /// `context=program`: the program's plan before this run's profile, to merge into.
+    base: Option<echo_analyzer::plan::Plan>,
     /// The sequence counter when the plan was last written (0: never).
     analyzed_at: u64,
     /// The plan was written (at the checkpoint or at exit).
@@ -96,7 +98,12 @@ pub fn auto_choice(plan: &Path) -> Option<AutoChoice> {
 
 /// Records the decision for `plan`'s context (the first one stays); a profile decision is
 /// remembered so that its plan is made later. Returns the decision in force.
-pub fn set_auto_choice(plan: &Path, choice: AutoChoice, settings: &Settings) -> AutoChoice {
+pub fn set_auto_choice(
+    plan: &Path,
+    choice: AutoChoice,
+    settings: &Settings,
+    base: Option<echo_analyzer::plan::Plan>,
+) -> AutoChoice {
     let mut a = auto();
     if let Some(c) = a.choices.get(plan) {
         return c.clone();
@@ -106,6 +113,7 @@ pub fn set_auto_choice(plan: &Path, choice: AutoChoice, settings: &Settings) -> 
             trace: trace.clone(),
             plan: plan.to_path_buf(),
             settings: settings.clone(),
+            base,
             analyzed_at: 0,
             written: false,
         });
@@ -237,19 +245,30 @@ pub fn checkpoint() {
 /// setting) whose plans have been written, now or at a checkpoint.
 fn write_auto_plans(at_exit: bool) -> Vec<PathBuf> {
     let now = crate::profile::sink::current_seq();
-    let todo: Vec<(PathBuf, PathBuf, Settings)> = {
+    type Todo = (
+        PathBuf,
+        PathBuf,
+        Settings,
+        Option<echo_analyzer::plan::Plan>,
+    );
+    let todo: Vec<Todo> = {
         let mut a = auto();
         a.profiles
             .iter_mut()
             .filter(|p| p.analyzed_at < now)
             .map(|p| {
                 p.analyzed_at = now;
-                (p.trace.clone(), p.plan.clone(), p.settings.clone())
+                (
+                    p.trace.clone(),
+                    p.plan.clone(),
+                    p.settings.clone(),
+                    p.base.clone(),
+                )
             })
             .collect()
     };
-    for (trace, plan, settings) in todo {
-        let written = crate::enforce::finish_auto(&trace, &plan, &settings);
+    for (trace, plan, settings, base) in todo {
+        let written = crate::enforce::finish_auto(&trace, &plan, &settings, base.as_ref());
         if at_exit {
             log::debug!("auto mode: plan {} made at exit", plan.display());
         }

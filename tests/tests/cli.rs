@@ -566,3 +566,74 @@ fn cache_stays_bounded_over_real_runs() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(list()["entries"].as_array().unwrap().len(), 0);
 }
+
+/// `context=program` (issue 16): a program profiled under one argument list enforces under
+/// another when its buffers are recreated with the same identities. Auto mode profiles new
+/// arguments until a profile leaves the plan unchanged (here: the second), then enforces under
+/// any arguments; the output is the program's own every time, and buffers whose identities do
+/// not match (another size) are left alone.
+#[test]
+fn program_context_enforces_under_other_arguments() {
+    let t = Temp::new("program-context");
+    let samples = build_dir().join("echo-samples").display().to_string();
+    let checksum = |so: &str| {
+        so.lines()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            .and_then(|v| v["checksum"].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("no result line:\n{so}"))
+    };
+    let args = |mib: &str, iters: &str| -> Vec<String> {
+        ["saxpy", "--size-mib", mib, "--iters", iters]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let plain = |a: &[String]| {
+        let mut c = Command::new(&samples);
+        c.args(a).env("VK_ECHO_DISABLE", "1");
+        let out = run(c);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        checksum(&text(&out.stdout))
+    };
+    let auto = |a: &[String]| {
+        let mut all = vec!["run".to_string(), "--".into(), samples.clone()];
+        all.extend(a.iter().cloned());
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let mut c = vkecho(&t, &all);
+        c.env("VK_ECHO_CONTEXT", "program");
+        let out = run(c);
+        let (so, se) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{so}\n{se}");
+        (checksum(&so), se)
+    };
+    let (sum, first) = auto(&args("1", "3"));
+    assert_eq!(sum, plain(&args("1", "3")));
+    assert!(
+        first.contains("merged into the program's plan") && first.contains("1 profile so far"),
+        "{first}"
+    );
+    assert!(first.contains("still changing"), "{first}");
+
+    let (sum, second) = auto(&args("1", "4"));
+    assert_eq!(sum, plain(&args("1", "4")));
+    assert!(
+        second.contains("2 profiles so far") && second.contains("the plan is stable"),
+        "other arguments must be profiled once more, then agree:\n{second}"
+    );
+
+    // New arguments, never profiled: enforced, identities matching, output unchanged.
+    let (sum, third) = auto(&args("1", "5"));
+    assert_eq!(
+        sum,
+        plain(&args("1", "5")),
+        "enforce under new arguments changed the output"
+    );
+    assert!(third.contains("enforced the program's plan"), "{third}");
+    assert!(third.contains("2/2 groups applied"), "{third}");
+    assert!(!third.contains("profiled"), "{third}");
+
+    // Another size: the buffers' identities differ, nothing is applied, output unchanged.
+    let (sum, fourth) = auto(&args("2", "5"));
+    assert_eq!(sum, plain(&args("2", "5")));
+    assert!(fourth.contains("0/2 groups applied"), "{fourth}");
+}
