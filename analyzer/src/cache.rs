@@ -86,7 +86,19 @@ pub fn ensure_tag(dir: &Path) -> std::io::Result<()> {
         .mode(0o700)
         .create(dir)?;
     if !is_tagged(dir) {
-        std::fs::write(dir.join(TAG_FILE), TAG_TEXT)?;
+        // Private like everything echo writes there (DESIGN §8), whatever the umask.
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let tmp = dir.join(format!(".{TAG_FILE}.{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(TAG_TEXT.as_bytes())?;
+        drop(f);
+        std::fs::rename(&tmp, dir.join(TAG_FILE))?;
     }
     Ok(())
 }
