@@ -104,10 +104,15 @@ fn plan_words(e: &Entry) -> (String, Value) {
     match e.read_plan() {
         Ok(p) => {
             let c = &p.context;
-            let args = if c.args_hash.is_empty() {
-                String::new()
-            } else {
-                format!(", arguments {}", &c.args_hash)
+            let args = match &p.evidence {
+                Some(e) => format!(
+                    ", context=program: {} profile{}, {}",
+                    e.profiles.len(),
+                    if e.profiles.len() == 1 { "" } else { "s" },
+                    if e.stable { "stable" } else { "still changing" }
+                ),
+                None if c.args_hash.is_empty() => String::new(),
+                None => format!(", arguments {}", &c.args_hash),
             };
             (
                 format!(
@@ -124,6 +129,9 @@ fn plan_words(e: &Entry) -> (String, Value) {
                     "program": c.exe_path,
                     "program_id": c.exe_id,
                     "arguments_hash": c.args_hash,
+                    "context": if p.evidence.is_some() { "program" } else { "arguments" },
+                    "profiles": p.evidence.as_ref().map(|e| e.profiles.len()),
+                    "stable": p.evidence.as_ref().map(|e| e.stable),
                     "device": c.device_name,
                     "driver_version": c.driver_version,
                 }),
@@ -253,7 +261,20 @@ fn show(dir: &std::path::Path, name: &str) -> Result<i32, String> {
     let c = &p.context;
     println!("  plan for:");
     println!("    program   {} ({})", c.exe_path, c.exe_id);
-    println!("    arguments hash {}", c.args_hash);
+    match &p.evidence {
+        Some(e) => println!(
+            "    arguments any (context=program): {} profile{} merged ({}), {}",
+            e.profiles.len(),
+            if e.profiles.len() == 1 { "" } else { "s" },
+            e.profiles.join(", "),
+            if e.stable {
+                "stable: enforced under any arguments"
+            } else {
+                "still changing: new arguments are profiled"
+            }
+        ),
+        None => println!("    arguments hash {}", c.args_hash),
+    }
     println!(
         "    device    {} (UUID {}, driver version {})",
         c.device_name, c.device_uuid, c.driver_version
