@@ -127,8 +127,13 @@ pub fn auto_outcome(s: &Stats) -> String {
         }
         "enforce" if s.plan_status == "applied" && evidence.is_some() => {
             let (_, e) = evidence.expect("checked");
+            let none = if s.groups_planned > 0 && s.groups_applied == 0 {
+                "; none of its buffers was recreated with the same identity (call site, size, usage) in this run, so nothing changed — `vkecho cache clear` makes auto mode profile the program afresh"
+            } else {
+                ""
+            };
             format!(
-                "enforced the program's plan {plan} (context=program, {} after {} profile{})",
+                "enforced the program's plan {plan} (context=program, {} after {} profile{}){none}",
                 if e.stable { "stable" } else { "these arguments were profiled" },
                 e.profiles.len(),
                 if e.profiles.len() == 1 { "" } else { "s" }

@@ -636,4 +636,8 @@ fn program_context_enforces_under_other_arguments() {
     let (sum, fourth) = auto(&args("2", "5"));
     assert_eq!(sum, plain(&args("2", "5")));
     assert!(fourth.contains("0/2 groups applied"), "{fourth}");
+    assert!(
+        fourth.contains("none of its buffers was recreated with the same identity"),
+        "{fourth}"
+    );
 }
