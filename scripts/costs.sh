@@ -11,7 +11,7 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
     export XDG_RUNTIME_DIR=/tmp
 fi
 cargo build --release -p vk-layer-echo
-cargo build -p vk-layer-echo -p echo-analyzer
+cargo build -p vk-layer-echo -p echo-cli
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0

@@ -118,7 +118,7 @@ aarch64=aarch64-unknown-linux-gnu
 x86_64=x86_64-unknown-linux-gnu
 
 step "aarch64 build (glibc $GLIBC_FLOOR): layer, vkecho, samples, test layer"
-cargo zigbuild --release --target "$aarch64.$GLIBC_FLOOR" -p vk-layer-echo -p echo-analyzer -p echo-samples \
+cargo zigbuild --release --target "$aarch64.$GLIBC_FLOOR" -p vk-layer-echo -p echo-cli -p echo-samples \
     -p vk-layer-echo-test-discrete
 
 step "aarch64 build: the layer's unit tests"
@@ -130,7 +130,7 @@ unit=$(cargo zigbuild --release --target "$aarch64.$GLIBC_FLOOR" -p vk-layer-ech
 cp -f "$unit" "$target/$aarch64/release/vk-layer-echo-unit-tests"
 
 step "x86_64 build (glibc $GLIBC_FLOOR): layer, vkecho"
-cargo zigbuild --release --target "$x86_64.$GLIBC_FLOOR" -p vk-layer-echo -p echo-analyzer
+cargo zigbuild --release --target "$x86_64.$GLIBC_FLOOR" -p vk-layer-echo -p echo-cli
 
 if [ "$packages" -eq 1 ]; then
     step "packages"

@@ -46,6 +46,9 @@ pub enum Decision {
         condition: Condition,
         event: Option<u64>,
         message: String,
+        /// The same in plain words (issue 16).
+        #[serde(default)]
+        plain: String,
     },
 }
 
@@ -177,11 +180,12 @@ fn tag_device(a: &mut Analysis, device: u32, first_id: u32) {
 /// or lost during the run, or the trace cut short — a candidate is refused, never accepted with
 /// a warning.
 fn evidence(trace: &Trace, m: &Model) -> Result<(), Verdict> {
-    let refuse = |event: Option<u64>, message: String| {
+    let refuse = |event: Option<u64>, message: String, plain: String| {
         Err(Verdict {
             condition: Condition::Evidence,
             event,
             message,
+            plain,
         })
     };
     if trace.truncated {
@@ -191,6 +195,7 @@ fn evidence(trace: &Trace, m: &Model) -> Result<(), Verdict> {
                 "evidence: the trace was cut at the size limit after event {}, so a host access or GPU use after the cut would go unseen; re-profile with a larger trace_max_bytes",
                 m.last_seq
             ),
+            "The profile ends early (the trace reached its size limit), so echo did not see everything the program did with these buffers; it refuses rather than guess.".into(),
         );
     }
     let validated = match m.validation.as_str() {
@@ -203,6 +208,7 @@ fn evidence(trace: &Trace, m: &Model) -> Result<(), Verdict> {
         return refuse(
             None,
             "evidence: host-access validation was off while profiling (validate=false, or the device could not be validated), so the host's reads and writes of the staging buffer were not seen and S1/S2 cannot be checked; re-profile with validate=true".into(),
+            "Echo did not watch when the program reads and writes its staging buffers while profiling, so it cannot tell whether sharing memory is safe; it refuses rather than guess.".into(),
         );
     }
     if let Some((seq, why)) = &m.validation_lost {
@@ -211,6 +217,7 @@ fn evidence(trace: &Trace, m: &Model) -> Result<(), Verdict> {
             format!(
                 "evidence: host-access validation stopped at event {seq} ({why}), so later host accesses were not seen and S1/S2 cannot be checked"
             ),
+            "Echo stopped seeing the program's reads and writes of staging buffers partway through profiling, so it cannot tell whether sharing memory is safe; it refuses rather than guess.".into(),
         );
     }
     Ok(())
@@ -254,6 +261,11 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                     message: format!(
                         "evidence: the host's accesses to {} were not seen while profiling ({why}), so S1/S2 cannot be checked",
                         ctx.name(c.staging, "staging")
+                    ),
+                    plain: format!(
+                        "Echo could not watch the program's reads and writes of {} while profiling, so it cannot tell whether sharing memory with {} is safe.",
+                        ctx.short(c.staging, "staging"),
+                        ctx.short(c.device, "device")
                     ),
                 });
             }
@@ -323,6 +335,10 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                             "threshold: a single upload from {} into device buffer #{dnum}, then the staging buffer is destroyed; worth it only with the staging buffer bound into the device buffer's memory, which is not possible here{reason}; binding the device buffer into the staging allocation would keep that alive and raise the footprint",
                             ctx.name(cands[i].staging, "staging")
                         ),
+                        plain: format!(
+                            "{} fills device buffer #{dnum} once and is then destroyed. Sharing memory pays off only by placing the staging buffer inside the device buffer's memory, which is not possible here; the other way round would keep the staging memory alive and use more memory, not less.",
+                            crate::safety::upper(&ctx.short(cands[i].staging, "staging"))
+                        ),
                     });
                     continue;
                 }
@@ -341,6 +357,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                                     "{} — and device into staging fails too: {}",
                                     first.message, v.message
                                 ),
+                                plain: first.plain,
                             },
                             None => v,
                         };
@@ -381,6 +398,11 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                         v.message,
                         others.join(", ")
                     );
+                    v.plain = format!(
+                        "{} (This is about sharing device buffer #{dnum}'s memory with staging {} as well.)",
+                        v.plain,
+                        others.join(", ")
+                    );
                     why.insert(i, v);
                 }
             }
@@ -413,6 +435,11 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                         ctx.name(cands[i].staging, "staging"),
                         if own(i) { "" } else { " (it is sub-allocated or exchanges data with other buffers, so it cannot be bound into the device buffer's memory)" }
                     ),
+                    plain: format!(
+                        "Device buffer #{dnum} already shares its memory with staging {}; {} cannot share it as well.",
+                        partner_list.join(", "),
+                        ctx.short(cands[i].staging, "staging")
+                    ),
                 }));
             }
         }
@@ -443,6 +470,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                     condition: v.condition,
                     event: v.event,
                     message: v.message.clone(),
+                    plain: v.plain.clone(),
                     copies: c.copies(),
                     bytes: c.bytes(),
                 });
@@ -450,6 +478,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                     condition: v.condition,
                     event: v.event,
                     message: v.message.clone(),
+                    plain: v.plain.clone(),
                 }
             }
             (None, Some(&(group, direction))) => Decision::Accepted {
@@ -558,6 +587,10 @@ fn identity(
                     "compat: {} cannot be recognised in a later run: objects created like {what} (same call site, size, usage) are created on several threads, so their order depends on the scheduler",
                     ctx.name(b, role)
                 ),
+                plain: format!(
+                    "Several threads create buffers like {} from the same place, so a later run cannot tell which one is which.",
+                    ctx.short(b, role)
+                ),
             });
         }
     }
@@ -578,6 +611,10 @@ fn named(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
                     "compat: {} has no identity: it was smaller than min_bytes while profiling, so its creation site was not taken and a later run cannot recognise it; re-profile with min_bytes at most {}",
                     ctx.name(b, role),
                     buf.size
+                ),
+                plain: format!(
+                    "{} was too small to be followed while profiling, so a later run could not recognise it.",
+                    crate::safety::upper(&ctx.short(b, role))
                 ),
             });
         }

@@ -4,6 +4,7 @@
 //! Pure functions over bytes and strings: the layer gathers the facts (its own executable, its
 //! arguments, the device properties) and asks here.
 
+use crate::settings::ContextMode;
 use crate::trace::{fnv1a64, Context};
 use std::path::{Path, PathBuf};
 
@@ -113,6 +114,12 @@ pub fn args_hash<S: AsRef<[u8]>>(args: &[S]) -> String {
 /// Whether a plan made in `plan` may be enforced in `now`. The error says which field differs.
 /// The executable path may differ (a program may be moved); its identity may not.
 pub fn plan_applies(plan: &Context, now: &Context) -> Result<(), String> {
+    plan_applies_in(plan, now, ContextMode::Arguments)
+}
+
+/// [`plan_applies`] under a `context` setting: with [`ContextMode::Program`] the arguments may
+/// differ (the plan's buffers are matched by identity at creation, `crate::program`).
+pub fn plan_applies_in(plan: &Context, now: &Context, mode: ContextMode) -> Result<(), String> {
     let fields: [(&str, &dyn Fn(&Context) -> String); 5] = [
         ("executable", &|c| c.exe_id.clone()),
         ("arguments", &|c| c.args_hash.clone()),
@@ -121,6 +128,9 @@ pub fn plan_applies(plan: &Context, now: &Context) -> Result<(), String> {
         ("driver version", &|c| c.driver_version.to_string()),
     ];
     for (what, get) in fields {
+        if what == "arguments" && mode == ContextMode::Program {
+            continue;
+        }
         let (a, b) = (get(plan), get(now));
         if a != b {
             return Err(format!(
@@ -134,6 +144,12 @@ pub fn plan_applies(plan: &Context, now: &Context) -> Result<(), String> {
 /// Where auto mode keeps the trace and plan of a context (DESIGN §6): one directory per
 /// (executable, arguments, device, driver), so a plan is only ever found by the run it fits.
 pub fn cache_paths(cache_dir: &Path, c: &Context) -> (PathBuf, PathBuf) {
+    cache_paths_for(cache_dir, c, ContextMode::Arguments)
+}
+
+/// [`cache_paths`] under a `context` setting: with [`ContextMode::Program`] one directory per
+/// (executable, device, driver), whatever the arguments.
+pub fn cache_paths_for(cache_dir: &Path, c: &Context, mode: ContextMode) -> (PathBuf, PathBuf) {
     let exe = Path::new(&c.exe_path)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -148,13 +164,17 @@ pub fn cache_paths(cache_dir: &Path, c: &Context) -> (PathBuf, PathBuf) {
             }
         })
         .collect();
-    let id = fnv1a64(
-        format!(
+    let key = match mode {
+        ContextMode::Arguments => format!(
             "{}\0{}\0{}\0{}\0{}",
             c.exe_id, c.args_hash, c.device_name, c.device_uuid, c.driver_version
-        )
-        .as_bytes(),
-    );
+        ),
+        ContextMode::Program => format!(
+            "program\0{}\0{}\0{}\0{}",
+            c.exe_id, c.device_name, c.device_uuid, c.driver_version
+        ),
+    };
+    let id = fnv1a64(key.as_bytes());
     let dir = cache_dir.join(format!("{safe}-{id:016x}"));
     (dir.join("trace.jsonl"), dir.join("plan.json"))
 }

@@ -4,14 +4,17 @@
 //! - [`trace`]: the trace format the layer writes in profile mode.
 //! - [`plan`]: the plan format enforce mode reads.
 //!
-//! The layer links this crate; the `vkecho` CLI is its front end.
+//! The layer links this crate; the `vkecho` CLI (`cli/`, crate `echo-cli`) is its front end.
 
 pub mod analysis;
 pub mod apply;
+pub mod cache;
 pub mod context;
+pub mod elf;
 pub mod model;
 pub mod pairing;
 pub mod plan;
+pub mod program;
 pub mod report;
 pub mod safety;
 pub mod settings;

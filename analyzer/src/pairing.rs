@@ -171,6 +171,12 @@ pub fn reuse(m: &Model, cands: &[Candidate]) -> BTreeMap<usize, Verdict> {
                         m.buffers[cands[i].device].number,
                         others.join(", ")
                     ),
+                    plain: format!(
+                        "The program refills staging buffer #{} for several device buffers in turn (#{}, {}). Its bytes are needed by more than one of them, so it cannot become any one of them.",
+                        m.buffers[h].number,
+                        m.buffers[cands[i].device].number,
+                        others.join(", ")
+                    ),
                 },
             );
         }
@@ -196,6 +202,11 @@ pub fn offset(m: &Model, c: &Candidate) -> Result<i64, Verdict> {
                             m.buffers[c.device].number,
                             d,
                             m.buffers[c.staging].number
+                        ),
+                        plain: format!(
+                            "The program copies between staging buffer #{} and device buffer #{} at changing positions (a ring of slots?), so no single overlap of the two keeps every copy's bytes in place.",
+                            m.buffers[c.staging].number,
+                            m.buffers[c.device].number
                         ),
                     })
                 }
@@ -237,6 +248,14 @@ pub fn threshold(m: &Model, c: &Candidate, t: Thresholds) -> Result<(), Verdict>
             crate::report::human_bytes(largest),
             t.min_bytes,
             t.min_copies
+        ),
+        plain: format!(
+            "Staging buffer #{} and device buffer #{} exchange too little data to be worth sharing memory ({} cop{}, the largest {}).",
+            m.buffers[c.staging].number,
+            m.buffers[c.device].number,
+            c.links.len(),
+            if c.links.len() == 1 { "y" } else { "ies" },
+            crate::report::human_bytes(largest)
         ),
     })
 }

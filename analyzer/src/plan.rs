@@ -156,6 +156,10 @@ pub struct Rejection {
     pub event: Option<u64>,
     /// A sentence a person can act on.
     pub message: String,
+    /// The same in plain words, for someone who has not read the trace: what the program does
+    /// and what sharing memory would change. Absent in older plans.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plain: String,
     pub copies: u64,
     pub bytes: u64,
 }
@@ -197,6 +201,20 @@ pub struct Plan {
     pub rejected: Vec<Rejection>,
     #[serde(default)]
     pub calibration: Option<Calibration>,
+    /// `context=program` (issue 16): the argument lists whose profiles this plan merges, and
+    /// whether the last profiles agreed. Absent in plans made under `context=arguments`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// The profiles a `context=program` plan merges (`crate::program`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Argument hashes of the profiled runs, in order (one per profile).
+    pub profiles: Vec<String>,
+    /// The plan stopped changing: a profile under new arguments left its groups as they were.
+    /// Auto mode then enforces it under any arguments instead of profiling them.
+    pub stable: bool,
 }
 
 impl Plan {
@@ -211,6 +229,7 @@ impl Plan {
             groups: Vec::new(),
             rejected: Vec::new(),
             calibration: None,
+            evidence: None,
         }
     }
 

@@ -204,19 +204,17 @@ pub fn table(a: &Analysis, source: &str) -> String {
             }
         );
     }
-    let reasons: Vec<(usize, &String)> = a
+    let reasons: Vec<(usize, &crate::analysis::CandidateRow)> = a
         .candidates
         .iter()
         .enumerate()
-        .filter_map(|(i, c)| match &c.decision {
-            Decision::Rejected { message, .. } => Some((i + 1, message)),
-            _ => None,
-        })
+        .filter(|(_, c)| matches!(c.decision, Decision::Rejected { .. }))
+        .map(|(i, c)| (i + 1, c))
         .collect();
     if !reasons.is_empty() {
         let _ = writeln!(s, "\nwhy rejected:");
-        for (i, m) in reasons {
-            let _ = writeln!(s, "  {i}. {m}");
+        for (i, c) in reasons {
+            s.push_str(&rejection(i, c));
         }
     }
     if !a.plan.groups.is_empty() {
@@ -264,6 +262,35 @@ pub fn table(a: &Analysis, source: &str) -> String {
                 }
             }
         }
+    }
+    s
+}
+
+/// One rejection for people (issue 16): first in plain words, then where the two buffers were
+/// created, then the detail with the condition and the events that showed it.
+pub fn rejection(i: usize, c: &crate::analysis::CandidateRow) -> String {
+    let Decision::Rejected { message, plain, .. } = &c.decision else {
+        return String::new();
+    };
+    let mut s = String::new();
+    let headline = if plain.is_empty() { message } else { plain };
+    let _ = writeln!(s, "  {i}. {headline}");
+    for (what, b) in [("staging", &c.staging), ("device", &c.device)] {
+        let _ = writeln!(
+            s,
+            "       {what} buffer #{} ({}, {}): created at {}",
+            b.number,
+            human_bytes(b.size),
+            usage_names(b.usage),
+            if b.created_at.is_empty() {
+                "an unknown place"
+            } else {
+                &b.created_at
+            }
+        );
+    }
+    if !plain.is_empty() {
+        let _ = writeln!(s, "       detail: {message}");
     }
     s
 }

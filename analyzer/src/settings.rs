@@ -22,6 +22,19 @@ pub enum Mode {
     Auto,
 }
 
+/// What a plan is keyed by (DESIGN §5, issue 16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ContextMode {
+    /// Program, arguments, device and driver: a plan applies only to the argument list it was
+    /// profiled with.
+    #[default]
+    Arguments,
+    /// Program (an interpreter's script included), device and driver: a plan applies under other
+    /// arguments to the buffers recreated with the same identities; auto mode profiles new
+    /// argument lists until two profiles agree, and keeps only groups no profile refused.
+    Program,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum LogLevel {
     Error,
@@ -41,6 +54,13 @@ pub struct Settings {
     pub trace: Option<PathBuf>,
     /// Where auto mode keeps traces and plans.
     pub cache_dir: PathBuf,
+    /// Largest size of `cache_dir` after a run (least-recently-used entries are evicted); 0: no
+    /// limit.
+    pub cache_max_bytes: u64,
+    /// Keep auto mode's traces in the cache after their plans are made.
+    pub keep_traces: bool,
+    /// What a plan is keyed by.
+    pub context: ContextMode,
     /// Write statistics as JSON to this file at `vkDestroyDevice` (or at exit).
     pub stats: Option<PathBuf>,
     pub log: LogLevel,
@@ -71,6 +91,9 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "plan", kind: "path", default: "", accepted: "a file path", description: "Plan file for enforce mode (default: the plan cached for this program and device)." },
     SettingInfo { name: "trace", kind: "path", default: "", accepted: "a file path", description: "Trace file for profile mode (default: a new file in cache_dir)." },
     SettingInfo { name: "cache_dir", kind: "path", default: "$XDG_CACHE_HOME/vk-echo", accepted: "a directory path", description: "Where auto mode keeps traces and plans." },
+    SettingInfo { name: "cache_max_bytes", kind: "int", default: "268435456", accepted: "a byte count (0: no limit)", description: "Largest size of cache_dir: after a run that wrote into it, the least-recently-used traces and plans are deleted until it fits." },
+    SettingInfo { name: "keep_traces", kind: "bool", default: "false", accepted: "true|false", description: "Keep auto mode's traces in cache_dir after their plans are made (false: delete each trace once its plan is written)." },
+    SettingInfo { name: "context", kind: "enum", default: "arguments", accepted: "arguments|program", description: "What a plan is keyed by: the program with its exact arguments, or the program alone (a plan then applies under other arguments to buffers recreated with the same call site, size and usage; auto mode profiles new arguments until two profiles agree)." },
     SettingInfo { name: "stats", kind: "path", default: "", accepted: "a file path", description: "Write enforce statistics as JSON to this file when the device is destroyed." },
     SettingInfo { name: "log", kind: "enum", default: "warn", accepted: "error|warn|info|debug", description: "How much the layer writes to stderr." },
     SettingInfo { name: "topology", kind: "enum", default: "strict", accepted: "strict|integrated", description: "Act on uma-strict devices only, or also on integrated devices with a separate host heap (AMD APUs)." },
@@ -98,6 +121,9 @@ impl Settings {
             plan: None,
             trace: None,
             cache_dir: cache_root.join("vk-echo"),
+            cache_max_bytes: 256 << 20,
+            keep_traces: false,
+            context: ContextMode::Arguments,
             stats: None,
             log: LogLevel::Warn,
             topology: TopologyPolicy::Strict,
@@ -121,6 +147,12 @@ impl Settings {
             ("plan".into(), p(&self.plan)),
             ("trace".into(), p(&self.trace)),
             ("cache_dir".into(), self.cache_dir.display().to_string()),
+            ("cache_max_bytes".into(), self.cache_max_bytes.to_string()),
+            ("keep_traces".into(), self.keep_traces.to_string()),
+            (
+                "context".into(),
+                format!("{:?}", self.context).to_lowercase(),
+            ),
             ("stats".into(), p(&self.stats)),
             ("log".into(), format!("{:?}", self.log).to_lowercase()),
             (
@@ -245,6 +277,11 @@ pub fn resolve(
                 "debug" => s.log = LogLevel::Debug,
                 _ => bad(&mut warnings),
             },
+            "context" => match v.to_ascii_lowercase().as_str() {
+                "arguments" => s.context = ContextMode::Arguments,
+                "program" => s.context = ContextMode::Program,
+                _ => bad(&mut warnings),
+            },
             "topology" => match v.to_ascii_lowercase().as_str() {
                 "strict" => s.topology = TopologyPolicy::Strict,
                 "integrated" => s.topology = TopologyPolicy::Integrated,
@@ -255,6 +292,14 @@ pub fn resolve(
             "stats" => s.stats = path(v),
             "cache_dir" => match path(v) {
                 Some(p) => s.cache_dir = p,
+                None => bad(&mut warnings),
+            },
+            "cache_max_bytes" => match parse_u64(v) {
+                Some(n) => s.cache_max_bytes = n,
+                None => bad(&mut warnings),
+            },
+            "keep_traces" => match parse_bool(v) {
+                Some(b) => s.keep_traces = b,
                 None => bad(&mut warnings),
             },
             "min_bytes" => match parse_u64(v) {
@@ -273,15 +318,23 @@ pub fn resolve(
                 Some(n) if n >= 4096 => s.trace_max_bytes = n,
                 _ => bad(&mut warnings),
             },
-            "validate" => match v.to_ascii_lowercase().as_str() {
-                "true" | "1" | "on" | "yes" => s.validate = true,
-                "false" | "0" | "off" | "no" => s.validate = false,
-                _ => bad(&mut warnings),
+            "validate" => match parse_bool(v) {
+                Some(b) => s.validate = b,
+                None => bad(&mut warnings),
             },
             _ => unreachable!("every SETTINGS entry is handled"),
         }
     }
     (s, warnings)
+}
+
+/// `true`/`false`, `1`/`0`, `on`/`off`, `yes`/`no`, in any case.
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "on" | "yes" => Some(true),
+        "false" | "0" | "off" | "no" => Some(false),
+        _ => None,
+    }
 }
 
 /// Expand a leading `~` and `$VAR` / `${VAR}` in a path setting (Vulkan Configurator writes the

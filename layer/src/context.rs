@@ -29,6 +29,13 @@ fn process_part() -> &'static (String, String, String) {
             argv = &argv[..argv.len() - 1];
         }
         let rest = if argv.is_empty() { argv } else { &argv[1..] };
+        // An interpreter runs a program given as an argument (DESIGN §5): the script is part of
+        // the program's identity, or every Python program would be the same `python3.11`.
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let exe_id = match echo_analyzer::program::interpreted_program(&exe_path, rest, &cwd) {
+            Some(p) => format!("{exe_id} {p}"),
+            None => exe_id,
+        };
         (exe_path, exe_id, args_hash(rest))
     })
 }

@@ -18,6 +18,11 @@
 //!   the driver may already be tearing down.
 //! - **Checkpoint.** When the last instance is destroyed the trace is flushed and auto mode's plan
 //!   written from what was recorded so far; exit writes it again only if more was recorded.
+//! - **Bounded cache** (issue 16). A process that wrote into a `cache_dir` (auto mode profiling,
+//!   or profile mode's default trace) registers it ([`note_cache_write`]); at exit, after the
+//!   plans are made, `echo_analyzer::cache::finish_run` deletes the traces whose plans were made
+//!   (unless `keep_traces`) and evicts least-recently-used entries down to `cache_max_bytes`,
+//!   never what this process wrote. Not at the checkpoint: the trace may still grow.
 
 use crate::dispatch::{self, DeviceData};
 use crate::log;
@@ -53,14 +58,28 @@ struct AutoProfile {
     trace: PathBuf,
     plan: PathBuf,
     settings: Settings,
+    /// `context=program`: the program's plan before this run's profile, to merge into.
+    base: Option<echo_analyzer::plan::Plan>,
     /// The sequence counter when the plan was last written (0: never).
     analyzed_at: u64,
+    /// The plan was written (at the checkpoint or at exit).
+    written: bool,
+}
+
+/// A cache directory this process wrote into, and how it is bounded.
+struct CacheUse {
+    dir: PathBuf,
+    max_bytes: u64,
+    keep_traces: bool,
+    /// What this process wrote or used there: never evicted by it.
+    protect: Vec<PathBuf>,
 }
 
 #[derive(Default)]
 struct Auto {
     choices: HashMap<PathBuf, AutoChoice>,
     profiles: Vec<AutoProfile>,
+    caches: Vec<CacheUse>,
 }
 
 fn auto() -> MutexGuard<'static, Auto> {
@@ -79,7 +98,12 @@ pub fn auto_choice(plan: &Path) -> Option<AutoChoice> {
 
 /// Records the decision for `plan`'s context (the first one stays); a profile decision is
 /// remembered so that its plan is made later. Returns the decision in force.
-pub fn set_auto_choice(plan: &Path, choice: AutoChoice, settings: &Settings) -> AutoChoice {
+pub fn set_auto_choice(
+    plan: &Path,
+    choice: AutoChoice,
+    settings: &Settings,
+    base: Option<echo_analyzer::plan::Plan>,
+) -> AutoChoice {
     let mut a = auto();
     if let Some(c) = a.choices.get(plan) {
         return c.clone();
@@ -89,11 +113,48 @@ pub fn set_auto_choice(plan: &Path, choice: AutoChoice, settings: &Settings) -> 
             trace: trace.clone(),
             plan: plan.to_path_buf(),
             settings: settings.clone(),
+            base,
             analyzed_at: 0,
+            written: false,
         });
+        note_cache_write_locked(&mut a, settings, &[plan, trace]);
     }
     a.choices.insert(plan.to_path_buf(), choice.clone());
     choice
+}
+
+/// This process writes `paths` into `settings.cache_dir` (paths outside it are ignored): the
+/// directory gets its tag now, and is bounded at exit.
+pub fn note_cache_write(settings: &Settings, paths: &[&Path]) {
+    note_cache_write_locked(&mut auto(), settings, paths);
+}
+
+fn note_cache_write_locked(a: &mut Auto, settings: &Settings, paths: &[&Path]) {
+    let dir = &settings.cache_dir;
+    let inside: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| p.starts_with(dir))
+        .map(|p| p.to_path_buf())
+        .collect();
+    if inside.is_empty() {
+        return;
+    }
+    let i = match a.caches.iter().position(|c| &c.dir == dir) {
+        Some(i) => i,
+        None => {
+            if let Err(e) = echo_analyzer::cache::ensure_tag(dir) {
+                log::warn!("cache {}: {e}", dir.display());
+            }
+            a.caches.push(CacheUse {
+                dir: dir.clone(),
+                max_bytes: settings.cache_max_bytes,
+                keep_traces: settings.keep_traces,
+                protect: Vec::new(),
+            });
+            a.caches.len() - 1
+        }
+    };
+    a.caches[i].protect.extend(inside);
 }
 
 /// Registers the exit-time path once (called for every instance echo is active in).
@@ -127,7 +188,47 @@ fn on_exit() {
     if let Some(s) = crate::profile::sink::global() {
         s.finish();
     }
-    write_auto_plans(true);
+    let analyzed = write_auto_plans(true);
+    bound_caches(&analyzed);
+}
+
+/// The exit-time end of every cache this process wrote into: analyzed traces deleted, the rest
+/// evicted down to the limit (`echo_analyzer::cache::finish_run`).
+fn bound_caches(analyzed: &[PathBuf]) {
+    let caches: Vec<(PathBuf, u64, bool, Vec<PathBuf>)> = {
+        let a = auto();
+        a.caches
+            .iter()
+            .map(|c| (c.dir.clone(), c.max_bytes, c.keep_traces, c.protect.clone()))
+            .collect()
+    };
+    for (dir, max_bytes, keep_traces, protect) in caches {
+        let run = echo_analyzer::cache::RunOutcome {
+            analyzed_traces: analyzed
+                .iter()
+                .filter(|t| t.starts_with(&dir))
+                .cloned()
+                .collect(),
+            // The analyzed traces are this run's to delete, not to protect.
+            protect: protect
+                .into_iter()
+                .filter(|p| !analyzed.contains(p))
+                .collect(),
+        };
+        let ev = echo_analyzer::cache::finish_run(&dir, &run, max_bytes, keep_traces);
+        for (name, bytes) in &ev.removed {
+            log::debug!("cache {}: removed {name} ({bytes} bytes)", dir.display());
+        }
+        if !ev.removed.is_empty() {
+            log::info!(
+                "cache {}: {} entr{} removed, {} bytes left (limit {max_bytes})",
+                dir.display(),
+                ev.removed.len(),
+                if ev.removed.len() == 1 { "y" } else { "ies" },
+                ev.bytes_left
+            );
+        }
+    }
 }
 
 /// `vkDestroyInstance` of the last live instance: flush the trace and write auto mode's plans
@@ -140,26 +241,50 @@ pub fn checkpoint() {
 }
 
 /// Makes the plan of every context auto mode profiled, unless nothing was recorded since the
-/// last time. `at_exit`: the trace is finished.
-fn write_auto_plans(at_exit: bool) {
+/// last time. `at_exit`: the trace is finished. Returns the cache's own traces (no `trace`
+/// setting) whose plans have been written, now or at a checkpoint.
+fn write_auto_plans(at_exit: bool) -> Vec<PathBuf> {
     let now = crate::profile::sink::current_seq();
-    let todo: Vec<(PathBuf, PathBuf, Settings)> = {
+    type Todo = (
+        PathBuf,
+        PathBuf,
+        Settings,
+        Option<echo_analyzer::plan::Plan>,
+    );
+    let todo: Vec<Todo> = {
         let mut a = auto();
         a.profiles
             .iter_mut()
             .filter(|p| p.analyzed_at < now)
             .map(|p| {
                 p.analyzed_at = now;
-                (p.trace.clone(), p.plan.clone(), p.settings.clone())
+                (
+                    p.trace.clone(),
+                    p.plan.clone(),
+                    p.settings.clone(),
+                    p.base.clone(),
+                )
             })
             .collect()
     };
-    for (trace, plan, settings) in todo {
-        crate::enforce::finish_auto(&trace, &plan, &settings);
+    for (trace, plan, settings, base) in todo {
+        let written = crate::enforce::finish_auto(&trace, &plan, &settings, base.as_ref());
         if at_exit {
             log::debug!("auto mode: plan {} made at exit", plan.display());
         }
+        if written {
+            if let Some(p) = auto().profiles.iter_mut().find(|p| p.plan == plan) {
+                p.written = true;
+            }
+        }
     }
+    let mut analyzed = Vec::new();
+    for p in auto().profiles.iter() {
+        if p.written && p.settings.trace.is_none() && !analyzed.contains(&p.trace) {
+            analyzed.push(p.trace.clone());
+        }
+    }
+    analyzed
 }
 
 /// Whether a device's statistics are already out (at `vkDestroyDevice` or at exit).

@@ -1,4 +1,5 @@
-//! `vkecho doctor`, `vkecho install` and `vkecho uninstall` on the real loader and lavapipe.
+//! `vkecho doctor`, `vkecho install`, `vkecho uninstall` and `vkecho run` (auto mode) on the real
+//! loader and lavapipe.
 //!
 //! Every test runs the built `vkecho` (from `cargo build --workspace`, as scripts/test.sh does)
 //! with its own temporary HOME / XDG_DATA_HOME and a cleaned environment, so nothing outside
@@ -363,5 +364,280 @@ fn doctor_resolves_settings_like_the_layer() {
     assert_eq!(
         s["values"]["cache_dir"],
         t.home().join(".cache/vk-echo").display().to_string()
+    );
+}
+
+/// `vkecho run -- CMD` without `--plan` is auto mode (issue 16): the first run profiles and says
+/// which plan it wrote, the second enforces that plan and says so, with the program's output
+/// unchanged; other arguments are another context (profiled again) under `context=arguments`.
+#[test]
+fn run_without_plan_is_auto_mode_and_names_the_plan() {
+    let t = Temp::new("run-auto");
+    let samples = build_dir().join("echo-samples");
+    assert!(samples.is_file(), "{} is missing", samples.display());
+    let samples = samples.display().to_string();
+    let saxpy = |iters: &str| {
+        let c = vkecho(
+            &t,
+            &[
+                "run",
+                "--",
+                &samples,
+                "saxpy",
+                "--size-mib",
+                "1",
+                "--iters",
+                iters,
+            ],
+        );
+        let out = run(c);
+        let (so, se) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "vkecho run failed:\n{so}\n{se}");
+        assert!(
+            !se.contains("No such file or directory"),
+            "auto mode looked for a plan that is not there as if it were required:\n{se}"
+        );
+        let checksum = so
+            .lines()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            .and_then(|v| v["checksum"].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("no result line:\n{so}"));
+        (checksum, se)
+    };
+    let cache = t.home().join(".cache/vk-echo");
+
+    let (sum1, first) = saxpy("3");
+    let wrote = first
+        .lines()
+        .find(|l| l.contains("this run was profiled and the plan "))
+        .unwrap_or_else(|| panic!("the first run does not say which plan it wrote:\n{first}"));
+    let plan: PathBuf = wrote
+        .split("the plan ")
+        .nth(1)
+        .and_then(|r| r.split(" was written").next())
+        .map(PathBuf::from)
+        .unwrap();
+    assert!(
+        plan.starts_with(&cache),
+        "{} not in {}",
+        plan.display(),
+        cache.display()
+    );
+    assert!(plan.is_file(), "{} was not written", plan.display());
+    assert!(wrote.contains("(2 groups"), "{wrote}");
+
+    let (sum2, second) = saxpy("3");
+    assert!(
+        second.contains(&format!("enforced the cached plan {}", plan.display())),
+        "the second run does not name the plan it enforced:\n{second}"
+    );
+    assert!(second.contains("2/2 groups applied"), "{second}");
+    assert_eq!(sum1, sum2, "enforce changed the program's output");
+
+    // Other arguments: another context under the default `context=arguments`.
+    let (_, third) = saxpy("4");
+    assert!(
+        third.contains("this run was profiled and the plan ")
+            && !third.contains(&plan.display().to_string()),
+        "other arguments did not make their own plan:\n{third}"
+    );
+}
+
+/// The bounded cache on real runs (issue 16): distinct argument lists through `vkecho run` with
+/// `cache_max_bytes` = 20000 (a trace is about 11 KB, a plan about 4 KB); after every run the
+/// cache is within the limit and holds no trace, the oldest plans are evicted, the newest is
+/// enforced on a rerun; `keep_traces` keeps a trace; `vkecho cache show` and `clear` work.
+/// (`analyzer/tests/cache.rs` runs 100 argument lists through the same eviction code.)
+#[test]
+fn cache_stays_bounded_over_real_runs() {
+    let t = Temp::new("cache-bounded");
+    let samples = build_dir().join("echo-samples").display().to_string();
+    const LIMIT: u64 = 20_000;
+    let with_env = |mut c: Command, keep: bool| {
+        c.env("VK_ECHO_CACHE_MAX_BYTES", LIMIT.to_string());
+        if keep {
+            c.env("VK_ECHO_KEEP_TRACES", "true");
+        }
+        c
+    };
+    let saxpy = |mib: u32, keep: bool| {
+        let mib = mib.to_string();
+        let args = [
+            "run",
+            "--",
+            &samples,
+            "saxpy",
+            "--size-mib",
+            &mib,
+            "--iters",
+            "2",
+        ];
+        let out = run(with_env(vkecho(&t, &args), keep));
+        let se = text(&out.stderr);
+        assert!(out.status.success(), "vkecho run failed:\n{se}");
+        se
+    };
+    let list = || -> Value {
+        let out = run(with_env(vkecho(&t, &["cache", "list", "--json"]), false));
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("cache list --json: {e}\n{}", text(&out.stdout)))
+    };
+    let plan_of = |se: &str| -> PathBuf {
+        let l = se
+            .lines()
+            .find(|l| l.contains("the plan ") && l.contains(" was written"))
+            .unwrap_or_else(|| panic!("no plan written:\n{se}"));
+        PathBuf::from(
+            l.split("the plan ")
+                .nth(1)
+                .unwrap()
+                .split(" was written")
+                .next()
+                .unwrap(),
+        )
+    };
+    let mut plans = Vec::new();
+    for mib in 1..=7 {
+        let se = saxpy(mib, false);
+        plans.push(plan_of(&se));
+        let doc = list();
+        assert_eq!(doc["limit_bytes"], LIMIT, "{doc:#}");
+        let bytes = doc["bytes"].as_u64().unwrap();
+        assert!(
+            bytes <= LIMIT,
+            "after run {mib}: {bytes} bytes > {LIMIT}:\n{doc:#}"
+        );
+        let entries = doc["entries"].as_array().unwrap();
+        assert!(
+            entries.iter().all(|e| e["has_trace"] == false),
+            "a trace outlived its plan:\n{doc:#}"
+        );
+        assert!(
+            plans.last().unwrap().is_file(),
+            "the run's own plan was evicted"
+        );
+    }
+    let doc = list();
+    let n = doc["entries"].as_array().unwrap().len();
+    assert!(
+        n < 7 && n >= 3,
+        "{n} entries: eviction did not happen or took too much\n{doc:#}"
+    );
+    assert!(
+        !plans[0].exists(),
+        "the least recently used plan is still there"
+    );
+    // The newest entry is enforced on a rerun.
+    let se = saxpy(7, false);
+    assert!(
+        se.contains(&format!("enforced the cached plan {}", plans[6].display())),
+        "{se}"
+    );
+    // show: the context and groups of an entry, by a prefix of its name.
+    let name = plans[6]
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let out = run(with_env(
+        vkecho(&t, &["cache", "show", &name[..name.len() - 4]]),
+        false,
+    ));
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{shown}{}", text(&out.stderr));
+    assert!(
+        shown.contains("plan for:") && shown.contains(&samples),
+        "{shown}"
+    );
+    assert!(shown.contains("2 group(s)"), "{shown}");
+    // keep_traces keeps the trace (and the limit still holds).
+    let se = saxpy(8, true);
+    let kept = plan_of(&se).with_file_name("trace.jsonl");
+    assert!(
+        kept.is_file(),
+        "keep_traces did not keep {}",
+        kept.display()
+    );
+    assert!(list()["bytes"].as_u64().unwrap() <= LIMIT);
+    // clear empties it.
+    let out = run(with_env(vkecho(&t, &["cache", "clear"]), false));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(list()["entries"].as_array().unwrap().len(), 0);
+}
+
+/// `context=program` (issue 16): a program profiled under one argument list enforces under
+/// another when its buffers are recreated with the same identities. Auto mode profiles new
+/// arguments until a profile leaves the plan unchanged (here: the second), then enforces under
+/// any arguments; the output is the program's own every time, and buffers whose identities do
+/// not match (another size) are left alone.
+#[test]
+fn program_context_enforces_under_other_arguments() {
+    let t = Temp::new("program-context");
+    let samples = build_dir().join("echo-samples").display().to_string();
+    let checksum = |so: &str| {
+        so.lines()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            .and_then(|v| v["checksum"].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("no result line:\n{so}"))
+    };
+    let args = |mib: &str, iters: &str| -> Vec<String> {
+        ["saxpy", "--size-mib", mib, "--iters", iters]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let plain = |a: &[String]| {
+        let mut c = Command::new(&samples);
+        c.args(a).env("VK_ECHO_DISABLE", "1");
+        let out = run(c);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        checksum(&text(&out.stdout))
+    };
+    let auto = |a: &[String]| {
+        let mut all = vec!["run".to_string(), "--".into(), samples.clone()];
+        all.extend(a.iter().cloned());
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let mut c = vkecho(&t, &all);
+        c.env("VK_ECHO_CONTEXT", "program");
+        let out = run(c);
+        let (so, se) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{so}\n{se}");
+        (checksum(&so), se)
+    };
+    let (sum, first) = auto(&args("1", "3"));
+    assert_eq!(sum, plain(&args("1", "3")));
+    assert!(
+        first.contains("merged into the program's plan") && first.contains("1 profile so far"),
+        "{first}"
+    );
+    assert!(first.contains("still changing"), "{first}");
+
+    let (sum, second) = auto(&args("1", "4"));
+    assert_eq!(sum, plain(&args("1", "4")));
+    assert!(
+        second.contains("2 profiles so far") && second.contains("the plan is stable"),
+        "other arguments must be profiled once more, then agree:\n{second}"
+    );
+
+    // New arguments, never profiled: enforced, identities matching, output unchanged.
+    let (sum, third) = auto(&args("1", "5"));
+    assert_eq!(
+        sum,
+        plain(&args("1", "5")),
+        "enforce under new arguments changed the output"
+    );
+    assert!(third.contains("enforced the program's plan"), "{third}");
+    assert!(third.contains("2/2 groups applied"), "{third}");
+    assert!(!third.contains("profiled"), "{third}");
+
+    // Another size: the buffers' identities differ, nothing is applied, output unchanged.
+    let (sum, fourth) = auto(&args("2", "5"));
+    assert_eq!(sum, plain(&args("2", "5")));
+    assert!(fourth.contains("0/2 groups applied"), "{fourth}");
+    assert!(
+        fourth.contains("none of its buffers was recreated with the same identity"),
+        "{fourth}"
     );
 }

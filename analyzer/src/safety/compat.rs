@@ -4,7 +4,7 @@
 //! acceleration structures …). lavapipe's `vkBindBufferMemory` accepts a misaligned offset or a
 //! range past the end without complaint, so these are checked here, not left to the driver.
 
-use super::{Ctx, Verdict};
+use super::{upper, Ctx, Verdict};
 use crate::model::{BufId, OpKind};
 use crate::plan::{Condition, Direction};
 use crate::trace::UseKind;
@@ -38,6 +38,10 @@ pub fn untracked(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict
                             op.recorded,
                             ctx.name(*buffer, role)
                         ),
+                        plain: format!(
+                            "The program uses {} through {command} in a way echo cannot follow (a descriptor buffer, an acceleration structure, …), so its memory must stay as it is.",
+                            ctx.short(*buffer, role)
+                        ),
                     });
                 }
             }
@@ -46,11 +50,12 @@ pub fn untracked(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict
     Ok(())
 }
 
-fn verdict(event: Option<u64>, message: String) -> Verdict {
+fn verdict(event: Option<u64>, message: String, plain: String) -> Verdict {
     Verdict {
         condition: Condition::Compat,
         event,
         message,
+        plain,
     }
 }
 
@@ -84,6 +89,10 @@ pub fn check(
                     "compat: {} was never bound to memory in the trace",
                     ctx.name(b, role)
                 ),
+                format!(
+                    "The program never gives {} any memory while profiling, so there is no memory to share.",
+                    ctx.short(b, role)
+                ),
             ));
         }
     }
@@ -101,6 +110,10 @@ pub fn check(
                     ctx.name(device, "device"),
                     dm.type_index
                 ),
+                format!(
+                    "The memory of {} cannot be read by the CPU and holds other buffers too, so the program's staging writes could not go there.",
+                    ctx.short(device, "device")
+                ),
             ));
         }
     }
@@ -114,6 +127,10 @@ pub fn check(
                     "compat: the shared memory would be of type {t}, which {} does not allow (memoryTypeBits {:#x})",
                     ctx.name(id, role),
                     b.req.type_bits
+                ),
+                format!(
+                    "The driver does not allow {} in the kind of memory the two would share.",
+                    ctx.short(id, role)
                 ),
             ));
         }
@@ -139,6 +156,11 @@ pub fn check(
                 ctx.name(guest, grole),
                 ctx.name(owner, orole)
             ),
+            format!(
+                "{} would not start at a position the driver allows inside the memory of {} (alignment).",
+                upper(&ctx.short(guest, grole)),
+                ctx.short(owner, orole)
+            ),
         ));
     }
     // The guest's whole requirement must lie in the owner's range (or in the owner's allocation
@@ -158,6 +180,11 @@ pub fn check(
                 need,
                 ctx.name(owner, orole),
                 (room - rel).max(0)
+            ),
+            format!(
+                "{} does not fit inside the memory of {}.",
+                upper(&ctx.short(guest, grole)),
+                ctx.short(owner, orole)
             ),
         ));
     }

@@ -14,7 +14,21 @@ use crate::plan::Condition;
 pub struct Verdict {
     pub condition: Condition,
     pub event: Option<u64>,
+    /// The detail: the condition, the events and buffers that showed it, what to change.
     pub message: String,
+    /// The same in plain words, for someone who has not read the trace (issue 16): what the
+    /// program does and what sharing memory would change. Names buffers by number only; the
+    /// report adds where each was created.
+    pub plain: String,
+}
+
+/// "staging buffer #2" → "Staging buffer #2" (plain words start a sentence).
+pub fn upper(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }
 
 /// What the checks need besides the model: how to name a buffer for people.
@@ -25,6 +39,11 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// "staging buffer #3", for plain words.
+    pub fn short(&self, b: BufId, what: &str) -> String {
+        format!("{what} buffer #{}", self.m.buffers[b].number)
+    }
+
     /// "staging buffer #3 (created at samples/src/race.rs:88)".
     pub fn name(&self, b: BufId, what: &str) -> String {
         let n = self.m.buffers[b].number;

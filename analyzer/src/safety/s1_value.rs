@@ -193,14 +193,15 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
         seen: vec![false; slots],
     };
     let role = |slot: usize| if slot == 0 { "device" } else { "staging" };
-    let name = |slot: usize| {
-        let b = if slot == 0 {
+    let buf_of = |slot: usize| {
+        if slot == 0 {
             g.device
         } else {
             g.members[slot - 1].0
-        };
-        ctx.name(b, role(slot))
+        }
     };
+    let name = |slot: usize| ctx.name(buf_of(slot), role(slot));
+    let short = |slot: usize| ctx.short(buf_of(slot), role(slot));
 
     for (seq, step) in &m.timeline {
         match step {
@@ -219,6 +220,12 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                             message: format!(
                                 "S1: the host read {} at event {seq}; the original program reads there {}, but sharing memory with the group it would read {} (the host expects the buffers to hold different data at once)",
                                 name(slot),
+                                sim.desc(x),
+                                sim.desc(y)
+                            ),
+                            plain: format!(
+                                "The program reads {} expecting {}; sharing memory it would read {} instead. The program needs the two buffers to hold different data at the same time.",
+                                short(slot),
                                 sim.desc(x),
                                 sim.desc(y)
                             ),
@@ -271,7 +278,7 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                                     let (x, y) = sim.range(a, r.src_offset, r.size);
                                     if let Some((o, mm)) = sim.read(a, x, y) {
                                         return Err(gpu_verdict(
-                                            &name(a),
+                                            (&name(a), &short(a)),
                                             op.recorded,
                                             "vkCmdCopyBuffer",
                                             sub_seq,
@@ -310,7 +317,7 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                             if access.reads() {
                                 if let Some((o, mm)) = sim.read(slot, x, y) {
                                     return Err(gpu_verdict(
-                                        &name(slot),
+                                        (&name(slot), &short(slot)),
                                         op.recorded,
                                         command,
                                         sub_seq,
@@ -337,7 +344,7 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
 }
 
 fn gpu_verdict(
-    buf: &str,
+    (buf, short): (&str, &str),
     recorded: u64,
     command: &str,
     sub_seq: u64,
@@ -349,6 +356,9 @@ fn gpu_verdict(
         event: Some(sub_seq),
         message: format!(
             "S1: {command} (recorded at event {recorded}) in submission {sub_seq} reads {buf}; in the original program it holds {orig}, but sharing memory it would hold {merged} (a value still live on the device was overwritten through the staging buffer, or the reverse)"
+        ),
+        plain: format!(
+            "The GPU reads {short} ({command} in submission {sub_seq}) expecting {orig}; sharing memory it would find {merged} there instead — sharing memory would change what the GPU reads."
         ),
     }
 }

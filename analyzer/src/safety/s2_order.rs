@@ -65,6 +65,26 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                     format!("staging buffer #{other} of the same group")
                 };
                 let verb = if access.writes() { "wrote" } else { "read" };
+                let gpu_what = if touched.contains(&g.device) {
+                    ctx.short(g.device, "device")
+                } else if touched.contains(buffer) {
+                    "the staging buffer itself".to_string()
+                } else {
+                    "another staging buffer of the group".to_string()
+                };
+                let plain = if access.writes() {
+                    format!(
+                        "The program writes {} while the GPU may still be using {gpu_what} (submission {} had not finished): sharing memory, the new bytes would reach the GPU too early — sharing memory would change what the GPU reads.",
+                        ctx.short(*buffer, "staging"),
+                        m.submissions[s].seq
+                    )
+                } else {
+                    format!(
+                        "The program reads {} while the GPU may still be working on {gpu_what} (submission {} had not finished). Sharing memory, the program could read bytes the GPU has not finished writing.",
+                        ctx.short(*buffer, "staging"),
+                        m.submissions[s].seq
+                    )
+                };
                 let sub = &m.submissions[s];
                 let seen = match sub.completed {
                     Some(c) => format!("the host observed its completion only at event {c}"),
@@ -78,6 +98,7 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                         ctx.name(*buffer, "staging"),
                         sub.seq
                     ),
+                    plain,
                 });
             }
         }

@@ -1,7 +1,7 @@
 //! S3 pointer: nothing may be able to tell the two buffers apart or pin their memory: no device
 //! address taken of either, no sparse, protected or capture-replay buffers, no external memory.
 
-use super::{Ctx, Verdict};
+use super::{upper, Ctx, Verdict};
 use crate::model::BufId;
 use crate::plan::Condition;
 
@@ -24,6 +24,10 @@ pub fn check(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
                     "S3: the application took the device address of {} at event {seq} (vkGetBufferDeviceAddress); code holding that address can tell the two buffers apart, so they must stay distinct",
                     ctx.name(b, role)
                 ),
+                plain: format!(
+                    "The program asks for the GPU address of {} (vkGetBufferDeviceAddress). Shaders that use that address could tell the two buffers apart, so they must stay separate.",
+                    ctx.short(b, role)
+                ),
             });
         }
         let bad = [
@@ -44,6 +48,10 @@ pub fn check(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
                         ctx.name(b, role),
                         buf.flags
                     ),
+                    plain: format!(
+                        "{} is a {what} buffer: Vulkan gives it memory rules echo cannot share.",
+                        upper(&ctx.short(b, role))
+                    ),
                 });
             }
         }
@@ -62,6 +70,10 @@ pub fn check(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
                         "S3: {} lives in {what} allocated at event {}; another process or API may see its bytes, so it must stay as it is",
                         ctx.name(b, role),
                         mem.allocated
+                    ),
+                    plain: format!(
+                        "{} lives in memory another process or graphics API may see; echo leaves such memory as it is.",
+                        upper(&ctx.short(b, role))
                     ),
                 });
             }

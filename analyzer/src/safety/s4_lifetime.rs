@@ -78,6 +78,12 @@ pub fn check(
                     xb.number,
                     ctx.name(guest, guest_role)
                 ),
+                plain: format!(
+                    "The program's memory allocator hands the bytes of {} to buffer #{} while {} would still live there. Sharing memory, those bytes would be overwritten.",
+                    ctx.short(owner, owner_role),
+                    xb.number,
+                    ctx.short(guest, guest_role)
+                ),
             });
         }
     }
@@ -94,6 +100,12 @@ pub fn check(
                             "S4: the memory of {} was freed at event {freed}, but {} that would live in it is used until event {last}; keep the staging allocation alive as long as the device buffer, or let the pair go",
                             ctx.name(owner, owner_role),
                             ctx.name(guest, guest_role)
+                        ),
+                        plain: format!(
+                            "The program frees the memory of {} while it still uses {}. Sharing memory, {} would lose its memory while in use.",
+                            ctx.short(owner, owner_role),
+                            ctx.short(guest, guest_role),
+                            ctx.short(guest, guest_role)
                         ),
                     });
                 }

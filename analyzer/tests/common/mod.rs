@@ -376,7 +376,59 @@ impl T {
         // Every plan the analyzer writes must read back.
         let again = echo_analyzer::plan::parse_plan(&a.plan.to_json()).expect("plan parses");
         assert_eq!(again, a.plan);
+        assert_plain_words(&a);
         a
+    }
+}
+
+/// Issue 16: every rejection has plain words — a sentence that starts with a capital letter, not
+/// with the condition's tag, and names the staging or the device buffer of the pair — and the
+/// report puts them first, then the creation sites, then the detail.
+pub fn assert_plain_words(a: &Analysis) {
+    let table = echo_analyzer::report::table(a, "test");
+    for (i, c) in a.candidates.iter().enumerate() {
+        let Decision::Rejected {
+            condition,
+            message,
+            plain,
+            ..
+        } = &c.decision
+        else {
+            continue;
+        };
+        assert!(
+            plain.chars().next().is_some_and(char::is_uppercase),
+            "{condition:?} without plain words: {plain:?} (detail: {message})"
+        );
+        assert!(
+            !plain.starts_with(&format!("{}:", condition.as_str())),
+            "plain words begin with the tag: {plain}"
+        );
+        assert!(
+            plain.contains(&format!("#{}", c.staging.number))
+                || plain.contains(&format!("#{}", c.device.number))
+                || *condition == Condition::Evidence,
+            "plain words name neither buffer of the pair: {plain}"
+        );
+        let item = format!("  {}. {plain}\n", i + 1);
+        let at = table
+            .find(&item)
+            .unwrap_or_else(|| panic!("report lacks {item:?}:\n{table}"));
+        let rest = &table[at + item.len()..];
+        let detail = rest
+            .find(&format!("detail: {message}"))
+            .expect("detail follows");
+        let staging = rest
+            .find(&format!("staging buffer #{} (", c.staging.number))
+            .expect("the staging buffer's site follows");
+        assert!(staging < detail, "sites come before the detail:\n{table}");
+        let r = a
+            .plan
+            .rejected
+            .iter()
+            .find(|r| r.message == *message)
+            .expect("the plan has the rejection");
+        assert_eq!(&r.plain, plain, "the plan keeps the plain words");
     }
 }
 
@@ -400,6 +452,7 @@ pub fn rejected(d: &Decision) -> (Condition, Option<u64>, String) {
             condition,
             event,
             message,
+            ..
         } => (*condition, *event, message.clone()),
         other => panic!("expected a rejection, got {other:?}"),
     }

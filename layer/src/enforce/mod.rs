@@ -23,8 +23,9 @@ use crate::log;
 use crate::process::AutoChoice;
 use ash::vk;
 use echo_analyzer::apply::PlanIndex;
-use echo_analyzer::context::{cache_paths, plan_applies};
+use echo_analyzer::context::{cache_paths_for, plan_applies_in};
 use echo_analyzer::plan::{parse_plan, Plan};
+use echo_analyzer::settings::ContextMode;
 use echo_analyzer::settings::{Mode, Settings};
 use echo_analyzer::stats::Stats;
 use echo_analyzer::trace::Context;
@@ -47,7 +48,13 @@ pub enum Start {
 }
 
 /// Reads and checks the plan at `path` for context `now`. The error is one sentence.
+#[cfg(test)]
 pub fn load_plan(path: &Path, now: &Context) -> Result<Plan, String> {
+    load_plan_in(path, now, ContextMode::Arguments)
+}
+
+/// [`load_plan`] under a `context` setting (`program`: the arguments may differ).
+pub fn load_plan_in(path: &Path, now: &Context, mode: ContextMode) -> Result<Plan, String> {
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| format!("plan {shown}: {e}"))?;
     if !meta.is_file() {
@@ -73,7 +80,7 @@ pub fn load_plan(path: &Path, now: &Context) -> Result<Plan, String> {
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("plan {shown}: {e}"))?;
     let plan = parse_plan(&text).map_err(|e| format!("plan {shown}: {e}"))?;
-    plan_applies(&plan.context, now).map_err(|e| format!("plan {shown} not used: {e}"))?;
+    plan_applies_in(&plan.context, now, mode).map_err(|e| format!("plan {shown} not used: {e}"))?;
     Ok(plan)
 }
 
@@ -88,7 +95,7 @@ pub fn start(
     ctx: &Context,
     device_index: u32,
 ) -> Start {
-    let (trace_path, cached_plan) = cache_paths(&settings.cache_dir, ctx);
+    let (trace_path, cached_plan) = cache_paths_for(&settings.cache_dir, ctx, settings.context);
     let path = match decision.mode {
         Mode::Enforce => settings.plan.clone().unwrap_or(cached_plan),
         Mode::Auto => {
@@ -96,14 +103,33 @@ pub fn start(
             // One decision per context and process (`crate::process`): later devices of this
             // run follow the first one's, even once a checkpoint has written a plan.
             let choice = crate::process::auto_choice(&p).unwrap_or_else(|| {
-                let c = if p.exists() {
-                    AutoChoice::Enforce
-                } else {
-                    AutoChoice::Profile {
-                        trace: settings.trace.clone().unwrap_or(trace_path),
-                    }
+                let profile = || AutoChoice::Profile {
+                    trace: settings.trace.clone().unwrap_or(trace_path),
                 };
-                crate::process::set_auto_choice(&p, c, settings)
+                // `context=program`: a plan made under other arguments is profiled again until
+                // it is stable (`echo_analyzer::program`); the new profile merges into it.
+                let (c, base) = if !p.exists() {
+                    (profile(), None)
+                } else if settings.context == ContextMode::Program {
+                    match load_plan_in(&p, ctx, settings.context) {
+                        Ok(plan)
+                            if echo_analyzer::program::auto_should_profile(
+                                &plan,
+                                &ctx.args_hash,
+                            ) =>
+                        {
+                            log::info!(
+                                "auto mode (context=program): the plan {} is not stable yet and these arguments were not profiled; profiling them",
+                                p.display()
+                            );
+                            (profile(), Some(plan))
+                        }
+                        _ => (AutoChoice::Enforce, None),
+                    }
+                } else {
+                    (AutoChoice::Enforce, None)
+                };
+                crate::process::set_auto_choice(&p, c, settings, base)
             });
             match choice {
                 AutoChoice::Profile { trace } => {
@@ -127,7 +153,7 @@ pub fn start(
             }
         }
     };
-    let plan = match load_plan(&path, ctx) {
+    let plan = match load_plan_in(&path, ctx, settings.context) {
         Ok(p) => p,
         Err(why) => {
             log::warn!("{why}; echo passes this device through unchanged");
@@ -137,6 +163,12 @@ pub fn start(
             };
         }
     };
+    if path.starts_with(&settings.cache_dir) {
+        // Least-recently-used eviction (`echo_analyzer::cache`) keeps what is in use.
+        if let Err(e) = echo_analyzer::cache::touch(&path) {
+            log::debug!("cache: cannot mark {} used: {e}", path.display());
+        }
+    }
     if !plan.enabled() {
         let c = plan.calibration.as_ref();
         log::info!(
@@ -390,8 +422,14 @@ pub fn device_stats(dev: &DeviceData) -> Stats {
 }
 
 /// `auto` mode when the last instance is destroyed and at exit (`crate::process`): analyze the
-/// trace recorded so far and write the plan (0600, atomic rename) for the next run.
-pub fn finish_auto(trace: &Path, plan_path: &Path, settings: &Settings) {
+/// trace recorded so far and write the plan (0600, atomic rename) for the next run. Returns
+/// whether the plan was written.
+pub fn finish_auto(
+    trace: &Path,
+    plan_path: &Path,
+    settings: &Settings,
+    base: Option<&Plan>,
+) -> bool {
     if let Some(s) = crate::profile::sink::global() {
         s.flush();
     }
@@ -402,32 +440,45 @@ pub fn finish_auto(trace: &Path, plan_path: &Path, settings: &Settings) {
                 "auto mode: cannot read the trace {} ({e}); no plan made",
                 trace.display()
             );
-            return;
+            return false;
         }
     };
     let t = match echo_analyzer::trace::read_trace(std::io::BufReader::new(file)) {
         Ok(t) => t,
         Err(e) => {
             log::warn!("auto mode: trace {}: {e}; no plan made", trace.display());
-            return;
+            return false;
         }
     };
     let thresholds = echo_analyzer::plan::Thresholds {
         min_bytes: settings.min_bytes,
         min_copies: settings.min_copies,
     };
-    let plan = echo_analyzer::analysis::analyze(&t, thresholds);
+    let mut plan = echo_analyzer::analysis::analyze(&t, thresholds);
+    if settings.context == ContextMode::Program {
+        // Argument lists are evidence: merge into the program's plan so far.
+        plan = match base {
+            Some(b) => echo_analyzer::program::merge(b, &plan),
+            None => echo_analyzer::program::first(plan),
+        };
+    }
     match write_private(plan_path, plan.to_json().as_bytes()) {
-        Ok(()) => log::info!(
-            "auto mode: plan {} written ({} group(s), {} candidate(s) rejected); later runs enforce it",
-            plan_path.display(),
-            plan.groups.len(),
-            plan.rejected.len()
-        ),
-        Err(e) => log::warn!(
-            "auto mode: cannot write the plan {}: {e}",
-            plan_path.display()
-        ),
+        Ok(()) => {
+            log::info!(
+                "auto mode: plan {} written ({} group(s), {} candidate(s) rejected); later runs enforce it",
+                plan_path.display(),
+                plan.groups.len(),
+                plan.rejected.len()
+            );
+            true
+        }
+        Err(e) => {
+            log::warn!(
+                "auto mode: cannot write the plan {}: {e}",
+                plan_path.display()
+            );
+            false
+        }
     }
 }
 

@@ -159,6 +159,15 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
                 .map(Path::to_path_buf)
                 .or_else(|| dev.settings.trace.clone())
                 .unwrap_or_else(|| default_trace_path(dev));
+            // A trace in the cache counts against its limit (issue 16): it is cut there too, and
+            // the cache is bounded when this process exits.
+            let mut max_bytes = dev.settings.trace_max_bytes;
+            if path.starts_with(&dev.settings.cache_dir) {
+                crate::process::note_cache_write(&dev.settings, &[&path]);
+                if dev.settings.cache_max_bytes > 0 {
+                    max_bytes = max_bytes.min(dev.settings.cache_max_bytes.max(4096));
+                }
+            }
             let context = match &dev.instance {
                 Some(i) => crate::context::gather(i, dev.physical_device),
                 None => Default::default(),
@@ -174,7 +183,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
                     .unwrap_or(0),
                 settings: dev.settings.to_pairs().into_iter().collect(),
             };
-            let (s, warning) = Sink::open_or_disabled(&path, &header, dev.settings.trace_max_bytes);
+            let (s, warning) = Sink::open_or_disabled(&path, &header, max_bytes);
             if let Some(w) = warning {
                 log::warn!("{w}; profile mode records nothing, the application runs unchanged");
                 return false;

@@ -111,7 +111,11 @@ pub fn main(args: &[String]) -> i32 {
     let text = if as_json {
         report::json(&analysis)
     } else {
-        report::table(&analysis, trace_path)
+        let mut t = report::table(&analysis, trace_path);
+        if let Some(hint) = sym.hint() {
+            t.push_str(&format!("\nnote: {hint}\n"));
+        }
+        t
     };
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());

@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The manifest in the repository. `install` rewrites its `library_path` to an absolute path.
-pub const MANIFEST: &str = include_str!("../../../../manifest/VkLayer_echo.json");
+pub const MANIFEST: &str = include_str!("../../manifest/VkLayer_echo.json");
 pub const LAYER_NAME: &str = "VK_LAYER_echo";
 pub const MANIFEST_FILE: &str = "VkLayer_echo.json";
 pub const LIBRARY_FILE: &str = "libVkLayer_echo.so";

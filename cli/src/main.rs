@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module with `pub fn main(args: &[String]) -> i32`.
 
 mod analyze;
+mod cache;
 mod calibrate;
 mod demo;
 mod doctor;
@@ -23,9 +24,12 @@ commands:
   uninstall [--system] [--explicit]       remove an installed manifest
   profile [--trace F] -- CMD              run CMD with the layer recording a trace; print a summary
   analyze TRACE [-o PLAN] [--json]        turn a profile trace into a plan, with every decision explained
-  run [--plan PLAN] [--stats F] -- CMD    run CMD with the layer enforcing a plan; print what it saved
+  run [--plan PLAN] [--stats F] -- CMD    run CMD enforcing PLAN, or in auto mode without --plan
+                                          (enforce the cached plan, else profile and write it);
+                                          print which plan and what it saved
   calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD
                                           time CMD without and with the plan; keep the plan only if faster
+  cache list|show NAME|clear [NAME...]    auto mode's cache: entries, one entry's plan, remove
   demo [--size-mib N] [--iters N] [--samples a,b]
                                           profile, analyze and enforce every sample; print a results table
   help                                    this text
@@ -47,6 +51,7 @@ fn main() {
         "run" => run::main(rest),
         "calibrate" => calibrate::main(rest),
         "demo" => demo::main(rest),
+        "cache" => cache::main(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0

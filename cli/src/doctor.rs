@@ -426,7 +426,7 @@ fn build_report(env: paths::Env) -> Value {
 /// `vk_layer_settings.txt` as the layer finds it (layer/src/settings.rs): `VK_LAYER_SETTINGS_PATH`
 /// (a file or a directory holding one), `$XDG_DATA_HOME/vulkan/settings.d/` (default
 /// `~/.local/share`), then the current directory.
-fn settings_file(env: paths::Env) -> Option<PathBuf> {
+pub fn settings_file(env: paths::Env) -> Option<PathBuf> {
     let mut c = Vec::new();
     if let Some(p) = env("VK_LAYER_SETTINGS_PATH").filter(|s| !s.is_empty()) {
         let p = PathBuf::from(p);

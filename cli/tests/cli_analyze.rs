@@ -1,6 +1,8 @@
 //! `vkecho analyze` end to end: table, JSON, plan file, and bad input (clear error naming the
 //! place, non-zero exit, never a panic).
 
+// The trace builders the analyzer's own tests use.
+#[path = "../../analyzer/tests/common/mod.rs"]
 mod common;
 use common::*;
 use std::path::PathBuf;
@@ -59,6 +61,24 @@ fn table_json_and_private_plan_file() {
     assert!(out.contains("rejected: S2 at event"), "{out}");
     assert!(out.contains("S2: host read staging buffer #3"), "{out}");
     assert!(err.contains("plan written"), "{err}");
+    // Issue 16: plain words first, then both creation sites, then the detail; the synthetic
+    // trace's module `app` is nowhere on disk, so a note says how to get names.
+    let why = &out[out.find("why rejected:").expect("a why section")..];
+    let plain = why
+        .find("2. The program reads staging buffer #3 while the GPU may still be working on")
+        .unwrap_or_else(|| panic!("no plain words first:\n{why}"));
+    let site = why
+        .find("staging buffer #3 (1 MiB, SRC|DST): created at app+0x")
+        .expect("site");
+    let detail = why
+        .find("detail: S2: host read staging buffer #3")
+        .expect("detail");
+    assert!(plain < site && site < detail, "{why}");
+    assert!(
+        out.contains("note: creation sites in app are shown as module+offset")
+            && out.contains("addr2line -f -C -e MODULE 0xOFFSET"),
+        "{out}"
+    );
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&plan).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);

@@ -1,0 +1,169 @@
+//! `vkecho run [--plan PLAN] [--stats FILE] -- CMD ARGS...`: run a program with the layer, then
+//! print what the layer did (from its statistics file).
+//!
+//! With `--plan` the layer enforces that plan (`mode=enforce`). Without it the layer runs in auto
+//! mode (`mode=auto`, DESIGN §6): the plan cached for this program, its arguments and the device
+//! is enforced if there is one; otherwise the run is profiled and the plan is written at exit for
+//! the next run. Either way `vkecho run` says which plan it used or wrote.
+
+use crate::launch::{command, flag_value, split_command, temp_file, LayerRun};
+use echo_analyzer::stats::Stats;
+
+pub fn main(args: &[String]) -> i32 {
+    let (opts, argv) = split_command(args);
+    if argv.is_empty() || opts.iter().any(|o| o == "-h" || o == "--help") {
+        eprintln!("usage: vkecho run [--plan PLAN] [--stats FILE] -- CMD ARGS...\n  without --plan: auto mode (enforce the plan cached for CMD, else profile this run and write it)");
+        return 2;
+    }
+    let result = (|| -> Result<i32, String> {
+        let plan = flag_value(&opts, "--plan")?;
+        if let Some(p) = &plan {
+            if !std::path::Path::new(p).is_file() {
+                return Err(format!("plan file {p} does not exist"));
+            }
+        }
+        let keep_stats = flag_value(&opts, "--stats")?;
+        let stats_path = keep_stats
+            .clone()
+            .map(Into::into)
+            .unwrap_or_else(|| temp_file("stats", "json"));
+        let mut settings = vec![("STATS", stats_path.display().to_string())];
+        let auto = plan.is_none();
+        if let Some(p) = plan {
+            let abs = std::fs::canonicalize(&p).map_err(|e| format!("plan {p}: {e}"))?;
+            settings.push(("PLAN", abs.display().to_string()));
+        }
+        // A stale statistics file would be read as this run's.
+        let _ = std::fs::remove_file(&stats_path);
+        let status = command(
+            &argv,
+            &LayerRun {
+                mode: Some(if auto { "auto" } else { "enforce" }),
+                settings,
+            },
+        )?
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+        match read_stats(&stats_path) {
+            Ok(all) if all.is_empty() => {
+                eprintln!("vkecho run: the program created no Vulkan device")
+            }
+            Ok(all) => {
+                for s in &all {
+                    let end = if s.ended == "exit" {
+                        " [the program exited without destroying the device]"
+                    } else {
+                        ""
+                    };
+                    eprintln!(
+                        "vkecho run: device {}: {}{end}",
+                        s.device_index,
+                        s.summary()
+                    );
+                    for n in &s.not_applied {
+                        eprintln!("vkecho run:   group {} not applied: {}", n.group, n.reason);
+                    }
+                    if auto {
+                        eprintln!("vkecho run:   {}", auto_outcome(s));
+                    } else if s.plan_status != "applied" && !s.plan_status.is_empty() {
+                        eprintln!("vkecho run:   plan: {}", s.plan_status);
+                    }
+                }
+                eprintln!(
+                    "vkecho run: process total: {}",
+                    Stats::total(&all).summary()
+                );
+            }
+            Err(e) => eprintln!("vkecho run: no statistics from the layer ({e}); was it loaded?"),
+        }
+        if keep_stats.is_none() {
+            let _ = std::fs::remove_file(&stats_path);
+        }
+        Ok(status.code().unwrap_or(1))
+    })();
+    result.unwrap_or_else(|e| {
+        eprintln!("vkecho run: {e}");
+        2
+    })
+}
+
+/// Read a statistics file: one JSON object per line (one line per device, written when it is
+/// destroyed or, if the program never destroyed it, at exit).
+pub fn read_stats(path: &std::path::Path) -> Result<Vec<Stats>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).map_err(|e| format!("{}: {e}", path.display())))
+        .collect()
+}
+
+/// What auto mode did on one device, in a sentence: which plan it enforced, or which plan the
+/// profiled run wrote (read back from the cache, now that the program has exited).
+pub fn auto_outcome(s: &Stats) -> String {
+    let plan = s.plan.as_deref().unwrap_or("");
+    if !s.active {
+        return format!(
+            "echo is inactive on this {} device (nothing to do; `vkecho doctor` explains)",
+            s.class
+        );
+    }
+    let evidence = read_plan(std::path::Path::new(plan))
+        .ok()
+        .and_then(|p| p.evidence.map(|e| (p.groups.len(), e)));
+    match s.mode.as_str() {
+        "profile" if evidence.is_some() => {
+            let (groups, e) = evidence.expect("checked");
+            format!(
+                "context=program: these arguments were profiled and merged into the program's plan {plan} ({groups} group{}, {} profile{} so far); {}",
+                if groups == 1 { "" } else { "s" },
+                e.profiles.len(),
+                if e.profiles.len() == 1 { "" } else { "s" },
+                if e.stable {
+                    "this profile changed nothing, so the plan is stable: later runs enforce it under any arguments"
+                } else {
+                    "the plan is still changing: new arguments are profiled until a profile changes nothing"
+                }
+            )
+        }
+        "enforce" if s.plan_status == "applied" && evidence.is_some() => {
+            let (_, e) = evidence.expect("checked");
+            let none = if s.groups_planned > 0 && s.groups_applied == 0 {
+                "; none of its buffers was recreated with the same identity (call site, size, usage) in this run, so nothing changed — `vkecho cache clear` makes auto mode profile the program afresh"
+            } else {
+                ""
+            };
+            format!(
+                "enforced the program's plan {plan} (context=program, {} after {} profile{}){none}",
+                if e.stable { "stable" } else { "these arguments were profiled" },
+                e.profiles.len(),
+                if e.profiles.len() == 1 { "" } else { "s" }
+            )
+        }
+        "profile" => match read_plan_summary(std::path::Path::new(plan)) {
+            Ok((groups, rejected)) => format!(
+                "no plan was cached for this program, these arguments and this device: this run was profiled and the plan {plan} was written ({groups} group{}, {rejected} candidate{} rejected); the next run of the same command enforces it",
+                if groups == 1 { "" } else { "s" },
+                if rejected == 1 { "" } else { "s" }
+            ),
+            Err(e) => format!(
+                "no plan was cached for this program, these arguments and this device: this run was profiled, but no plan was written at {plan} ({e}); the layer's warnings above say why"
+            ),
+        },
+        "enforce" if s.plan_status == "applied" => {
+            format!("enforced the cached plan {plan}")
+        }
+        _ if plan.is_empty() => format!("plan: {}", s.plan_status),
+        _ => format!("plan {plan}: {}", s.plan_status),
+    }
+}
+
+/// A plan file's group and rejection counts.
+fn read_plan_summary(path: &std::path::Path) -> Result<(usize, usize), String> {
+    let plan = read_plan(path)?;
+    Ok((plan.groups.len(), plan.rejected.len()))
+}
+
+fn read_plan(path: &std::path::Path) -> Result<echo_analyzer::plan::Plan, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    echo_analyzer::plan::parse_plan(&text).map_err(|e| e.to_string())
+}
