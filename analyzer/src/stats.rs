@@ -70,6 +70,14 @@ pub struct Stats {
     /// buffer's memory) and, when their staging buffer was destroyed later, what it left there.
     #[serde(default)]
     pub bytes_carried_late: u64,
+    /// Allocations echo made only in part at the driver (a window of the device buffer's
+    /// allocation that holds the buffers no group names; plan `device_memory`).
+    #[serde(default)]
+    pub allocations_windowed: u64,
+    /// `vkMapMemory` calls echo refused with `VK_ERROR_MEMORY_MAP_FAILED`: a range across the
+    /// window of an allocation made in part and the rest (which cannot be one mapping).
+    #[serde(default)]
+    pub maps_refused: u64,
     /// Profile mode: trace events written, and the trace path.
     #[serde(default)]
     pub trace_events: u64,
@@ -117,6 +125,8 @@ impl Stats {
             t.allocations_skipped += s.allocations_skipped;
             t.allocations_made_late += s.allocations_made_late;
             t.bytes_carried_late += s.bytes_carried_late;
+            t.allocations_windowed += s.allocations_windowed;
+            t.maps_refused += s.maps_refused;
             t.trace_events += s.trace_events;
         }
         t

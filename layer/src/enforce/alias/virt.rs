@@ -41,6 +41,23 @@ use echo_analyzer::trace::ObjectKey;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
+/// The application's allocation callbacks, copied (the application's struct may be gone when
+/// echo needs them).
+pub(super) fn callbacks_of(alloc: *const vk::AllocationCallbacks<'_>) -> Option<Callbacks> {
+    // SAFETY: alloc is null or the application's valid callbacks.
+    unsafe { alloc.as_ref() }.map(|a| {
+        Callbacks(vk::AllocationCallbacks {
+            p_user_data: a.p_user_data,
+            pfn_allocation: a.pfn_allocation,
+            pfn_reallocation: a.pfn_reallocation,
+            pfn_free: a.pfn_free,
+            pfn_internal_allocation: a.pfn_internal_allocation,
+            pfn_internal_free: a.pfn_internal_free,
+            _marker: std::marker::PhantomData,
+        })
+    })
+}
+
 /// An allocation echo did not make.
 pub(super) struct Virt {
     /// The plan member (group, member) whose own allocation it is.
@@ -118,12 +135,18 @@ impl Enforcer {
     #[inline]
     pub(super) fn is_virtual(&self, inner: &Inner, memory: u64) -> bool {
         self.any_virtual.load(Ordering::Acquire)
-            && inner.mems.get(&memory).is_some_and(|m| m.virt.is_some())
+            && inner
+                .mems
+                .get(&memory)
+                .is_some_and(|m| m.virt.is_some() || m.block.is_some())
     }
 
     /// The allocation that holds `memory`'s bytes at the driver: itself, or the one echo made
     /// late; `None` for an allocation echo never made.
     pub(super) fn physical(&self, inner: &Inner, memory: u64) -> Option<u64> {
+        if let Some(b) = self.block_physical(inner, memory) {
+            return b;
+        }
         match inner.mems.get(&memory).and_then(|m| m.virt.as_ref()) {
             Some(v) => v.real,
             None => Some(memory),
@@ -143,6 +166,9 @@ impl Enforcer {
         alloc: *const vk::AllocationCallbacks<'_>,
         take_key: &mut dyn FnMut() -> ObjectKey,
     ) -> Result<u64, Option<ObjectKey>> {
+        if self.block_memory.contains_key(key) {
+            return self.skip_block(dev, key, info, chain, callbacks_of(alloc), take_key);
+        }
         let Some(&(g, m)) = self.staging_memory.get(key) else {
             return Err(None);
         };
@@ -173,18 +199,7 @@ impl Enforcer {
         }
         let cell = Box::new(0u64);
         let handle = &*cell as *const u64 as u64;
-        // SAFETY: alloc is null or the application's valid callbacks.
-        let callbacks = unsafe { alloc.as_ref() }.map(|a| {
-            Callbacks(vk::AllocationCallbacks {
-                p_user_data: a.p_user_data,
-                pfn_allocation: a.pfn_allocation,
-                pfn_reallocation: a.pfn_reallocation,
-                pfn_free: a.pfn_free,
-                pfn_internal_allocation: a.pfn_internal_allocation,
-                pfn_internal_free: a.pfn_internal_free,
-                _marker: std::marker::PhantomData,
-            })
-        });
+        let callbacks = callbacks_of(alloc);
         let rt = inner.mems.entry(handle).or_default();
         rt.owner = Some((g, m));
         rt.virt = Some(Virt {
@@ -332,6 +347,9 @@ impl Enforcer {
             return None;
         }
         let inner = self.lock();
+        if let Some(b) = self.block_physical(&inner, memory) {
+            return Some(b);
+        }
         inner
             .mems
             .get(&memory)
@@ -352,6 +370,9 @@ impl Enforcer {
     ) -> vk::Result {
         if !self.is_virtual(inner, memory) {
             return plain_bind(dev, buffer, memory, offset, down);
+        }
+        if self.is_block(inner, memory) {
+            return self.bind_block(dev, inner, buffer, memory, offset, down);
         }
         let real = match self.driver_memory(
             dev,
@@ -383,6 +404,9 @@ impl Enforcer {
         memory: u64,
         why: &str,
     ) -> Result<u64, vk::Result> {
+        if self.is_block(inner, memory) {
+            return self.materialize_block(dev, inner, memory, why);
+        }
         let shared = inner
             .mems
             .get(&memory)
@@ -549,6 +573,9 @@ impl Enforcer {
         data: *mut *mut c_void,
         down: &mut dyn FnMut(u64) -> vk::Result,
     ) -> vk::Result {
+        if self.is_block(inner, memory) {
+            return self.map_block(dev, inner, memory, offset, len, data, down);
+        }
         let Some((lo, hi)) = inner
             .mems
             .get(&memory)
@@ -610,6 +637,11 @@ impl Enforcer {
         if self.leak_handle {
             return Unmap::Down(memory);
         }
+        if self.is_block(inner, memory) {
+            return self
+                .unmap_block(inner, memory)
+                .map_or(Unmap::Served, Unmap::Down);
+        }
         let Some(m) = inner.mems.get_mut(&memory) else {
             return Unmap::Served;
         };
@@ -628,10 +660,16 @@ impl Enforcer {
     /// only for it, that free is due now.
     pub(super) fn free_virtual(
         &self,
-        _dev: &DeviceData,
+        dev: &DeviceData,
         inner: &mut Inner,
         memory: u64,
     ) -> FreeAction {
+        if self.is_block(inner, memory) {
+            return match self.free_block(dev, inner, memory) {
+                Some(memory) => FreeAction::Down { memory, then: None },
+                None => FreeAction::Skip { then: None },
+            };
+        }
         let Some(rt) = inner.mems.remove(&memory) else {
             return FreeAction::Skip { then: None };
         };
