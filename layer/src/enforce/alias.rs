@@ -695,13 +695,15 @@ impl Enforcer {
         }
         inner.mems.entry(target).or_default().guests.insert(buffer);
         if let Some(b) = inner.mems.get_mut(&memory).and_then(|m| m.block.as_mut()) {
-            // A device buffer of an allocation made in part: its bytes live in `target` now.
+            // A device buffer of an allocation made in part: its bytes live at `at` of `target`
+            // now, which stays while the allocation lives (a late allocation takes them there).
             let len = dev
                 .state
                 .buffers
                 .get(&buffer)
                 .map_or(0, |b| b.requirements.size);
-            b.aliased.push((buffer, offset, len));
+            b.aliased.push((offset, len, target, at));
+            inner.mems.entry(target).or_default().guests.insert(memory);
         }
         if let Some(rd) = redirect {
             inner.mems.entry(memory).or_default().redirect = Some(rd);

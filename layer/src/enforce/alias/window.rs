@@ -56,9 +56,11 @@ pub(super) struct Block {
     lo: u64,
     hi: u64,
     window: Option<(u64, usize)>,
-    /// Device buffers the application bound into it that live in their staging memory:
-    /// (buffer, offset the application named, bytes).
-    pub(super) aliased: Vec<(u64, u64, u64)>,
+    /// Device buffers the application bound into it that live in their staging memory: (offset
+    /// the application named, bytes, the memory they live in, offset there). That memory is not
+    /// freed while this allocation lives (this handle is a guest there), so the bytes a device
+    /// buffer left are there for a late allocation even after the buffer is destroyed.
+    pub(super) aliased: Vec<(u64, u64, u64, u64)>,
     /// The whole allocation, made at the driver after all.
     pub(super) overflow: Option<u64>,
     /// The application's current mapping is of the overflow (through the next layer).
@@ -411,14 +413,11 @@ impl Enforcer {
                 b.size
             )
         })?;
-        // Where each aliased device buffer's bytes are now.
+        // Where each aliased device buffer's bytes are.
         let sources: Vec<(u64, u64, u64, u64)> = b
             .aliased
             .iter()
-            .filter_map(|&(buf, off, len)| {
-                let (m, at) = dev.state.buffers.get(&buf)?.bound?;
-                Some((off, m, at, len))
-            })
+            .map(|&(off, len, m, at)| (off, m, at, len))
             .collect();
         let (lo, wlen, window, size, callbacks) =
             (b.lo, b.window_len(), b.window, b.size, b.callbacks);
