@@ -395,6 +395,46 @@ fn block(
     (plan, base, enf, s, base_d, enf_d)
 }
 
+/// Forward-direction groups whose device block holds nothing else (`--no-params`): none of it
+/// is made; a buffer bound where a destroyed device buffer was makes it whole, with its bytes.
+#[test]
+fn a_device_allocation_holding_only_device_buffers_is_not_made() {
+    let w = world(true);
+    let prog = artifact("echo-block");
+    let args = [BLOCK, &["--no-params"]].concat();
+    let (plan_path, plan) = plan_for(&w, &prog, &args);
+    let dm: Vec<_> = plan
+        .groups
+        .iter()
+        .filter_map(|g| g.device_memory.as_ref())
+        .collect();
+    assert_eq!(dm.len(), 2, "{:?}", plan.groups);
+    assert!(dm.iter().all(|d| d.window_lo == d.window_hi), "{dm:?}");
+    for (surprise, late) in [("", 0), ("bind-outside", 1)] {
+        let env = [
+            ("ECHO_BLOCK_SURPRISE", surprise),
+            ("VK_ECHO_PLAN", plan_path.to_str().unwrap()),
+        ];
+        let (base, base_d, _) = run(&w, &prog, &args, None, &env[..1], "base");
+        let (enf, enf_d, s) = run(&w, &prog, &args, Some("enforce"), &env, "enforce");
+        let s = s.unwrap();
+        assert_eq!(enf_d.unknown_handles, 0, "{}", enf.stderr);
+        assert_eq!(s.groups_applied, s.groups_planned, "{:?}", s.not_applied);
+        assert_eq!((s.allocations_skipped, s.allocations_windowed), (1, 0));
+        assert_eq!(s.allocations_made_late, late, "{surprise}: {s:?}");
+        assert_eq!(enf.json()["mismatches"], 0, "{surprise}");
+        assert_eq!(base.checksum(), enf.checksum(), "{surprise}");
+        assert!(enf.validation_messages().is_empty());
+        if late == 0 {
+            assert_eq!(enf_d.allocations, base_d.allocations - 1);
+            assert_eq!(
+                enf_d.allocated_bytes,
+                base_d.allocated_bytes - dm[0].key.size
+            );
+        }
+    }
+}
+
 /// The plan makes only the window holding the parameter buffer of the device block.
 fn windowed(plan: &Plan) {
     let dm: Vec<_> = plan

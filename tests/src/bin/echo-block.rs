@@ -20,6 +20,9 @@
 //! - `map-across`: all of `D` mapped; a `VK_ERROR_MEMORY_MAP_FAILED` is reported
 //!   (`"map_failed": true`), then the two parts are mapped one after the other and checked.
 //!
+//! `--no-params`: no parameter buffer: every buffer in `D` is a device buffer of a group, so
+//! none of `D` need be made (the surprises that use `params` are refused).
+//!
 //! `ECHO_BLOCK_EXPORT=1`: `D` is allocated exportable (`VkExportMemoryAllocateInfo`, opaque fd)
 //! and exported after the loop (`vkGetMemoryFdKHR`).
 //!
@@ -53,13 +56,23 @@ fn main() {
     let bytes: u64 = arg("--kib", "64").parse::<u64>().expect("--kib N") * 1024;
     let surprise = std::env::var("ECHO_BLOCK_SURPRISE").unwrap_or_default();
     let export = std::env::var("ECHO_BLOCK_EXPORT").is_ok_and(|v| v == "1");
-    if let Err(e) = unsafe { run(iters, bytes, &surprise, export) } {
+    let with_params = !std::env::args().any(|a| a == "--no-params");
+    if let Err(e) = unsafe { run(iters, bytes, &surprise, export, with_params) } {
         eprintln!("echo-block: {e}");
         std::process::exit(1);
     }
 }
 
-unsafe fn run(iters: u32, bytes: u64, surprise: &str, export: bool) -> Result<(), String> {
+unsafe fn run(
+    iters: u32,
+    bytes: u64,
+    surprise: &str,
+    export: bool,
+    with_params: bool,
+) -> Result<(), String> {
+    if !with_params && !matches!(surprise, "" | "bind-outside" | "map-outside") {
+        return Err(format!("{surprise} needs the parameter buffer"));
+    }
     let entry = ash::Entry::load().map_err(|e| format!("loader: {e}"))?;
     let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
     let instance = entry
@@ -131,7 +144,9 @@ unsafe fn run(iters: u32, bytes: u64, surprise: &str, export: bool) -> Result<()
             .map_err(|e| format!("vkBindBufferMemory at {at}: {e}"))
     };
     let params = create_d(P, U::TRANSFER_DST | U::TRANSFER_SRC)?;
-    bind(params, d_mem, 0)?;
+    if with_params {
+        bind(params, d_mem, 0)?;
+    }
     let d_in = create_d(bytes, U::TRANSFER_DST | U::TRANSFER_SRC)?;
     bind(d_in, d_mem, AT)?;
     let d_out = create_d(bytes, U::TRANSFER_DST | U::TRANSFER_SRC)?;
@@ -215,7 +230,13 @@ unsafe fn run(iters: u32, bytes: u64, surprise: &str, export: bool) -> Result<()
         }
     };
     // The output of iteration `it`: the parameters over the start of the input.
-    let out = |i: usize, it: u32| if i < pw { param(i, it) } else { pattern(i, it) };
+    let out = |i: usize, it: u32| {
+        if i < pw && with_params {
+            param(i, it)
+        } else {
+            pattern(i, it)
+        }
+    };
     let whole = |len: u64| [vk::BufferCopy::default().size(len)];
     for it in 0..iters {
         for i in 0..n {
@@ -224,7 +245,9 @@ unsafe fn run(iters: u32, bytes: u64, surprise: &str, export: bool) -> Result<()
         let words: Vec<u32> = (0..pw).map(|i| param(i, it)).collect();
         let pbytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         once(&|cb| {
-            dev.cmd_update_buffer(cb, params, 0, &pbytes);
+            if with_params {
+                dev.cmd_update_buffer(cb, params, 0, &pbytes);
+            }
             dev.cmd_copy_buffer(cb, h_in, d_in, &whole(bytes));
             barrier(
                 cb,
@@ -241,7 +264,9 @@ unsafe fn run(iters: u32, bytes: u64, surprise: &str, export: bool) -> Result<()
                 S::TRANSFER,
                 S::TRANSFER,
             );
-            dev.cmd_copy_buffer(cb, params, d_out, &whole(P));
+            if with_params {
+                dev.cmd_copy_buffer(cb, params, d_out, &whole(P));
+            }
             barrier(
                 cb,
                 A::TRANSFER_WRITE,
