@@ -407,11 +407,12 @@ impl Enforcer {
             b.priority,
             b.callbacks.as_ref(),
         )
-        .inspect_err(|r| {
+        .map_err(|r| {
             log::warn!(
                 "enforce: the allocation echo made only in part ({} bytes) is needed whole ({why}), but the driver refused it ({r:?}); the call fails with that error",
                 b.size
-            )
+            );
+            r
         })?;
         // Where each aliased device buffer's bytes are.
         let sources: Vec<(u64, u64, u64, u64)> = b
