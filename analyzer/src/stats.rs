@@ -150,6 +150,19 @@ impl Stats {
         } else {
             String::new()
         };
+        let late = if self.allocations_windowed > 0 {
+            format!(", {} made in part{late}", self.allocations_windowed)
+        } else {
+            late
+        };
+        let late = if self.maps_refused > 0 {
+            format!(
+                "{late}, {} map(s) across a window refused",
+                self.maps_refused
+            )
+        } else {
+            late
+        };
         format!(
             "{} on {} ({}): {}/{} groups applied, {} copies and {} regions elided ({} bytes), {} barriers inserted, {} bytes not allocated ({} allocation(s) skipped{late}){carried}",
             self.mode,
@@ -170,6 +183,24 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_says_what_was_not_allocated() {
+        let s = Stats {
+            memory_not_allocated: 4096,
+            allocations_skipped: 2,
+            allocations_windowed: 1,
+            allocations_made_late: 1,
+            bytes_carried_late: 64,
+            maps_refused: 1,
+            ..Default::default()
+        };
+        let line = s.summary();
+        assert!(
+            line.contains("4096 bytes not allocated (2 allocation(s) skipped, 1 made in part, 1 made late with 64 bytes carried, 1 map(s) across a window refused)"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn total_sums_every_device() {
