@@ -422,49 +422,27 @@ impl Enforcer {
             .get(&v.member.0)
             .and_then(|g| g.members.get(v.member.1))
             .is_some_and(|m| m.buffer.is_some());
-        let dedicated = v
-            .dedicated
-            .filter(|b| dev.state.buffers.contains_key(b))
-            .map(|b| vk::MemoryDedicatedAllocateInfo {
-                buffer: vk::Buffer::from_raw(b),
-                ..Default::default()
-            });
-        let priority = v.priority.map(|p| vk::MemoryPriorityAllocateInfoEXT {
-            priority: f32::from_bits(p),
-            ..Default::default()
-        });
-        let mut info = vk::MemoryAllocateInfo {
-            allocation_size: v.size,
-            memory_type_index: v.type_index,
-            ..Default::default()
-        };
-        let mut next: *const c_void = std::ptr::null();
-        let mut d2 = dedicated;
-        let mut p2 = priority;
-        if let Some(p) = p2.as_mut() {
-            p.p_next = next;
-            next = p as *const _ as *const c_void;
-        }
-        if let Some(d) = d2.as_mut() {
-            d.p_next = next;
-            next = d as *const _ as *const c_void;
-        }
-        info.p_next = next;
         let cb = v
             .callbacks
             .as_ref()
             .map_or(std::ptr::null(), |c| &c.0 as *const _);
-        let mut real = vk::DeviceMemory::null();
-        // SAFETY: a valid allocate info (the application's own request, rebuilt); out is valid.
-        let r = unsafe { (dev.fp.allocate_memory)(dev.handle, &info, cb, &mut real) };
-        if r != vk::Result::SUCCESS {
-            log::warn!(
-                "enforce: the allocation echo did not make ({} bytes) is needed after all ({why}), but the driver refused it ({r:?}); the call fails with that error",
-                v.size
-            );
-            return Err(r);
-        }
-        let real = real.as_raw();
+        let real = match super::window::allocate_like(
+            dev,
+            v.type_index,
+            v.size,
+            v.dedicated.filter(|b| dev.state.buffers.contains_key(b)),
+            v.priority,
+            v.callbacks.as_ref(),
+        ) {
+            Ok(r) => r,
+            Err(r) => {
+                log::warn!(
+                    "enforce: the allocation echo did not make ({} bytes) is needed after all ({why}), but the driver refused it ({r:?}); the call fails with that error",
+                    v.size
+                );
+                return Err(r);
+            }
+        };
         let (size, home, coherent_dst) = (v.size, v.home(), self.type_coherent(v.type_index));
         let mut carried = 0u64;
         if shared && !self.skip_carry {
