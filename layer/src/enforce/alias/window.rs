@@ -215,7 +215,7 @@ impl Enforcer {
             self.c.allocations_skipped.fetch_add(1, Ordering::Relaxed);
         }
         self.any_virtual.store(true, Ordering::Release);
-        log::debug!(
+        log::info!(
             "enforce: device allocation of {} bytes ({key}) made only in [{lo}, {hi}); echo's handle {handle:#x}",
             info.allocation_size
         );
