@@ -1302,7 +1302,8 @@ fn staging_allocation_is_made_when_the_plan_cannot_vouch_for_it() {
 #[test]
 fn device_allocations_of_device_into_staging_groups_are_made_in_part() {
     // Other buffers at these offsets → the window planned (None: made whole).
-    let cases: [(&[u64], Option<(u64, u64)>); 4] = [
+    type Case<'a> = (&'a [u64], Option<(u64, u64)>);
+    let cases: [Case; 4] = [
         (&[], Some((0, 0))),
         (&[256], Some((0, 512))),
         (

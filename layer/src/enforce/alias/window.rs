@@ -277,7 +277,7 @@ impl Enforcer {
     fn in_window(b: &Block, offset: u64, req: &vk::MemoryRequirements) -> Option<(u64, u64)> {
         let (w, _) = b.window?;
         let end = offset.checked_add(req.size)?;
-        (offset >= b.lo && end <= b.hi && (offset - b.lo) % req.alignment.max(1) == 0)
+        (offset >= b.lo && end <= b.hi && (offset - b.lo).is_multiple_of(req.alignment.max(1)))
             .then(|| (w, offset - b.lo))
     }
 
@@ -407,12 +407,11 @@ impl Enforcer {
             b.priority,
             b.callbacks.as_ref(),
         )
-        .map_err(|r| {
+        .inspect_err(|r| {
             log::warn!(
                 "enforce: the allocation echo made only in part ({} bytes) is needed whole ({why}), but the driver refused it ({r:?}); the call fails with that error",
                 b.size
             );
-            r
         })?;
         // Where each aliased device buffer's bytes are.
         let sources: Vec<(u64, u64, u64, u64)> = b
