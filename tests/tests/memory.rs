@@ -549,3 +549,29 @@ mod device_allocation_made_in_part {
         assert_eq!(base.checksum(), enf.checksum());
     }
 }
+
+/// An export the plan did not foresee (`vkGetMemoryFdKHR` of the device block, allocated without
+/// `VkExportMemoryAllocateInfo`: invalid usage, so without validation): echo makes the whole
+/// allocation at that moment and passes the driver's answer on — the application gets what it
+/// gets without echo.
+#[test]
+fn an_unforeseen_export_makes_the_allocation_and_the_driver_answers() {
+    let w = world(false);
+    let prog = artifact("echo-block");
+    let (plan_path, plan) = plan_for(&w, &prog, BLOCK);
+    windowed(&plan);
+    let env = [
+        ("ECHO_BLOCK_EXPORT", "unforeseen"),
+        ("VK_ECHO_PLAN", plan_path.to_str().unwrap()),
+    ];
+    let (base, _, _) = run(&w, &prog, BLOCK, None, &env[..1], "base");
+    let (enf, enf_d, s) = run(&w, &prog, BLOCK, Some("enforce"), &env, "enforce");
+    let s = s.unwrap();
+    assert_eq!(enf_d.unknown_handles, 0, "{}", enf.stderr);
+    assert_eq!(s.allocations_windowed, 1, "{s:?}");
+    assert_eq!(s.allocations_made_late, 1, "the export makes it: {s:?}");
+    assert_eq!(base.json()["export"], enf.json()["export"]);
+    assert_ne!(base.json()["export"], "", "the program exported");
+    assert_eq!(base.checksum(), enf.checksum());
+    assert_eq!(enf.json()["mismatches"], 0);
+}

@@ -24,7 +24,9 @@
 //! none of `D` need be made (the surprises that use `params` are refused).
 //!
 //! `ECHO_BLOCK_EXPORT=1`: `D` is allocated exportable (`VkExportMemoryAllocateInfo`, opaque fd)
-//! and exported after the loop (`vkGetMemoryFdKHR`).
+//! and exported after the loop (`vkGetMemoryFdKHR`). `ECHO_BLOCK_EXPORT=unforeseen`: the device
+//! enables `VK_KHR_external_memory_fd` but `D` is allocated as usual, and `vkGetMemoryFdKHR` of it
+//! is called anyway (invalid usage: what the driver answers is reported as `"export"`).
 //!
 //! Prints one JSON line: `{"checksum": "<hex>", "mismatches": N, "map_failed": bool}`.
 
@@ -55,9 +57,9 @@ fn main() {
     let iters: u32 = arg("--iters", "3").parse().expect("--iters N");
     let bytes: u64 = arg("--kib", "64").parse::<u64>().expect("--kib N") * 1024;
     let surprise = std::env::var("ECHO_BLOCK_SURPRISE").unwrap_or_default();
-    let export = std::env::var("ECHO_BLOCK_EXPORT").is_ok_and(|v| v == "1");
+    let export = std::env::var("ECHO_BLOCK_EXPORT").unwrap_or_default();
     let with_params = !std::env::args().any(|a| a == "--no-params");
-    if let Err(e) = unsafe { run(iters, bytes, &surprise, export, with_params) } {
+    if let Err(e) = unsafe { run(iters, bytes, &surprise, &export, with_params) } {
         eprintln!("echo-block: {e}");
         std::process::exit(1);
     }
@@ -67,9 +69,11 @@ unsafe fn run(
     iters: u32,
     bytes: u64,
     surprise: &str,
-    export: bool,
+    export_mode: &str,
     with_params: bool,
 ) -> Result<(), String> {
+    let export = export_mode == "1";
+    let unforeseen = export_mode == "unforeseen";
     if !with_params && !matches!(surprise, "" | "bind-outside" | "map-outside") {
         return Err(format!("{surprise} needs the parameter buffer"));
     }
@@ -93,7 +97,7 @@ unsafe fn run(
         .queue_priorities(&prio)];
     let exts = [c"VK_KHR_external_memory_fd".as_ptr()];
     let mut dinfo = vk::DeviceCreateInfo::default().queue_create_infos(&qinfo);
-    if export {
+    if export || unforeseen {
         dinfo = dinfo.enabled_extension_names(&exts);
     }
     let dev = instance
@@ -378,6 +382,22 @@ unsafe fn run(
         }
         s => return Err(format!("unknown ECHO_BLOCK_SURPRISE {s}")),
     }
+    let mut exported = String::new();
+    if unforeseen {
+        let fd_dev = ash::khr::external_memory_fd::Device::new(&instance, &dev);
+        exported = match fd_dev.get_memory_fd(
+            &vk::MemoryGetFdInfoKHR::default()
+                .memory(d_mem)
+                .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD),
+        ) {
+            Ok(fd) if fd >= 0 => {
+                libc::close(fd);
+                "an fd".into()
+            }
+            Ok(fd) => format!("fd {fd}"),
+            Err(e) => format!("{e}"),
+        };
+    }
     if export {
         let fd_dev = ash::khr::external_memory_fd::Device::new(&instance, &dev);
         let fd = fd_dev
@@ -413,7 +433,7 @@ unsafe fn run(
     instance.destroy_instance(None);
     println!(
         "{}",
-        json!({"checksum": format!("{hash:016x}"), "mismatches": mismatches, "map_failed": map_failed})
+        json!({"checksum": format!("{hash:016x}"), "mismatches": mismatches, "map_failed": map_failed, "export": exported})
     );
     Ok(())
 }
