@@ -1335,6 +1335,17 @@ fn device_allocations_of_device_into_staging_groups_are_made_in_part() {
         assert_eq!(got, want, "other buffers at {others:?}");
         if let Some(m) = &g.device_memory {
             assert_eq!(m.key.size, 4 * MIB);
+            // The report says so, for people.
+            let text = echo_analyzer::report::table(&a, "t.jsonl");
+            let said = if m.window_hi > m.window_lo {
+                format!(
+                    "is made only in [{}, {}) at the driver",
+                    m.window_lo, m.window_hi
+                )
+            } else {
+                "is not made at the driver".into()
+            };
+            assert!(text.contains(&said), "{text}");
         }
     }
     // A device buffer's dedicated allocation: not made at all; an older plan without the
