@@ -15,8 +15,8 @@
 use crate::model::{BufId, Model};
 use crate::pairing::{self, Candidate};
 use crate::plan::{
-    BufferRef, Condition, Direction, Group, Member, Plan, Rejection, Role, SubstituteSync,
-    Thresholds,
+    BufferRef, Condition, DeviceMemory, Direction, Group, Member, Plan, Rejection, Role,
+    SubstituteSync, Thresholds,
 };
 use crate::safety::{compat, s1_value, s2_order, s3_pointer, s4_lifetime, Ctx, GroupSpec, Verdict};
 use crate::trace::{Frame, ObjectKey, Trace};
@@ -289,6 +289,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
     }
     let mut accepted: BTreeMap<usize, (u32, Direction)> = BTreeMap::new();
     let mut groups: Vec<Group> = Vec::new();
+    let mut group_devices: Vec<BufId> = Vec::new();
     for (d, mut idx) in by_device {
         idx.sort_by_key(|&i| std::cmp::Reverse(cands[i].bytes()));
         let dnum = m.buffers[d].number;
@@ -444,6 +445,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             }
         }
         groups.push(make_group(&ctx, gid, d, &cands, &kept, &delta, direction));
+        group_devices.push(d);
     }
 
     // Rows and rejections.
@@ -502,6 +504,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             decision,
         });
     }
+    device_memories(&m, &mut groups, &group_devices);
     plan.groups = groups;
 
     let mut warnings = m.warnings.clone();
@@ -703,6 +706,66 @@ fn skip_allocation(m: &Model, d: BufId, h: BufId, delta: i64) -> Result<(), Stri
     Ok(())
 }
 
+/// The window of a partly made allocation starts at a multiple of this (so a buffer keeps its
+/// alignment when its offset moves down by the window's start).
+pub const WINDOW_ALIGN: u64 = 1 << 16;
+
+/// `device_into_staging` groups whose device buffer's allocation enforce need not make in full
+/// (DESIGN §6 "Memory", plan `device_memory`).
+fn device_memories(m: &Model, groups: &mut [Group], devices: &[BufId]) {
+    let members: BTreeSet<BufId> = groups
+        .iter()
+        .zip(devices)
+        .filter(|(g, _)| g.direction == Direction::DeviceIntoStaging)
+        .map(|(_, &d)| d)
+        .collect();
+    for (g, &d) in groups.iter_mut().zip(devices) {
+        if g.direction == Direction::DeviceIntoStaging {
+            g.device_memory = device_memory(m, &members, d).ok();
+        }
+    }
+}
+
+/// Whether enforce may make only part of device buffer `d`'s allocation: the trace shows it
+/// never mapped, not external, without allocate flags, host-visible (a late allocation must be
+/// able to take its bytes), dedicated to nothing but a member; every buffer bound into it outside
+/// one window `[lo, hi)` is the device buffer of a `device_into_staging` group (`members`). The
+/// window is the hull of the other buffers' ranges (empty when there are none), its start
+/// rounded down to [`WINDOW_ALIGN`]; it must leave something out.
+fn device_memory(m: &Model, members: &BTreeSet<BufId>, d: BufId) -> Result<DeviceMemory, String> {
+    let bind = m.buffers[d].bind.as_ref().ok_or("never bound")?;
+    let mem = &m.memories[bind.memory];
+    if mem.key.is_anonymous() || mem.external || mem.key.flags != 0 || !mem.host_visible {
+        return Err("no identity, external, allocate flags or not host-visible".into());
+    }
+    if !mem.maps.is_empty() {
+        return Err("mapped by the host".into());
+    }
+    if mem.dedicated_buffer.is_some_and(|b| !members.contains(&b)) {
+        return Err("dedicated to another buffer".into());
+    }
+    let mut window: Option<(u64, u64)> = None;
+    for &(b, off, _) in &mem.binds {
+        if members.contains(&b) {
+            continue;
+        }
+        let end = off.saturating_add(m.buffers[b].bound_len());
+        window = Some(match window {
+            None => (off, end),
+            Some((lo, hi)) => (lo.min(off), hi.max(end)),
+        });
+    }
+    let (lo, hi) = window.map_or((0, 0), |(lo, hi)| (lo - lo % WINDOW_ALIGN, hi));
+    if hi > mem.size || hi - lo >= mem.size {
+        return Err("the other buffers span the allocation".into());
+    }
+    Ok(DeviceMemory {
+        key: mem.key.clone(),
+        window_lo: lo,
+        window_hi: hi,
+    })
+}
+
 fn make_group(
     ctx: &Ctx,
     id: u32,
@@ -778,5 +841,6 @@ fn make_group(
         copies_total,
         bytes_total,
         memory_saved,
+        device_memory: None,
     }
 }

@@ -105,6 +105,23 @@ pub struct Group {
     pub bytes_total: u64,
     /// Bytes of buffer memory enforce does not need (the partner's range is shared).
     pub memory_saved: u64,
+    /// `device_into_staging`: the device buffer's allocation, when enforce need not make all of
+    /// it (DESIGN §6 "Memory"): every buffer the trace bound into it is the device buffer of a
+    /// `device_into_staging` group (its bytes live in the staging memory), except buffers that
+    /// lie in `window`; and the host never mapped it. Enforce then allocates only the window at
+    /// the driver (nothing when it is empty) and makes the whole allocation late for anything
+    /// the plan did not foresee. Absent in older plans, and for other groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_memory: Option<DeviceMemory>,
+}
+
+/// The allocation of a `device_into_staging` group's device buffer that enforce makes only in
+/// part: bytes `[window_lo, window_hi)` (empty: none at all).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceMemory {
+    pub key: ObjectKey,
+    pub window_lo: u64,
+    pub window_hi: u64,
 }
 
 /// The condition that refused a candidate.

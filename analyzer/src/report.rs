@@ -252,6 +252,21 @@ pub fn table(a: &Analysis, source: &str) -> String {
                     human_bytes(bytes)
                 );
             }
+            if let Some(dm) = &g.device_memory {
+                let _ = writeln!(
+                    s,
+                    "    the device buffer's allocation ({}) {}",
+                    human_bytes(dm.key.size),
+                    if dm.window_hi > dm.window_lo {
+                        format!(
+                            "is made only in [{}, {}) at the driver (the buffers no group names)",
+                            dm.window_lo, dm.window_hi
+                        )
+                    } else {
+                        "is not made at the driver".to_string()
+                    }
+                );
+            }
             for (i, m) in g.members.iter().enumerate() {
                 if !m.allocation_note.is_empty() {
                     let _ = writeln!(

@@ -70,6 +70,14 @@ pub struct Stats {
     /// buffer's memory) and, when their staging buffer was destroyed later, what it left there.
     #[serde(default)]
     pub bytes_carried_late: u64,
+    /// Allocations echo made only in part at the driver (a window of the device buffer's
+    /// allocation that holds the buffers no group names; plan `device_memory`).
+    #[serde(default)]
+    pub allocations_windowed: u64,
+    /// `vkMapMemory` calls echo refused with `VK_ERROR_MEMORY_MAP_FAILED`: a range across the
+    /// window of an allocation made in part and the rest (which cannot be one mapping).
+    #[serde(default)]
+    pub maps_refused: u64,
     /// Profile mode: trace events written, and the trace path.
     #[serde(default)]
     pub trace_events: u64,
@@ -117,6 +125,8 @@ impl Stats {
             t.allocations_skipped += s.allocations_skipped;
             t.allocations_made_late += s.allocations_made_late;
             t.bytes_carried_late += s.bytes_carried_late;
+            t.allocations_windowed += s.allocations_windowed;
+            t.maps_refused += s.maps_refused;
             t.trace_events += s.trace_events;
         }
         t
@@ -140,6 +150,19 @@ impl Stats {
         } else {
             String::new()
         };
+        let late = if self.allocations_windowed > 0 {
+            format!(", {} made in part{late}", self.allocations_windowed)
+        } else {
+            late
+        };
+        let late = if self.maps_refused > 0 {
+            format!(
+                "{late}, {} map(s) across a window refused",
+                self.maps_refused
+            )
+        } else {
+            late
+        };
         format!(
             "{} on {} ({}): {}/{} groups applied, {} copies and {} regions elided ({} bytes), {} barriers inserted, {} bytes not allocated ({} allocation(s) skipped{late}){carried}",
             self.mode,
@@ -160,6 +183,24 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_says_what_was_not_allocated() {
+        let s = Stats {
+            memory_not_allocated: 4096,
+            allocations_skipped: 2,
+            allocations_windowed: 1,
+            allocations_made_late: 1,
+            bytes_carried_late: 64,
+            maps_refused: 1,
+            ..Default::default()
+        };
+        let line = s.summary();
+        assert!(
+            line.contains("4096 bytes not allocated (2 allocation(s) skipped, 1 made in part, 1 made late with 64 bytes carried, 1 map(s) across a window refused)"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn total_sums_every_device() {

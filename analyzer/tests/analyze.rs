@@ -1294,3 +1294,74 @@ fn staging_allocation_is_made_when_the_plan_cannot_vouch_for_it() {
     assert_eq!(a.plan.groups[0].direction, Direction::DeviceIntoStaging);
     assert!(!a.plan.groups[0].members[0].skip_allocation);
 }
+
+/// DESIGN §6 "Memory", plan `device_memory`: the device buffer of a `device_into_staging` group
+/// lives in the staging range, so its own allocation need not be made — in full when it holds
+/// nothing else, only the window holding the other buffers when it does (suballoc's parameter
+/// buffer) — unless the host maps it.
+#[test]
+fn device_allocations_of_device_into_staging_groups_are_made_in_part() {
+    // Other buffers at these offsets → the window planned (None: made whole).
+    type Case<'a> = (&'a [u64], Option<(u64, u64)>);
+    let cases: [Case; 4] = [
+        (&[], Some((0, 0))),
+        (&[256], Some((0, 512))),
+        (
+            &[3 * MIB],
+            Some((3 * MIB - (3 * MIB) % (1 << 16), 3 * MIB + 256)),
+        ),
+        // Around the device buffer: the window would be all of it.
+        (&[0, 4 * MIB - 256], None),
+    ];
+    for (others, want) in cases {
+        let mut t = T::new();
+        let pool = t.pool(8 * MIB);
+        let _other = t.sub_staging(pool, 4 * MIB, MIB);
+        let h = t.sub_staging(pool, MIB, MIB);
+        let block = t.alloc(4 * MIB, 0, None);
+        for &at in others {
+            let p = t.create(256, STORAGE, 0);
+            t.bind(p, block, at);
+        }
+        let d = t.create(MIB, STORAGE | SRC | DST, 0);
+        t.bind(d, block, MIB);
+        let d = Buf { buf: d, mem: block };
+        upload_loop(&mut t, h, d, 3);
+        let a = t.analyze();
+        assert_eq!(a.plan.groups.len(), 1, "{others:?}: {:#?}", a.candidates);
+        let g = &a.plan.groups[0];
+        assert_eq!(g.direction, Direction::DeviceIntoStaging);
+        let got = g.device_memory.as_ref().map(|m| (m.window_lo, m.window_hi));
+        assert_eq!(got, want, "other buffers at {others:?}");
+        if let Some(m) = &g.device_memory {
+            assert_eq!(m.key.size, 4 * MIB);
+            // The report says so, for people.
+            let text = echo_analyzer::report::table(&a, "t.jsonl");
+            let said = if m.window_hi > m.window_lo {
+                format!(
+                    "is made only in [{}, {}) at the driver",
+                    m.window_lo, m.window_hi
+                )
+            } else {
+                "is not made at the driver".into()
+            };
+            assert!(text.contains(&said), "{text}");
+        }
+    }
+    // A device buffer's dedicated allocation: not made at all; an older plan without the
+    // field reads None.
+    let mut t = T::new();
+    let (_pool, h, d) = pooled(&mut t);
+    upload_loop(&mut t, h, d, 3);
+    let json = t.analyze().plan.to_json();
+    let p = echo_analyzer::plan::parse_plan(&json).unwrap();
+    let m = p.groups[0].device_memory.as_ref().expect("planned");
+    assert_eq!((m.window_lo, m.window_hi), (0, 0));
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v["groups"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("device_memory");
+    let p = echo_analyzer::plan::parse_plan(&v.to_string()).unwrap();
+    assert!(p.groups[0].device_memory.is_none());
+}

@@ -694,7 +694,7 @@ fn run_memory(
 fn write_memory(o: &Opts, mem: &[memory::MemRun]) -> Result<(), String> {
     let png = memory::plot(mem, &o.out, o.full)?;
     let when = report::now_utc();
-    memory::write_section(&o.out, &memory::markdown(mem, o, &when, png))?;
+    report::write_memory(&o.out, &memory::markdown(mem, o, &when, png), mem)?;
     let json = serde_json::to_string_pretty(mem).map_err(|e| e.to_string())?;
     std::fs::write(o.out.join("memory.json"), json + "\n")
         .map_err(|e| format!("cannot write memory.json: {e}"))
@@ -824,7 +824,7 @@ fn run(o: Opts) -> Result<i32, String> {
     } else {
         Vec::new()
     };
-    let changed = report::write_all(&res)?;
+    let changed = report::write_all(&res, &mem)?;
     if !mem.is_empty() {
         write_memory(&res.opts, &mem)?;
     }

@@ -7,8 +7,9 @@
 //! that reaches the driver (bytes, and the peak of live bytes) and writes them at
 //! `vkDestroyDevice` (`VK_ECHO_TEST_MEMLOG`). Peak resident memory is the child's `ru_maxrss`
 //! (`wait4`). Memory does not depend on timing, so one process per configuration suffices;
-//! the figures are read, not sampled. The section goes into RESULTS.md (`write_section`), also
-//! when run alone (`echo-bench --memory`), and the plot next to it.
+//! the figures are read, not sampled. report.rs puts the section into RESULTS.md (and the
+//! per-sample table's device-memory column), also when run alone (`echo-bench --memory`); the
+//! plot goes next to it.
 
 use crate::runner::{self, Build, Layer};
 use crate::svg::{self, Axis, Marker, Plot, Point, Series};
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 pub const TEST_LAYER_FILE: &str = "libVkLayer_echo_test_discrete.so";
-const SECTION: &str = "## Memory per sample";
+pub const SECTION: &str = "## Memory per sample";
 pub const PLOT: &str = "memory_per_sample.svg";
 
 /// One process: what the driver saw and what the process held.
@@ -278,16 +279,17 @@ pub fn markdown(runs: &[MemRun], o: &Opts, when: &str, png: bool) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "| sample | MiB | plan | device memory A → C (peak live at the driver) | C / A | zero-copy D | allocations A → C | not allocated by echo (skipped / made late) | peak RSS A → C | C / A | peak RSS D | identical | invented handles at the driver |"
+        "| sample | MiB | plan | device memory A → C (peak live at the driver) | C / A | zero-copy D | allocations A → C | not allocated by echo (skipped / in part / made late) | peak RSS A → C | C / A | peak RSS D | identical | invented handles at the driver |"
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in runs {
         let g = |m: &Option<Meas>, f: fn(&Meas) -> u64| m.as_ref().map(f);
         let skipped = r.stats.as_ref().map_or("?".to_string(), |st| {
             format!(
-                "{} ({} / {})",
+                "{} ({} / {} / {})",
                 human_bytes(st.memory_not_allocated),
                 st.allocations_skipped,
+                st.allocations_windowed,
                 st.allocations_made_late
             )
         });
@@ -335,7 +337,7 @@ pub fn markdown(runs: &[MemRun], o: &Opts, when: &str, png: bool) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "Echo does not make a staging allocation when the plan shows that every buffer bound into it is an aliased member whose bytes live in its partner's memory (`skip_allocation`); the application gets a handle of echo's own. Where every staging allocation qualifies, C's device memory is D's: the staging copies' memory is gone at the driver, not only untouched. suballoc keeps both blocks: each also holds a small buffer that no group names (a parameter buffer, a header), so neither block may be left out. Peak RSS includes the process's own heap (host-side input and output arrays, the driver's code and state), so it falls by less than device memory does; on lavapipe, which backs device memory with host memory, untouched pages were never resident even before this change."
+        "Echo does not make a staging allocation when the plan shows that every buffer bound into it is an aliased member whose bytes live in its partner's memory (`skip_allocation`); the application gets a handle of echo's own. Where every staging allocation qualifies, C's device memory is D's: the staging copies' memory is gone at the driver, not only untouched. A device buffer bound into its staging buffer's memory (`device_into_staging`, sub-allocated staging) leaves its own allocation empty: echo makes only the window of it that holds buffers no group names (`device_memory`; suballoc's device block: its 256-byte parameter buffer), or none of it. suballoc's staging block is mapped and holds a header, so it is made. Peak RSS includes the process's own heap (host-side input and output arrays, the driver's code and state), so it falls by less than device memory does; on lavapipe, which backs device memory with host memory, untouched pages were never resident even before this change."
     );
     let _ = writeln!(s);
     if png {
@@ -443,50 +445,4 @@ pub fn plot(runs: &[MemRun], out: &Path, full: bool) -> Result<bool, String> {
         ),
     };
     Ok(svg::write_with_png(&out.join(PLOT), &plot.to_svg())?.is_some())
-}
-
-/// Puts `section` into `RESULTS.md` in `out`: in place of an earlier memory section, else before
-/// the plots (or at the end).
-pub fn write_section(out: &Path, section: &str) -> Result<(), String> {
-    let path = out.join("RESULTS.md");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let new = splice(&text, section);
-    std::fs::write(&path, new).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-fn splice(text: &str, section: &str) -> String {
-    if let Some(start) = text.find(SECTION) {
-        let rest = &text[start + SECTION.len()..];
-        let end = rest
-            .find("\n## ")
-            .map_or(text.len(), |i| start + SECTION.len() + i + 1);
-        return format!("{}{}{}", &text[..start], section, &text[end..]);
-    }
-    match text.find("\n## Plots") {
-        Some(i) => format!("{}\n{}{}", &text[..i], section, &text[i + 1..]),
-        None => format!("{text}\n{section}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_section_replaces_itself_or_goes_before_the_plots() {
-        let doc = "# R\n\n## A\n\na\n\n## Plots\n\np\n";
-        let one = splice(doc, "## Memory per sample\n\nm1\n\n");
-        assert_eq!(
-            one,
-            "# R\n\n## A\n\na\n\n## Memory per sample\n\nm1\n\n## Plots\n\np\n"
-        );
-        let two = splice(&one, "## Memory per sample\n\nm2\n\n");
-        assert_eq!(two.matches("## Memory per sample").count(), 1);
-        assert!(two.contains("m2") && !two.contains("m1"));
-        assert!(two.ends_with("## Plots\n\np\n"));
-        assert_eq!(
-            splice("# R\n", "## Memory per sample\n"),
-            "# R\n\n## Memory per sample\n"
-        );
-    }
 }

@@ -1,11 +1,13 @@
 //! RESULTS.md, results.json and the plots.
 
+use crate::memory::MemRun;
 use crate::stats::{self, amdahl, Summary};
 use crate::svg::{self, Axis, Marker, Plot, Point, Series};
 use crate::{Config, Results, SampleRun, CALL_METRICS};
 use echo_analyzer::report::human_bytes;
 use serde::Serialize;
 use std::fmt::Write;
+use std::path::Path;
 use std::process::Command;
 
 /// The machine and software the numbers were measured on.
@@ -196,16 +198,97 @@ fn identical(r: &SampleRun) -> &'static str {
     }
 }
 
-fn memory(r: &SampleRun) -> String {
-    match (r.plan.peak_memory, &r.stats_echo) {
-        (Some(p), Some(s)) => format!(
-            "{} → {}",
-            human_bytes(p),
-            human_bytes(p.saturating_sub(s.memory_not_allocated))
-        ),
-        (Some(p), None) => format!("{} → ? (no stats)", human_bytes(p)),
-        _ => "?".into(),
+/// The per-sample table's device-memory column: from the memory measurement (driver counts).
+pub const MEMORY_COLUMN: &str = "device memory at the driver A → C (zero-copy D)";
+/// Its title before it came from the memory measurement (replaced when found).
+const OLD_MEMORY_COLUMN: &str = "device memory without → with the layer";
+const MEMORY_METHOD: &str = "- device memory at the driver (per-sample table) = the memory measurement's (section Memory per sample, `echo-bench --memory`): the peak of live `vkAllocateMemory` bytes that reached the driver, counted by the test layer below echo, A without the layer → C with it, D the zero-copy twin. It is deterministic (one process per configuration) and written by whichever run measured memory last, `--memory` alone included, so it never comes from an older timing run. Both count what the sample allocates, not driver-internal memory.";
+
+fn memory_cell(m: &MemRun) -> String {
+    let peak = |x: &Option<crate::memory::Meas>| {
+        x.as_ref()
+            .map_or("?".to_string(), |m| human_bytes(m.peak_live_bytes))
+    };
+    format!("{} → {} ({})", peak(&m.base), peak(&m.echo), peak(&m.zero))
+}
+
+fn memory(r: &SampleRun, mem: &[MemRun]) -> String {
+    mem.iter().find(|m| m.sample == r.sample).map_or(
+        "– (not measured: `echo-bench --memory`)".into(),
+        memory_cell,
+    )
+}
+
+/// Puts the memory section into `RESULTS.md` in `out` (in place of an earlier one, else before
+/// the plots, or at the end) and the memory measurement into the per-sample table's
+/// device-memory column (`echo-bench --memory` alone keeps the rest of the file).
+pub fn write_memory(out: &Path, section: &str, mem: &[MemRun]) -> Result<(), String> {
+    let path = out.join("RESULTS.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let new = memory_column(&splice(&text, section), mem);
+    std::fs::write(&path, new).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn splice(text: &str, section: &str) -> String {
+    let head = crate::memory::SECTION;
+    if let Some(start) = text.find(head) {
+        let rest = &text[start + head.len()..];
+        let end = rest
+            .find("\n## ")
+            .map_or(text.len(), |i| start + head.len() + i + 1);
+        return format!("{}{}{}", &text[..start], section, &text[end..]);
     }
+    match text.find("\n## Plots") {
+        Some(i) => format!("{}\n{}{}", &text[..i], section, &text[i + 1..]),
+        None => format!("{text}\n{section}"),
+    }
+}
+
+/// The per-sample table's device-memory cells (and the method's line about them) from `mem`,
+/// by sample name; rows of samples not measured keep theirs.
+fn memory_column(text: &str, mem: &[MemRun]) -> String {
+    let mut out = Vec::new();
+    let mut col: Option<usize> = None;
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        if line.starts_with("| sample |") {
+            col = cells
+                .iter()
+                .position(|c| *c == OLD_MEMORY_COLUMN || *c == MEMORY_COLUMN);
+            if let Some(i) = col {
+                let mut c: Vec<String> = cells.iter().map(|x| x.to_string()).collect();
+                c[i] = MEMORY_COLUMN.into();
+                out.push(c.join(" | "));
+                continue;
+            }
+        } else if !line.starts_with('|') {
+            col = None;
+        } else if let Some(i) = col {
+            let name = line
+                .trim_start_matches("| ")
+                .split(" | ")
+                .next()
+                .unwrap_or("");
+            if let (Some(m), true) = (mem.iter().find(|m| m.sample == name), i < cells.len()) {
+                let mut c: Vec<String> = cells.iter().map(|x| x.to_string()).collect();
+                c[i] = memory_cell(m);
+                out.push(c.join(" | "));
+                continue;
+            }
+        }
+        if line.starts_with("- device memory without the layer =")
+            || line.starts_with("- device memory at the driver (per-sample table)")
+        {
+            out.push(MEMORY_METHOD.into());
+            continue;
+        }
+        out.push(line.to_string());
+    }
+    let mut s = out.join("\n");
+    if text.ends_with('\n') {
+        s.push('\n');
+    }
+    s
 }
 
 fn elided(r: &SampleRun) -> String {
@@ -240,13 +323,13 @@ fn stats_note(r: &SampleRun) -> Option<String> {
 }
 
 /// Writes RESULTS.md, results.json and the plots; returns whether any output changed.
-pub fn write_all(res: &Results) -> Result<bool, String> {
+pub fn write_all(res: &Results, mem: &[MemRun]) -> Result<bool, String> {
     let out = &res.opts.out;
     let json = serde_json::to_string_pretty(res).map_err(|e| e.to_string())?;
     std::fs::write(out.join("results.json"), json + "\n")
         .map_err(|e| format!("cannot write results.json: {e}"))?;
     let plots = write_plots(res)?;
-    let (md, changed) = markdown(res, &plots);
+    let (md, changed) = markdown(res, &plots, mem);
     std::fs::write(out.join("RESULTS.md"), md)
         .map_err(|e| format!("cannot write RESULTS.md: {e}"))?;
     Ok(changed)
@@ -270,7 +353,7 @@ pub fn progress(r: &SampleRun) {
     }
 }
 
-fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
+fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> (String, bool) {
     let o = &res.opts;
     let m = &res.machine;
     let mut s = String::new();
@@ -492,7 +575,7 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
             identical(r)
         );
     }
-    let _ = writeln!(s, "\n| sample | bytes elided per iteration (of bytes copied) | device memory without → with the layer | planned saving per iteration | layer notes |");
+    let _ = writeln!(s, "\n| sample | bytes elided per iteration (of bytes copied) | {MEMORY_COLUMN} | planned saving per iteration | layer notes |");
     let _ = writeln!(s, "|---|---|---|---|---|");
     for r in &res.samples {
         let _ = writeln!(
@@ -500,7 +583,7 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
             "| {} | {} | {} | {} | {} |",
             r.sample,
             elided(r),
-            memory(r),
+            memory(r, mem),
             human_bytes(r.plan.bytes_saved_per_iter),
             stats_note(r).unwrap_or_default()
         );
@@ -639,7 +722,7 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
     let _ = writeln!(s, "- speedup = A/C, zero-copy = A/D, passthrough = B/A − 1, recovered = (A − C)/(A − D), each computed within a round and then summarised; recovered is not reported (n/a) when f_copy or A − D is under {:.0} % of A (no gain to recover above the noise; the quotient would be noise). Beside it, the least-disturbed recovered fraction uses each configuration's fastest process (noise on a shared machine only adds time). A recovered fraction whose rounds span more than {:.0} points is marked (noisy), and such a sample runs up to twice `--procs` rounds before it is reported; a passthrough measurement whose rounds span more than {:.0} points is inconclusive.", stats::MIN_GAIN * 100.0, NOISY_RECOVERED * 100.0, NOISY_PASSTHROUGH * 100.0);
     let _ = writeln!(s, "- f_copy: a separate no-layer process of the staging variant with `--timing` (timestamp queries around every `vkCmdCopyBuffer`; f_copy = Σ copy time / Σ iteration time), so the queries do not disturb the timed runs. Median over the timing processes. Amdahl bound = 1/(1 − f_copy).");
     let _ = writeln!(s, "- bytes elided per iteration = the layer's `bytes_elided` (statistics file written at `vkDestroyDevice`, last enforce process) / (timed + warm-up iterations); one-time uploads (pipeline's weights) are in the total, so that figure can exceed the per-iteration copies. bytes copied = the sample's own `bytes_copied_per_iter` (what the app recorded per timed iteration).");
-    let _ = writeln!(s, "- device memory without the layer = the peak of live `vkAllocateMemory` bytes in the profile trace (allocations minus frees, in trace order); with the layer = that minus the layer's `memory_not_allocated`. Both count what the sample allocates (buffers), not driver-internal memory.");
+    let _ = writeln!(s, "{MEMORY_METHOD}");
     let _ = writeln!(s, "- identical = every checksum (A, B, C, D, the profile run and the timing runs) equals the no-layer baseline's.");
     let _ = writeln!(
         s,
@@ -902,4 +985,57 @@ fn write_plots(res: &Results) -> Result<Vec<(String, String, bool)>, String> {
         ));
     }
     Ok(made)
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use super::*;
+
+    #[test]
+    fn the_section_replaces_itself_or_goes_before_the_plots() {
+        let doc = "# R\n\n## A\n\na\n\n## Plots\n\np\n";
+        let one = splice(doc, "## Memory per sample\n\nm1\n\n");
+        assert_eq!(
+            one,
+            "# R\n\n## A\n\na\n\n## Memory per sample\n\nm1\n\n## Plots\n\np\n"
+        );
+        let two = splice(&one, "## Memory per sample\n\nm2\n\n");
+        assert_eq!(two.matches("## Memory per sample").count(), 1);
+        assert!(two.contains("m2") && !two.contains("m1"));
+        assert!(two.ends_with("## Plots\n\np\n"));
+        assert_eq!(
+            splice("# R\n", "## Memory per sample\n"),
+            "# R\n\n## Memory per sample\n"
+        );
+    }
+
+    #[test]
+    fn the_device_memory_column_comes_from_the_memory_measurement() {
+        let doc = "# R\n\n| sample | bytes elided | device memory without → with the layer | notes |\n|---|---|---|---|\n| saxpy | 1 | 320 MiB → 320 MiB | x |\n| other | 2 | 1 MiB → 1 MiB | y |\n\n| sample | device memory without → with the layer |\n\n- device memory without the layer = old\n";
+        let meas = |b: u64| {
+            Some(crate::memory::Meas {
+                peak_live_bytes: b << 20,
+                ..Default::default()
+            })
+        };
+        let m = MemRun {
+            sample: "saxpy".into(),
+            base: meas(320),
+            echo: meas(128),
+            zero: meas(128),
+            ..Default::default()
+        };
+        let out = memory_column(doc, &[m]);
+        assert!(
+            out.contains("| saxpy | 1 | 320 MiB → 128 MiB (128 MiB) | x |"),
+            "{out}"
+        );
+        assert!(out.contains("| other | 2 | 1 MiB → 1 MiB | y |"), "{out}");
+        assert!(out.contains(&format!("| bytes elided | {MEMORY_COLUMN} | notes |")));
+        assert!(
+            !out.contains("= old") && out.contains(MEMORY_METHOD),
+            "{out}"
+        );
+        assert!(out.ends_with('\n'));
+    }
 }

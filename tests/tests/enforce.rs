@@ -213,6 +213,14 @@ fn positive(sample: &str) {
         "{sample}: every copy of the loop elided ({s:?})"
     );
     assert!(s.copies_elided > 0 && s.barriers_inserted > 0);
+    // Issue 14: every positive sample leaves device memory out, and `vkecho run` says how much.
+    assert!(s.memory_not_allocated > 0, "{sample}: {s:?}");
+    let said = format!("{} bytes not allocated", s.memory_not_allocated);
+    assert!(
+        run.stderr.contains("vkecho run: device 0: ") && run.stderr.contains(&said),
+        "{sample}: vkecho run does not print {said:?}:\n{}",
+        run.stderr
+    );
     assert!(s.binds_redirected as usize >= plan.groups.len());
 }
 
@@ -305,6 +313,7 @@ fn forced(plan: &Plan, trace: &Trace) -> Plan {
             copies_total: r.copies,
             bytes_total: r.bytes,
             memory_saved: 0,
+            device_memory: None,
         });
     }
     p.rejected.clear();

@@ -340,3 +340,27 @@ fn enforce_own_map_and_bind_failures_fall_back() {
         );
     }
 }
+
+/// Issue 14: suballoc's device block is made only in its window under enforce — an allocation
+/// echo makes itself at the application's `vkAllocateMemory`. When the driver refuses it, echo
+/// makes the allocation whole as asked, and the application sees what it sees without echo.
+#[test]
+fn a_refused_window_allocation_falls_back_to_the_applications_own() {
+    let a = args("suballoc");
+    let enforce = enforce_world(&a).set("VK_ECHO_LOG", "info");
+    let clean = enforce.sample(&a);
+    assert_eq!(seen(&clean).code, Some(0), "{}", clean.stderr);
+    assert!(clean.stderr.contains("made only in ["), "{}", clean.stderr);
+    for fault in ["vkAllocateMemory@1+", "vkAllocateMemory@2+"] {
+        let base = world(None).set("VK_ECHO_TEST_FAIL", fault).sample(&a);
+        let want = seen(&base);
+        assert_ne!(want.code, Some(0), "{fault}: without echo it fails");
+        let run = run_in(&enforce, fault, &a);
+        assert_eq!(seen(&run), want, "{fault} under enforce:\n{}", run.stderr);
+        assert!(injected(&run) >= 1, "{fault}: nothing injected");
+        if fault.starts_with("vkAllocateMemory@1") {
+            // The first allocation at the driver is echo's window.
+            assert!(run.stderr.contains("could not be made"), "{}", run.stderr);
+        }
+    }
+}

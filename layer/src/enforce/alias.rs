@@ -60,6 +60,9 @@ pub(super) struct Counters {
     pub allocations_made_late: AtomicU64,
     /// Bytes copied into allocations made late (what they held, and what their member left).
     pub bytes_carried_late: AtomicU64,
+    /// Allocations made only in part (`virt.rs`, `Block`), and maps refused across a window.
+    pub allocations_windowed: AtomicU64,
+    pub maps_refused: AtomicU64,
 }
 
 /// The part a live buffer plays.
@@ -149,6 +152,8 @@ struct MemRt {
     deferred_free: Option<Option<Callbacks>>,
     /// Echo handed out this handle without making the allocation (`virt.rs`).
     virt: Option<virt::Virt>,
+    /// Echo handed out this handle and made only a window of the allocation (`virt.rs`).
+    block: Option<window::Block>,
 }
 
 #[derive(Default)]
@@ -166,6 +171,8 @@ pub struct Enforcer {
     index: PlanIndex,
     /// Key of a staging member's own allocation → (group, member).
     staging_memory: HashMap<ObjectKey, (u32, usize)>,
+    /// Key of a `DeviceIntoStaging` device buffer's allocation made only in part → its window.
+    block_memory: HashMap<ObjectKey, (u64, u64)>,
     type_flags: Vec<u32>,
     alias_type: Option<u32>,
     atom: u64,
@@ -210,9 +217,18 @@ impl Enforcer {
     pub fn new(plan_path: PathBuf, index: PlanIndex, table: &MemoryTable, atom: u64) -> Enforcer {
         let mut groups = BTreeMap::new();
         let mut staging_memory = HashMap::new();
+        let mut block_memory: HashMap<ObjectKey, Option<(u64, u64)>> = HashMap::new();
         for g in &index.plan.groups {
             if index.role(&g.device.key).is_none() {
                 continue; // left out by PlanIndex (a key in two groups)
+            }
+            if let (Direction::DeviceIntoStaging, Some(dm)) = (g.direction, &g.device_memory) {
+                // Groups that share the allocation must agree on its window, else none is used.
+                let w = (dm.window_lo, dm.window_hi);
+                let e = block_memory.entry(dm.key.clone()).or_insert(Some(w));
+                if *e != Some(w) {
+                    *e = None;
+                }
             }
             let members = g
                 .members
@@ -247,6 +263,10 @@ impl Enforcer {
             plan_path,
             index,
             staging_memory,
+            block_memory: block_memory
+                .into_iter()
+                .filter_map(|(k, w)| Some((k, w?)))
+                .collect(),
             type_flags: table.types.iter().map(|t| t.flags).collect(),
             alias_type,
             atom: atom.max(1),
@@ -674,6 +694,17 @@ impl Enforcer {
             b.bound = Some((target, at));
         }
         inner.mems.entry(target).or_default().guests.insert(buffer);
+        if let Some(b) = inner.mems.get_mut(&memory).and_then(|m| m.block.as_mut()) {
+            // A device buffer of an allocation made in part: its bytes live at `at` of `target`
+            // now, which stays while the allocation lives (a late allocation takes them there).
+            let len = dev
+                .state
+                .buffers
+                .get(&buffer)
+                .map_or(0, |b| b.requirements.size);
+            b.aliased.push((offset, len, target, at));
+            inner.mems.entry(target).or_default().guests.insert(memory);
+        }
         if let Some(rd) = redirect {
             inner.mems.entry(memory).or_default().redirect = Some(rd);
         }
@@ -1182,13 +1213,17 @@ impl Enforcer {
             inner
                 .mems
                 .get(&r.memory.as_raw())
-                .is_some_and(|m| m.redirect.is_some() || m.virt.is_some())
+                .is_some_and(|m| m.redirect.is_some() || m.virt.is_some() || m.block.is_some())
         }) {
             return None;
         }
         let out = ranges
             .iter()
-            .map(|r| {
+            .filter_map(|r| {
+                if let Some(b) = self.block_range(&inner, r) {
+                    // An allocation made in part: the window or the overflow, or nothing.
+                    return b;
+                }
                 let mut n = vk::MappedMemoryRange {
                     memory: r.memory,
                     offset: r.offset,
@@ -1204,7 +1239,7 @@ impl Enforcer {
                         .filter(|_| v.real_mapped || rt.is_some_and(|m| m.redirect.is_none()))
                 }) {
                     n.memory = vk::DeviceMemory::from_raw(real);
-                    return n;
+                    return Some(n);
                 }
                 let rd = rt
                     .and_then(|m| m.redirect)
@@ -1222,7 +1257,7 @@ impl Enforcer {
                         end.min(tsize).saturating_sub(aligned)
                     };
                 }
-                n
+                Some(n)
             })
             .collect();
         Some(out)
@@ -1458,6 +1493,8 @@ impl Enforcer {
         s.allocations_skipped = ld(&c.allocations_skipped);
         s.allocations_made_late = ld(&c.allocations_made_late);
         s.bytes_carried_late = ld(&c.bytes_carried_late);
+        s.allocations_windowed = ld(&c.allocations_windowed);
+        s.maps_refused = ld(&c.maps_refused);
     }
 }
 
@@ -1602,4 +1639,5 @@ fn fp_bind(dev: &DeviceData, buffer: u64, memory: u64, offset: u64) -> vk::Resul
 use ash::vk::Handle;
 
 mod virt;
+mod window;
 pub use virt::{FreeAction, Unmap};

@@ -252,6 +252,10 @@ hook! {
         if let Some(e) = cx.dev.enforce() {
             if count > 0 && !ranges.is_null() {
                 if let Some(t) = e.translate_ranges(cx.dev, std::slice::from_raw_parts(ranges, count as usize)) {
+                    if t.is_empty() {
+                        // Only ranges of an allocation made in part that nothing at the driver holds.
+                        return cx.down(vk::Result::SUCCESS);
+                    }
                     return cx.down((cx.next)(device, t.len() as u32, t.as_ptr()));
                 }
             }
@@ -266,6 +270,10 @@ hook! {
         if let Some(e) = cx.dev.enforce() {
             if count > 0 && !ranges.is_null() {
                 if let Some(t) = e.translate_ranges(cx.dev, std::slice::from_raw_parts(ranges, count as usize)) {
+                    if t.is_empty() {
+                        // Only ranges of an allocation made in part that nothing at the driver holds.
+                        return cx.down(vk::Result::SUCCESS);
+                    }
                     return cx.down((cx.next)(device, t.len() as u32, t.as_ptr()));
                 }
             }

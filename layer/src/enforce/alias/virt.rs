@@ -41,6 +41,23 @@ use echo_analyzer::trace::ObjectKey;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
+/// The application's allocation callbacks, copied (the application's struct may be gone when
+/// echo needs them).
+pub(super) fn callbacks_of(alloc: *const vk::AllocationCallbacks<'_>) -> Option<Callbacks> {
+    // SAFETY: alloc is null or the application's valid callbacks.
+    unsafe { alloc.as_ref() }.map(|a| {
+        Callbacks(vk::AllocationCallbacks {
+            p_user_data: a.p_user_data,
+            pfn_allocation: a.pfn_allocation,
+            pfn_reallocation: a.pfn_reallocation,
+            pfn_free: a.pfn_free,
+            pfn_internal_allocation: a.pfn_internal_allocation,
+            pfn_internal_free: a.pfn_internal_free,
+            _marker: std::marker::PhantomData,
+        })
+    })
+}
+
 /// An allocation echo did not make.
 pub(super) struct Virt {
     /// The plan member (group, member) whose own allocation it is.
@@ -118,12 +135,18 @@ impl Enforcer {
     #[inline]
     pub(super) fn is_virtual(&self, inner: &Inner, memory: u64) -> bool {
         self.any_virtual.load(Ordering::Acquire)
-            && inner.mems.get(&memory).is_some_and(|m| m.virt.is_some())
+            && inner
+                .mems
+                .get(&memory)
+                .is_some_and(|m| m.virt.is_some() || m.block.is_some())
     }
 
     /// The allocation that holds `memory`'s bytes at the driver: itself, or the one echo made
     /// late; `None` for an allocation echo never made.
     pub(super) fn physical(&self, inner: &Inner, memory: u64) -> Option<u64> {
+        if let Some(b) = self.block_physical(inner, memory) {
+            return b;
+        }
         match inner.mems.get(&memory).and_then(|m| m.virt.as_ref()) {
             Some(v) => v.real,
             None => Some(memory),
@@ -143,6 +166,9 @@ impl Enforcer {
         alloc: *const vk::AllocationCallbacks<'_>,
         take_key: &mut dyn FnMut() -> ObjectKey,
     ) -> Result<u64, Option<ObjectKey>> {
+        if self.block_memory.contains_key(key) {
+            return self.skip_block(dev, key, info, chain, callbacks_of(alloc), take_key);
+        }
         let Some(&(g, m)) = self.staging_memory.get(key) else {
             return Err(None);
         };
@@ -173,18 +199,7 @@ impl Enforcer {
         }
         let cell = Box::new(0u64);
         let handle = &*cell as *const u64 as u64;
-        // SAFETY: alloc is null or the application's valid callbacks.
-        let callbacks = unsafe { alloc.as_ref() }.map(|a| {
-            Callbacks(vk::AllocationCallbacks {
-                p_user_data: a.p_user_data,
-                pfn_allocation: a.pfn_allocation,
-                pfn_reallocation: a.pfn_reallocation,
-                pfn_free: a.pfn_free,
-                pfn_internal_allocation: a.pfn_internal_allocation,
-                pfn_internal_free: a.pfn_internal_free,
-                _marker: std::marker::PhantomData,
-            })
-        });
+        let callbacks = callbacks_of(alloc);
         let rt = inner.mems.entry(handle).or_default();
         rt.owner = Some((g, m));
         rt.virt = Some(Virt {
@@ -332,6 +347,9 @@ impl Enforcer {
             return None;
         }
         let inner = self.lock();
+        if let Some(b) = self.block_physical(&inner, memory) {
+            return Some(b);
+        }
         inner
             .mems
             .get(&memory)
@@ -352,6 +370,9 @@ impl Enforcer {
     ) -> vk::Result {
         if !self.is_virtual(inner, memory) {
             return plain_bind(dev, buffer, memory, offset, down);
+        }
+        if self.is_block(inner, memory) {
+            return self.bind_block(dev, inner, buffer, memory, offset, down);
         }
         let real = match self.driver_memory(
             dev,
@@ -383,6 +404,9 @@ impl Enforcer {
         memory: u64,
         why: &str,
     ) -> Result<u64, vk::Result> {
+        if self.is_block(inner, memory) {
+            return self.materialize_block(dev, inner, memory, why);
+        }
         let shared = inner
             .mems
             .get(&memory)
@@ -398,49 +422,27 @@ impl Enforcer {
             .get(&v.member.0)
             .and_then(|g| g.members.get(v.member.1))
             .is_some_and(|m| m.buffer.is_some());
-        let dedicated = v
-            .dedicated
-            .filter(|b| dev.state.buffers.contains_key(b))
-            .map(|b| vk::MemoryDedicatedAllocateInfo {
-                buffer: vk::Buffer::from_raw(b),
-                ..Default::default()
-            });
-        let priority = v.priority.map(|p| vk::MemoryPriorityAllocateInfoEXT {
-            priority: f32::from_bits(p),
-            ..Default::default()
-        });
-        let mut info = vk::MemoryAllocateInfo {
-            allocation_size: v.size,
-            memory_type_index: v.type_index,
-            ..Default::default()
-        };
-        let mut next: *const c_void = std::ptr::null();
-        let mut d2 = dedicated;
-        let mut p2 = priority;
-        if let Some(p) = p2.as_mut() {
-            p.p_next = next;
-            next = p as *const _ as *const c_void;
-        }
-        if let Some(d) = d2.as_mut() {
-            d.p_next = next;
-            next = d as *const _ as *const c_void;
-        }
-        info.p_next = next;
         let cb = v
             .callbacks
             .as_ref()
             .map_or(std::ptr::null(), |c| &c.0 as *const _);
-        let mut real = vk::DeviceMemory::null();
-        // SAFETY: a valid allocate info (the application's own request, rebuilt); out is valid.
-        let r = unsafe { (dev.fp.allocate_memory)(dev.handle, &info, cb, &mut real) };
-        if r != vk::Result::SUCCESS {
-            log::warn!(
-                "enforce: the allocation echo did not make ({} bytes) is needed after all ({why}), but the driver refused it ({r:?}); the call fails with that error",
-                v.size
-            );
-            return Err(r);
-        }
-        let real = real.as_raw();
+        let real = match super::window::allocate_like(
+            dev,
+            v.type_index,
+            v.size,
+            v.dedicated.filter(|b| dev.state.buffers.contains_key(b)),
+            v.priority,
+            v.callbacks.as_ref(),
+        ) {
+            Ok(r) => r,
+            Err(r) => {
+                log::warn!(
+                    "enforce: the allocation echo did not make ({} bytes) is needed after all ({why}), but the driver refused it ({r:?}); the call fails with that error",
+                    v.size
+                );
+                return Err(r);
+            }
+        };
         let (size, home, coherent_dst) = (v.size, v.home(), self.type_coherent(v.type_index));
         let mut carried = 0u64;
         if shared && !self.skip_carry {
@@ -549,6 +551,9 @@ impl Enforcer {
         data: *mut *mut c_void,
         down: &mut dyn FnMut(u64) -> vk::Result,
     ) -> vk::Result {
+        if self.is_block(inner, memory) {
+            return self.map_block(dev, inner, memory, offset, len, data, down);
+        }
         let Some((lo, hi)) = inner
             .mems
             .get(&memory)
@@ -610,6 +615,11 @@ impl Enforcer {
         if self.leak_handle {
             return Unmap::Down(memory);
         }
+        if self.is_block(inner, memory) {
+            return self
+                .unmap_block(inner, memory)
+                .map_or(Unmap::Served, Unmap::Down);
+        }
         let Some(m) = inner.mems.get_mut(&memory) else {
             return Unmap::Served;
         };
@@ -628,10 +638,16 @@ impl Enforcer {
     /// only for it, that free is due now.
     pub(super) fn free_virtual(
         &self,
-        _dev: &DeviceData,
+        dev: &DeviceData,
         inner: &mut Inner,
         memory: u64,
     ) -> FreeAction {
+        if self.is_block(inner, memory) {
+            return match self.free_block(dev, inner, memory) {
+                Some(memory) => FreeAction::Down { memory, then: None },
+                None => FreeAction::Skip { then: None },
+            };
+        }
         let Some(rt) = inner.mems.remove(&memory) else {
             return FreeAction::Skip { then: None };
         };
