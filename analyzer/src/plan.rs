@@ -50,8 +50,8 @@ pub struct Member {
     /// Copies between this member and the device buffer seen in the trace, and bytes they moved.
     pub copies: u64,
     pub bytes: u64,
-    /// One upload, then the staging buffer is freed (weights): the direction keeps the long-lived
-    /// allocation.
+    /// One upload or download, then the staging buffer is freed (weights, a result read back
+    /// once): the direction keeps the long-lived allocation.
     #[serde(default)]
     pub one_time: bool,
     /// Key of the staging buffer's own allocation (the only buffer bound to it in the trace) and
