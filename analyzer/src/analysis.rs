@@ -1023,5 +1023,6 @@ fn make_group(
         copies_total,
         bytes_total,
         memory_saved,
+        device_mapped: m.host_mapped(d),
     }
 }

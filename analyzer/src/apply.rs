@@ -346,6 +346,7 @@ mod tests {
             copies_total: 4,
             bytes_total: 4 << 20,
             memory_saved: 0,
+            device_mapped: false,
         }
     }
 

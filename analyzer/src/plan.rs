@@ -105,6 +105,12 @@ pub struct Group {
     pub bytes_total: u64,
     /// Bytes of buffer memory enforce does not need (the partner's range is shared).
     pub memory_saved: u64,
+    /// The device buffer lives in memory the host maps (an allocator's mapped block, issue 12):
+    /// the trace showed the host never touch it (watched since its bind) and no GPU command read
+    /// what it held before its bind, so enforce may bind it elsewhere although its own
+    /// allocation is mapped. `false` in older plans: such a device buffer is then not moved.
+    #[serde(default)]
+    pub device_mapped: bool,
 }
 
 /// The condition that refused a candidate.

@@ -305,6 +305,7 @@ fn forced(plan: &Plan, trace: &Trace) -> Plan {
             copies_total: r.copies,
             bytes_total: r.bytes,
             memory_saved: 0,
+            device_mapped: false,
         });
     }
     p.rejected.clear();
