@@ -19,7 +19,11 @@
 //! - `c_no_cleanup`: no `vkDestroy*` at all, yet the trace is complete, auto leaves a plan and
 //!   statistics, and applies the plan on the second run;
 //! - `c_api10`: an apiVersion 1.0 instance; echo adds no validation message in any mode;
-//! - `c_validation`: the program enables the validation layer itself.
+//! - `c_validation`: the program enables the validation layer itself;
+//! - `c_suballoc loop|race` (issue 12): one mapped block holds staging and device buffers; roles
+//!   come from the host's accesses, both pairs apply by binding each device buffer into its
+//!   staging sub-range; the race twin's upload pair is refused for S2, and forcing it corrupts
+//!   the output.
 //!
 //! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
 //! `echo_tests::world::artifact`).
@@ -59,6 +63,8 @@ const TWO_SEQ: Prog = prog("c_two_devices", &["seq"]);
 const TWO_CONCURRENT: Prog = prog("c_two_devices", &["concurrent"]);
 const NO_CLEANUP: Prog = prog("c_no_cleanup", &[]);
 const API10: Prog = prog("c_api10", &[]);
+const SUBALLOC: Prog = prog("c_suballoc", &["loop", "3"]);
+const SUBALLOC_RACE: Prog = prog("c_suballoc", &["race", "3"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -685,4 +691,104 @@ fn validation_messages_are_heard() {
             out.stderr
         );
     }
+}
+
+// ------------------------------------------------------------------ (issue 12) c_suballoc
+
+/// Every record of event `ev` in a trace.
+fn records<'a>(trace: &'a [Value], ev: &str) -> Vec<&'a Value> {
+    trace.iter().filter(|r| event(r) == ev).collect()
+}
+
+/// One mapped block, both roles inside it: the profile watches all four buffers from their bind,
+/// the plan pairs upload and readback by behaviour (the device buffers live in mapped memory
+/// too), enforce binds each device buffer into its staging sub-range of the same block and drops
+/// every copy, with the output unchanged.
+#[test]
+fn suballoc_pairs_apply_in_one_mapped_block() {
+    let f = flow(SUBALLOC);
+    let label = f.case.label(Some("profile"));
+    assert_eq!(
+        records(&f.trace, "memory_alloc").len(),
+        1,
+        "{label}: one allocation for all four buffers"
+    );
+    assert_eq!(
+        records(&f.trace, "watched").len(),
+        4,
+        "{label}: every buffer of the mapped block is watched from its bind"
+    );
+    let groups = f.plan["groups"].as_array().cloned().unwrap_or_default();
+    assert_eq!(groups.len(), 2, "{label}: plan {:#}", f.plan);
+    for g in &groups {
+        assert_eq!(g["direction"], "device_into_staging", "{g:#}");
+        assert_eq!(g["device_mapped"], true, "{g:#}");
+    }
+    let label = f.case.label(Some("enforce"));
+    all_applied(&label, &f.enforce.stats);
+    assert_eq!(sum(&f.enforce.stats, "binds_redirected"), 2, "{label}");
+    // 3 iterations, an upload and a readback of 4 MiB each.
+    assert_eq!(
+        sum(&f.enforce.stats, "bytes_elided"),
+        6 * 4 << 20,
+        "{label}: {:?}",
+        f.enforce.stats
+    );
+    all_applied(&f.case.label(Some("auto (run 2)")), &f.auto[1].stats);
+}
+
+/// The negative twin: the host writes the upload staging range while the GPU still reads the
+/// device side (legal as written: the GPU does not read the staging buffer then). The upload
+/// pair is refused for S2, the readback pair still applies; and the refusal matters: the first
+/// program's plan, forced onto this one, changes its output.
+#[test]
+fn suballoc_race_is_refused_for_s2() {
+    let f = flow(SUBALLOC_RACE);
+    let label = f.case.label(Some("profile"));
+    let rejected = f.plan["rejected"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rejected.len() == 1 && rejected[0]["condition"] == "S2",
+        "{label}: want the upload pair refused for S2: {:#}",
+        f.plan
+    );
+    assert_eq!(rejected[0]["staging"]["usage"], 0x1, "{:#}", rejected[0]);
+    assert_eq!(f.plan["groups"].as_array().map_or(0, Vec::len), 1);
+    all_applied(&f.case.label(Some("enforce")), &f.enforce.stats);
+
+    // Force the refused pair: the loop program's plan (both pairs), under this run's context.
+    let ok = Case::new(SUBALLOC, "forced");
+    let s = |p: &Path| p.display().to_string();
+    let trace = ok.path("trace.jsonl");
+    ok.run(Some("profile"), false, &[("VK_ECHO_TRACE", s(&trace))]);
+    let mut forced = ok.analyze(&trace, &ok.path("plan.json"));
+    forced["context"] = f.plan["context"].clone();
+    let forced_file = ok.path("forced.json");
+    std::fs::write(&forced_file, forced.to_string()).unwrap();
+    let mut differs = false;
+    for _ in 0..3 {
+        let out = f
+            .case
+            .run(Some("enforce"), false, &[("VK_ECHO_PLAN", s(&forced_file))]);
+        differs |= out.stdout != f.baseline;
+    }
+    assert!(
+        differs,
+        "{}: enforcing the refused pair did not change the output in 3 runs, so this twin does \
+         not show that the refusal matters",
+        f.case.label(Some("enforce, forced plan"))
+    );
+}
+
+#[test]
+fn suballoc_validation() {
+    validation_check(SUBALLOC, false);
+    // And clean: validation alone reports nothing for this program.
+    let case = Case::new(SUBALLOC, "clean");
+    let alone = case.run(None, true, &[]);
+    assert_eq!(
+        validation_ids(&SUBALLOC, &alone),
+        Vec::<String>::new(),
+        "{}",
+        alone.stderr
+    );
 }
