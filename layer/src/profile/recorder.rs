@@ -1444,10 +1444,11 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} candidate buffers, {} faults ({} collateral, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} buffers touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
+                s.shared_page,
                 s.chained,
                 s.dropped,
                 s.by_context,
