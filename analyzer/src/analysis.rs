@@ -652,10 +652,28 @@ fn summarize(
                 "neither side is ever mapped: GPU-to-GPU copies, with no staging buffer to share memory with".into(),
                 "none: these are not staging traffic".into(),
             ),
-            "host_both" => (
-                "both sides are mapped and the host touches both, so neither is only the partner the GPU uses".into(),
-                "a code change in which the host reads and writes only one side of each copy".into(),
-            ),
+            "host_both" => {
+                let shared = skipped
+                    .iter()
+                    .filter(|k| k.reason == pairing::Skip::HostBoth)
+                    .filter(|k| m.host_shared_page(k.src) || m.host_shared_page(k.dst))
+                    .count();
+                (
+                    format!(
+                        "both sides are mapped and the host touches both, so neither is only the partner the GPU uses{}",
+                        if shared > 0 {
+                            format!("; for {shared} of these copy directions a side was only touched through a page it shares with other watched memory (a `readwrite` host record: sub-allocations closer than a page; the access that opened the page hid the rest of it, so it counts as touched)")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    if shared > 0 {
+                        "a code change in which the host reads and writes only one side of each copy, and sub-allocations with different roles do not share a page (align them to the page size)".into()
+                    } else {
+                        "a code change in which the host reads and writes only one side of each copy".into()
+                    },
+                )
+            }
             "host_neither" => (
                 "both sides are mapped and the trace shows no host access to either: no staging behaviour was seen".into(),
                 "none if these are GPU-side copies; if the host writes one side, profile a run in which it does (the first writes before a buffer is bound and mapped are not seen)".into(),

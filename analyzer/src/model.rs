@@ -222,6 +222,15 @@ impl Model {
         (r, w)
     }
 
+    /// Whether the trace holds a `readwrite` host access for `b`: the layer's record that a
+    /// fault opened a page `b` shares with other watched memory (sub-allocations closer than a
+    /// page), so `b`'s accesses there went unseen and count as both.
+    pub fn host_shared_page(&self, b: BufId) -> bool {
+        self.timeline.iter().any(|(_, step)| {
+            matches!(step, Step::Host { buffer, access } if *buffer == b && *access == Access::ReadWrite)
+        })
+    }
+
     /// Buffers touched by a submission, with the union of ranges touched per buffer.
     pub fn touched_by(&self, s: SubId) -> HashMap<BufId, Vec<(u64, u64)>> {
         let mut m: HashMap<BufId, Vec<(u64, u64)>> = HashMap::new();

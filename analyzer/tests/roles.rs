@@ -400,3 +400,30 @@ fn a_mapped_partner_read_before_the_gpu_writes_it_is_s1() {
     assert_eq!(c, Condition::S1, "{msg}");
     assert!(msg.contains("before its bind"), "{msg}");
 }
+
+#[test]
+fn a_partner_on_a_page_the_host_opened_is_touched_and_explained() {
+    // Sub-allocations closer than a page: the host's write to the staging buffer opened a page
+    // the partner shares; the layer records the partner as read and written (`readwrite`).
+    let mut t = T::new();
+    let pool = t.pool(8 * MIB);
+    let h = t.sub_watched(pool, 0, MIB, SRC | DST);
+    let d = t.sub_watched(pool, MIB + 256, MIB, STORAGE | SRC | DST);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.push(Event::HostAccess {
+            buffer: d.buf,
+            access: echo_analyzer::trace::Access::ReadWrite,
+        });
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::Read(d.buf)]);
+    }
+    let a = t.analyze();
+    assert!(a.candidates.is_empty());
+    let r = reason(&a, "host_both");
+    assert!(
+        r.explanation.contains("shares with other watched memory"),
+        "{}",
+        r.explanation
+    );
+    assert!(r.remedy.contains("page size"), "{}", r.remedy);
+}
