@@ -609,6 +609,7 @@ fn summarize(
         }
     }
     let mut unobserved: BTreeSet<BufId> = BTreeSet::new();
+    let mut small_largest = 0u64;
     // Both ways between two buffers are one pair.
     let mut pairs_seen: BTreeSet<(&'static str, BufId, BufId)> = BTreeSet::new();
     for k in skipped {
@@ -616,6 +617,11 @@ fn summarize(
             pairing::Skip::GpuOnly => "gpu_only",
             pairing::Skip::HostBoth => "host_both",
             pairing::Skip::HostNeither => "host_neither",
+            // Too small to be armed, and below the thresholds anyway: say that first.
+            pairing::Skip::NoEvidence(_) if k.largest < t.min_bytes => {
+                small_largest = small_largest.max(k.largest);
+                "small_unwatched"
+            }
             pairing::Skip::NoEvidence(b) => {
                 unobserved.insert(b);
                 "no_evidence"
@@ -636,7 +642,7 @@ fn summarize(
             "one_time" => (
                 "single transfers (one upload or download, then the staging buffer is destroyed) through a staging buffer that is sub-allocated or exchanges data with other buffers, so it cannot be bound into the device buffer's memory".into(),
                 format!(
-                    "give each such staging buffer its own allocation (code change); or min_copies=1, which binds the device buffer into the staging range instead and keeps that allocation alive (min_copies is {} now)",
+                    "give each such staging buffer its own allocation (code change); or min_copies=1, which tries the device buffer bound into the staging range instead (then the staging range must stay valid while the device buffer is used, S4, and its allocation stays alive) (min_copies is {} now)",
                     t.min_copies
                 ),
             ),
@@ -662,7 +668,7 @@ fn summarize(
                     format!(
                         "both sides are mapped and the host touches both, so neither is only the partner the GPU uses{}",
                         if shared > 0 {
-                            format!("; for {shared} of these copy directions a side was only touched through a page it shares with other watched memory (a `readwrite` host record: sub-allocations closer than a page; the access that opened the page hid the rest of it, so it counts as touched)")
+                            format!("; for {shared} of these copy directions a side was touched through a page it shares with other watched memory (a `readwrite` host record: sub-allocations closer than a page; an access that opened the page left the rest of it unseen, so it counts as touched)")
                         } else {
                             String::new()
                         }
@@ -696,6 +702,16 @@ fn summarize(
                     ),
                 )
             }
+            "small_unwatched" => (
+                format!(
+                    "copies smaller than min_bytes={} (the largest {}) between mapped buffers whose host accesses were not watched (too small to be armed while profiling): below the thresholds, and which side is the staging buffer is not known",
+                    t.min_bytes,
+                    human_bytes(small_largest)
+                ),
+                format!(
+                    "min_bytes at most {small_largest} when profiling and analyzing, if copies that small are worth sharing memory for"
+                ),
+            ),
             "same_buffer" => (
                 "copies from a buffer into itself".into(),
                 "none: there is no second buffer to share memory with".into(),

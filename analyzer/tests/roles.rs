@@ -427,3 +427,19 @@ fn a_partner_on_a_page_the_host_opened_is_touched_and_explained() {
     );
     assert!(r.remedy.contains("page size"), "{}", r.remedy);
 }
+
+#[test]
+fn small_unwatched_copies_name_min_bytes() {
+    let mut t = T::new();
+    let pool = t.pool(MIB);
+    let a = t.sub_staging(pool, 0, 4096);
+    let b = t.sub_staging(pool, 65536, 4096);
+    for _ in 0..2 {
+        t.run(&[Cmd::Copy(a.buf, b.buf, 16)]);
+    }
+    let an = t.analyze();
+    let r = reason(&an, "small_unwatched");
+    assert_eq!(r.copies, 2);
+    assert!(r.remedy.contains("min_bytes at most 16"), "{}", r.remedy);
+    assert!(an.copies.reasons.iter().all(|x| x.reason != "no_evidence"));
+}

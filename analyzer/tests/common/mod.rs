@@ -390,6 +390,15 @@ impl T {
         // Every plan the analyzer writes must read back.
         let again = echo_analyzer::plan::parse_plan(&a.plan.to_json()).expect("plan parses");
         assert_eq!(again, a.plan);
+        // Every copy is accounted for: in an accepted pair, or under exactly one reason.
+        let c = &a.copies;
+        let explained: u64 = c
+            .reasons
+            .iter()
+            .filter(|r| r.reason != "unknown_buffer")
+            .map(|r| r.copies)
+            .sum();
+        assert_eq!(c.accepted_copies + explained, c.copies, "{c:#?}");
         a
     }
 }
