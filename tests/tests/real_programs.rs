@@ -23,7 +23,9 @@
 //! - `c_suballoc loop|race` (issue 12): one mapped block holds staging and device buffers; roles
 //!   come from the host's accesses, both pairs apply by binding each device buffer into its
 //!   staging sub-range; the race twin's upload pair is refused for S2, and forcing it corrupts
-//!   the output.
+//!   the output;
+//! - `echo-gpu-allocator loop|race` (issue 12): the same workload in Rust, ash + gpu-allocator
+//!   (tests/src/bin), with the same checks.
 //!
 //! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
 //! `echo_tests::world::artifact`).
@@ -65,6 +67,9 @@ const NO_CLEANUP: Prog = prog("c_no_cleanup", &[]);
 const API10: Prog = prog("c_api10", &[]);
 const SUBALLOC: Prog = prog("c_suballoc", &["loop", "3"]);
 const SUBALLOC_RACE: Prog = prog("c_suballoc", &["race", "3"]);
+/// The same workload in Rust with ash + gpu-allocator (tests/src/bin/echo-gpu-allocator.rs).
+const GPU_ALLOCATOR: Prog = prog("echo-gpu-allocator", &["loop", "3"]);
+const GPU_ALLOCATOR_RACE: Prog = prog("echo-gpu-allocator", &["race", "3"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -206,7 +211,10 @@ fn out_dir() -> &'static Path {
 }
 
 fn program(name: &str) -> PathBuf {
-    out_dir().join(name)
+    match name {
+        "echo-gpu-allocator" => PathBuf::from(env!("CARGO_BIN_EXE_echo-gpu-allocator")),
+        _ => out_dir().join(name),
+    }
 }
 
 fn spv() -> PathBuf {
@@ -706,13 +714,24 @@ fn records<'a>(trace: &'a [Value], ev: &str) -> Vec<&'a Value> {
 /// every copy, with the output unchanged.
 #[test]
 fn suballoc_pairs_apply_in_one_mapped_block() {
-    let f = flow(SUBALLOC);
-    let label = f.case.label(Some("profile"));
+    let f = pairs_apply_in_mapped_blocks(SUBALLOC);
     assert_eq!(
         records(&f.trace, "memory_alloc").len(),
         1,
-        "{label}: one allocation for all four buffers"
+        "{}: one allocation for all four buffers",
+        f.case.label(Some("profile"))
     );
+}
+
+/// gpu-allocator: every buffer sub-allocated from mapped blocks, staging and device alike.
+#[test]
+fn gpu_allocator_pairs_apply_in_mapped_blocks() {
+    pairs_apply_in_mapped_blocks(GPU_ALLOCATOR);
+}
+
+fn pairs_apply_in_mapped_blocks(prog: Prog) -> Flow {
+    let f = flow(prog);
+    let label = f.case.label(Some("profile"));
     assert_eq!(
         records(&f.trace, "watched").len(),
         4,
@@ -735,6 +754,7 @@ fn suballoc_pairs_apply_in_one_mapped_block() {
         f.enforce.stats
     );
     all_applied(&f.case.label(Some("auto (run 2)")), &f.auto[1].stats);
+    f
 }
 
 /// The negative twin: the host writes the upload staging range while the GPU still reads the
@@ -743,7 +763,16 @@ fn suballoc_pairs_apply_in_one_mapped_block() {
 /// program's plan, forced onto this one, changes its output.
 #[test]
 fn suballoc_race_is_refused_for_s2() {
-    let f = flow(SUBALLOC_RACE);
+    race_is_refused_for_s2(SUBALLOC, SUBALLOC_RACE);
+}
+
+#[test]
+fn gpu_allocator_race_is_refused_for_s2() {
+    race_is_refused_for_s2(GPU_ALLOCATOR, GPU_ALLOCATOR_RACE);
+}
+
+fn race_is_refused_for_s2(good: Prog, racy: Prog) {
+    let f = flow(racy);
     let label = f.case.label(Some("profile"));
     let rejected = f.plan["rejected"].as_array().cloned().unwrap_or_default();
     assert!(
@@ -756,7 +785,7 @@ fn suballoc_race_is_refused_for_s2() {
     all_applied(&f.case.label(Some("enforce")), &f.enforce.stats);
 
     // Force the refused pair: the loop program's plan (both pairs), under this run's context.
-    let ok = Case::new(SUBALLOC, "forced");
+    let ok = Case::new(good, "forced");
     let s = |p: &Path| p.display().to_string();
     let trace = ok.path("trace.jsonl");
     ok.run(Some("profile"), false, &[("VK_ECHO_TRACE", s(&trace))]);
@@ -781,12 +810,21 @@ fn suballoc_race_is_refused_for_s2() {
 
 #[test]
 fn suballoc_validation() {
-    validation_check(SUBALLOC, false);
+    clean_under_validation(SUBALLOC);
+}
+
+#[test]
+fn gpu_allocator_validation() {
+    clean_under_validation(GPU_ALLOCATOR);
+}
+
+fn clean_under_validation(prog: Prog) {
+    validation_check(prog, false);
     // And clean: validation alone reports nothing for this program.
-    let case = Case::new(SUBALLOC, "clean");
+    let case = Case::new(prog, "clean");
     let alone = case.run(None, true, &[]);
     assert_eq!(
-        validation_ids(&SUBALLOC, &alone),
+        validation_ids(&prog, &alone),
         Vec::<String>::new(),
         "{}",
         alone.stderr
