@@ -1,4 +1,4 @@
-/* (issue 12) c_suballoc loop|race ITERS [SPV]: a block allocator's pattern. ONE host-visible
+/* (issue 12) c_suballoc loop|race|zero ITERS [SPV]: a block allocator's pattern. ONE host-visible
  * allocation, mapped once and kept mapped (as VMA, gpu-allocator and wgpu do on a device whose
  * every memory type is host-visible), holds both roles: an upload staging buffer `h`, the device
  * buffers `d` (input) and `o` (output), and a readback staging buffer `r`, each in its own
@@ -8,7 +8,10 @@
  * `race` (the negative twin) writes the next input into h while the second submission, which
  * reads d but not h, is still in flight: legal and deterministic as written (the GPU never reads
  * h then), but with h and d sharing memory the GPU would read the new input. The analyzer must
- * refuse that pair for S2. */
+ * refuse that pair for S2.
+ *
+ * `zero` is the zero-copy twin (the bound for what echo can recover): the dispatch reads h and
+ * writes r directly, no copies; same output. */
 #include "common.h"
 
 enum { H, D, O, R, NBUF };
@@ -52,11 +55,13 @@ static void begin(VkCommandBuffer cmd)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || (strcmp(argv[1], "loop") != 0 && strcmp(argv[1], "race") != 0)) {
-        fprintf(stderr, "usage: c_suballoc loop|race ITERS [SPV]\n");
+    if (argc < 3 || (strcmp(argv[1], "loop") != 0 && strcmp(argv[1], "race") != 0 &&
+                     strcmp(argv[1], "zero") != 0)) {
+        fprintf(stderr, "usage: c_suballoc loop|race|zero ITERS [SPV]\n");
         return 1;
     }
     const int race = strcmp(argv[1], "race") == 0;
+    const int zero = strcmp(argv[1], "zero") == 0;
     const uint32_t iters = parse_iters(argv[2]);
     const char *spv = spv_path(argc, argv, 3);
     const VkDeviceSize size = 4 * MIB;
@@ -68,7 +73,8 @@ int main(int argc, char **argv)
     const VkBufferUsageFlags src = VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
     const VkBufferUsageFlags dst = VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     const VkBufferUsageFlags ssbo = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
-    const VkBufferUsageFlags usage[NBUF] = {src, dst | ssbo, src | ssbo, dst};
+    /* h and r are storage buffers too: the zero-copy twin's shader uses them. */
+    const VkBufferUsageFlags usage[NBUF] = {src | ssbo, dst | ssbo, src | ssbo, dst | ssbo};
     struct block b;
     memset(&b, 0, sizeof b);
     uint32_t bits = ~0u;
@@ -103,7 +109,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < NBUF; i++)
         CHECK(vkBindBufferMemory(g.dev, b.buf[i], b.mem, b.off[i]));
 
-    struct buffer d = {b.buf[D], b.mem, size}, o = {b.buf[O], b.mem, size};
+    struct buffer d = {b.buf[zero ? H : D], b.mem, size}, o = {b.buf[zero ? R : O], b.mem, size};
     struct pipeline pl = pipeline_create(&g, spv, &d, &o);
     VkCommandPoolCreateInfo cpci = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -130,6 +136,22 @@ int main(int argc, char **argv)
     uint64_t checksum = FNV_OFFSET;
     write_input(b.map + b.off[H], size, 1);
     for (uint32_t it = 0; it < iters; it++) {
+        if (zero) {
+            /* The zero-copy twin: one submission, the shader reads h and writes r. */
+            begin(cmd[1]);
+            vkCmdBindPipeline(cmd[1], VK_PIPELINE_BIND_POINT_COMPUTE, pl.pipe);
+            vkCmdBindDescriptorSets(cmd[1], VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout, 0, 1,
+                                    &pl.set, 0, NULL);
+            vkCmdPushConstants(cmd[1], pl.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &it);
+            vkCmdDispatch(cmd[1], (uint32_t)(size / 4 / 64), 1, 1);
+            buffer_barrier(cmd[1], b.buf[R], VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT,
+                           cs, VK_PIPELINE_STAGE_HOST_BIT);
+            CHECK(vkEndCommandBuffer(cmd[1]));
+            submit_wait(&g, cmd[1], fence, 1);
+            write_input(b.map + b.off[H], size, it + 2);
+            checksum = fnv1a(checksum, b.map + b.off[R], (size_t)size);
+            continue;
+        }
         /* Upload: h -> d (after the previous dispatch's reads of d). */
         begin(cmd[0]);
         buffer_barrier(cmd[0], b.buf[D], VK_ACCESS_SHADER_READ_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
