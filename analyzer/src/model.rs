@@ -274,6 +274,14 @@ impl Model {
         // layer below) that commands use: handle → (first event, uses, commands). Explained
         // once each at the end, not warned per command.
         let mut unknown: BTreeMap<u64, (u64, u64, BTreeSet<String>)> = BTreeMap::new();
+        let note = |unknown: &mut BTreeMap<u64, (u64, u64, BTreeSet<String>)>,
+                    b: u64,
+                    seq: u64,
+                    what: &str| {
+            let e = unknown.entry(b).or_insert((seq, 0, BTreeSet::new()));
+            e.1 += 1;
+            e.2.insert(what.to_string());
+        };
 
         for rec in &trace.records {
             let seq = rec.seq;
@@ -328,7 +336,7 @@ impl Model {
                 }
                 Event::BufferDestroy { buffer } => match buf_of.remove(buffer) {
                     Some(b) => m.buffers[b].destroyed = Some(seq),
-                    None => m.warn(format!("event {seq}: destroy of unknown buffer {buffer:#x}")),
+                    None => note(&mut unknown, *buffer, seq, "vkDestroyBuffer"),
                 },
                 Event::MemoryAlloc {
                     memory,
@@ -567,17 +575,17 @@ impl Model {
                             m.buffers[b].address_taken = Some(seq);
                         }
                     }
-                    None => m.warn(format!("event {seq}: device address of unknown buffer {buffer:#x}")),
+                    None => note(&mut unknown, *buffer, seq, "vkGetBufferDeviceAddress"),
                 },
                 Event::Watched { buffer } => match buf_of.get(buffer) {
                     Some(&b) => {
                         m.watched.entry(b).or_insert(seq);
                     }
-                    None => m.warn(format!("event {seq}: watch of unknown buffer {buffer:#x}")),
+                    None => note(&mut unknown, *buffer, seq, "the profiler's watch"),
                 },
                 Event::HostAccess { buffer, access } => match buf_of.get(buffer) {
                     Some(&b) => m.timeline.push((seq, Step::Host { buffer: b, access: *access })),
-                    None => m.warn(format!("event {seq}: host access to unknown buffer {buffer:#x}")),
+                    None => note(&mut unknown, *buffer, seq, "host access"),
                 },
             }
         }

@@ -385,6 +385,18 @@ fn a_buffer_the_trace_does_not_know_is_explained_once() {
     assert_eq!((r.copies, r.bytes), (5, 5 * MIB));
     let text = report::table(&a, "t");
     assert_eq!(text.matches("0xdead0000").count(), 1, "{text}");
+    // Its host accesses, device address and destruction join the same one explanation.
+    let mut t = T::new();
+    for _ in 0..3 {
+        t.run(&[Cmd::Read(ghost)]);
+        t.host_write(ghost);
+    }
+    t.address(ghost);
+    t.destroy(ghost);
+    let a = t.analyze();
+    assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
+    assert!(a.warnings[0].contains("8 uses"), "{}", a.warnings[0]);
+    assert!(a.warnings[0].contains("host access"), "{}", a.warnings[0]);
 }
 
 #[test]
