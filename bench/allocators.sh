@@ -4,8 +4,8 @@
 # profile run, and (c_suballoc) its zero-copy twin; time per iteration from the difference of a
 # long and a short run (start-up cancels), fastest of ROUNDS interleaved rounds (noise on a busy
 # machine only adds time), checksums compared. Usage: bench/allocators.sh [ROUNDS] [SHORT] [LONG]
-# after `cargo build -p vk-layer-echo -p echo-analyzer -p echo-tests` (C programs from the
-# tests' build dir).
+# after `cargo build -p vk-layer-echo -p echo-analyzer -p echo-gpu-allocator` and
+# `cargo test -p echo-tests --no-run` (the C programs come from the tests' build dir).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-5} short=${2:-10} long=${3:-60}
@@ -68,4 +68,4 @@ name=""
 echo "| program | groups applied | bytes elided per iteration | ms/iter no layer | ms/iter echo | ms/iter zero-copy twin | speedup | zero-copy bound | identical |"
 echo "|---|---|---|---|---|---|---|---|---|"
 row c_suballoc "$c" loop ITERS "$spv"
-row echo-gpu-allocator "$ga" loop ITERS
+row echo-gpu-allocator "$ga" loop ITERS "$spv"

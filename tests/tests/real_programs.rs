@@ -25,7 +25,7 @@
 //!   staging sub-range; the race twin's upload pair is refused for S2, and forcing it corrupts
 //!   the output;
 //! - `echo-gpu-allocator loop|race` (issue 12): the same workload in Rust, ash + gpu-allocator
-//!   (tests/src/bin), with the same checks.
+//!   (tests/gpu-allocator-app, built by `cargo build --workspace`), with the same checks.
 //!
 //! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
 //! `echo_tests::world::artifact`).
@@ -67,7 +67,7 @@ const NO_CLEANUP: Prog = prog("c_no_cleanup", &[]);
 const API10: Prog = prog("c_api10", &[]);
 const SUBALLOC: Prog = prog("c_suballoc", &["loop", "3"]);
 const SUBALLOC_RACE: Prog = prog("c_suballoc", &["race", "3"]);
-/// The same workload in Rust with ash + gpu-allocator (tests/src/bin/echo-gpu-allocator.rs).
+/// The same workload in Rust with ash + gpu-allocator (tests/gpu-allocator-app).
 const GPU_ALLOCATOR: Prog = prog("echo-gpu-allocator", &["loop", "3"]);
 const GPU_ALLOCATOR_RACE: Prog = prog("echo-gpu-allocator", &["race", "3"]);
 const VALIDATION: Prog = Prog {
@@ -212,7 +212,9 @@ fn out_dir() -> &'static Path {
 
 fn program(name: &str) -> PathBuf {
     match name {
-        "echo-gpu-allocator" => PathBuf::from(env!("CARGO_BIN_EXE_echo-gpu-allocator")),
+        // A workspace member outside default-members (as tests/wgpu-app): `cargo build
+        // --workspace` or `-p echo-gpu-allocator` builds it.
+        "echo-gpu-allocator" => artifact("echo-gpu-allocator"),
         _ => out_dir().join(name),
     }
 }

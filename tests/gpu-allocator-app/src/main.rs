@@ -1,11 +1,12 @@
-//! echo-gpu-allocator loop|race ITERS (issue 12): the c_suballoc workload written the way an ash
+//! echo-gpu-allocator loop|race ITERS [SPV] (issue 12): the c_suballoc workload written the way an ash
 //! program using the `gpu-allocator` crate writes it. gpu-allocator sub-allocates every buffer
 //! from large blocks and maps every host-visible block; on lavapipe (one memory type,
 //! DEVICE_LOCAL|HOST_VISIBLE) the staging buffers (`CpuToGpu`, `GpuToCpu`) and the device
 //! buffers (`GpuOnly`) all land in one mapped block. Each iteration: copy h -> d (submit, wait),
 //! dispatch d -> o and copy o -> r (submit, wait), fold r into the checksum, write the next input
 //! into h. `race`: the next input is written while the second submission (which reads d, not h)
-//! is in flight — legal as written, wrong once h and d share memory (S2).
+//! is in flight — legal as written, wrong once h and d share memory (S2). The shader is the C
+//! corpus's `c_double.comp` compiled for Vulkan 1.0: SPV, else `$ECHO_C_SPV` (as for tests/c).
 
 use ash::vk;
 use gpu_allocator::vulkan::{
@@ -13,7 +14,6 @@ use gpu_allocator::vulkan::{
 };
 use gpu_allocator::MemoryLocation;
 
-const SPV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/c_double.spv"));
 const SIZE: u64 = 4 << 20;
 
 fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
@@ -59,7 +59,7 @@ fn main() {
         Some("loop") => false,
         Some("race") => true,
         _ => {
-            eprintln!("usage: echo-gpu-allocator loop|race ITERS");
+            eprintln!("usage: echo-gpu-allocator loop|race ITERS [SPV]");
             std::process::exit(1);
         }
     };
@@ -71,10 +71,22 @@ fn main() {
             eprintln!("bad iteration count");
             std::process::exit(1)
         });
-    unsafe { run(race, iters) }
+    let spv = args
+        .get(3)
+        .cloned()
+        .or_else(|| std::env::var("ECHO_C_SPV").ok())
+        .unwrap_or_else(|| {
+            eprintln!("usage: pass the SPIR-V path of c_double.comp or set ECHO_C_SPV");
+            std::process::exit(1)
+        });
+    let code = std::fs::read(&spv).unwrap_or_else(|e| {
+        eprintln!("cannot read {spv}: {e}");
+        std::process::exit(1)
+    });
+    unsafe { run(race, iters, &code) }
 }
 
-unsafe fn run(race: bool, iters: u32) {
+unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
     let entry = ash::Entry::load().expect("libvulkan");
     let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
     let inst = entry
@@ -151,7 +163,7 @@ unsafe fn run(race: bool, iters: u32) {
     let (r, ra) = make("readback", U::TRANSFER_DST, MemoryLocation::GpuToCpu);
 
     // Pipeline: c_double.comp, binding 0 = d, binding 1 = o, push constant = iteration.
-    let code: Vec<u32> = SPV
+    let code: Vec<u32> = spv
         .chunks_exact(4)
         .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
