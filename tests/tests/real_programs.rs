@@ -751,7 +751,7 @@ fn pairs_apply_in_mapped_blocks(prog: Prog) -> Flow {
     // 3 iterations, an upload and a readback of 4 MiB each.
     assert_eq!(
         sum(&f.enforce.stats, "bytes_elided"),
-        6 * 4 << 20,
+        (6 * 4) << 20,
         "{label}: {:?}",
         f.enforce.stats
     );
