@@ -103,11 +103,18 @@ int main(int argc, char **argv)
         .memoryTypeIndex = find_memory_type(&g, bits, MEM_STAGING),
     };
     CHECK(vkAllocateMemory(g.dev, &ai, NULL, &b.mem));
+    /* Test knob ECHO_C_MAP_AFTER_BIND=1: bind every buffer first, then map the block (the
+     * profiler must arm what the map makes reachable before the host can touch it). */
+    const char *late = getenv("ECHO_C_MAP_AFTER_BIND");
+    const int map_late = late && *late && strcmp(late, "0") != 0;
     void *p;
-    CHECK(vkMapMemory(g.dev, b.mem, 0, VK_WHOLE_SIZE, 0, &p));
-    b.map = p;
+    if (!map_late)
+        CHECK(vkMapMemory(g.dev, b.mem, 0, VK_WHOLE_SIZE, 0, &p));
     for (int i = 0; i < NBUF; i++)
         CHECK(vkBindBufferMemory(g.dev, b.buf[i], b.mem, b.off[i]));
+    if (map_late)
+        CHECK(vkMapMemory(g.dev, b.mem, 0, VK_WHOLE_SIZE, 0, &p));
+    b.map = p;
 
     struct buffer d = {b.buf[zero ? H : D], b.mem, size}, o = {b.buf[zero ? R : O], b.mem, size};
     struct pipeline pl = pipeline_create(&g, spv, &d, &o);

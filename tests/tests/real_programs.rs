@@ -725,6 +725,58 @@ fn suballoc_pairs_apply_in_one_mapped_block() {
     );
 }
 
+/// The block mapped only after every buffer is bound: the profiler arms the buffers at the
+/// map (before the host can touch them), so the same pairs apply; the first map's `watched`
+/// records come right after it.
+#[test]
+fn suballoc_mapped_after_bind_is_watched_from_the_map() {
+    let case = Case::new(SUBALLOC, "late-map");
+    let s = |p: &Path| p.display().to_string();
+    let late = ("ECHO_C_MAP_AFTER_BIND", "1".to_string());
+    let baseline = case.run(None, false, &[late.clone()]).stdout;
+    let trace = case.path("trace.jsonl");
+    case.run(
+        Some("profile"),
+        false,
+        &[late.clone(), ("VK_ECHO_TRACE", s(&trace))],
+    );
+    let mut records = json_lines(&trace);
+    records.remove(0);
+    let map_at = records
+        .iter()
+        .position(|r| event(r) == "map_memory")
+        .expect("a map_memory record");
+    let watched: Vec<usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| event(r) == "watched")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(watched.len(), 4, "{}", case.label(Some("profile")));
+    assert!(
+        watched.iter().all(|&i| i > map_at)
+            && records[map_at..watched[3]]
+                .iter()
+                .all(|r| !matches!(event(r), "host_access" | "queue_submit")),
+        "{}: the buffers are armed at the map, before anything else happens",
+        case.label(Some("profile"))
+    );
+    let plan_file = case.path("plan.json");
+    let plan = case.analyze(&trace, &plan_file);
+    assert_eq!(plan["groups"].as_array().map_or(0, Vec::len), 2, "{plan:#}");
+    let out = case.run(
+        Some("enforce"),
+        false,
+        &[
+            late,
+            ("VK_ECHO_PLAN", s(&plan_file)),
+            ("VK_ECHO_STATS", s(&case.path("stats.jsonl"))),
+        ],
+    );
+    assert_eq!(out.stdout, baseline, "{}", case.label(Some("enforce")));
+    all_applied(&case.label(Some("enforce")), &out.stats);
+}
+
 /// gpu-allocator: every buffer sub-allocated from mapped blocks, staging and device alike.
 #[test]
 fn gpu_allocator_pairs_apply_in_mapped_blocks() {
