@@ -1,7 +1,8 @@
 //! From a trace to a plan, with every decision explained (DESIGN §5).
 //!
 //! 1. [`Model::build`] replays the trace into per-object histories.
-//! 2. [`pairing::candidates`]: every (host-mapped staging, unmapped) pair linked by executed copies.
+//! 2. [`pairing::candidates`]: every (staging, partner) pair linked by executed copies, roles from
+//!    behaviour (the side the host touches is staging); the copies that made no pair, by reason.
 //! 3. Per candidate, in this order, the first failing rule rejects it: reuse over time, one
 //!    constant offset, thresholds, S3 pointer, untracked uses, S2 order and S1 value for the pair.
 //! 4. Per device buffer, its surviving candidates become one group. `StagingIntoDevice` when the
@@ -11,6 +12,8 @@
 //!    `StagingIntoDevice` (the other direction would keep the staging allocation alive).
 //! 5. Members join a group one by one (largest traffic first) as long as S1 and S2 hold for the
 //!    group as a whole: members share bytes with each other, not only with the device buffer.
+//! 6. [`CopySummary`]: every copy of the trace, and by reason why those outside accepted pairs
+//!    stayed out, with the setting or code change that would change it.
 
 use crate::model::{BufId, Model};
 use crate::pairing::{self, Candidate};
@@ -81,6 +84,40 @@ pub struct Analysis {
     pub candidates: Vec<CandidateRow>,
     pub warnings: Vec<String>,
     pub truncated: bool,
+    /// Every copy of the trace, and why those outside accepted pairs stayed out.
+    #[serde(default)]
+    pub copies: CopySummary,
+}
+
+/// How many buffer copies the trace holds and, by reason, why the ones outside accepted pairs
+/// are not there — with the setting or code change that would change that.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopySummary {
+    /// Executed copies between buffers the trace knows, and their bytes.
+    pub copies: u64,
+    pub bytes: u64,
+    /// Of those, the copies of accepted pairs.
+    pub accepted_copies: u64,
+    pub accepted_bytes: u64,
+    /// Recorded copies that name a buffer the trace does not know.
+    pub unknown_copies: u64,
+    pub reasons: Vec<ReasonSummary>,
+}
+
+/// One reason copies stayed outside accepted pairs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasonSummary {
+    /// `threshold`, `one_time`, `reuse`, `offset`, `gpu_only`, `host_both`, `host_neither`,
+    /// `no_evidence`, `same_buffer`, `unknown_buffer`, or a safety condition (`S1` … `evidence`).
+    pub reason: String,
+    /// Buffer pairs (for `unknown_buffer`: 0).
+    pub pairs: u64,
+    pub copies: u64,
+    pub bytes: u64,
+    /// What the copies have in common, for people.
+    pub explanation: String,
+    /// The setting or code change that would make them candidates (or why none should).
+    pub remedy: String,
 }
 
 /// A creation site without symbolization: `module+0xoffset` of the first frame outside the
@@ -123,6 +160,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         candidates: Vec::new(),
         warnings: Vec::new(),
         truncated: trace.truncated,
+        copies: CopySummary::default(),
     };
     for d in devices {
         let sub = Trace {
@@ -142,6 +180,16 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         out.candidates.append(&mut a.candidates);
         out.warnings
             .extend(a.warnings.into_iter().map(|w| format!("device {d}: {w}")));
+        let c = &mut out.copies;
+        c.copies += a.copies.copies;
+        c.bytes = c.bytes.saturating_add(a.copies.bytes);
+        c.accepted_copies += a.copies.accepted_copies;
+        c.accepted_bytes = c.accepted_bytes.saturating_add(a.copies.accepted_bytes);
+        c.unknown_copies += a.copies.unknown_copies;
+        c.reasons.extend(a.copies.reasons.into_iter().map(|mut r| {
+            r.explanation = format!("device {d}: {}", r.explanation);
+            r
+        }));
     }
     out
 }
@@ -231,7 +279,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
         m: &m,
         created_at: &created_at,
     };
-    let cands = pairing::candidates(&m);
+    let (cands, skipped) = pairing::candidates(&m);
     let reuse = pairing::reuse(&m, &cands);
     let racy = racy_bases(trace);
 
@@ -268,6 +316,24 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                         ctx.short(c.device, "device")
                     ),
                 });
+            }
+            // A mapped partner: that the host never touches it is itself evidence.
+            if m.host_mapped(c.device) {
+                if let Some((seq, why)) = m.unvalidated.get(&c.device) {
+                    return Err(Verdict {
+                        condition: Condition::Evidence,
+                        event: Some(*seq),
+                        message: format!(
+                            "evidence: {} is mapped, and the host's accesses to it were not seen while profiling ({why}), so it is not known that the host leaves it alone",
+                            ctx.name(c.device, "device")
+                        ),
+                        plain: format!(
+                            "The program maps the memory of {}, and echo could not watch the program's reads and writes of it while profiling, so it cannot tell whether the program leaves it alone while {} shares its memory.",
+                            ctx.short(c.device, "device"),
+                            ctx.short(c.staging, "staging")
+                        ),
+                    });
+                }
             }
             Ok(())
         })();
@@ -333,8 +399,13 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                         condition: Condition::Threshold,
                         event: cands[i].links.first().map(|l| l.recorded),
                         message: format!(
-                            "threshold: a single upload from {} into device buffer #{dnum}, then the staging buffer is destroyed; worth it only with the staging buffer bound into the device buffer's memory, which is not possible here{reason}; binding the device buffer into the staging allocation would keep that alive and raise the footprint",
-                            ctx.name(cands[i].staging, "staging")
+                            "threshold: a single {} {} device buffer #{dnum}, then the staging buffer is destroyed; worth it only with the staging buffer bound into the device buffer's memory, which is not possible here{reason}; binding the device buffer into the staging allocation would keep that alive and raise the footprint",
+                            if cands[i].role() == Role::Readback { "download into" } else { "upload from" },
+                            if cands[i].role() == Role::Readback {
+                                format!("{} from", ctx.name(cands[i].staging, "staging"))
+                            } else {
+                                format!("{} into", ctx.name(cands[i].staging, "staging"))
+                            }
                         ),
                         plain: format!(
                             "{} fills device buffer #{dnum} once and is then destroyed. Sharing memory pays off only by placing the staging buffer inside the device buffer's memory, which is not possible here; the other way round would keep the staging memory alive and use more memory, not less.",
@@ -517,12 +588,262 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             ),
         );
     }
+    let copies = summarize(&m, &cands, &skipped, &verdict, t);
     Analysis {
         plan,
         candidates: rows,
         warnings,
         truncated: trace.truncated,
+        copies,
     }
+}
+
+/// The copy summary of one device's analysis: every executed copy, and per reason the ones
+/// outside accepted pairs.
+fn summarize(
+    m: &Model,
+    cands: &[Candidate],
+    skipped: &[pairing::Skipped],
+    verdict: &[Option<Verdict>],
+    t: Thresholds,
+) -> CopySummary {
+    use crate::report::human_bytes;
+    let mut s = CopySummary {
+        unknown_copies: m.unknown_copies.0,
+        ..Default::default()
+    };
+    for c in cands {
+        s.copies += c.copies();
+        s.bytes = s.bytes.saturating_add(c.bytes());
+    }
+    for k in skipped {
+        s.copies += k.copies;
+        s.bytes = s.bytes.saturating_add(k.bytes);
+    }
+    // reason → (pairs, copies, bytes, the candidates or skipped entries)
+    let mut by: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    let mut add = |r: &str, new_pair: bool, copies: u64, bytes: u64| {
+        let e = by.entry(r.to_string()).or_default();
+        e.0 += new_pair as u64;
+        e.1 += copies;
+        e.2 = e.2.saturating_add(bytes);
+    };
+    let mut below: Vec<&Candidate> = Vec::new();
+    for (i, c) in cands.iter().enumerate() {
+        match &verdict[i] {
+            None => {
+                s.accepted_copies += c.copies();
+                s.accepted_bytes = s.accepted_bytes.saturating_add(c.bytes());
+            }
+            Some(v) if v.condition == Condition::Threshold && pairing::is_one_time(m, c) => {
+                add("one_time", true, c.copies(), c.bytes())
+            }
+            Some(v) if v.condition == Condition::Threshold => {
+                below.push(c);
+                add("threshold", true, c.copies(), c.bytes())
+            }
+            Some(v) => add(v.condition.as_str(), true, c.copies(), c.bytes()),
+        }
+    }
+    let mut unobserved: BTreeSet<BufId> = BTreeSet::new();
+    let mut small_largest = 0u64;
+    // Both ways between two buffers are one pair.
+    let mut pairs_seen: BTreeSet<(&'static str, BufId, BufId)> = BTreeSet::new();
+    for k in skipped {
+        let r = match k.reason {
+            pairing::Skip::GpuOnly => "gpu_only",
+            pairing::Skip::HostBoth => "host_both",
+            pairing::Skip::HostNeither => "host_neither",
+            // Too small to be armed, and below the thresholds anyway: say that first.
+            pairing::Skip::NoEvidence(_) if k.largest < t.min_bytes => {
+                small_largest = small_largest.max(k.largest);
+                "small_unwatched"
+            }
+            pairing::Skip::NoEvidence(b) => {
+                unobserved.insert(b);
+                "no_evidence"
+            }
+            pairing::Skip::SameBuffer => "same_buffer",
+        };
+        let new_pair = pairs_seen.insert((r, k.src.min(k.dst), k.src.max(k.dst)));
+        add(r, new_pair, k.copies, k.bytes);
+    }
+    if m.unknown_copies.0 > 0 {
+        let e = by.entry("unknown_buffer".into()).or_default();
+        e.1 += m.unknown_copies.0;
+        e.2 = e.2.saturating_add(m.unknown_copies.1);
+    }
+    for (reason, (pairs, copies, bytes)) in by {
+        let (explanation, remedy) = match reason.as_str() {
+            "threshold" => threshold_remedy(&below, t),
+            "one_time" => (
+                "single transfers (one upload or download, then the staging buffer is destroyed) through a staging buffer that is sub-allocated or exchanges data with other buffers, so it cannot be bound into the device buffer's memory".into(),
+                format!(
+                    "give each such staging buffer its own allocation (code change); or min_copies=1, which tries the device buffer bound into the staging range instead (then the staging range must stay valid while the device buffer is used, S4, and its allocation stays alive) (min_copies is {} now)",
+                    t.min_copies
+                ),
+            ),
+            "reuse" => (
+                "a shared staging buffer feeds several destinations through the same bytes (a staging ring): its bytes are needed by more than one partner".into(),
+                "none as a setting — refusing is correct; a code change that gives each destination its own staging buffer or its own stable sub-range makes each a pair".into(),
+            ),
+            "offset" => (
+                "the copies between a pair move the bytes at a different offset from one copy to the next (a ring of staging slots)".into(),
+                "a code change that keeps one offset per destination".into(),
+            ),
+            "gpu_only" => (
+                "neither side is ever mapped: GPU-to-GPU copies, with no staging buffer to share memory with".into(),
+                "none: these are not staging traffic".into(),
+            ),
+            "host_both" => {
+                let shared = skipped
+                    .iter()
+                    .filter(|k| k.reason == pairing::Skip::HostBoth)
+                    .filter(|k| m.host_shared_page(k.src) || m.host_shared_page(k.dst))
+                    .count();
+                (
+                    format!(
+                        "both sides are mapped and the host touches both, so neither is only the partner the GPU uses{}",
+                        if shared > 0 {
+                            format!("; for {shared} of these copy directions a side was touched through a page it shares with other watched memory (a `readwrite` host record: sub-allocations closer than a page; an access that opened the page left the rest of it unseen, so it counts as touched)")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    if shared > 0 {
+                        "a code change in which the host reads and writes only one side of each copy, and sub-allocations with different roles do not share a page (align them to the page size)".into()
+                    } else {
+                        "a code change in which the host reads and writes only one side of each copy".into()
+                    },
+                )
+            }
+            "host_neither" => (
+                "both sides are mapped and the trace shows no host access to either: no staging behaviour was seen".into(),
+                "none if these are GPU-side copies; if the host writes one side, profile a run in which it does (the first writes before a buffer is bound and mapped are not seen)".into(),
+            ),
+            "no_evidence" => {
+                let smallest = unobserved
+                    .iter()
+                    .map(|&b| m.buffers[b].size)
+                    .min()
+                    .unwrap_or(0);
+                (
+                    format!(
+                        "both sides are mapped, but the host's accesses to {} of their buffers were not observed (they were not armed while profiling: smaller than the profile's min_bytes, or a trace from a layer that watched only staging buffers copied to or from unmapped ones), so which side is the staging buffer is not known (fail closed)",
+                        unobserved.len()
+                    ),
+                    format!(
+                        "profile again with this layer and min_bytes at most {} ({})",
+                        smallest,
+                        human_bytes(smallest)
+                    ),
+                )
+            }
+            "small_unwatched" => (
+                format!(
+                    "copies smaller than min_bytes={} (the largest {}) between mapped buffers whose host accesses were not watched (too small to be armed while profiling): below the thresholds, and which side is the staging buffer is not known",
+                    t.min_bytes,
+                    human_bytes(small_largest)
+                ),
+                format!(
+                    "min_bytes at most {small_largest} when profiling and analyzing, if copies that small are worth sharing memory for"
+                ),
+            ),
+            "same_buffer" => (
+                "copies from a buffer into itself".into(),
+                "none: there is no second buffer to share memory with".into(),
+            ),
+            "unknown_buffer" => (
+                "recorded copies name a buffer the trace does not know (created before tracing began, imported, or made by a layer below); each is explained once in the warnings".into(),
+                "profile from the program's start, with echo as the layer nearest the application".into(),
+            ),
+            other => (
+                format!("refused by the {other} condition (each pair's reason is under \"why rejected\")"),
+                match other {
+                    "S1" => "a code change: the program relies on the two buffers holding different bytes at once".into(),
+                    "S2" => "a code change: wait for the submission's fence before the host touches the staging buffer".into(),
+                    "S3" => "a code change: no device address, sparse, protected or external buffers in a pair".into(),
+                    "S4" => "a code change: keep both buffers' memory alive and the range unshared while both live".into(),
+                    "evidence" => "profile again with validate=true and a trace_max_bytes large enough for the whole run".into(),
+                    _ => "see each pair's reason".into(),
+                },
+            ),
+        };
+        s.reasons.push(ReasonSummary {
+            reason,
+            pairs,
+            copies,
+            bytes,
+            explanation,
+            remedy,
+        });
+    }
+    s.reasons.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+    s
+}
+
+/// Below thresholds: which `min_bytes` or `min_copies` would admit them.
+fn threshold_remedy(below: &[&Candidate], t: Thresholds) -> (String, String) {
+    use crate::report::human_bytes;
+    let explanation = format!(
+        "fewer than min_copies={} copies of at least min_bytes={} ({}) between the pair, and not a one-time transfer",
+        t.min_copies,
+        t.min_bytes,
+        human_bytes(t.min_bytes)
+    );
+    let k = t.min_copies.max(1) as usize;
+    // min_bytes that would admit a pair: its k-th largest copy.
+    let by_bytes: Vec<u64> = below
+        .iter()
+        .filter_map(|c| {
+            let mut v: Vec<u64> = c.links.iter().map(|l| l.bytes).collect();
+            v.sort_unstable_by(|a, b| b.cmp(a));
+            v.get(k - 1).copied().filter(|&b| b > 0)
+        })
+        .collect();
+    // min_copies that would admit a pair: how many of its copies reach min_bytes.
+    let by_copies: Vec<u64> = below
+        .iter()
+        .map(|c| c.links.iter().filter(|l| l.bytes >= t.min_bytes).count() as u64)
+        .filter(|&n| n > 0)
+        .collect();
+    let mut parts = Vec::new();
+    if let Some(&v) = by_bytes.iter().max() {
+        let all = by_bytes.iter().copied().min().unwrap_or(v);
+        parts.push(format!(
+            "min_bytes={v} ({}) admits {} of the {} pair{}{}",
+            human_bytes(v),
+            by_bytes.iter().filter(|&&b| b >= v).count(),
+            below.len(),
+            if below.len() == 1 { "" } else { "s" },
+            if all < v {
+                format!(
+                    ", min_bytes={all} ({}) all {} with {} copies",
+                    human_bytes(all),
+                    by_bytes.len(),
+                    k
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if let Some(&n) = by_copies.iter().max() {
+        parts.push(format!(
+            "min_copies={n} admits {} (fewer repeats: the saving is made fewer times)",
+            by_copies.iter().filter(|&&x| x >= n).count()
+        ));
+    }
+    let remedy = if parts.is_empty() {
+        "none: each pair has too few copies for min_copies and none of them is a one-time transfer"
+            .into()
+    } else {
+        format!(
+            "{} — set at analysis (vkecho analyze --min-bytes/--min-copies) and when profiling, so the buffers get identities",
+            parts.join("; ")
+        )
+    };
+    (explanation, remedy)
 }
 
 fn buffer_ref(ctx: &Ctx, b: BufId) -> BufferRef {
@@ -842,5 +1163,6 @@ fn make_group(
         bytes_total,
         memory_saved,
         device_memory: None,
+        device_mapped: m.host_mapped(d),
     }
 }

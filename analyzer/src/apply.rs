@@ -347,6 +347,7 @@ mod tests {
             bytes_total: 4 << 20,
             memory_saved: 0,
             device_memory: None,
+            device_mapped: false,
         }
     }
 

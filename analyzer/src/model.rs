@@ -180,6 +180,11 @@ pub struct Model {
     /// bytes under them may hold host writes (map → memcpy → unmap → bind), which enforce moves
     /// into the shared range at the bind — a host write there as far as S2 is concerned.
     pub written_before_bind: Vec<(BufId, u64)>,
+    /// Buffers the layer armed for host-access validation (`Watched`), with the record's seq:
+    /// every host access to them since their bind is in the trace.
+    pub watched: HashMap<BufId, u64>,
+    /// Recorded copies that name a buffer the trace does not know: `(copies, bytes)`.
+    pub unknown_copies: (u64, u64),
 }
 
 const MAX_WARNINGS: usize = 20;
@@ -201,6 +206,29 @@ impl Model {
         mem.maps
             .iter()
             .any(|&(_, off, size)| off < hi && off.saturating_add(size) > lo)
+    }
+
+    /// Host accesses the trace holds for buffer `b`: `(reads, writes)`.
+    pub fn host_accesses(&self, b: BufId) -> (u64, u64) {
+        let (mut r, mut w) = (0, 0);
+        for (_, step) in &self.timeline {
+            if let Step::Host { buffer, access } = step {
+                if *buffer == b {
+                    r += access.reads() as u64;
+                    w += access.writes() as u64;
+                }
+            }
+        }
+        (r, w)
+    }
+
+    /// Whether the trace holds a `readwrite` host access for `b`: the layer's record that a
+    /// fault opened a page `b` shares with other watched memory (sub-allocations closer than a
+    /// page), so `b`'s accesses there went unseen and count as both.
+    pub fn host_shared_page(&self, b: BufId) -> bool {
+        self.timeline.iter().any(|(_, step)| {
+            matches!(step, Step::Host { buffer, access } if *buffer == b && *access == Access::ReadWrite)
+        })
     }
 
     /// Buffers touched by a submission, with the union of ranges touched per buffer.
@@ -246,6 +274,14 @@ impl Model {
         // layer below) that commands use: handle → (first event, uses, commands). Explained
         // once each at the end, not warned per command.
         let mut unknown: BTreeMap<u64, (u64, u64, BTreeSet<String>)> = BTreeMap::new();
+        let note = |unknown: &mut BTreeMap<u64, (u64, u64, BTreeSet<String>)>,
+                    b: u64,
+                    seq: u64,
+                    what: &str| {
+            let e = unknown.entry(b).or_insert((seq, 0, BTreeSet::new()));
+            e.1 += 1;
+            e.2.insert(what.to_string());
+        };
 
         for rec in &trace.records {
             let seq = rec.seq;
@@ -300,7 +336,7 @@ impl Model {
                 }
                 Event::BufferDestroy { buffer } => match buf_of.remove(buffer) {
                     Some(b) => m.buffers[b].destroyed = Some(seq),
-                    None => m.warn(format!("event {seq}: destroy of unknown buffer {buffer:#x}")),
+                    None => note(&mut unknown, *buffer, seq, "vkDestroyBuffer"),
                 },
                 Event::MemoryAlloc {
                     memory,
@@ -394,6 +430,11 @@ impl Model {
                     regions,
                 } => {
                     let (Some(&s), Some(&d)) = (buf_of.get(src), buf_of.get(dst)) else {
+                        m.unknown_copies.0 += 1;
+                        m.unknown_copies.1 = regions
+                            .iter()
+                            .map(|r| r.size)
+                            .fold(m.unknown_copies.1, u64::saturating_add);
                         for b in [src, dst] {
                             if !buf_of.contains_key(b) {
                                 let e = unknown.entry(*b).or_insert((seq, 0, BTreeSet::new()));
@@ -534,11 +575,17 @@ impl Model {
                             m.buffers[b].address_taken = Some(seq);
                         }
                     }
-                    None => m.warn(format!("event {seq}: device address of unknown buffer {buffer:#x}")),
+                    None => note(&mut unknown, *buffer, seq, "vkGetBufferDeviceAddress"),
+                },
+                Event::Watched { buffer } => match buf_of.get(buffer) {
+                    Some(&b) => {
+                        m.watched.entry(b).or_insert(seq);
+                    }
+                    None => note(&mut unknown, *buffer, seq, "the profiler's watch"),
                 },
                 Event::HostAccess { buffer, access } => match buf_of.get(buffer) {
                     Some(&b) => m.timeline.push((seq, Step::Host { buffer: b, access: *access })),
-                    None => m.warn(format!("event {seq}: host access to unknown buffer {buffer:#x}")),
+                    None => note(&mut unknown, *buffer, seq, "host access"),
                 },
             }
         }

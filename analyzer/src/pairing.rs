@@ -1,6 +1,8 @@
-//! Candidates (DESIGN §5): a host-mapped staging buffer `h` and a buffer `d` that is not, linked by
-//! executed buffer-to-buffer copies; and the pairing rules that need no simulation: reuse over
-//! time, one constant offset, and the thresholds (with the one-time-upload exception).
+//! Candidates (DESIGN §5): a staging buffer `h` — the side of a copy the host touches — and its
+//! partner `d` — the side it does not — linked by executed buffer-to-buffer copies; roles come
+//! from the host accesses the trace observed, not from whether an allocation is mapped (see
+//! [`roles`]). Then the pairing rules that need no simulation: reuse over time, one constant
+//! offset, and the thresholds (with the one-time-transfer exception).
 
 use crate::model::{BufId, Model, OpKind, SubId};
 use crate::plan::{Condition, Role, Thresholds};
@@ -74,20 +76,108 @@ impl Candidate {
     }
 }
 
-/// Every (staging, device) pair linked by at least one executed copy, in order of first copy.
-pub fn candidates(m: &Model) -> Vec<Candidate> {
-    let mapped: Vec<bool> = (0..m.buffers.len()).map(|b| m.host_mapped(b)).collect();
+/// Why an executed copy between two known buffers made no candidate pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Skip {
+    /// Neither side is ever mapped: a copy the host never sees (GPU-only traffic).
+    GpuOnly,
+    /// Both sides are mapped and the host touches both: neither is only a partner.
+    HostBoth,
+    /// Both sides are mapped and the host touches neither (that the trace shows).
+    HostNeither,
+    /// Both sides are mapped and the host's accesses to this one were not observed (it was
+    /// never armed: below the profile's `min_bytes`, or a trace of an older layer).
+    NoEvidence(BufId),
+    /// Source and destination are the same buffer.
+    SameBuffer,
+}
+
+/// Executed copies that made no candidate, per (src, dst) pair and reason.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    pub src: BufId,
+    pub dst: BufId,
+    pub reason: Skip,
+    pub copies: u64,
+    pub bytes: u64,
+    /// The largest single copy.
+    pub largest: u64,
+}
+
+/// The host's part in a copy between `src` and `dst` (DESIGN §5: roles from behaviour): the
+/// staging buffer is the side the host touches, its partner the side it does not. A side the
+/// host never mapped cannot be touched; a mapped side counts only with its host accesses
+/// observed (`Watched`); where both sides are mapped, the observed accesses decide.
+pub fn roles(
+    m: &Model,
+    src: BufId,
+    dst: BufId,
+    host: &mut BTreeMap<BufId, (u64, u64)>,
+) -> Result<(BufId, BufId, Way), Skip> {
+    if src == dst {
+        return Err(Skip::SameBuffer);
+    }
+    match (m.host_mapped(src), m.host_mapped(dst)) {
+        (false, false) => Err(Skip::GpuOnly),
+        (true, false) => Ok((src, dst, Way::Up)),
+        (false, true) => Ok((dst, src, Way::Down)),
+        (true, true) => {
+            for b in [src, dst] {
+                if !m.watched.contains_key(&b) {
+                    return Err(Skip::NoEvidence(b));
+                }
+            }
+            let mut touched = |b: BufId| {
+                let (r, w) = *host.entry(b).or_insert_with(|| m.host_accesses(b));
+                r + w > 0
+            };
+            match (touched(src), touched(dst)) {
+                (true, true) => Err(Skip::HostBoth),
+                (false, false) => Err(Skip::HostNeither),
+                (true, false) => Ok((src, dst, Way::Up)),
+                (false, true) => Ok((dst, src, Way::Down)),
+            }
+        }
+    }
+}
+
+/// Every (staging, device) pair linked by at least one executed copy, in order of first copy;
+/// and the executed copies that made none, with the reason.
+pub fn candidates(m: &Model) -> (Vec<Candidate>, Vec<Skipped>) {
+    let mut host: BTreeMap<BufId, (u64, u64)> = BTreeMap::new();
     let mut out: Vec<Candidate> = Vec::new();
     let mut index: BTreeMap<(BufId, BufId), usize> = BTreeMap::new();
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let mut skip_index: BTreeMap<(BufId, BufId, Skip), usize> = BTreeMap::new();
     for s in 0..m.submissions.len() {
         for op in m.ops(s) {
             let OpKind::Copy { src, dst, regions } = &op.kind else {
                 continue;
             };
-            let (h, d, way) = match (mapped[*src], mapped[*dst]) {
-                (true, false) => (*src, *dst, Way::Up),
-                (false, true) => (*dst, *src, Way::Down),
-                _ => continue,
+            let (h, d, way) = match roles(m, *src, *dst, &mut host) {
+                Ok(r) => r,
+                Err(reason) => {
+                    let bytes = regions
+                        .iter()
+                        .map(|r| r.size)
+                        .fold(0u64, u64::saturating_add);
+                    let i = *skip_index.entry((*src, *dst, reason)).or_insert_with(|| {
+                        skipped.push(Skipped {
+                            src: *src,
+                            dst: *dst,
+                            reason,
+                            copies: 0,
+                            bytes: 0,
+                            largest: 0,
+                        });
+                        skipped.len() - 1
+                    });
+                    let k = &mut skipped[i];
+                    k.copies += 1;
+                    k.bytes = k.bytes.saturating_add(bytes);
+                    k.largest = k.largest.max(bytes);
+                    continue;
+                }
             };
             let regions: Vec<(u64, u64, u64)> = regions
                 .iter()
@@ -114,7 +204,7 @@ pub fn candidates(m: &Model) -> Vec<Candidate> {
             });
         }
     }
-    out
+    (out, skipped)
 }
 
 pub fn delta_of(region: &(u64, u64, u64)) -> i64 {
@@ -217,16 +307,16 @@ pub fn offset(m: &Model, c: &Candidate) -> Result<i64, Verdict> {
     Ok(delta.map_or(0, |d| d.0))
 }
 
-/// A single upload, then the staging buffer destroyed (weights, tables).
+/// A single transfer, then the staging buffer destroyed: an upload (weights, tables) or a
+/// download (a result read back once).
 pub fn is_one_time(m: &Model, c: &Candidate) -> bool {
     c.links.len() == 1
-        && c.links[0].way == Way::Up
         && m.buffers[c.staging]
             .destroyed
             .is_some_and(|d| d > m.submissions[c.links[0].submission].seq)
 }
 
-/// `≥ min_copies` copies of `≥ min_bytes` each, or a one-time upload of `≥ min_bytes`.
+/// `≥ min_copies` copies of `≥ min_bytes` each, or a one-time transfer of `≥ min_bytes`.
 pub fn threshold(m: &Model, c: &Candidate, t: Thresholds) -> Result<(), Verdict> {
     let big = c.links.iter().filter(|l| l.bytes >= t.min_bytes).count() as u64;
     if big >= t.min_copies {
@@ -240,7 +330,7 @@ pub fn threshold(m: &Model, c: &Candidate, t: Thresholds) -> Result<(), Verdict>
         condition: Condition::Threshold,
         event: c.links.first().map(|l| l.recorded),
         message: format!(
-            "threshold: {} cop{} between staging buffer #{} and device buffer #{} (largest {}), {big} of at least {} bytes; a pair needs {} such copies (settings min_copies/min_bytes), or one upload after which the staging buffer is destroyed",
+            "threshold: {} cop{} between staging buffer #{} and device buffer #{} (largest {}), {big} of at least {} bytes; a pair needs {} such copies (settings min_copies/min_bytes), or one upload or download after which the staging buffer is destroyed",
             c.links.len(),
             if c.links.len() == 1 { "y" } else { "ies" },
             m.buffers[c.staging].number,

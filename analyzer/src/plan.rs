@@ -50,8 +50,8 @@ pub struct Member {
     /// Copies between this member and the device buffer seen in the trace, and bytes they moved.
     pub copies: u64,
     pub bytes: u64,
-    /// One upload, then the staging buffer is freed (weights): the direction keeps the long-lived
-    /// allocation.
+    /// One upload or download, then the staging buffer is freed (weights, a result read back
+    /// once): the direction keeps the long-lived allocation.
     #[serde(default)]
     pub one_time: bool,
     /// Key of the staging buffer's own allocation (the only buffer bound to it in the trace) and
@@ -113,6 +113,12 @@ pub struct Group {
     /// the plan did not foresee. Absent in older plans, and for other groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_memory: Option<DeviceMemory>,
+    /// The device buffer lives in memory the host maps (an allocator's mapped block, issue 12):
+    /// the trace showed the host never touch it (watched since its bind) and no GPU command read
+    /// what it held before its bind, so enforce may bind it elsewhere although its own
+    /// allocation is mapped. `false` in older plans: such a device buffer is then not moved.
+    #[serde(default)]
+    pub device_mapped: bool,
 }
 
 /// The allocation of a `device_into_staging` group's device buffer that enforce makes only in

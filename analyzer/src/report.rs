@@ -107,10 +107,11 @@ pub fn table(a: &Analysis, source: &str) -> String {
     for w in &a.warnings {
         let _ = writeln!(s, "  warning: {w}");
     }
+    s.push_str(&copies_summary(a));
     if a.candidates.is_empty() {
         let _ = writeln!(
             s,
-            "\nno candidates: no executed copy between a host-mapped buffer and an unmapped one"
+            "\nno candidates: no executed copy has one side the host touches and one it leaves alone (reasons above)"
         );
         return s;
     }
@@ -145,7 +146,13 @@ pub fn table(a: &Analysis, source: &str) -> String {
             } => format!(
                 "accepted: group {group}, {}{}",
                 direction_words(*direction),
-                if *one_time { ", one-time upload" } else { "" }
+                if !*one_time {
+                    ""
+                } else if c.role == Role::Readback {
+                    ", one-time download"
+                } else {
+                    ", one-time upload"
+                }
             ),
             Decision::Rejected {
                 condition, event, ..
@@ -306,6 +313,51 @@ pub fn rejection(i: usize, c: &crate::analysis::CandidateRow) -> String {
     }
     if !plain.is_empty() {
         let _ = writeln!(s, "       detail: {message}");
+    }
+    s
+}
+
+/// How many copies the trace holds and, by reason, why those outside accepted pairs stayed out.
+pub fn copies_summary(a: &Analysis) -> String {
+    let c = &a.copies;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\ncopies: the trace holds {} executed buffer cop{} ({}), {} of them ({}) in accepted pairs{}",
+        c.copies,
+        if c.copies == 1 { "y" } else { "ies" },
+        human_bytes(c.bytes),
+        c.accepted_copies,
+        human_bytes(c.accepted_bytes),
+        if c.unknown_copies > 0 {
+            format!(
+                "; {} more recorded cop{} name a buffer the trace does not know",
+                c.unknown_copies,
+                if c.unknown_copies == 1 { "y" } else { "ies" }
+            )
+        } else {
+            String::new()
+        }
+    );
+    if !c.reasons.is_empty() {
+        let _ = writeln!(s, "not in accepted pairs, by reason:");
+    }
+    for r in &c.reasons {
+        let pairs = if r.pairs > 0 {
+            format!(", {} pair{}", r.pairs, if r.pairs == 1 { "" } else { "s" })
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            s,
+            "  {}: {} cop{} ({}){pairs}: {}\n    to change: {}",
+            r.reason,
+            r.copies,
+            if r.copies == 1 { "y" } else { "ies" },
+            human_bytes(r.bytes),
+            r.explanation,
+            r.remedy
+        );
     }
     s
 }

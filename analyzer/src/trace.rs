@@ -332,6 +332,14 @@ pub enum Event {
         buffer: u64,
         access: Access,
     },
+    /// From here on every host access to this buffer's bound range is observed (it is armed for
+    /// host-access validation): written at its bind when its memory is mapped, or at the map
+    /// that makes it reachable, so no host access since the bind went unseen. Before this
+    /// record existed (older traces) only staging buffers copied to or from an unmapped buffer
+    /// were watched, from their first copy.
+    Watched {
+        buffer: u64,
+    },
     /// The trace was cut at the size limit; nothing after this is recorded.
     Truncated {
         dropped_after_bytes: u64,

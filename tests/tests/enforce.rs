@@ -314,6 +314,7 @@ fn forced(plan: &Plan, trace: &Trace) -> Plan {
             bytes_total: r.bytes,
             memory_saved: 0,
             device_memory: None,
+            device_mapped: false,
         });
     }
     p.rejected.clear();

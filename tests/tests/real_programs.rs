@@ -19,7 +19,13 @@
 //! - `c_no_cleanup`: no `vkDestroy*` at all, yet the trace is complete, auto leaves a plan and
 //!   statistics, and applies the plan on the second run;
 //! - `c_api10`: an apiVersion 1.0 instance; echo adds no validation message in any mode;
-//! - `c_validation`: the program enables the validation layer itself.
+//! - `c_validation`: the program enables the validation layer itself;
+//! - `c_suballoc loop|race` (issue 12): one mapped block holds staging and device buffers; roles
+//!   come from the host's accesses, both pairs apply by binding each device buffer into its
+//!   staging sub-range; the race twin's upload pair is refused for S2, and forcing it corrupts
+//!   the output;
+//! - `echo-gpu-allocator loop|race` (issue 12): the same workload in Rust, ash + gpu-allocator
+//!   (tests/gpu-allocator-app, built by `cargo build --workspace`), with the same checks.
 //!
 //! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
 //! `echo_tests::world::artifact`).
@@ -59,6 +65,11 @@ const TWO_SEQ: Prog = prog("c_two_devices", &["seq"]);
 const TWO_CONCURRENT: Prog = prog("c_two_devices", &["concurrent"]);
 const NO_CLEANUP: Prog = prog("c_no_cleanup", &[]);
 const API10: Prog = prog("c_api10", &[]);
+const SUBALLOC: Prog = prog("c_suballoc", &["loop", "3"]);
+const SUBALLOC_RACE: Prog = prog("c_suballoc", &["race", "3"]);
+/// The same workload in Rust with ash + gpu-allocator (tests/gpu-allocator-app).
+const GPU_ALLOCATOR: Prog = prog("echo-gpu-allocator", &["loop", "3"]);
+const GPU_ALLOCATOR_RACE: Prog = prog("echo-gpu-allocator", &["race", "3"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -215,7 +226,12 @@ fn out_dir() -> &'static Path {
 }
 
 fn program(name: &str) -> PathBuf {
-    out_dir().join(name)
+    match name {
+        // A workspace member outside default-members (as tests/wgpu-app): `cargo build
+        // --workspace` or `-p echo-gpu-allocator` builds it.
+        "echo-gpu-allocator" => artifact("echo-gpu-allocator"),
+        _ => out_dir().join(name),
+    }
 }
 
 fn spv() -> PathBuf {
@@ -700,4 +716,188 @@ fn validation_messages_are_heard() {
             out.stderr
         );
     }
+}
+
+// ------------------------------------------------------------------ (issue 12) c_suballoc
+
+/// Every record of event `ev` in a trace.
+fn records<'a>(trace: &'a [Value], ev: &str) -> Vec<&'a Value> {
+    trace.iter().filter(|r| event(r) == ev).collect()
+}
+
+/// One mapped block, both roles inside it: the profile watches all four buffers from their bind,
+/// the plan pairs upload and readback by behaviour (the device buffers live in mapped memory
+/// too), enforce binds each device buffer into its staging sub-range of the same block and drops
+/// every copy, with the output unchanged.
+#[test]
+fn suballoc_pairs_apply_in_one_mapped_block() {
+    let f = pairs_apply_in_mapped_blocks(SUBALLOC);
+    assert_eq!(
+        records(&f.trace, "memory_alloc").len(),
+        1,
+        "{}: one allocation for all four buffers",
+        f.case.label(Some("profile"))
+    );
+}
+
+/// The block mapped only after every buffer is bound: the profiler arms the buffers at the
+/// map (before the host can touch them), so the same pairs apply; the first map's `watched`
+/// records come right after it.
+#[test]
+fn suballoc_mapped_after_bind_is_watched_from_the_map() {
+    let case = Case::new(SUBALLOC, "late-map");
+    let s = |p: &Path| p.display().to_string();
+    let late = ("ECHO_C_MAP_AFTER_BIND", "1".to_string());
+    let baseline = case.run(None, false, &[late.clone()]).stdout;
+    let trace = case.path("trace.jsonl");
+    case.run(
+        Some("profile"),
+        false,
+        &[late.clone(), ("VK_ECHO_TRACE", s(&trace))],
+    );
+    let mut records = json_lines(&trace);
+    records.remove(0);
+    let map_at = records
+        .iter()
+        .position(|r| event(r) == "map_memory")
+        .expect("a map_memory record");
+    let watched: Vec<usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| event(r) == "watched")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(watched.len(), 4, "{}", case.label(Some("profile")));
+    assert!(
+        watched.iter().all(|&i| i > map_at)
+            && records[map_at..watched[3]]
+                .iter()
+                .all(|r| !matches!(event(r), "host_access" | "queue_submit")),
+        "{}: the buffers are armed at the map, before anything else happens",
+        case.label(Some("profile"))
+    );
+    let plan_file = case.path("plan.json");
+    let plan = case.analyze(&trace, &plan_file);
+    assert_eq!(plan["groups"].as_array().map_or(0, Vec::len), 2, "{plan:#}");
+    let out = case.run(
+        Some("enforce"),
+        false,
+        &[
+            late,
+            ("VK_ECHO_PLAN", s(&plan_file)),
+            ("VK_ECHO_STATS", s(&case.path("stats.jsonl"))),
+        ],
+    );
+    assert_eq!(out.stdout, baseline, "{}", case.label(Some("enforce")));
+    all_applied(&case.label(Some("enforce")), &out.stats);
+}
+
+/// gpu-allocator: every buffer sub-allocated from mapped blocks, staging and device alike.
+#[test]
+fn gpu_allocator_pairs_apply_in_mapped_blocks() {
+    pairs_apply_in_mapped_blocks(GPU_ALLOCATOR);
+}
+
+fn pairs_apply_in_mapped_blocks(prog: Prog) -> Flow {
+    let f = flow(prog);
+    let label = f.case.label(Some("profile"));
+    assert_eq!(
+        records(&f.trace, "watched").len(),
+        4,
+        "{label}: every buffer of the mapped block is watched from its bind"
+    );
+    let groups = f.plan["groups"].as_array().cloned().unwrap_or_default();
+    assert_eq!(groups.len(), 2, "{label}: plan {:#}", f.plan);
+    for g in &groups {
+        assert_eq!(g["direction"], "device_into_staging", "{g:#}");
+        assert_eq!(g["device_mapped"], true, "{g:#}");
+    }
+    let label = f.case.label(Some("enforce"));
+    all_applied(&label, &f.enforce.stats);
+    assert_eq!(sum(&f.enforce.stats, "binds_redirected"), 2, "{label}");
+    // 3 iterations, an upload and a readback of 4 MiB each.
+    assert_eq!(
+        sum(&f.enforce.stats, "bytes_elided"),
+        (6 * 4) << 20,
+        "{label}: {:?}",
+        f.enforce.stats
+    );
+    all_applied(&f.case.label(Some("auto (run 2)")), &f.auto[1].stats);
+    f
+}
+
+/// The negative twin: the host writes the upload staging range while the GPU still reads the
+/// device side (legal as written: the GPU does not read the staging buffer then). The upload
+/// pair is refused for S2, the readback pair still applies; and the refusal matters: the first
+/// program's plan, forced onto this one, changes its output.
+#[test]
+fn suballoc_race_is_refused_for_s2() {
+    race_is_refused_for_s2(SUBALLOC, SUBALLOC_RACE);
+}
+
+#[test]
+fn gpu_allocator_race_is_refused_for_s2() {
+    race_is_refused_for_s2(GPU_ALLOCATOR, GPU_ALLOCATOR_RACE);
+}
+
+fn race_is_refused_for_s2(good: Prog, racy: Prog) {
+    let f = flow(racy);
+    let label = f.case.label(Some("profile"));
+    let rejected = f.plan["rejected"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rejected.len() == 1 && rejected[0]["condition"] == "S2",
+        "{label}: want the upload pair refused for S2: {:#}",
+        f.plan
+    );
+    // The upload staging buffer (TRANSFER_SRC, not TRANSFER_DST) is the one refused.
+    let usage = rejected[0]["staging"]["usage"].as_u64().unwrap_or(0);
+    assert!(usage & 0x1 != 0 && usage & 0x2 == 0, "{:#}", rejected[0]);
+    assert_eq!(f.plan["groups"].as_array().map_or(0, Vec::len), 1);
+    all_applied(&f.case.label(Some("enforce")), &f.enforce.stats);
+
+    // Force the refused pair: the loop program's plan (both pairs), under this run's context.
+    let ok = Case::new(good, "forced");
+    let s = |p: &Path| p.display().to_string();
+    let trace = ok.path("trace.jsonl");
+    ok.run(Some("profile"), false, &[("VK_ECHO_TRACE", s(&trace))]);
+    let mut forced = ok.analyze(&trace, &ok.path("plan.json"));
+    forced["context"] = f.plan["context"].clone();
+    let forced_file = ok.path("forced.json");
+    std::fs::write(&forced_file, forced.to_string()).unwrap();
+    let mut differs = false;
+    for _ in 0..3 {
+        let out = f
+            .case
+            .run(Some("enforce"), false, &[("VK_ECHO_PLAN", s(&forced_file))]);
+        differs |= out.stdout != f.baseline;
+    }
+    assert!(
+        differs,
+        "{}: enforcing the refused pair did not change the output in 3 runs, so this twin does \
+         not show that the refusal matters",
+        f.case.label(Some("enforce, forced plan"))
+    );
+}
+
+#[test]
+fn suballoc_validation() {
+    clean_under_validation(SUBALLOC);
+}
+
+#[test]
+fn gpu_allocator_validation() {
+    clean_under_validation(GPU_ALLOCATOR);
+}
+
+fn clean_under_validation(prog: Prog) {
+    validation_check(prog, false);
+    // And clean: validation alone reports nothing for this program.
+    let case = Case::new(prog, "clean");
+    let alone = case.run(None, true, &[]);
+    assert_eq!(
+        validation_ids(&prog, &alone),
+        Vec::<String>::new(),
+        "{}",
+        alone.stderr
+    );
 }

@@ -152,16 +152,36 @@ impl Sim<'_> {
     }
     /// A GPU command reads member `slot` (buffer `b`): if nothing recorded touched it before and
     /// the host maps it, the host's unseen writes before its first copy become its value now.
+    ///
+    /// The device buffer, when it lives in memory the host had mapped before its bind (an
+    /// allocator's persistently mapped block), may likewise hold host writes made before the
+    /// bind (its accesses are watched only from the bind on): the same unseen write.
     fn first_read(&mut self, m: &crate::model::Model, slot: usize, b: BufId) {
-        if slot == 0 || std::mem::replace(&mut self.seen[slot], true) || !m.host_mapped(b) {
+        if std::mem::replace(&mut self.seen[slot], true) || !m.host_mapped(b) {
+            return;
+        }
+        if slot == 0 && !m.written_before_bind.iter().any(|x| x.0 == b) {
             return;
         }
         let (a, e) = self.range(slot, 0, m.buffers[b].size);
         let what = format!(
-            "the host's writes to staging buffer #{} before its first copy (not traced)",
-            m.buffers[b].number
+            "the host's writes to {} buffer #{} before {} (not traced)",
+            if slot == 0 { "device" } else { "staging" },
+            m.buffers[b].number,
+            if slot == 0 {
+                "its bind"
+            } else {
+                "its first copy"
+            }
         );
-        self.write(slot, a, e, what);
+        if slot == 0 {
+            // Those bytes lie where the device buffer was first bound; once it shares a
+            // staging range they are not in the shared range (fail closed: either direction).
+            let v = self.fresh(what);
+            self.orig[0].set(a, e, v);
+        } else {
+            self.write(slot, a, e, what);
+        }
     }
     fn desc(&self, v: Ver) -> &str {
         self.origin

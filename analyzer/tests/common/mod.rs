@@ -237,6 +237,20 @@ impl T {
         Buf { buf, mem: pool }
     }
 
+    /// The layer armed `buffer` (its host accesses are recorded from here on).
+    pub fn watch(&mut self, buffer: u64) -> u64 {
+        self.push(Event::Watched { buffer })
+    }
+
+    /// A buffer sub-allocated from `pool` at `offset` with `usage`, watched from its bind as
+    /// the layer does for a mapped buffer ≥ min_bytes.
+    pub fn sub_watched(&mut self, pool: u64, offset: u64, size: u64, usage: u32) -> Buf {
+        let buf = self.create(size, usage, 0);
+        self.bind(buf, pool, offset);
+        self.watch(buf);
+        Buf { buf, mem: pool }
+    }
+
     pub fn host_write(&mut self, buffer: u64) -> u64 {
         self.push(Event::HostAccess {
             buffer,
@@ -377,6 +391,15 @@ impl T {
         let again = echo_analyzer::plan::parse_plan(&a.plan.to_json()).expect("plan parses");
         assert_eq!(again, a.plan);
         assert_plain_words(&a);
+        // Every copy is accounted for: in an accepted pair, or under exactly one reason.
+        let c = &a.copies;
+        let explained: u64 = c
+            .reasons
+            .iter()
+            .filter(|r| r.reason != "unknown_buffer")
+            .map(|r| r.copies)
+            .sum();
+        assert_eq!(c.accepted_copies + explained, c.copies, "{c:#?}");
         a
     }
 }

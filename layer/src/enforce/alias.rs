@@ -117,6 +117,8 @@ struct MemberRt {
 
 struct GroupRt {
     direction: Direction,
+    /// The plan's `device_mapped`: the device buffer may be moved out of a mapped allocation.
+    device_mapped: bool,
     device: Option<u64>,
     device_seen: bool,
     members: Vec<MemberRt>,
@@ -252,6 +254,7 @@ impl Enforcer {
                 g.id,
                 GroupRt {
                     direction: g.direction,
+                    device_mapped: g.device_mapped,
                     device: None,
                     device_seen: false,
                     members,
@@ -660,9 +663,15 @@ impl Enforcer {
         }
         let plan = match slot {
             Slot::Staging(..) => self.plan_staging_alias(dev, inner, slot, buffer, memory, offset),
-            Slot::Device(_) => self
-                .refuse_written_guest(dev, memory)
-                .and_then(|()| self.plan_device_alias(dev, inner, slot, buffer)),
+            Slot::Device(g) => {
+                let proven = inner.groups.get(&g).is_some_and(|x| x.device_mapped);
+                if proven {
+                    Ok(())
+                } else {
+                    self.refuse_written_guest(dev, memory)
+                }
+                .and_then(|()| self.plan_device_alias(dev, inner, slot, buffer))
+            }
         };
         let (target, at, redirect, carry) = match plan {
             Ok(p) => p,
@@ -803,7 +812,9 @@ impl Enforcer {
 
     /// `DeviceIntoStaging` binds the device buffer into the staging range, so bytes the host
     /// may have written into the device buffer's own allocation before its bind would not be
-    /// where it reads them: refuse (nothing is lost; the group is not applied).
+    /// where it reads them: refuse (nothing is lost; the group is not applied) — unless the plan
+    /// says the device buffer lives in a mapped block whose bytes under it the host never
+    /// touches and no GPU command reads before writing (`device_mapped`, issue 12).
     fn refuse_written_guest(&self, dev: &DeviceData, memory: u64) -> Result<(), String> {
         if dev.state.memory.get(&memory).is_some_and(|s| s.host_mapped) {
             return Err(

@@ -93,7 +93,7 @@ hook! {
                 b.bound = Some((raw(memory), offset));
             }
             if let Some(p) = cx.dev.profile() {
-                p.on_bind(raw(buffer), raw(memory), offset);
+                p.on_bind(cx.dev, raw(buffer), raw(memory), offset);
             }
         }
         r
@@ -115,7 +115,7 @@ hook! {
                     b.bound = Some((raw(i.memory), i.memory_offset));
                 }
                 if let Some(p) = cx.dev.profile() {
-                    p.on_bind(raw(i.buffer), raw(i.memory), i.memory_offset);
+                    p.on_bind(cx.dev, raw(i.buffer), raw(i.memory), i.memory_offset);
                 }
             }
         }

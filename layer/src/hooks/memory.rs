@@ -220,6 +220,9 @@ hook! {
                 m.mapped = Some(Mapping { ptr: *data as usize, offset, size });
                 m.host_mapped = true;
             }
+            if let Some(p) = cx.dev.profile() {
+                p.after_map(cx.dev, raw(memory)); // arms what the new mapping reaches
+            }
         }
         r
     }

@@ -17,8 +17,10 @@
 //!
 //! Pages shared with memory outside every armed range (a buffer that does not start or end on a
 //! page boundary) fault too: such a *collateral* fault opens only that page and records nothing.
-//! Two armed ranges that share a page can hide each other's access on that page (counted in
-//! [`stats`]); candidate buffers are large (≥ `min_bytes`), so this is at most the edge pages.
+//! Sub-allocations closer than a page (allocators pack buffers at 256-byte alignment): a fault
+//! that opens a page holding bytes of *another* armed buffer would hide that buffer's accesses
+//! there for the rest of the window, so that buffer is recorded once as read *and* written
+//! (`readwrite`, counted in [`stats`] as `shared_page`): fail closed, never an unseen access.
 //!
 //! Rules for callers: [`disarm`] before the memory is unmapped or freed; [`arm`] only mappings
 //! that are readable and writable when open (Vulkan host-visible maps are).
@@ -108,6 +110,8 @@ static DEQ: AtomicUsize = AtomicUsize::new(0);
 // Counters (for stats and tests).
 static FAULTS: AtomicU64 = AtomicU64::new(0);
 static COLLATERAL: AtomicU64 = AtomicU64::new(0);
+/// Armed buffers that lost sight of a page another fault opened (sub-allocations sharing a page).
+static SHARED_PAGE: AtomicU64 = AtomicU64::new(0);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 static CHAINED: AtomicU64 = AtomicU64::new(0);
 /// How each fault's direction was known: from the fault context (x86_64: the page-fault error
@@ -122,6 +126,9 @@ static REARMS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 const ACC_READ: u8 = 1;
 const ACC_WRITE: u8 = 2;
+/// A fault opened a page that also holds bytes of this (other) armed buffer: its accesses to
+/// that page are no longer seen in this window, so it counts as read and written (fail closed).
+const ACC_SHARED: u8 = 3;
 
 fn page_size() -> usize {
     static PS: AtomicUsize = AtomicUsize::new(0);
@@ -628,6 +635,12 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
     let high = HIGH.load(Ordering::Acquire).min(SLOTS);
     let mut page_hit = false;
     let mut exact_hit = false;
+    // What this fault opens: `[open_lo, open_hi)`.
+    let (mut open_lo, mut open_hi) = (usize::MAX, 0usize);
+    let mut opened = |a: usize, b: usize| {
+        open_lo = open_lo.min(a);
+        open_hi = open_hi.max(b);
+    };
     for s in &TABLE[..high] {
         let Some((st, st0, en0, ps0, pe0, id)) = snapshot(s) else {
             continue;
@@ -669,10 +682,12 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
                     DROPPED.fetch_add(1, Ordering::Relaxed);
                 }
                 set_prot(ps0, pe0, rw);
+                opened(ps0, pe0);
             } else {
                 // Already open for writing (another slot's protection on a shared page, or
                 // another thread won the race): open this page.
                 set_prot(page, page + ps, rw);
+                opened(page, page + ps);
             }
         } else if st == ARMED
             && s.state
@@ -683,10 +698,13 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
             }
             set_prot(ps0, pe0, libc::PROT_READ);
+            opened(ps0, pe0);
         } else if st == WRITTEN {
             set_prot(page, page + ps, rw);
+            opened(page, page + ps);
         } else {
             set_prot(page, page + ps, libc::PROT_READ);
+            opened(page, page + ps);
         }
     }
     if page_hit && !exact_hit {
@@ -694,6 +712,31 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         COLLATERAL.fetch_add(1, Ordering::Relaxed);
         let prot = if write() { rw } else { libc::PROT_READ };
         set_prot(page, page + ps, prot);
+        opened(page, page + ps);
+    }
+    if open_lo < open_hi {
+        // Sub-allocations closer than a page: every other armed buffer with bytes on a page
+        // this fault opened loses sight of its accesses there for the rest of the window.
+        // Record it once as read and written (the analyzer then cannot call it untouched).
+        for s in &TABLE[..high] {
+            let Some((st, st0, en0, _, _, id)) = snapshot(s) else {
+                continue;
+            };
+            // The buffer the faulting byte belongs to was recorded above.
+            let held = addr >= st0 && addr < en0;
+            if held || !matches!(st, ARMED | READ) || en0 <= open_lo || st0 >= open_hi {
+                continue;
+            }
+            if s.state
+                .compare_exchange(st, WRITTEN, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                SHARED_PAGE.fetch_add(1, Ordering::Relaxed);
+                if !push(id, ACC_SHARED, super::sink::next_seq()) {
+                    DROPPED.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
     }
     if page_hit {
         FAULTS.fetch_add(1, Ordering::Relaxed);
@@ -827,10 +870,10 @@ pub fn is_armed(id: u64) -> bool {
 pub fn drain(mut f: impl FnMut(u64, Access, u64)) {
     let _g = lock();
     while let Some((id, acc, at)) = pop() {
-        let a = if acc == ACC_WRITE {
-            Access::Write
-        } else {
-            Access::Read
+        let a = match acc {
+            ACC_WRITE => Access::Write,
+            ACC_SHARED => Access::ReadWrite,
+            _ => Access::Read,
         };
         f(id, a, at);
     }
@@ -857,6 +900,9 @@ pub struct Stats {
     pub unclassified: u64,
     /// Window boundaries whose re-arm found the range still wholly protected (no `mprotect`).
     pub rearms_skipped: u64,
+    /// Armed buffers that lost sight of a page another fault opened (sub-allocations sharing a
+    /// page), each recorded as read and written.
+    pub shared_page: u64,
 }
 
 pub fn stats() -> Stats {
@@ -869,6 +915,7 @@ pub fn stats() -> Stats {
         by_instruction: BY_INSTRUCTION.load(Ordering::Relaxed),
         unclassified: UNCLASSIFIED.load(Ordering::Relaxed),
         rearms_skipped: REARMS_SKIPPED.load(Ordering::Relaxed),
+        shared_page: SHARED_PAGE.load(Ordering::Relaxed),
     }
 }
 
@@ -1014,13 +1061,14 @@ mod tests {
         let b = unsafe { m.p.add(half) };
         arm(21, m.p, half).unwrap();
         arm(22, b, 3 * page_size() - half).unwrap();
-        // B written: its whole range opens, page 1 (shared with A) with it.
+        // B written: its whole range opens, page 1 (shared with A) with it; A's bytes there
+        // are no longer watched this window, so A counts as read and written.
         unsafe { std::ptr::write_volatile(b.add(page_size()), 1u8) };
         assert_eq!(
             drained().iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
-            vec![(22, Access::Write)]
+            vec![(22, Access::Write), (21, Access::ReadWrite)]
         );
-        // A is still ARMED (untouched) but page 1 is open: its re-arm must protect again.
+        // Page 1 is open: A's re-arm must protect it again.
         arm(21, m.p, half).unwrap();
         assert_eq!(stats().rearms_skipped, 0);
         unsafe { std::ptr::write_volatile(m.p.add(page_size() + 8), 2u8) };
@@ -1093,14 +1141,56 @@ mod tests {
         let m = Pages::new(2);
         // Buffer covers bytes [100, page+100): both pages are protected.
         arm(3, unsafe { m.p.add(100) }, page_size()).unwrap();
-        unsafe { std::ptr::write_volatile(m.p.add(10), 1u8) }; // outside the buffer
-        assert!(drained().is_empty());
-        assert_eq!(stats().collateral, 1);
         unsafe { std::ptr::write_volatile(m.p.add(page_size() + 50), 1u8) }; // inside
         let v = drained();
         assert_eq!(v.len(), 1);
         assert_eq!((v[0].0, v[0].1), (3, Access::Write));
+        arm(3, unsafe { m.p.add(100) }, page_size()).unwrap(); // a new window
+        unsafe { std::ptr::write_volatile(m.p.add(10), 1u8) }; // outside the buffer
+        assert_eq!(stats().collateral, 1);
+        // That opened page 0, where the buffer has bytes [100, page): its accesses there are
+        // no longer seen in this window, so it counts as read and written (fail closed).
+        let v = drained();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!((v[0].0, v[0].1), (3, Access::ReadWrite));
+        assert_eq!(stats().shared_page, 1);
         disarm(3);
+        println!("CHILD-OK");
+    }
+
+    #[test]
+    fn sub_allocations_sharing_a_page_never_hide_an_access() {
+        if !in_child() {
+            assert_child_ok("sub_allocations_sharing_a_page_never_hide_an_access");
+            return;
+        }
+        let m = Pages::new(3);
+        let ps = page_size();
+        // Staging A = [0, ps + 100), partner B = [ps + 100, 3 ps): page 1 holds bytes of both.
+        arm(1, m.p, ps + 100).unwrap();
+        arm(2, unsafe { m.p.add(ps + 100) }, 2 * ps - 100).unwrap();
+        // The host writes A (far from B): that opens all of A's pages, page 1 included.
+        unsafe { std::ptr::write_volatile(m.p.add(10), 1u8) };
+        // ... so this write to B's bytes on page 1 does not fault ...
+        unsafe { std::ptr::write_volatile(m.p.add(ps + 200), 1u8) };
+        // ... and B was recorded when its page was opened: never "untouched".
+        let mut v = drained();
+        v.sort_by_key(|x| x.0);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!((v[0].0, v[0].1), (1, Access::Write));
+        assert_eq!((v[1].0, v[1].1), (2, Access::ReadWrite));
+        // The other way round: a write to B's own page opens all of B, page 1 included, where
+        // A has bytes: A is recorded too.
+        arm(1, m.p, ps + 100).unwrap();
+        arm(2, unsafe { m.p.add(ps + 100) }, 2 * ps - 100).unwrap();
+        unsafe { std::ptr::write_volatile(m.p.add(2 * ps + 10), 1u8) };
+        let mut v = drained();
+        v.sort_by_key(|x| x.0);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!((v[0].0, v[0].1), (1, Access::ReadWrite));
+        assert_eq!((v[1].0, v[1].1), (2, Access::Write));
+        disarm(1);
+        disarm(2);
         println!("CHILD-OK");
     }
 

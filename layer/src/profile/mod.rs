@@ -10,8 +10,9 @@
 //!   across runs) and [`callsite::KeyAllocator`] (ordinal per key).
 //! - **Host-access validation.** Host-visible allocations are backed by a
 //!   [`memfd::DoubleMap`] where `VK_EXT_external_memory_host` exists: view A is imported into the
-//!   driver, view B is what `vkMapMemory` returns to the app. Candidate staging buffers (mapped,
-//!   ≥ `min_bytes`, copied to/from an unmapped buffer) have their range in B armed with
+//!   driver, view B is what `vkMapMemory` returns to the app. Every buffer ≥ `min_bytes` bound into
+//!   mapped memory (from its bind or map: `Watched`), and any mapped one copied to/from an
+//!   unmapped buffer, has its range in B armed with
 //!   [`guard::arm`]; without the extension the driver's own mapping is armed (a real GPU does not
 //!   use CPU page tables).
 //! - **Windows.** A window starts at every `vkQueueSubmit` and at every host completion

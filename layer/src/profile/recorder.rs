@@ -95,7 +95,9 @@ pub struct Profiler {
     /// Texel buffer view → (buffer, offset, range), so texel descriptors resolve to a buffer.
     views: HandleMap<u64, (u64, u64, u64)>,
     cmds: HandleMap<u64, CmdBinds>,
-    /// Buffers ≥ `min_bytes` that took part in a copy with an unmapped buffer.
+    /// Buffers ≥ `min_bytes` armed for host-access validation: every one bound into mapped
+    /// memory (from its bind or map, `Watched`), and — as before — any that took part in a
+    /// copy with an unmapped buffer while mapped.
     candidates: HandleSet<u64>,
     /// Memory → its double mapping.
     doubles: HandleMap<u64, DoubleMap>,
@@ -620,8 +622,8 @@ impl Profiler {
         }
     }
 
-    /// After a successful bind.
-    pub fn on_bind(&self, buffer: u64, memory: u64, offset: u64) {
+    /// After a successful bind (the buffer's state already says where it is bound).
+    pub fn on_bind(&self, dev: &DeviceData, buffer: u64, memory: u64, offset: u64) {
         if self.on() {
             self.rec(Event::BindBuffer {
                 buffer,
@@ -629,6 +631,57 @@ impl Profiler {
                 offset,
             });
         }
+        if Self::mapped(dev, buffer) {
+            self.watch(dev, buffer);
+        }
+    }
+
+    /// After a successful `vkMapMemory` (the memory's state already holds the mapping): every
+    /// buffer ≥ `min_bytes` bound into it is armed now — before the application can touch the
+    /// new mapping, not at the next window.
+    pub fn after_map(&self, dev: &DeviceData, memory: u64) {
+        if !self.validate || !self.guard_ok.load(Ordering::Relaxed) {
+            return;
+        }
+        let bound: Vec<u64> = dev
+            .state
+            .buffers
+            .iter()
+            .filter(|e| e.value().bound.is_some_and(|(m, _)| m == memory))
+            .map(|e| *e.key())
+            .collect();
+        for b in bound {
+            if self.candidates.contains(&b) {
+                self.arm_one(dev, b);
+            } else {
+                self.watch(dev, b);
+            }
+        }
+    }
+
+    /// Roles come from behaviour (DESIGN §5): a buffer ≥ `min_bytes` that the host can reach
+    /// (bound into mapped memory) is armed from its bind, or from the map that makes it
+    /// reachable, so the trace holds every host access to it since its bind, and says so with
+    /// a `Watched` record — for the staging side and for a partner that lives in mapped memory
+    /// too (allocators map whole blocks).
+    fn watch(&self, dev: &DeviceData, buffer: u64) {
+        if !self.validate || !self.guard_ok.load(Ordering::Relaxed) {
+            return;
+        }
+        let big = dev
+            .state
+            .buffers
+            .get(&buffer)
+            .is_some_and(|b| b.size >= self.min_bytes);
+        if !big || !self.candidates.insert(buffer) {
+            return;
+        }
+        owners().insert(buffer, self.index);
+        self.candidates_total.fetch_add(1, Ordering::Relaxed);
+        if self.on() {
+            self.rec(Event::Watched { buffer });
+        }
+        self.arm_one(dev, buffer);
     }
 
     pub fn on_device_address(&self, buffer: u64) {
@@ -1267,32 +1320,41 @@ impl Profiler {
             return;
         }
         self.drain();
-        for b in self.candidates.iter() {
-            let b = *b;
-            let Some((ptr, len)) = self.range_of(dev, b) else {
-                if self.import_missing(dev, b) {
-                    self.unvalidated(b, "its allocation could not be double-mapped");
+        let all: Vec<u64> = self.candidates.iter().map(|b| *b).collect();
+        for b in all {
+            if !self.arm_one(dev, b) {
+                return;
+            }
+        }
+    }
+
+    /// Arms candidate `b`'s range in the current mapping (nothing when it is not mapped);
+    /// `false` when validation stopped for good.
+    fn arm_one(&self, dev: &DeviceData, b: u64) -> bool {
+        let Some((ptr, len)) = self.range_of(dev, b) else {
+            if self.import_missing(dev, b) {
+                self.unvalidated(b, "its allocation could not be double-mapped");
+            }
+            return true;
+        };
+        if let Err(e) = guard::arm(b, ptr as *const u8, len) {
+            match e {
+                GuardError::Replaced => {
+                    if log::first_time("guard-replaced") {
+                        log::warn!("profile: {e}; host accesses are no longer recorded");
+                    }
+                    self.stop_guard(&e.to_string());
+                    return false;
                 }
-                continue;
-            };
-            if let Err(e) = guard::arm(b, ptr as *const u8, len) {
-                match e {
-                    GuardError::Replaced => {
-                        if log::first_time("guard-replaced") {
-                            log::warn!("profile: {e}; host accesses are no longer recorded");
-                        }
-                        self.stop_guard(&e.to_string());
-                        return;
+                other => {
+                    if log::first_time(&format!("guard-arm-{other:?}")) {
+                        log::warn!("profile: cannot protect a buffer: {other}");
                     }
-                    other => {
-                        if log::first_time(&format!("guard-arm-{other:?}")) {
-                            log::warn!("profile: cannot protect a staging buffer: {other}");
-                        }
-                        self.unvalidated(b, &format!("protecting it failed: {other}"));
-                    }
+                    self.unvalidated(b, &format!("protecting it failed: {other}"));
                 }
             }
         }
+        true
     }
 
     fn drain(&self) {
@@ -1395,10 +1457,11 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} candidate buffers, {} faults ({} collateral, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} buffers touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
+                s.shared_page,
                 s.chained,
                 s.dropped,
                 s.by_context,
