@@ -360,6 +360,104 @@ fn negative(sample: &str, condition: &str, forced_changes_output: bool) {
     }
 }
 
+// ------------------------------------------------------------------ guarded enforce (issue 16)
+
+const GUARD_ON: &[(&str, &str)] = &[("VK_ECHO_GUARD", "1")];
+
+/// The headline of guarded enforce: the race control run against a plan forced to alias its
+/// refused pair gives wrong output without the guard and the program's own output with it — the
+/// host's write during the window was split copy-on-write and merged at the next upload.
+#[test]
+fn guard_turns_the_forced_race_into_the_right_output() {
+    let f = Flow::new("race", SIZE_KIB);
+    let base = f.sample(&[]);
+    let (trace, plan_path) = f.profile_and_analyze();
+    let plan = read_plan(&plan_path);
+    let unsafe_plan = forced(&plan, &trace);
+    assert!(unsafe_plan.groups.len() > plan.groups.len());
+    let up = f.dir.join("forced.json");
+    std::fs::write(&up, unsafe_plan.to_json()).unwrap();
+    std::fs::set_permissions(&up, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    let (wrong, s) = f.enforce(&up, &[]);
+    assert_eq!(s.groups_applied as usize, unsafe_plan.groups.len());
+    assert_ne!(
+        base.checksum(),
+        wrong.checksum(),
+        "without the guard the forced plan changes the output"
+    );
+    assert_eq!(s.guard_windows, 0, "guard off: no guard state touched");
+
+    let (right, s) = f.enforce(&up, GUARD_ON);
+    assert_eq!(
+        s.groups_applied as usize,
+        unsafe_plan.groups.len(),
+        "the forced plan is applied under the guard: {:?}",
+        s.not_applied
+    );
+    assert!(s.copies_elided > 0);
+    assert_eq!(
+        base.checksum(),
+        right.checksum(),
+        "the guard turns the forced race's wrong output into the right one ({s:?})"
+    );
+    assert!(s.guard_windows > 0, "{s:?}");
+    // One write per iteration lands in a window (the next input, written while the dispatch
+    // waits for the host's signal); every one but the last is merged at the next upload.
+    assert_eq!(s.guard_splits, ITERS, "{s:?}");
+    assert_eq!(s.guard_merges, ITERS - 1, "{s:?}");
+    assert_eq!(s.guard_timeouts, 0, "{s:?}");
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+}
+
+/// The positive samples under the guard: same output, every group applied, and no split (they
+/// never write a staging buffer while the GPU may use its group) — or, where the sample's
+/// direction cannot be guarded, the group refused (fail closed) and the output still the same.
+fn guarded_positive(sample: &str) {
+    let f = Flow::new(sample, SIZE_KIB);
+    let base = f.sample(&[]);
+    let (_, plan_path) = f.profile_and_analyze();
+    let plan = read_plan(&plan_path);
+    let (run, s) = f.enforce(&plan_path, GUARD_ON);
+    assert_eq!(
+        base.checksum(),
+        run.checksum(),
+        "{sample}: guarded enforce changed the output"
+    );
+    assert!(s.errors.is_empty(), "{sample}: {:?}", s.errors);
+    let forward = plan
+        .groups
+        .iter()
+        .filter(|g| g.direction == Direction::DeviceIntoStaging)
+        .count();
+    assert_eq!(
+        s.groups_applied as usize,
+        plan.groups.len() - forward,
+        "{sample}: not applied: {:?}",
+        s.not_applied
+    );
+    assert!(s.not_applied.iter().all(|n| n
+        .reason
+        .contains("guard: the device-into-staging direction")));
+    if s.groups_applied > 0 {
+        assert!(s.guard_windows > 0, "{sample}: {s:?}");
+    }
+    assert_eq!(
+        s.guard_splits, 0,
+        "{sample}: a positive sample never writes in a window ({s:?})"
+    );
+    assert_eq!(s.guard_timeouts, 0, "{sample}: {s:?}");
+}
+
+echo_tests::positive_sample_tests!(guarded_positive_samples, super::guarded_positive);
+
+/// Khronos validation with synchronization validation is silent under guarded enforce (the
+/// imported memory, the external-memory buffers and echo's own fence are all valid usage).
+#[test]
+fn guarded_validation_clean_saxpy() {
+    validation_clean_with("saxpy", GUARD_ON);
+}
+
 mod negative_controls {
     #[test]
     fn race() {
@@ -385,11 +483,19 @@ mod negative_controls {
 // ------------------------------------------------------------------ validation
 
 fn validation_clean(sample: &str) {
+    validation_clean_with(sample, &[]);
+}
+
+fn validation_clean_with(sample: &str, extra: &[(&str, &str)]) {
     let f = Flow::new(sample, VALIDATION_SIZE_KIB);
     let (_, plan) = f.profile_and_analyze();
-    let env = validation_env();
+    let mut env = validation_env();
+    env.extend(extra.iter().copied());
     let (run, s) = f.enforce(&plan, &env);
     assert!(s.copies_elided > 0, "{sample}: something was elided");
+    if !extra.is_empty() {
+        assert!(s.guard_windows > 0, "{sample}: the guard ran: {s:?}");
+    }
     let msgs = run.validation_messages();
     assert!(
         msgs.is_empty(),

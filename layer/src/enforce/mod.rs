@@ -15,6 +15,7 @@
 
 mod alias;
 mod copy;
+pub mod guard;
 
 pub use alias::{Enforcer, FreeAction, Unmap};
 
@@ -276,6 +277,18 @@ pub fn on_create_device(dev: &DeviceData) {
         dev.index,
     );
     if let Start::Enforce(e) = &mut s {
+        if dev.settings.guard {
+            match guard::start(dev) {
+                Ok(g) => {
+                    log::info!("enforce: guarded enforce on (aliased memory is double-mapped and write-protected while the GPU may use it)");
+                    e.guard = Some(g);
+                }
+                Err(why) => {
+                    log::warn!("enforce: the guard setting is on but the guard cannot run on device '{}': {why}; its groups are refused (fail closed)", dev.decision.name);
+                    e.guard_refused = Some(why);
+                }
+            }
+        }
         // Allocations may be left unmade only where echo follows every command that takes one.
         e.set_memory_commands(echo_analyzer::apply::memory_commands_followed(
             dev.extensions.iter().map(String::as_str),

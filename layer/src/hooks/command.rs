@@ -124,6 +124,9 @@ hook! {
             if let Some(p) = cx.dev.profile() {
                 p.on_begin(raw(cb), (*info).flags.contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT));
             }
+            if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+                g.begin(raw(cb));
+            }
         }
         r
     }
