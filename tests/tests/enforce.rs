@@ -419,6 +419,7 @@ fn guarded_positive(sample: &str) {
     let (_, plan_path) = f.profile_and_analyze();
     let plan = read_plan(&plan_path);
     let (run, s) = f.enforce(&plan_path, GUARD_ON);
+    eprintln!("{sample}: {}", s.summary());
     assert_eq!(
         base.checksum(),
         run.checksum(),

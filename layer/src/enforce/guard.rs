@@ -37,7 +37,7 @@ use crate::log;
 use crate::profile::memfd::DoubleMap;
 use ash::vk;
 use ash::vk::Handle;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -406,15 +406,25 @@ pub(super) struct Elided {
     pub upload: bool,
 }
 
+/// What a command buffer's commands use of guarded memory (since its last begin).
+#[derive(Default)]
+struct CbUse {
+    /// Something echo cannot name: every guarded allocation.
+    all: bool,
+    mems: Vec<u64>,
+    copies: Vec<Elided>,
+}
+
 #[derive(Default)]
 struct State {
     mems: HashMap<u64, GuardMem>,
-    /// Submissions not yet observed complete, per queue: (fence or 0).
-    pending: HashMap<u64, Vec<u64>>,
-    /// Whether the views are protected now.
-    open: bool,
-    /// Elided copies per command buffer (since its last begin).
-    cb_copies: HashMap<u64, Vec<Elided>>,
+    /// Submissions not yet observed complete, per queue: (fence or 0, guarded allocations used).
+    pending: HashMap<u64, Vec<(u64, Vec<u64>)>>,
+    /// Guarded allocations in a window (protected) now.
+    protected: HashSet<u64>,
+    cbs: HashMap<u64, CbUse>,
+    /// Buffers of each descriptor set (`None`: written in a way echo does not follow).
+    sets: HashMap<u64, Option<Vec<u64>>>,
     /// Echo's fence for the bounded wait before a merge.
     fence: Option<u64>,
 }
@@ -620,7 +630,10 @@ impl Guard {
 
     /// Before `vkFreeMemory` goes down: the double mapping to drop once the driver let go.
     pub fn before_free(&self, memory: u64) -> Option<DoubleMapOwned> {
-        let m = self.lock().mems.remove(&memory)?;
+        let mut st = self.lock();
+        st.protected.remove(&memory);
+        let m = st.mems.remove(&memory)?;
+        drop(st);
         if m.slot != usize::MAX {
             let (s, f) = release(m.slot);
             self.splits_done.fetch_add(s, Ordering::Relaxed);
@@ -655,12 +668,131 @@ impl Guard {
 
     // ------------------------------------------------------------ recording
 
+    /// The guarded allocation `buffer` is bound into, if any.
+    fn memory_of(&self, dev: &DeviceData, st: &State, buffer: u64) -> Option<u64> {
+        let (m, _) = dev.state.buffers.get(&buffer).and_then(|b| b.bound)?;
+        st.mems
+            .get(&m)
+            .is_some_and(|g| g.slot != usize::MAX)
+            .then_some(m)
+    }
+
     /// `vkBeginCommandBuffer`: what the command buffer held is gone.
     pub fn begin(&self, cb: u64) {
-        if !self.any.load(Ordering::Acquire) {
+        if !self.active() {
             return;
         }
-        self.lock().cb_copies.remove(&cb);
+        self.lock().cbs.remove(&cb);
+    }
+
+    /// A recorded command of `cb` uses these buffers (copies, fills, vertex/index/indirect
+    /// buffers, image copies).
+    pub fn use_buffers(&self, dev: &DeviceData, cb: u64, buffers: &[u64]) {
+        if !self.active() {
+            return;
+        }
+        let mut st = self.lock();
+        let mems: Vec<u64> = buffers
+            .iter()
+            .filter_map(|b| self.memory_of(dev, &st, *b))
+            .collect();
+        if !mems.is_empty() {
+            st.cbs.entry(cb).or_default().mems.extend(mems);
+        }
+    }
+
+    /// `cb` uses memory echo cannot name (a descriptor set echo did not see written, a push
+    /// descriptor template, secondary command buffers): every guarded allocation.
+    pub fn use_all(&self, cb: u64) {
+        if !self.active() {
+            return;
+        }
+        self.lock().cbs.entry(cb).or_default().all = true;
+    }
+
+    /// `vkUpdateDescriptorSets`: the buffers each written set holds (copies make the
+    /// destination unknown).
+    ///
+    /// # Safety
+    /// The application's valid arguments.
+    pub unsafe fn sets_updated(
+        &self,
+        writes: &[vk::WriteDescriptorSet<'_>],
+        copies: &[vk::CopyDescriptorSet<'_>],
+    ) {
+        let mut st = self.lock();
+        for w in writes {
+            let set = w.dst_set.as_raw();
+            if w.p_buffer_info.is_null() && holds_buffers(w.descriptor_type) {
+                st.sets.insert(set, None); // texel buffer views: not followed
+                continue;
+            }
+            let buffers: Vec<u64> = if w.p_buffer_info.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(w.p_buffer_info, w.descriptor_count as usize)
+                    .iter()
+                    .map(|b| b.buffer.as_raw())
+                    .collect()
+            };
+            if let Some(Some(v)) = st.sets.get_mut(&set) {
+                v.extend(buffers);
+            } else if !st.sets.contains_key(&set) {
+                st.sets.insert(set, Some(buffers));
+            }
+        }
+        for c in copies {
+            st.sets.insert(c.dst_set.as_raw(), None);
+        }
+    }
+
+    /// A set written some other way (templates): unknown from now on.
+    pub fn set_unknown(&self, set: u64) {
+        self.lock().sets.insert(set, None);
+    }
+
+    /// `vkCmdBindDescriptorSets`: the memory of each bound set's buffers.
+    pub fn bind_sets(&self, dev: &DeviceData, cb: u64, sets: &[u64]) {
+        if !self.active() {
+            return;
+        }
+        let mut st = self.lock();
+        let mut all = false;
+        let mut mems = Vec::new();
+        for set in sets {
+            match st.sets.get(set) {
+                Some(Some(bufs)) => {
+                    mems.extend(bufs.iter().filter_map(|b| self.memory_of(dev, &st, *b)))
+                }
+                _ => all = true,
+            }
+        }
+        let u = st.cbs.entry(cb).or_default();
+        u.all |= all;
+        u.mems.extend(mems);
+    }
+
+    /// `vkCmdExecuteCommands`: the secondaries' uses and elided copies become the primary's.
+    pub fn execute(&self, cb: u64, secondaries: &[u64]) {
+        if !self.active() {
+            return;
+        }
+        let mut st = self.lock();
+        let mut add = CbUse::default();
+        for s in secondaries {
+            match st.cbs.get(s) {
+                Some(u) => {
+                    add.all |= u.all;
+                    add.mems.extend(&u.mems);
+                    add.copies.extend(&u.copies);
+                }
+                None => {}
+            }
+        }
+        let u = st.cbs.entry(cb).or_default();
+        u.all |= add.all;
+        u.mems.extend(add.mems);
+        u.copies.extend(add.copies);
     }
 
     /// A copy region into guarded memory was elided while recording `cb`.
@@ -669,21 +801,29 @@ impl Guard {
         if !st.mems.get(&e.memory).is_some_and(|m| m.slot != usize::MAX) {
             return;
         }
-        st.cb_copies.entry(cb).or_default().push(e);
+        let u = st.cbs.entry(cb).or_default();
+        u.mems.push(e.memory);
+        u.copies.push(e);
     }
 
     // ------------------------------------------------------------ submissions and waits
 
     /// Before a submission goes down: merge split views this submission's elided copies use
-    /// (after the earlier GPU work completed), then protect every guarded view.
-    pub fn before_submit(&self, dev: &DeviceData, queue: u64, cbs: &[u64]) {
-        if !self.any.load(Ordering::Acquire) {
-            return;
+    /// (after the earlier GPU work on them completed), then protect every guarded view the
+    /// submission uses. Returns the allocations it uses (for [`Guard::after_submit`]).
+    pub fn before_submit(&self, dev: &DeviceData, queue: u64, cbs: &[u64]) -> Vec<u64> {
+        if !self.active() {
+            return Vec::new();
         }
         let mut st = self.lock();
         let mut due: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+        let mut used: HashSet<u64> = HashSet::new();
+        let mut all = false;
         for cb in cbs {
-            for e in st.cb_copies.get(cb).into_iter().flatten() {
+            let Some(u) = st.cbs.get(cb) else { continue };
+            all |= u.all;
+            used.extend(&u.mems);
+            for e in &u.copies {
                 let Some(m) = st.mems.get(&e.memory) else {
                     continue;
                 };
@@ -696,10 +836,17 @@ impl Guard {
                 }
             }
         }
+        if all {
+            used.extend(
+                st.mems
+                    .iter()
+                    .filter(|(_, m)| m.slot != usize::MAX)
+                    .map(|(k, _)| *k),
+            );
+        }
         if !due.is_empty() {
-            if st.pending.values().any(|v| !v.is_empty()) {
-                self.wait_earlier(dev, queue, &mut st);
-            }
+            let mems: HashSet<u64> = due.keys().copied().collect();
+            self.wait_earlier(dev, queue, &mut st, &mems);
             for (mem, ranges) in &due {
                 let Some(m) = st.mems.get(mem) else { continue };
                 if merge(m.slot, m.map.driver_ptr(), ranges) {
@@ -713,39 +860,52 @@ impl Guard {
                 }
             }
         }
-        if !st.open {
-            st.open = true;
-            self.windows.fetch_add(1, Ordering::Relaxed);
-        }
-        for m in st.mems.values() {
-            if m.slot != usize::MAX {
-                protect(m.slot);
+        let mut used: Vec<u64> = used.into_iter().collect();
+        used.sort_unstable();
+        for m in &used {
+            let Some(slot) = st.mems.get(m).map(|g| g.slot) else {
+                continue;
+            };
+            protect(slot);
+            if st.protected.insert(*m) {
+                self.windows.fetch_add(1, Ordering::Relaxed);
             }
         }
+        used
     }
 
-    /// After the submission went down: it is pending until observed complete. A failed
-    /// submission closes the window if nothing else is pending.
-    pub fn after_submit(&self, queue: u64, fence: u64, ok: bool) {
-        if !self.any.load(Ordering::Acquire) {
+    /// After the submission went down: it is pending until observed complete (a failed one is
+    /// not).
+    pub fn after_submit(&self, queue: u64, fence: u64, ok: bool, used: Vec<u64>) {
+        if !self.active() {
             return;
         }
         let mut st = self.lock();
         if ok {
-            st.pending.entry(queue).or_default().push(fence);
+            st.pending.entry(queue).or_default().push((fence, used));
         } else {
-            Self::maybe_close(&mut st);
+            Self::close_done(&mut st);
         }
     }
 
-    fn maybe_close(st: &mut State) {
-        if !st.open || st.pending.values().any(|v| !v.is_empty()) {
-            return;
-        }
-        st.open = false;
-        for m in st.mems.values() {
-            if m.slot != usize::MAX {
-                unprotect(m.slot);
+    /// Ends the window of every protected allocation no pending submission uses.
+    fn close_done(st: &mut State) {
+        let live: HashSet<u64> = st
+            .pending
+            .values()
+            .flatten()
+            .flat_map(|(_, m)| m.iter().copied())
+            .collect();
+        let done: Vec<u64> = st
+            .protected
+            .iter()
+            .filter(|m| !live.contains(m))
+            .copied()
+            .collect();
+        for m in done {
+            st.protected.remove(&m);
+            if let Some(g) = st.mems.get(&m).filter(|g| g.slot != usize::MAX) {
+                unprotect(g.slot);
             }
         }
     }
@@ -754,57 +914,57 @@ impl Guard {
     /// submissions completed): each one's submission and everything before it on its queue
     /// is complete.
     pub fn fences_done(&self, fences: &[u64]) {
-        if !self.any.load(Ordering::Acquire) || fences.is_empty() {
+        if !self.active() || fences.is_empty() {
             return;
         }
         let mut st = self.lock();
         for v in st.pending.values_mut() {
-            if let Some(i) = v.iter().rposition(|f| *f != 0 && fences.contains(f)) {
+            if let Some(i) = v.iter().rposition(|(f, _)| *f != 0 && fences.contains(f)) {
                 v.drain(..=i);
             }
         }
-        Self::maybe_close(&mut st);
+        Self::close_done(&mut st);
     }
 
     /// `vkQueueWaitIdle` succeeded.
     pub fn queue_idle(&self, queue: u64) {
-        if !self.any.load(Ordering::Acquire) {
+        if !self.active() {
             return;
         }
         let mut st = self.lock();
         st.pending.remove(&queue);
-        Self::maybe_close(&mut st);
+        Self::close_done(&mut st);
     }
 
     /// `vkDeviceWaitIdle` succeeded.
     pub fn device_idle(&self) {
-        if !self.any.load(Ordering::Acquire) {
+        if !self.active() {
             return;
         }
         let mut st = self.lock();
         st.pending.clear();
-        Self::maybe_close(&mut st);
+        Self::close_done(&mut st);
     }
 
-    /// Waits (bounded) until the GPU work submitted so far completed: the application's last
-    /// fence on other queues, an empty batch with echo's fence on this queue (which echo may
-    /// submit to: the application is inside its `vkQueueSubmit`). On timeout, or when a queue's
-    /// last submissions have no fence, warns and counts a timeout; the merge proceeds.
-    fn wait_earlier(&self, dev: &DeviceData, queue: u64, st: &mut State) {
+    /// Waits (bounded) until the GPU work submitted so far that uses `mems` completed: the
+    /// application's last fence of such a queue, or an empty batch with echo's fence on this
+    /// queue (which echo may submit to: the application is inside its `vkQueueSubmit`). On
+    /// timeout, or when a queue's last submissions have no fence, warns and counts a timeout;
+    /// the merge proceeds.
+    fn wait_earlier(&self, dev: &DeviceData, queue: u64, st: &mut State, mems: &HashSet<u64>) {
         let mut ok = true;
         let queues: Vec<u64> = st
             .pending
             .iter()
-            .filter(|(_, v)| !v.is_empty())
+            .filter(|(_, v)| v.iter().any(|(_, m)| m.iter().any(|x| mems.contains(x))))
             .map(|(q, _)| *q)
             .collect();
         for q in queues {
             let done = if q == queue {
                 self.drain_own_queue(dev, q, st)
             } else {
-                let v = &st.pending[&q];
-                match v.last() {
-                    Some(&f) if f != 0 => wait_fence(dev, f, MERGE_WAIT_NS),
+                match st.pending[&q].last() {
+                    Some(&(f, _)) if f != 0 => wait_fence(dev, f, MERGE_WAIT_NS),
                     _ => false,
                 }
             };
@@ -897,6 +1057,19 @@ static LEAKED: Mutex<Vec<DoubleMapOwned>> = Mutex::new(Vec::new());
 
 /// A double mapping to drop after its allocation was freed at the driver.
 pub struct DoubleMapOwned(#[allow(dead_code)] DoubleMap);
+
+/// Descriptor types that reach buffer memory (texel buffers through views).
+pub fn holds_buffers(t: vk::DescriptorType) -> bool {
+    matches!(
+        t,
+        vk::DescriptorType::UNIFORM_BUFFER
+            | vk::DescriptorType::STORAGE_BUFFER
+            | vk::DescriptorType::UNIFORM_BUFFER_DYNAMIC
+            | vk::DescriptorType::STORAGE_BUFFER_DYNAMIC
+            | vk::DescriptorType::UNIFORM_TEXEL_BUFFER
+            | vk::DescriptorType::STORAGE_TEXEL_BUFFER
+    )
+}
 
 fn wait_fence(dev: &DeviceData, f: u64, timeout: u64) -> bool {
     let fv = vk::Fence::from_raw(f);

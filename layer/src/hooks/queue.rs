@@ -13,13 +13,14 @@ hook! {
         let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev));
         // Guarded enforce: merge split views this submission's elided copies use, protect.
         let guard = cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active());
+        let mut used = Vec::new();
         if let Some(g) = guard {
             let cbs: Vec<u64> = batches_v1(count, submits).into_iter().flat_map(|b| b.command_buffers).collect();
-            g.before_submit(cx.dev, raw(queue), &cbs);
+            used = g.before_submit(cx.dev, raw(queue), &cbs);
         }
         let r = cx.down((cx.next)(queue, count, submits, fence));
         if let Some(g) = guard {
-            g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS);
+            g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
         }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v1(count, submits), raw(fence));
@@ -36,13 +37,14 @@ hook! {
     ) -> vk::Result {
         let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev));
         let guard = cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active());
+        let mut used = Vec::new();
         if let Some(g) = guard {
             let cbs: Vec<u64> = batches_v2(count, submits).into_iter().flat_map(|b| b.command_buffers).collect();
-            g.before_submit(cx.dev, raw(queue), &cbs);
+            used = g.before_submit(cx.dev, raw(queue), &cbs);
         }
         let r = cx.down((cx.next)(queue, count, submits, fence));
         if let Some(g) = guard {
-            g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS);
+            g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
         }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v2(count, submits), raw(fence));
