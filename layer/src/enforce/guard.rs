@@ -9,11 +9,12 @@
 //!   ([`DoubleMap`], as in profile mode): view A is imported into Vulkan
 //!   (`VkImportMemoryHostPointerInfoEXT`; lavapipe's CPU "GPU" threads use it), view B is what
 //!   `vkMapMemory` hands the application (also for the redirected staging maps).
-//! - **Windows.** From a `vkQueueSubmit` until the host observes that every submission since
-//!   is complete (fence wait/status success, fence reset — legal only once its submission
-//!   completed —, queue or device wait idle), every guarded view B is `PROT_READ`. The window is
-//!   per device and conservative: echo does not follow which descriptors a submission uses, so
-//!   any submission opens it for every guarded allocation.
+//! - **Windows, per allocation.** Command buffers record which guarded allocations their
+//!   commands use (copies, fills, vertex/index/indirect buffers, bound descriptor sets; what echo
+//!   cannot follow counts as all). From a `vkQueueSubmit` that uses an allocation until the host
+//!   observes every pending submission that uses it complete (fence wait/status success, fence
+//!   reset — legal only once its submission completed —, queue or device wait idle), its view B
+//!   is `PROT_READ`.
 //! - **Split.** A host write inside a window faults; the SIGSEGV handler re-maps the whole view B
 //!   `MAP_FIXED | MAP_PRIVATE` over the memfd: the write (and later ones) go to private
 //!   copy-on-write pages, view A keeps the bytes the GPU reads. Pages the host does not write
