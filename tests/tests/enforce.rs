@@ -452,6 +452,61 @@ fn guarded_positive(sample: &str) {
 
 echo_tests::positive_sample_tests!(guarded_positive_samples, super::guarded_positive);
 
+/// Guarded enforce never waits forever: GPU work that reads the device buffer waits for an event
+/// the host sets only after submitting the next upload, so the merge at that upload cannot wait
+/// for it. The wait is bounded (2 s), reported (`guard_timeouts`, one warning saying the plan
+/// should not be trusted) and the merge proceeds — which here changes what the blocked read sees,
+/// exactly why the plan is reported untrusted.
+#[test]
+fn guard_never_waits_forever_for_a_host_set_event() {
+    let f = Flow::order("normal");
+    let surprise = ("ECHO_ORDER_SURPRISE", "guard-wait");
+    let base = f.sample(&[surprise]);
+    assert_eq!(base.json()["mismatches"], 0, "{}", base.stderr);
+    let (_, plan) = f.profile_and_analyze();
+    let t0 = std::time::Instant::now();
+    let (run, s) = f.enforce(&plan, &[surprise, GUARD_ON[0]]);
+    let took = t0.elapsed();
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+    assert_eq!(s.groups_applied, 1, "{:?}", s.not_applied);
+    assert_eq!(s.guard_splits, 1, "{s:?}");
+    assert_eq!(s.guard_timeouts, 1, "{s:?}");
+    assert_eq!(s.guard_merges, 1, "{s:?}");
+    assert!(
+        layer_warnings(&run)
+            .iter()
+            .any(|w| w.contains("did not complete within") && w.contains("not be trusted")),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.json()["mismatches"].as_u64().unwrap() > 0,
+        "the merge proceeded after the timeout, so the blocked read saw the new input"
+    );
+
+    // The plan is marked untrusted; auto mode honours the mark: it profiles again (the output is
+    // the program's), writes a fresh plan and removes the mark.
+    let mut marker = plan.clone().into_os_string();
+    marker.push(".untrusted");
+    let marker = PathBuf::from(marker);
+    assert!(marker.is_file(), "{} written", marker.display());
+    let mut env = layer_env(&f.dir);
+    env.push(("VK_ECHO_MODE".into(), "auto".into()));
+    env.push(("VK_ECHO_LOG".into(), "info".into()));
+    env.push(("VK_ECHO_MIN_BYTES".into(), "4096".into()));
+    env.push(("VK_ECHO_PLAN".into(), plan.display().to_string()));
+    env.push(("VK_ECHO_GUARD".into(), "1".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let again = f.sample(&env);
+    assert_eq!(again.json()["mismatches"], 0, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("profiling again") && again.stderr.contains("written"),
+        "{}",
+        again.stderr
+    );
+    assert!(!marker.exists(), "the fresh plan clears the mark");
+}
+
 /// Khronos validation with synchronization validation is silent under guarded enforce (the
 /// imported memory, the external-memory buffers and echo's own fence are all valid usage).
 #[test]

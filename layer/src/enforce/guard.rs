@@ -470,10 +470,21 @@ pub struct Guard {
     /// Splits and failed re-maps of slots already released.
     splits_done: AtomicU64,
     failed_done: AtomicU64,
+    /// Written at the first timeout ([`untrusted_marker`] of the plan): auto mode profiles again.
+    marker: std::path::PathBuf,
+}
+
+/// The file next to a plan that says a guarded run could not keep the program's semantics
+/// (a bounded wait timed out): auto mode profiles again instead of enforcing it, and removes the
+/// file once the new plan is written.
+pub fn untrusted_marker(plan: &std::path::Path) -> std::path::PathBuf {
+    let mut s = plan.as_os_str().to_owned();
+    s.push(".untrusted");
+    std::path::PathBuf::from(s)
 }
 
 /// Why guarded enforce cannot run on a device (`Err`), else the guard.
-pub fn start(dev: &DeviceData) -> Result<Guard, String> {
+pub fn start(dev: &DeviceData, plan: &std::path::Path) -> Result<Guard, String> {
     let ext = crate::profile::recorder::EXT_MEMORY_HOST;
     if !dev.extensions.contains(ext.to_str().unwrap_or_default()) {
         return Err(format!(
@@ -502,6 +513,7 @@ pub fn start(dev: &DeviceData) -> Result<Guard, String> {
         timeouts: AtomicU64::new(0),
         splits_done: AtomicU64::new(0),
         failed_done: AtomicU64::new(0),
+        marker: untrusted_marker(plan),
     })
 }
 
@@ -976,11 +988,39 @@ impl Guard {
             }
         }
         if !ok {
-            self.timeouts.fetch_add(1, Ordering::Relaxed);
+            let first = self.timeouts.fetch_add(1, Ordering::Relaxed) == 0;
             log::warn!(
                 "guard: GPU work submitted before a merge did not complete within {} ms (or could not be waited for); merging anyway: the result may differ from the program's, and this plan should not be trusted (profile again)",
                 MERGE_WAIT_NS / 1_000_000
             );
+            if first {
+                self.mark_untrusted();
+            }
+        }
+    }
+
+    /// Writes the untrusted marker next to the plan (0600; best effort, logged).
+    fn mark_untrusted(&self) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let r = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&self.marker)
+            .and_then(|mut f| {
+                f.write_all(b"a guarded run timed out waiting for GPU work before a merge; auto mode profiles again\n")
+            });
+        match r {
+            Ok(()) => log::warn!(
+                "guard: plan marked untrusted ({}); auto mode profiles this program again",
+                self.marker.display()
+            ),
+            Err(e) => log::warn!(
+                "guard: cannot write {} ({e}); the plan stays as it is",
+                self.marker.display()
+            ),
         }
     }
 

@@ -97,7 +97,14 @@ pub fn start(
             // One decision per context and process (`crate::process`): later devices of this
             // run follow the first one's, even once a checkpoint has written a plan.
             let choice = crate::process::auto_choice(&p).unwrap_or_else(|| {
-                let c = if p.exists() {
+                let untrusted = guard::untrusted_marker(&p);
+                if p.exists() && untrusted.exists() {
+                    log::info!(
+                        "auto mode: {} says a guarded run could not keep the program's semantics; profiling again",
+                        untrusted.display()
+                    );
+                }
+                let c = if p.exists() && !untrusted.exists() {
                     AutoChoice::Enforce
                 } else {
                     AutoChoice::Profile {
@@ -278,7 +285,7 @@ pub fn on_create_device(dev: &DeviceData) {
     );
     if let Start::Enforce(e) = &mut s {
         if dev.settings.guard {
-            match guard::start(dev) {
+            match guard::start(dev, &e.plan_path) {
                 Ok(g) => {
                     log::info!("enforce: guarded enforce on (aliased memory is double-mapped and write-protected while the GPU may use it)");
                     e.guard = Some(g);
@@ -431,12 +438,15 @@ pub fn finish_auto(trace: &Path, plan_path: &Path, settings: &Settings) {
     };
     let plan = echo_analyzer::analysis::analyze(&t, thresholds);
     match write_private(plan_path, plan.to_json().as_bytes()) {
-        Ok(()) => log::info!(
+        Ok(()) => {
+            let _ = std::fs::remove_file(guard::untrusted_marker(plan_path));
+            log::info!(
             "auto mode: plan {} written ({} group(s), {} candidate(s) rejected); later runs enforce it",
             plan_path.display(),
             plan.groups.len(),
             plan.rejected.len()
-        ),
+            )
+        }
         Err(e) => log::warn!(
             "auto mode: cannot write the plan {}: {e}",
             plan_path.display()
