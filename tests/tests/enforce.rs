@@ -452,6 +452,28 @@ fn guarded_positive(sample: &str) {
 
 echo_tests::positive_sample_tests!(guarded_positive_samples, super::guarded_positive);
 
+/// A buffer the plan does not name bound into guarded memory: the guard lets go of that
+/// allocation (its host writes must reach the GPU as in the program), says so in the statistics,
+/// and the output is the program's.
+#[test]
+fn guard_lets_go_of_memory_a_foreign_buffer_is_bound_into() {
+    let f = Flow::order("normal");
+    let surprise = ("ECHO_ORDER_SURPRISE", "guard-foreign");
+    let base = f.sample(&[surprise]);
+    assert_eq!(base.json()["mismatches"], 0, "{}", base.stderr);
+    let (_, plan) = f.profile_and_analyze();
+    let (run, s) = f.enforce(&plan, &[surprise, GUARD_ON[0]]);
+    assert_eq!(base.checksum(), run.checksum(), "{}", run.stderr);
+    assert_eq!(run.json()["mismatches"], 0);
+    assert_eq!(s.groups_applied, 1, "{:?}", s.not_applied);
+    assert!(s.guard_windows > 0);
+    assert!(
+        s.errors.iter().any(|e| e.contains("ran unguarded")),
+        "{:?}",
+        s.errors
+    );
+}
+
 /// Guarded enforce never waits forever: GPU work that reads the device buffer waits for an event
 /// the host sets only after submitting the next upload, so the merge at that upload cannot wait
 /// for it. The wait is bounded (2 s), reported (`guard_timeouts`, one warning saying the plan

@@ -555,6 +555,10 @@ impl Enforcer {
                 return self.plain_bind(dev, &mut inner, buffer, memory, offset, down);
             }
             drop(inner);
+            if let Some(g) = &self.guard {
+                // Its host writes must reach the GPU as in the program: the guard lets go.
+                g.foreign_bind(memory, buffer);
+            }
             return plain_bind(dev, buffer, memory, offset, down);
         };
         match guest {
@@ -1546,6 +1550,10 @@ impl Enforcer {
             s.guard_splits = splits;
             s.guard_merges = ld(&g.merges);
             s.guard_timeouts = ld(&g.timeouts);
+            let unguarded = ld(&g.unguarded);
+            if unguarded > 0 {
+                s.errors.push(format!("guard: {unguarded} guarded allocation(s) had a buffer the plan does not name bound into them; their groups ran unguarded from then on"));
+            }
             if failed > 0 {
                 s.errors.push(format!(
                     "guard: {failed} split(s) failed (the host write reached the GPU's bytes)"

@@ -470,6 +470,8 @@ pub struct Guard {
     /// Splits and failed re-maps of slots already released.
     splits_done: AtomicU64,
     failed_done: AtomicU64,
+    /// Allocations that stopped being guarded ([`Guard::foreign_bind`]).
+    pub unguarded: AtomicU64,
     /// Written at the first timeout ([`untrusted_marker`] of the plan): auto mode profiles again.
     marker: std::path::PathBuf,
 }
@@ -513,6 +515,7 @@ pub fn start(dev: &DeviceData, plan: &std::path::Path) -> Result<Guard, String> 
         timeouts: AtomicU64::new(0),
         splits_done: AtomicU64::new(0),
         failed_done: AtomicU64::new(0),
+        unguarded: AtomicU64::new(0),
         marker: untrusted_marker(plan),
     })
 }
@@ -639,6 +642,37 @@ impl Guard {
             .mems
             .get(&memory)
             .is_some_and(|m| m.slot != usize::MAX)
+    }
+
+    /// A buffer the plan does not name is bound into guarded memory: host writes to it in a
+    /// window would be split away from the GPU, so the allocation stops being guarded (a split
+    /// view is merged whole first: only the pages the host wrote are private). Reported as an
+    /// error in the statistics: its groups run unguarded from now on.
+    pub fn foreign_bind(&self, memory: u64, buffer: u64) {
+        if !self.active() {
+            return;
+        }
+        let mut st = self.lock();
+        let Some(m) = st.mems.get_mut(&memory) else {
+            return;
+        };
+        if m.slot == usize::MAX {
+            return;
+        }
+        let slot = m.slot;
+        if is_split(slot) {
+            let len = m.map.len() as u64;
+            merge(slot, m.map.driver_ptr(), &[(0, len)]);
+        }
+        let (s, f) = release(slot);
+        m.slot = usize::MAX;
+        st.protected.remove(&memory);
+        self.splits_done.fetch_add(s, Ordering::Relaxed);
+        self.failed_done.fetch_add(f, Ordering::Relaxed);
+        self.unguarded.fetch_add(1, Ordering::Relaxed);
+        log::warn!(
+            "guard: buffer {buffer:#x}, which the plan does not name, is bound into guarded memory {memory:#x}; that allocation is no longer guarded"
+        );
     }
 
     /// Before `vkFreeMemory` goes down: the double mapping to drop once the driver let go.

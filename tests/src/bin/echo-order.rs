@@ -22,7 +22,9 @@
 //! of `down`'s allocation, writes it, maps it again to read it back, and reads `down`'s bytes
 //! through a map of its own range; `guard-wait` submits a copy d → check that waits for a host-set
 //! event, writes the next input into `up`, submits its upload and only then sets the event (the
-//! read must see the last iteration's input: guarded enforce's bounded wait before its merge).
+//! read must see the last iteration's input: guarded enforce's bounded wait before its merge);
+//! `guard-foreign` binds a buffer no plan names over d, writes it through a map of d's memory
+//! while a copy out of it is pending, and copies it out again.
 //!
 //! Prints one JSON line: `{"checksum": "<hex>", "mismatches": N}`.
 
@@ -435,6 +437,43 @@ unsafe fn run(
             for i in 0..n {
                 fold(*p.add(i), pattern(i, last));
             }
+        }
+        "guard-foreign" => {
+            // A buffer no plan names is bound over d (aliasing it, as a program may) and written
+            // through the program's own map of d's memory while a submission that reads it is
+            // still pending; a later copy out of it must see those bytes.
+            let extra = create(U::TRANSFER_SRC | U::TRANSFER_DST)?;
+            bind(extra, d_mem)?;
+            dev.reset_command_buffer(cb, vk::CommandBufferResetFlags::empty())
+                .map_err(|e| format!("{e}"))?;
+            dev.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+                .map_err(|e| format!("{e}"))?;
+            dev.cmd_copy_buffer(cb, extra, check, &region);
+            dev.end_command_buffer(cb).map_err(|e| format!("{e}"))?;
+            let cbs = [cb];
+            dev.queue_submit(
+                queue,
+                &[vk::SubmitInfo::default().command_buffers(&cbs)],
+                fence,
+            )
+            .map_err(|e| format!("{e}"))?;
+            let p = dev
+                .map_memory(d_mem, 0, bytes, vk::MemoryMapFlags::empty())
+                .map_err(|e| format!("vkMapMemory of d's memory: {e}"))?
+                as *mut u32;
+            let next = last + 1;
+            for i in 0..n {
+                *p.add(i) = pattern(i, next);
+            }
+            dev.wait_for_fences(&[fence], true, u64::MAX)
+                .map_err(|e| format!("{e}"))?;
+            dev.reset_fences(&[fence]).map_err(|e| format!("{e}"))?;
+            dev.unmap_memory(d_mem);
+            once(&|cb| dev.cmd_copy_buffer(cb, extra, check, &region))?;
+            for i in 0..n {
+                fold(*check_p.add(i), pattern(i, next));
+            }
+            dev.destroy_buffer(extra, None);
         }
         "guard-wait" => {
             // GPU work that waits for a host-set event reads d; meanwhile the host writes the
