@@ -70,7 +70,8 @@ pub struct Stats {
     /// buffer's memory) and, when their staging buffer was destroyed later, what it left there.
     #[serde(default)]
     pub bytes_carried_late: u64,
-    /// Guarded enforce (`guard` setting): windows opened (a submission while none was open),
+    /// Guarded enforce (`guard` setting): windows opened (a submission that uses a guarded
+    /// allocation not already in a window; counted per allocation),
     /// host writes split copy-on-write inside a window, splits merged back at an elided copy,
     /// and bounded waits for earlier GPU work that timed out (the plan is then not trusted).
     #[serde(default)]
