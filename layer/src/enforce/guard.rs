@@ -616,6 +616,7 @@ impl Guard {
     /// After the import succeeded: the allocation is guarded; its view B (the application's
     /// mapping from now on), or `None` when no slot is left (the mapping is kept with the
     /// allocation, unguarded: its groups are refused at their bind).
+    #[allow(clippy::boxed_local)] // the hook holds it boxed (its pointers must not move)
     pub fn imported(&self, memory: u64, mut import: Box<Import>) -> Option<usize> {
         let map = import.map.take()?;
         let b = map.app_ptr() as usize;
@@ -782,10 +783,15 @@ impl Guard {
                     .map(|b| b.buffer.as_raw())
                     .collect()
             };
-            if let Some(Some(v)) = st.sets.get_mut(&set) {
-                v.extend(buffers);
-            } else if !st.sets.contains_key(&set) {
-                st.sets.insert(set, Some(buffers));
+            match st.sets.entry(set) {
+                std::collections::hash_map::Entry::Occupied(mut o) => {
+                    if let Some(v) = o.get_mut() {
+                        v.extend(buffers);
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(Some(buffers));
+                }
             }
         }
         for c in copies {
@@ -827,13 +833,10 @@ impl Guard {
         let mut st = self.lock();
         let mut add = CbUse::default();
         for s in secondaries {
-            match st.cbs.get(s) {
-                Some(u) => {
-                    add.all |= u.all;
-                    add.mems.extend(&u.mems);
-                    add.copies.extend(&u.copies);
-                }
-                None => {}
+            if let Some(u) = st.cbs.get(s) {
+                add.all |= u.all;
+                add.mems.extend(&u.mems);
+                add.copies.extend(&u.copies);
             }
         }
         let u = st.cbs.entry(cb).or_default();
@@ -845,7 +848,7 @@ impl Guard {
     /// A copy region into guarded memory was elided while recording `cb`.
     pub(super) fn elided(&self, cb: u64, e: Elided) {
         let mut st = self.lock();
-        if !st.mems.get(&e.memory).is_some_and(|m| m.slot != usize::MAX) {
+        if st.mems.get(&e.memory).is_none_or(|m| m.slot == usize::MAX) {
             return;
         }
         let u = st.cbs.entry(cb).or_default();

@@ -198,10 +198,10 @@ hook! {
                 }
                 FreeAction::Down { memory: m, then } => {
                     cx.dev.state.memory.remove(&raw(memory));
-                    let mapping = e.guard().and_then(|g| g.before_free(m));
-                    let r = cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m), alloc));
-                    drop(mapping); // unmapped only once the driver let go of it
-                    (r, then)
+                    // The guard's double mapping is unmapped (at the end of this arm) only
+                    // once the driver let go of the memory.
+                    let _mapping = e.guard().and_then(|g| g.before_free(m));
+                    (cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m), alloc)), then)
                 }
             };
             if let Some(f) = then {
