@@ -749,6 +749,9 @@ impl Enforcer {
             b.bound = Some((target, at));
         }
         inner.mems.entry(target).or_default().guests.insert(buffer);
+        if let Some(g) = &self.guard {
+            g.aliased(target);
+        }
         if let Some(rd) = redirect {
             inner.mems.entry(memory).or_default().redirect = Some(rd);
         }
@@ -1214,6 +1217,9 @@ impl Enforcer {
             b.early = Some((memory, at_in_own));
         }
         inner.mems.entry(dmem).or_default().guests.insert(h);
+        if let Some(g) = &self.guard {
+            g.aliased(dmem);
+        }
         self.c.binds_redirected.fetch_add(1, Ordering::Relaxed);
         self.any_alias.store(true, Ordering::Release);
         self.set_outcome(inner, Slot::Staging(g, m), Ok(()));

@@ -396,6 +396,8 @@ pub fn merge(i: usize, a: *mut u8, ranges: &[(u64, u64)]) -> bool {
 struct GuardMem {
     slot: usize,
     map: DoubleMap,
+    /// A group's staging buffer lives in it (a redirected bind): only then is it protected.
+    aliased: bool,
 }
 
 /// An elided copy recorded in a command buffer: (memory, offset, size, staging → device).
@@ -628,11 +630,19 @@ impl Guard {
                 GuardMem {
                     slot: usize::MAX,
                     map,
+                    aliased: false,
                 },
             );
             return None;
         };
-        self.lock().mems.insert(memory, GuardMem { slot, map });
+        self.lock().mems.insert(
+            memory,
+            GuardMem {
+                slot,
+                map,
+                aliased: false,
+            },
+        );
         self.any.store(true, Ordering::Release);
         Some(b)
     }
@@ -716,13 +726,21 @@ impl Guard {
 
     // ------------------------------------------------------------ recording
 
-    /// The guarded allocation `buffer` is bound into, if any.
+    /// The guarded allocation `buffer` is bound into, if any (double-mapped, with a slot, and
+    /// a group aliased into it).
     fn memory_of(&self, dev: &DeviceData, st: &State, buffer: u64) -> Option<u64> {
         let (m, _) = dev.state.buffers.get(&buffer).and_then(|b| b.bound)?;
         st.mems
             .get(&m)
-            .is_some_and(|g| g.slot != usize::MAX)
+            .is_some_and(|g| g.slot != usize::MAX && g.aliased)
             .then_some(m)
+    }
+
+    /// A group's staging buffer was bound into guarded `memory`: its windows start.
+    pub fn aliased(&self, memory: u64) {
+        if let Some(m) = self.lock().mems.get_mut(&memory) {
+            m.aliased = true;
+        }
     }
 
     /// `vkBeginCommandBuffer`: what the command buffer held is gone.
@@ -848,7 +866,11 @@ impl Guard {
     /// A copy region into guarded memory was elided while recording `cb`.
     pub(super) fn elided(&self, cb: u64, e: Elided) {
         let mut st = self.lock();
-        if st.mems.get(&e.memory).is_none_or(|m| m.slot == usize::MAX) {
+        if st
+            .mems
+            .get(&e.memory)
+            .is_none_or(|m| m.slot == usize::MAX || !m.aliased)
+        {
             return;
         }
         let u = st.cbs.entry(cb).or_default();
@@ -890,7 +912,7 @@ impl Guard {
             used.extend(
                 st.mems
                     .iter()
-                    .filter(|(_, m)| m.slot != usize::MAX)
+                    .filter(|(_, m)| m.slot != usize::MAX && m.aliased)
                     .map(|(k, _)| *k),
             );
         }
