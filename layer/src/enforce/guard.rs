@@ -1229,7 +1229,30 @@ mod tests {
             assert!(out.status.success() && so.contains("CHILD-OK"), "{out:?}");
             return;
         }
+        // A handler the application installed before echo's still gets the faults that are not
+        // echo's.
+        static APP_SAW: AtomicUsize = AtomicUsize::new(0);
+        extern "C" fn app_handler(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut c_void) {
+            unsafe {
+                let a = (*info).si_addr() as usize & !4095;
+                APP_SAW.store(a, Ordering::SeqCst);
+                libc::mprotect(a as *mut c_void, 4096, libc::PROT_READ | libc::PROT_WRITE);
+            }
+        }
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = app_handler as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO;
+            assert_eq!(libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()), 0);
+        }
         install().unwrap();
+        let other = DoubleMap::new(4096, 4096).unwrap();
+        unsafe {
+            let p = other.app_ptr();
+            assert_eq!(libc::mprotect(p as *mut c_void, 4096, libc::PROT_NONE), 0);
+            std::ptr::write_volatile(p, 1);
+            assert_eq!(APP_SAW.load(Ordering::SeqCst), p as usize, "chained");
+        }
         let m = DoubleMap::new(3 * 4096, 4096).unwrap();
         let (a, b) = (m.driver_ptr(), m.app_ptr());
         unsafe {
@@ -1264,6 +1287,8 @@ mod tests {
             assert_eq!(std::ptr::read_volatile(a.add(100)), 9);
         }
         assert_eq!(release(i), (1, 0));
+        // A guarded fault is not passed on.
+        assert_eq!(APP_SAW.load(Ordering::SeqCst), other.app_ptr() as usize);
         println!("CHILD-OK");
     }
 }
