@@ -410,6 +410,28 @@ fn guard_turns_the_forced_race_into_the_right_output() {
     assert!(s.errors.is_empty(), "{:?}", s.errors);
 }
 
+/// The guard covers host writes made while the GPU may still use a group (S2), not value
+/// violations outside any window (S1): the stale control writes its staging buffer after the
+/// first dispatch completed, and a later dispatch reads the device buffer with no upload between.
+/// Forced to alias that pair, the output stays wrong under the guard — the analyzer's S1 refusal
+/// is what keeps it right, and the guard is no licence to force any plan.
+#[test]
+fn guard_does_not_make_an_s1_refusal_safe() {
+    let f = Flow::new("stale", SIZE_KIB);
+    let base = f.sample(&[]);
+    let (trace, plan_path) = f.profile_and_analyze();
+    let plan = read_plan(&plan_path);
+    assert!(plan.rejected.iter().any(|r| r.condition.as_str() == "S1"));
+    let unsafe_plan = forced(&plan, &trace);
+    let up = f.dir.join("forced.json");
+    std::fs::write(&up, unsafe_plan.to_json()).unwrap();
+    std::fs::set_permissions(&up, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (run, s) = f.enforce(&up, GUARD_ON);
+    assert_eq!(s.groups_applied as usize, unsafe_plan.groups.len());
+    assert_eq!(s.guard_splits, 0, "no write inside a window: {s:?}");
+    assert_ne!(base.checksum(), run.checksum());
+}
+
 /// The positive samples under the guard: same output, every group applied, and no split (they
 /// never write a staging buffer while the GPU may use its group) — or, where the sample's
 /// direction cannot be guarded, the group refused (fail closed) and the output still the same.
