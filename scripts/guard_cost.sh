@@ -2,11 +2,10 @@
 # Cost of guarded enforce (issue 16), deterministic: instructions executed inside echo's release
 # library per saxpy iteration (callgrind, all threads; difference of two loop lengths so start-up
 # cancels) with guard off and on, and the mprotect/mmap system calls per iteration (strace).
-# Wall time on a shared machine is not reliable; to time it yourself:
-#   VK_ECHO_GUARD=1 target/debug/vkecho run --plan PLAN -- target/debug/echo-samples saxpy ...
-# (and compare with VK_ECHO_GUARD=0), or scripts/bench.sh on a quiet machine.
+# Wall time on a shared machine is not reliable; on a quiet machine add TIME=1: saxpy's median
+# iteration time (release layer, 50 iterations) without echo, enforce, and enforce with the guard.
 #
-# Usage: scripts/guard_cost.sh [SIZE_KIB] (default 256). Needs valgrind and strace.
+# Usage: [TIME=1] scripts/guard_cost.sh [SIZE_KIB] (default 256). Needs valgrind and strace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
@@ -77,3 +76,20 @@ echo "| mmap calls (strace, all threads) | ${mm[0]} | ${mm[1]} |"
 s=$(tail -n 1 "$dir/stats-1-${loops[1]}.jsonl")
 echo
 echo "guard on, ${loops[1]} iterations: $(echo "$s" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("groups %d/%d applied, windows %d, splits %d, merges %d, timeouts %d" % (s["groups_applied"], s["groups_planned"], s["guard_windows"], s["guard_splits"], s["guard_merges"], s["guard_timeouts"]))')"
+
+if [ "${TIME:-0}" = 1 ]; then
+    n=50
+    args=(saxpy --size-kib "$size" --iters "$n")
+    VK_ECHO_MIN_BYTES=4096 $B/vkecho profile --trace "$dir/tt.jsonl" -- $B/echo-samples "${args[@]}" >/dev/null 2>&1
+    $B/vkecho analyze "$dir/tt.jsonl" -o "$dir/pt.json" >/dev/null
+    chmod 600 "$dir/pt.json"
+    med() { python3 -c 'import json,sys; print([json.loads(l) for l in sys.stdin if l.startswith("{")][-1]["iter_ms_median"])'; }
+    echo
+    echo "wall clock, saxpy ${size} KiB, median ms per iteration ($n iterations):"
+    echo "  no echo:       $($B/echo-samples "${args[@]}" 2>/dev/null | med)"
+    for g in 0 1; do
+        t=$(env "${layer_env[@]}" VK_ECHO_MODE=enforce VK_ECHO_PLAN="$dir/pt.json" VK_ECHO_GUARD=$g \
+            $B/echo-samples "${args[@]}" 2>/dev/null | med)
+        echo "  enforce, guard=$g: $t"
+    done
+fi
