@@ -75,6 +75,9 @@ pub struct Settings {
     pub trace_max_bytes: u64,
     /// Profile mode: validate host access to candidate staging buffers with page protection.
     pub validate: bool,
+    /// Enforce mode: write-protect aliased staging views while the GPU may use their group, and
+    /// split host writes made in that window copy-on-write (`layer/src/enforce/guard.rs`).
+    pub guard: bool,
 }
 
 /// One setting's description, for docs, the manifest and `vkecho doctor`.
@@ -102,6 +105,7 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "stack_depth", kind: "int", default: "16", accepted: "1..64", description: "Return addresses hashed into a buffer's call-site identity." },
     SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
     SettingInfo { name: "validate", kind: "bool", default: "true", accepted: "true|false", description: "Profile mode: validate host access to candidate staging buffers with page protection (false: record the trace only)." },
+    SettingInfo { name: "guard", kind: "bool", default: "false", accepted: "true|false", description: "Enforce mode: write-protect aliased staging memory while the GPU may still use it; a host write in that window goes to a private copy the GPU does not see, merged at the next elided copy (needs VK_EXT_external_memory_host; without it guarded groups are refused)." },
 ];
 
 impl Settings {
@@ -132,6 +136,7 @@ impl Settings {
             stack_depth: 16,
             trace_max_bytes: 1 << 30,
             validate: true,
+            guard: false,
         }
     }
 
@@ -164,6 +169,7 @@ impl Settings {
             ("stack_depth".into(), self.stack_depth.to_string()),
             ("trace_max_bytes".into(), self.trace_max_bytes.to_string()),
             ("validate".into(), self.validate.to_string()),
+            ("guard".into(), self.guard.to_string()),
         ]
     }
 }
@@ -321,6 +327,11 @@ pub fn resolve(
             "validate" => match parse_bool(v) {
                 Some(b) => s.validate = b,
                 None => bad(&mut warnings),
+            },
+            "guard" => match v.to_ascii_lowercase().as_str() {
+                "true" | "1" | "on" | "yes" => s.guard = true,
+                "false" | "0" | "off" | "no" => s.guard = false,
+                _ => bad(&mut warnings),
             },
             _ => unreachable!("every SETTINGS entry is handled"),
         }

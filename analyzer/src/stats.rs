@@ -78,6 +78,18 @@ pub struct Stats {
     /// window of an allocation made in part and the rest (which cannot be one mapping).
     #[serde(default)]
     pub maps_refused: u64,
+    /// Guarded enforce (`guard` setting): windows opened (a submission that uses a guarded
+    /// allocation not already in a window; counted per allocation),
+    /// host writes split copy-on-write inside a window, splits merged back at an elided copy,
+    /// and bounded waits for earlier GPU work that timed out (the plan is then not trusted).
+    #[serde(default)]
+    pub guard_windows: u64,
+    #[serde(default)]
+    pub guard_splits: u64,
+    #[serde(default)]
+    pub guard_merges: u64,
+    #[serde(default)]
+    pub guard_timeouts: u64,
     /// Profile mode: trace events written, and the trace path.
     #[serde(default)]
     pub trace_events: u64,
@@ -127,6 +139,10 @@ impl Stats {
             t.bytes_carried_late += s.bytes_carried_late;
             t.allocations_windowed += s.allocations_windowed;
             t.maps_refused += s.maps_refused;
+            t.guard_windows += s.guard_windows;
+            t.guard_splits += s.guard_splits;
+            t.guard_merges += s.guard_merges;
+            t.guard_timeouts += s.guard_timeouts;
             t.trace_events += s.trace_events;
         }
         t
@@ -163,8 +179,16 @@ impl Stats {
         } else {
             late
         };
+        let guard = if self.guard_windows > 0 {
+            format!(
+                ", guard: {} window(s), {} split(s), {} merge(s), {} timeout(s)",
+                self.guard_windows, self.guard_splits, self.guard_merges, self.guard_timeouts
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{} on {} ({}): {}/{} groups applied, {} copies and {} regions elided ({} bytes), {} barriers inserted, {} bytes not allocated ({} allocation(s) skipped{late}){carried}",
+            "{} on {} ({}): {}/{} groups applied, {} copies and {} regions elided ({} bytes), {} barriers inserted, {} bytes not allocated ({} allocation(s) skipped{late}){carried}{guard}",
             self.mode,
             self.device,
             self.class,

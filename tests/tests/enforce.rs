@@ -370,6 +370,204 @@ fn negative(sample: &str, condition: &str, forced_changes_output: bool) {
     }
 }
 
+// ------------------------------------------------------------------ guarded enforce (issue 16)
+
+const GUARD_ON: &[(&str, &str)] = &[("VK_ECHO_GUARD", "1")];
+
+/// The headline of guarded enforce: the race control run against a plan forced to alias its
+/// refused pair gives wrong output without the guard and the program's own output with it — the
+/// host's write during the window was split copy-on-write and merged at the next upload.
+#[test]
+fn guard_turns_the_forced_race_into_the_right_output() {
+    let f = Flow::new("race", SIZE_KIB);
+    let base = f.sample(&[]);
+    let (trace, plan_path) = f.profile_and_analyze();
+    let plan = read_plan(&plan_path);
+    let unsafe_plan = forced(&plan, &trace);
+    assert!(unsafe_plan.groups.len() > plan.groups.len());
+    let up = f.dir.join("forced.json");
+    std::fs::write(&up, unsafe_plan.to_json()).unwrap();
+    std::fs::set_permissions(&up, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    let (wrong, s) = f.enforce(&up, &[]);
+    assert_eq!(s.groups_applied as usize, unsafe_plan.groups.len());
+    assert_ne!(
+        base.checksum(),
+        wrong.checksum(),
+        "without the guard the forced plan changes the output"
+    );
+    assert_eq!(s.guard_windows, 0, "guard off: no guard state touched");
+
+    let (right, s) = f.enforce(&up, GUARD_ON);
+    assert_eq!(
+        s.groups_applied as usize,
+        unsafe_plan.groups.len(),
+        "the forced plan is applied under the guard: {:?}",
+        s.not_applied
+    );
+    assert!(s.copies_elided > 0);
+    assert_eq!(
+        base.checksum(),
+        right.checksum(),
+        "the guard turns the forced race's wrong output into the right one ({s:?})"
+    );
+    assert!(s.guard_windows > 0, "{s:?}");
+    // One write per iteration lands in a window (the next input, written while the dispatch
+    // waits for the host's signal); every one but the last is merged at the next upload.
+    assert_eq!(s.guard_splits, ITERS, "{s:?}");
+    assert_eq!(s.guard_merges, ITERS - 1, "{s:?}");
+    assert_eq!(s.guard_timeouts, 0, "{s:?}");
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+}
+
+/// The guard covers host writes made while the GPU may still use a group (S2), not value
+/// violations outside any window (S1): the stale control writes its staging buffer after the
+/// first dispatch completed, and a later dispatch reads the device buffer with no upload between.
+/// Forced to alias that pair, the output stays wrong under the guard — the analyzer's S1 refusal
+/// is what keeps it right, and the guard is no licence to force any plan.
+#[test]
+fn guard_does_not_make_an_s1_refusal_safe() {
+    let f = Flow::new("stale", SIZE_KIB);
+    let base = f.sample(&[]);
+    let (trace, plan_path) = f.profile_and_analyze();
+    let plan = read_plan(&plan_path);
+    assert!(plan.rejected.iter().any(|r| r.condition.as_str() == "S1"));
+    let unsafe_plan = forced(&plan, &trace);
+    let up = f.dir.join("forced.json");
+    std::fs::write(&up, unsafe_plan.to_json()).unwrap();
+    std::fs::set_permissions(&up, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (run, s) = f.enforce(&up, GUARD_ON);
+    assert_eq!(s.groups_applied as usize, unsafe_plan.groups.len());
+    assert_eq!(s.guard_splits, 0, "no write inside a window: {s:?}");
+    assert_ne!(base.checksum(), run.checksum());
+}
+
+/// The positive samples under the guard: same output, every group applied, and no split (they
+/// never write a staging buffer while the GPU may use its group) — or, where the sample's
+/// direction cannot be guarded, the group refused (fail closed) and the output still the same.
+fn guarded_positive(sample: &str) {
+    let f = Flow::new(sample, SIZE_KIB);
+    let base = f.sample(&[]);
+    let (_, plan_path) = f.profile_and_analyze();
+    let plan = read_plan(&plan_path);
+    let (run, s) = f.enforce(&plan_path, GUARD_ON);
+    eprintln!("{sample}: {}", s.summary());
+    assert_eq!(
+        base.checksum(),
+        run.checksum(),
+        "{sample}: guarded enforce changed the output"
+    );
+    assert!(s.errors.is_empty(), "{sample}: {:?}", s.errors);
+    let forward = plan
+        .groups
+        .iter()
+        .filter(|g| g.direction == Direction::DeviceIntoStaging)
+        .count();
+    assert_eq!(
+        s.groups_applied as usize,
+        plan.groups.len() - forward,
+        "{sample}: not applied: {:?}",
+        s.not_applied
+    );
+    assert!(s.not_applied.iter().all(|n| n
+        .reason
+        .contains("guard: the device-into-staging direction")));
+    if s.groups_applied > 0 {
+        assert!(s.guard_windows > 0, "{sample}: {s:?}");
+    }
+    assert_eq!(
+        s.guard_splits, 0,
+        "{sample}: a positive sample never writes in a window ({s:?})"
+    );
+    assert_eq!(s.guard_timeouts, 0, "{sample}: {s:?}");
+}
+
+echo_tests::positive_sample_tests!(guarded_positive_samples, super::guarded_positive);
+
+/// A buffer the plan does not name bound into guarded memory: the guard lets go of that
+/// allocation (its host writes must reach the GPU as in the program), says so in the statistics,
+/// and the output is the program's.
+#[test]
+fn guard_lets_go_of_memory_a_foreign_buffer_is_bound_into() {
+    let f = Flow::order("normal");
+    let surprise = ("ECHO_ORDER_SURPRISE", "guard-foreign");
+    let base = f.sample(&[surprise]);
+    assert_eq!(base.json()["mismatches"], 0, "{}", base.stderr);
+    let (_, plan) = f.profile_and_analyze();
+    let (run, s) = f.enforce(&plan, &[surprise, GUARD_ON[0]]);
+    assert_eq!(base.checksum(), run.checksum(), "{}", run.stderr);
+    assert_eq!(run.json()["mismatches"], 0);
+    assert_eq!(s.groups_applied, 1, "{:?}", s.not_applied);
+    assert!(s.guard_windows > 0);
+    assert!(
+        s.errors.iter().any(|e| e.contains("ran unguarded")),
+        "{:?}",
+        s.errors
+    );
+}
+
+/// Guarded enforce never waits forever: GPU work that reads the device buffer waits for an event
+/// the host sets only after submitting the next upload, so the merge at that upload cannot wait
+/// for it. The wait is bounded (2 s), reported (`guard_timeouts`, one warning saying the plan
+/// should not be trusted) and the merge proceeds — which here changes what the blocked read sees,
+/// exactly why the plan is reported untrusted.
+#[test]
+fn guard_never_waits_forever_for_a_host_set_event() {
+    let f = Flow::order("normal");
+    let surprise = ("ECHO_ORDER_SURPRISE", "guard-wait");
+    let base = f.sample(&[surprise]);
+    assert_eq!(base.json()["mismatches"], 0, "{}", base.stderr);
+    let (_, plan) = f.profile_and_analyze();
+    let t0 = std::time::Instant::now();
+    let (run, s) = f.enforce(&plan, &[surprise, GUARD_ON[0]]);
+    let took = t0.elapsed();
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+    assert_eq!(s.groups_applied, 1, "{:?}", s.not_applied);
+    assert_eq!(s.guard_splits, 1, "{s:?}");
+    assert_eq!(s.guard_timeouts, 1, "{s:?}");
+    assert_eq!(s.guard_merges, 1, "{s:?}");
+    assert!(
+        layer_warnings(&run)
+            .iter()
+            .any(|w| w.contains("did not complete within") && w.contains("not be trusted")),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.json()["mismatches"].as_u64().unwrap() > 0,
+        "the merge proceeded after the timeout, so the blocked read saw the new input"
+    );
+
+    // The plan is marked untrusted; auto mode honours the mark: it profiles again (the output is
+    // the program's), writes a fresh plan and removes the mark.
+    let mut marker = plan.clone().into_os_string();
+    marker.push(".untrusted");
+    let marker = PathBuf::from(marker);
+    assert!(marker.is_file(), "{} written", marker.display());
+    let mut env = layer_env(&f.dir);
+    env.push(("VK_ECHO_MODE".into(), "auto".into()));
+    env.push(("VK_ECHO_LOG".into(), "info".into()));
+    env.push(("VK_ECHO_MIN_BYTES".into(), "4096".into()));
+    env.push(("VK_ECHO_PLAN".into(), plan.display().to_string()));
+    env.push(("VK_ECHO_GUARD".into(), "1".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let again = f.sample(&env);
+    assert_eq!(again.json()["mismatches"], 0, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("profiling again") && again.stderr.contains("written"),
+        "{}",
+        again.stderr
+    );
+    assert!(!marker.exists(), "the fresh plan clears the mark");
+}
+
+/// Khronos validation with synchronization validation is silent under guarded enforce (the
+/// imported memory, the external-memory buffers and echo's own fence are all valid usage).
+#[test]
+fn guarded_validation_clean_saxpy() {
+    validation_clean_with("saxpy", GUARD_ON);
+}
+
 mod negative_controls {
     #[test]
     fn race() {
@@ -395,11 +593,19 @@ mod negative_controls {
 // ------------------------------------------------------------------ validation
 
 fn validation_clean(sample: &str) {
+    validation_clean_with(sample, &[]);
+}
+
+fn validation_clean_with(sample: &str, extra: &[(&str, &str)]) {
     let f = Flow::new(sample, VALIDATION_SIZE_KIB);
     let (_, plan) = f.profile_and_analyze();
-    let env = validation_env();
+    let mut env = validation_env();
+    env.extend(extra.iter().copied());
     let (run, s) = f.enforce(&plan, &env);
     assert!(s.copies_elided > 0, "{sample}: something was elided");
+    if !extra.is_empty() {
+        assert!(s.guard_windows > 0, "{sample}: the guard ran: {s:?}");
+    }
     let msgs = run.validation_messages();
     assert!(
         msgs.is_empty(),

@@ -238,6 +238,41 @@ fn positive(sample: &str) {
 
 echo_tests::positive_sample_tests!(positive_samples, super::positive);
 
+/// Guarded enforce needs `VK_EXT_external_memory_host` to double-map aliased memory; this table
+/// has none, so with `guard` on every group is refused (fail closed), with one warning, and the
+/// output is the program's.
+#[test]
+fn guard_without_external_memory_host_refuses_the_groups() {
+    let sample = "saxpy";
+    let reference = plain().sample(&args(sample)).checksum();
+    let w = jetson(Some("profile"));
+    let plan_path = w.make_plan(&args(sample));
+    let plan = read_plan(&plan_path);
+    assert!(!plan.groups.is_empty());
+    let (run, s) = enforce(
+        jetson(Some("enforce")).set("VK_ECHO_GUARD", "1"),
+        sample,
+        &plan_path,
+    );
+    assert_eq!(run.checksum(), reference);
+    assert_eq!(s.groups_applied, 0, "{s:?}");
+    assert_eq!(s.not_applied.len(), plan.groups.len());
+    assert!(
+        s.not_applied
+            .iter()
+            .all(|n| n.reason.contains("guard: unavailable")),
+        "{:?}",
+        s.not_applied
+    );
+    assert_eq!(s.copies_elided, 0);
+    let warnings = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("the guard cannot run"))
+        .count();
+    assert_eq!(warnings, 1, "{}", run.stderr);
+}
+
 /// The race control writes its staging buffer while the GPU still reads it: the write is caught
 /// through the application's own mapping (no double mapping on this driver) and the pair refused.
 #[test]

@@ -205,6 +205,11 @@ pub struct Enforcer {
     /// Test-only (`VK_ECHO_TEST_LEAK_HANDLE`): an unmap of an allocation echo did not make goes
     /// down with echo's own handle (the planted fault that shows the test layer catches it).
     pub(super) leak_handle: bool,
+    /// Guarded enforce (`guard.rs`): `Some` when the `guard` setting is on and the device can
+    /// double-map; `guard_refused` says why it cannot when the setting is on (fail closed: every
+    /// group is then refused).
+    pub(super) guard: Option<super::guard::Guard>,
+    pub(super) guard_refused: Option<String>,
 }
 
 fn req_of(r: &vk::MemoryRequirements) -> MemReq {
@@ -287,6 +292,72 @@ impl Enforcer {
             memory_ok: Err("not decided yet".into()),
             any_virtual: AtomicBool::new(false),
             leak_handle: false,
+            guard: None,
+            guard_refused: None,
+        }
+    }
+
+    /// The guard, when guarded enforce runs on this device.
+    #[inline]
+    pub fn guard(&self) -> Option<&super::guard::Guard> {
+        self.guard.as_ref()
+    }
+
+    /// Why a group may not alias into `target` under the `guard` setting (fail closed): the
+    /// guard is unavailable, or the allocation is not double-mapped. `None`: guard off, or fine.
+    fn guard_refuses(&self, target: Option<u64>) -> Option<String> {
+        if let Some(why) = &self.guard_refused {
+            return Some(format!("guard: unavailable ({why}); not applied"));
+        }
+        let g = self.guard.as_ref()?;
+        match target {
+            None => Some("guard: the device-into-staging direction cannot be guarded (the staging memory is the application's own); not applied".into()),
+            Some(m) if !g.guarded(m) => Some("guard: the device buffer's allocation is not double-mapped (it was not recognised at vkAllocateMemory, or could not be imported); not applied".into()),
+            Some(_) => None,
+        }
+    }
+
+    /// `vkAllocateMemory` with the guard on: whether this allocation is where a guarded group
+    /// will live (dedicated to a planned `StagingIntoDevice` device buffer, or large enough for
+    /// one that is created and not bound yet, in a type it allows).
+    pub fn guard_wants(
+        &self,
+        dev: &DeviceData,
+        info: &vk::MemoryAllocateInfo<'_>,
+        dedicated: Option<u64>,
+    ) -> bool {
+        if self.guard.is_none() || !self.host_visible(info.memory_type_index) {
+            return false;
+        }
+        let inner = self.lock();
+        inner.groups.values().any(|g| {
+            g.direction == Direction::StagingIntoDevice
+                && g.device.is_some_and(|d| {
+                    let unbound = inner.bufs.get(&d).is_some_and(|b| b.bind == Bind::Unbound);
+                    let fits = dev.state.buffers.get(&d).is_some_and(|b| {
+                        b.bound.is_none()
+                            && b.requirements.size <= info.allocation_size
+                            && b.requirements.memory_type_bits & (1 << info.memory_type_index) != 0
+                    });
+                    dedicated == Some(d) || (dedicated.is_none() && unbound && fits)
+                })
+        })
+    }
+
+    /// Whether `buffer` is a staging member of a planned group (guard: an elided copy out of it
+    /// is an upload).
+    pub(super) fn is_staging_member(&self, buffer: u64) -> bool {
+        self.lock()
+            .bufs
+            .get(&buffer)
+            .is_some_and(|b| b.slots.iter().any(|s| matches!(s, Slot::Staging(..))))
+    }
+
+    /// After a guarded import succeeded: the application's mappings of `memory` are view B.
+    pub fn guard_imported(&self, memory: u64, import: Box<super::guard::Import>) {
+        let Some(g) = self.guard.as_ref() else { return };
+        if let Some(b) = g.imported(memory, import) {
+            self.lock().mems.entry(memory).or_default().echo_map = Some(b);
         }
     }
 
@@ -507,6 +578,10 @@ impl Enforcer {
                 return self.plain_bind(dev, &mut inner, buffer, memory, offset, down);
             }
             drop(inner);
+            if let Some(g) = &self.guard {
+                // Its host writes must reach the GPU as in the program: the guard lets go.
+                g.foreign_bind(memory, buffer);
+            }
             return plain_bind(dev, buffer, memory, offset, down);
         };
         match guest {
@@ -714,6 +789,9 @@ impl Enforcer {
             b.aliased.push((offset, len, target, at));
             inner.mems.entry(target).or_default().guests.insert(memory);
         }
+        if let Some(g) = &self.guard {
+            g.aliased(target);
+        }
         if let Some(rd) = redirect {
             inner.mems.entry(memory).or_default().redirect = Some(rd);
         }
@@ -846,6 +924,9 @@ impl Enforcer {
         dmem: u64,
         target_off: i128,
     ) -> Result<(), String> {
+        if let Some(why) = self.guard_refuses(Some(dmem)) {
+            return Err(why);
+        }
         let (dtype, dsize) = {
             let s = dev
                 .state
@@ -919,6 +1000,9 @@ impl Enforcer {
         slot: Slot,
         d: u64,
     ) -> Result<(u64, u64, Option<Redirect>, Option<Carry>), String> {
+        if let Some(why) = self.guard_refuses(None) {
+            return Err(why);
+        }
         let g = slot.group();
         let first = inner.groups[&g].members.first().ok_or("no member")?;
         let delta = first.delta;
@@ -1175,6 +1259,9 @@ impl Enforcer {
             b.early = Some((memory, at_in_own));
         }
         inner.mems.entry(dmem).or_default().guests.insert(h);
+        if let Some(g) = &self.guard {
+            g.aliased(dmem);
+        }
         self.c.binds_redirected.fetch_add(1, Ordering::Relaxed);
         self.any_alias.store(true, Ordering::Release);
         self.set_outcome(inner, Slot::Staging(g, m), Ok(()));
@@ -1383,7 +1470,9 @@ impl Enforcer {
         dev.state.memory.remove(&f.0);
         let cb = f.1.as_ref().map_or(std::ptr::null(), |c| &c.0 as *const _);
         // SAFETY: the application freed this memory; no buffer lives in it any more.
+        let mapping = self.guard.as_ref().and_then(|g| g.before_free(f.0));
         unsafe { (dev.fp.free_memory)(dev.handle, vk::DeviceMemory::from_raw(f.0), cb) };
+        drop(mapping); // unmapped only once the driver let go of it
     }
 
     /// `vkDestroyDevice` (before the call goes down): frees still deferred.
@@ -1405,6 +1494,9 @@ impl Enforcer {
         };
         for f in due {
             self.free_now(dev, f);
+        }
+        if let Some(g) = &self.guard {
+            g.device_destroyed(dev);
         }
     }
 
@@ -1506,6 +1598,22 @@ impl Enforcer {
         s.bytes_carried_late = ld(&c.bytes_carried_late);
         s.allocations_windowed = ld(&c.allocations_windowed);
         s.maps_refused = ld(&c.maps_refused);
+        if let Some(g) = &self.guard {
+            let (splits, failed) = g.splits();
+            s.guard_windows = ld(&g.windows);
+            s.guard_splits = splits;
+            s.guard_merges = ld(&g.merges);
+            s.guard_timeouts = ld(&g.timeouts);
+            let unguarded = ld(&g.unguarded);
+            if unguarded > 0 {
+                s.errors.push(format!("guard: {unguarded} guarded allocation(s) had a buffer the plan does not name bound into them; their groups ran unguarded from then on"));
+            }
+            if failed > 0 {
+                s.errors.push(format!(
+                    "guard: {failed} split(s) failed (the host write reached the GPU's bytes)"
+                ));
+            }
+        }
     }
 }
 

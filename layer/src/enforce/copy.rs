@@ -84,6 +84,33 @@ impl Enforcer {
         }
     }
 
+    /// Guard: tells the guard which ranges of guarded memory `cb`'s dropped regions covered
+    /// (`(src offset, size)` of each), and whether they were uploads (out of a staging member).
+    fn note_elided(
+        &self,
+        dev: &DeviceData,
+        cb: vk::CommandBuffer,
+        src: u64,
+        dropped: impl Iterator<Item = (u64, u64)>,
+    ) {
+        let Some(g) = self.guard() else { return };
+        let Some((memory, so)) = dev.state.buffers.get(&src).and_then(|b| b.bound) else {
+            return;
+        };
+        let upload = self.is_staging_member(src);
+        for (s, size) in dropped {
+            g.elided(
+                cb.as_raw(),
+                super::guard::Elided {
+                    memory,
+                    offset: so + s,
+                    size,
+                    upload,
+                },
+            );
+        }
+    }
+
     /// Records the substitute barrier (see the module comment).
     fn substitute_barrier(&self, dev: &DeviceData, cb: vk::CommandBuffer) {
         let mb = vk::MemoryBarrier {
@@ -143,6 +170,15 @@ impl Enforcer {
         };
         let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
         self.count_dropped((rs.len() - keep.len()) as u64, bytes, keep.is_empty());
+        if self.guard.is_some() {
+            let dropped = rs.iter().zip(&drop).filter(|(_, &d)| d);
+            self.note_elided(
+                dev,
+                cb,
+                src.as_raw(),
+                dropped.map(|(r, _)| (r.src_offset, r.size)),
+            );
+        }
         if !keep.is_empty() {
             down(keep.len() as u32, keep.as_ptr());
         }
@@ -177,6 +213,11 @@ impl Enforcer {
         };
         let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
         self.count_dropped((rs.len() - keep.len()) as u64, bytes, keep.is_empty());
+        if self.guard.is_some() {
+            let dropped = rs.iter().zip(&drop).filter(|(_, &d)| d);
+            let src = i.src_buffer.as_raw();
+            self.note_elided(dev, cb, src, dropped.map(|(r, _)| (r.src_offset, r.size)));
+        }
         if !keep.is_empty() {
             let mut patched = *i;
             patched.region_count = keep.len() as u32;

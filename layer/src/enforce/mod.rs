@@ -15,6 +15,7 @@
 
 mod alias;
 mod copy;
+pub mod guard;
 
 pub use alias::{Enforcer, FreeAction, Unmap};
 
@@ -106,9 +107,19 @@ pub fn start(
                 let profile = || AutoChoice::Profile {
                     trace: settings.trace.clone().unwrap_or(trace_path),
                 };
+                // A guarded run that could not keep the program's semantics marked the plan
+                // untrusted: profile again (the fresh plan removes the marker).
+                let untrusted = guard::untrusted_marker(&p);
+                let untrusted = p.exists() && untrusted.exists() && {
+                    log::info!(
+                        "auto mode: {} says a guarded run could not keep the program's semantics; profiling again",
+                        untrusted.display()
+                    );
+                    true
+                };
                 // `context=program`: a plan made under other arguments is profiled again until
                 // it is stable (`echo_analyzer::program`); the new profile merges into it.
-                let (c, base) = if !p.exists() {
+                let (c, base) = if !p.exists() || untrusted {
                     (profile(), None)
                 } else if settings.context == ContextMode::Program {
                     match load_plan_in(&p, ctx, settings.context) {
@@ -308,6 +319,18 @@ pub fn on_create_device(dev: &DeviceData) {
         dev.index,
     );
     if let Start::Enforce(e) = &mut s {
+        if dev.settings.guard {
+            match guard::start(dev, &e.plan_path) {
+                Ok(g) => {
+                    log::info!("enforce: guarded enforce on (aliased memory is double-mapped and write-protected while the GPU may use it)");
+                    e.guard = Some(g);
+                }
+                Err(why) => {
+                    log::warn!("enforce: the guard setting is on but the guard cannot run on device '{}': {why}; its groups are refused (fail closed)", dev.decision.name);
+                    e.guard_refused = Some(why);
+                }
+            }
+        }
         // Allocations may be left unmade only where echo follows every command that takes one.
         e.set_memory_commands(echo_analyzer::apply::memory_commands_followed(
             dev.extensions.iter().map(String::as_str),
@@ -464,6 +487,7 @@ pub fn finish_auto(
     }
     match write_private(plan_path, plan.to_json().as_bytes()) {
         Ok(()) => {
+            let _ = std::fs::remove_file(guard::untrusted_marker(plan_path));
             log::info!(
                 "auto mode: plan {} written ({} group(s), {} candidate(s) rejected); later runs enforce it",
                 plan_path.display(),

@@ -124,6 +124,9 @@ hook! {
             if let Some(p) = cx.dev.profile() {
                 p.on_begin(raw(cb), (*info).flags.contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT));
             }
+            if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+                g.begin(raw(cb));
+            }
         }
         r
     }
@@ -169,6 +172,9 @@ hook! {
                 .collect();
             p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
         }
+        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+            g.use_buffers(cx.dev, raw(cb), &[raw(src), raw(dst)]);
+        }
         if let Some(e) = cx.dev.enforce() {
             // Self-copy regions dropped, one substitute barrier in their place.
             return e.cmd_copy_buffer(cx.dev, cb, src, dst, count, regions, |n, r| cx.down((cx.next)(cb, src, dst, n, r)));
@@ -186,6 +192,9 @@ hook! {
                     .collect()
             };
             p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
+        }
+        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+            g.use_buffers(cx.dev, raw(cb), &[raw((*info).src_buffer), raw((*info).dst_buffer)]);
         }
         if let Some(e) = cx.dev.enforce() {
             return e.cmd_copy_buffer2(cx.dev, cb, info, |i| cx.down((cx.next)(cb, i)));
@@ -206,6 +215,9 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(dst)); // a bind still held back happens now
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
+            }
         }
         cx.down((cx.next)(cb, dst, offset, size, data))
     }
@@ -223,6 +235,9 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(dst)); // a bind still held back happens now
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
+            }
         }
         cx.down((cx.next)(cb, dst, offset, size, data))
     }
@@ -248,6 +263,10 @@ hook! {
             for b in std::slice::from_raw_parts(buffers, count as usize) {
                 e.touch(cx.dev, raw(*b));
             }
+            if let Some(g) = e.guard() {
+                let b: Vec<u64> = std::slice::from_raw_parts(buffers, count as usize).iter().map(|x| raw(*x)).collect();
+                g.use_buffers(cx.dev, raw(cb), &b);
+            }
         }
         cx.down((cx.next)(cb, first, count, buffers, offsets))
     }
@@ -258,6 +277,9 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
+            }
         }
         cx.down((cx.next)(cb, buffer, offset, ty))
     }
@@ -285,6 +307,10 @@ hook! {
             let d = if dynamic_offsets.is_null() { &[][..] } else { std::slice::from_raw_parts(dynamic_offsets, dynamic_count as usize) };
             p.on_bind_sets(raw(cb), bind_point, first_set, &s, d);
         }
+        if let (Some(g), false) = (cx.dev.enforce().and_then(|e| e.guard()), sets.is_null()) {
+            let s: Vec<u64> = std::slice::from_raw_parts(sets, count as usize).iter().map(|x| raw(*x)).collect();
+            g.bind_sets(cx.dev, raw(cb), &s);
+        }
         cx.down((cx.next)(cb, bind_point, layout, first_set, count, sets, dynamic_count, dynamic_offsets))
     }
 
@@ -302,6 +328,20 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             crate::enforce::touch_writes(e, cx.dev, count, writes); // a bind still held back happens now
+            if let (Some(g), false) = (e.guard(), writes.is_null()) {
+                // Push descriptors: their buffers are used by this command buffer.
+                let w = std::slice::from_raw_parts(writes, count as usize);
+                if w.iter().any(|w| w.p_buffer_info.is_null() && crate::enforce::guard::holds_buffers(w.descriptor_type)) {
+                    g.use_all(raw(cb));
+                }
+                let b: Vec<u64> = w
+                    .iter()
+                    .filter(|w| !w.p_buffer_info.is_null())
+                    .flat_map(|w| std::slice::from_raw_parts(w.p_buffer_info, w.descriptor_count as usize))
+                    .map(|i| raw(i.buffer))
+                    .collect();
+                g.use_buffers(cx.dev, raw(cb), &b);
+            }
         }
         cx.down((cx.next)(cb, bind_point, layout, set, count, writes))
     }
@@ -320,6 +360,9 @@ hook! {
             }
             super::descriptor::touch_template(cx.dev, &tm, data);
         }
+        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+            g.use_all(raw(cb)); // a template's buffers are not followed
+        }
         cx.down((cx.next)(cb, t, layout, set, data))
     }
 
@@ -327,6 +370,10 @@ hook! {
         if let (Some(p), false) = (cx.dev.profile(), secondaries.is_null()) {
             let s = std::slice::from_raw_parts(secondaries, count as usize).iter().map(|c| raw(*c)).collect();
             p.on_execute(raw(cb), s);
+        }
+        if let (Some(g), false) = (cx.dev.enforce().and_then(|e| e.guard()), secondaries.is_null()) {
+            let s: Vec<u64> = std::slice::from_raw_parts(secondaries, count as usize).iter().map(|c| raw(*c)).collect();
+            g.execute(raw(cb), &s);
         }
         cx.down((cx.next)(cb, count, secondaries))
     }
@@ -345,6 +392,9 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
+            }
         }
         cx.down((cx.next)(cb, buffer, offset))
     }
@@ -385,6 +435,9 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
+            }
         }
         cx.down((cx.next)(cb, buffer, offset, count, stride))
     }
@@ -403,6 +456,9 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
+            }
         }
         cx.down((cx.next)(cb, buffer, offset, count, stride))
     }
@@ -425,6 +481,9 @@ hook! {
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(buffer)); // binds still held back happen now
             e.touch(cx.dev, raw(count_buffer));
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(buffer), raw(count_buffer)]);
+            }
         }
         cx.down((cx.next)(cb, buffer, offset, count_buffer, count_offset, max_draws, stride))
     }
@@ -447,6 +506,9 @@ hook! {
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(buffer)); // binds still held back happen now
             e.touch(cx.dev, raw(count_buffer));
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(buffer), raw(count_buffer)]);
+            }
         }
         cx.down((cx.next)(cb, buffer, offset, count_buffer, count_offset, max_draws, stride))
     }
@@ -466,6 +528,9 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(src)); // a bind still held back happens now
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(src)]);
+            }
         }
         cx.down((cx.next)(cb, src, dst, layout, count, regions))
     }
@@ -485,6 +550,9 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             e.touch(cx.dev, raw(dst)); // a bind still held back happens now
+            if let Some(g) = e.guard() {
+                g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
+            }
         }
         cx.down((cx.next)(cb, src, layout, dst, count, regions))
     }

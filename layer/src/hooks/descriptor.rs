@@ -54,6 +54,11 @@ hook! {
         }
         if let Some(e) = cx.dev.enforce() {
             crate::enforce::touch_writes(e, cx.dev, write_count, writes);
+            if let Some(g) = e.guard() {
+                let w = if writes.is_null() { &[][..] } else { std::slice::from_raw_parts(writes, write_count as usize) };
+                let c = if copies.is_null() { &[][..] } else { std::slice::from_raw_parts(copies, copy_count as usize) };
+                g.sets_updated(w, c);
+            }
         }
         cx.down((cx.next)(device, write_count, writes, copy_count, copies))
     }
@@ -209,6 +214,9 @@ hook! {
                 p.on_update_with_template(raw(set), &tm, data);
             }
             touch_template(cx.dev, &tm, data);
+        }
+        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+            g.set_unknown(raw(set)); // a template's buffers are not followed
         }
         cx.down((cx.next)(device, set, t, data))
     }

@@ -108,7 +108,7 @@ fn log_decision(d: &Decision) {
 
 /// Device extensions echo enables for itself on top of the application's, where the device
 /// offers them: profile (and auto, which may profile) mode adds `VK_EXT_external_memory_host`
-/// for the double mapping (DESIGN §4), with `VK_KHR_external_memory` (its dependency, core in
+/// for the double mapping (DESIGN §4) — enforce mode too when `guard` is on — with `VK_KHR_external_memory` (its dependency, core in
 /// 1.1) when the device's effective version — the lower of the application's `apiVersion` and
 /// the physical device's — is 1.0. Only called for active devices.
 pub fn extensions_to_add(
@@ -117,7 +117,10 @@ pub fn extensions_to_add(
     d: &Decision,
 ) -> Vec<&'static CStr> {
     let mut v = Vec::new();
-    if matches!(d.mode, Mode::Profile | Mode::Auto) {
+    // Guarded enforce (the `guard` setting) double-maps aliased memory the same way.
+    if matches!(d.mode, Mode::Profile | Mode::Auto)
+        || (d.mode == Mode::Enforce && inst.settings.guard)
+    {
         let mut props = vk::PhysicalDeviceProperties::default();
         // SAFETY: pd belongs to this instance; the out struct is valid.
         unsafe { (inst.fp.get_physical_device_properties)(pd, &mut props) };

@@ -120,10 +120,24 @@ hook! {
         };
         // Profile: back host-visible memory with a double mapping (falls back on any failure).
         let import = cx.dev.profile().and_then(|p| p.prepare_import(cx.dev, &*info));
-        let mut r = match &import {
-            Some(im) => cx.down((cx.next)(device, im.info(), alloc, out)),
-            None => cx.down((cx.next)(device, info, alloc, out)),
+        // Guarded enforce: the memory a guarded group will live in is double-mapped too.
+        let mut guarded = cx.dev.enforce().and_then(|e| {
+            let g = e.guard()?;
+            if !e.guard_wants(cx.dev, &*info, dedicated_buffer(&*info)) {
+                return None;
+            }
+            g.prepare_import(cx.dev, &*info)
+        });
+        let mut r = match (&import, &guarded) {
+            (Some(im), _) => cx.down((cx.next)(device, im.info(), alloc, out)),
+            (None, Some(g)) => cx.down((cx.next)(device, g.info(), alloc, out)),
+            (None, None) => cx.down((cx.next)(device, info, alloc, out)),
         };
+        if guarded.is_some() && r != vk::Result::SUCCESS {
+            crate::log::warn!("guard: importing a double mapping failed ({r:?}); allocated as asked, its group is not applied");
+            guarded = None;
+            r = cx.down((cx.next)(device, info, alloc, out));
+        }
         let import = match (import, cx.dev.profile()) {
             (Some(im), Some(p)) if r != vk::Result::SUCCESS => {
                 p.import_failed(im);
@@ -165,6 +179,9 @@ hook! {
             }
             if let Some(e) = cx.dev.enforce() {
                 e.memory_allocated(cx.dev, raw(*out), switched);
+                if let Some(g) = guarded {
+                    e.guard_imported(raw(*out), g);
+                }
             }
         }
         r
@@ -181,6 +198,9 @@ hook! {
                 }
                 FreeAction::Down { memory: m, then } => {
                     cx.dev.state.memory.remove(&raw(memory));
+                    // The guard's double mapping is unmapped (at the end of this arm) only
+                    // once the driver let go of the memory.
+                    let _mapping = e.guard().and_then(|g| g.before_free(m));
                     (cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m), alloc)), then)
                 }
             };

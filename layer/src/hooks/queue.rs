@@ -11,7 +11,17 @@ use echo_analyzer::trace::Event;
 hook! {
     fn vkQueueSubmit(cx, queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo<'_>, fence: vk::Fence) -> vk::Result {
         let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev));
+        // Guarded enforce: merge split views this submission's elided copies use, protect.
+        let guard = cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active());
+        let mut used = Vec::new();
+        if let Some(g) = guard {
+            let cbs: Vec<u64> = batches_v1(count, submits).into_iter().flat_map(|b| b.command_buffers).collect();
+            used = g.before_submit(cx.dev, raw(queue), &cbs);
+        }
         let r = cx.down((cx.next)(queue, count, submits, fence));
+        if let Some(g) = guard {
+            g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
+        }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v1(count, submits), raw(fence));
         }
@@ -26,7 +36,16 @@ hook! {
         fence: vk::Fence,
     ) -> vk::Result {
         let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev));
+        let guard = cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active());
+        let mut used = Vec::new();
+        if let Some(g) = guard {
+            let cbs: Vec<u64> = batches_v2(count, submits).into_iter().flat_map(|b| b.command_buffers).collect();
+            used = g.before_submit(cx.dev, raw(queue), &cbs);
+        }
         let r = cx.down((cx.next)(queue, count, submits, fence));
+        if let Some(g) = guard {
+            g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
+        }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v2(count, submits), raw(fence));
         }
@@ -35,6 +54,9 @@ hook! {
 
     fn vkQueueWaitIdle(cx, queue: vk::Queue) -> vk::Result {
         let r = cx.down((cx.next)(queue));
+        if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
+            g.queue_idle(raw(queue));
+        }
         if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
             p.observed(cx.dev, Event::QueueWaitIdle { queue: raw(queue) });
         }
@@ -43,6 +65,9 @@ hook! {
 
     fn vkDeviceWaitIdle(cx, device: vk::Device) -> vk::Result {
         let r = cx.down((cx.next)(device));
+        if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
+            g.device_idle();
+        }
         if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
             p.observed(cx.dev, Event::DeviceWaitIdle);
         }

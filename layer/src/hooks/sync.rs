@@ -17,6 +17,10 @@ hook! {
         timeout: u64,
     ) -> vk::Result {
         let r = cx.down((cx.next)(device, count, fences, wait_all, timeout));
+        if let (vk::Result::SUCCESS, Some(g), false) = (r, cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active()), fences.is_null()) {
+            let f = std::slice::from_raw_parts(fences, count as usize);
+            g.fences_done(&crate::enforce::guard::signalled(cx.dev, f, wait_all != 0));
+        }
         if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
             p.on_fences_waited(cx.dev, count, fences, wait_all != 0);
         }
@@ -25,6 +29,9 @@ hook! {
 
     fn vkGetFenceStatus(cx, device: vk::Device, fence: vk::Fence) -> vk::Result {
         let r = cx.down((cx.next)(device, fence));
+        if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
+            g.fences_done(&[raw(fence)]);
+        }
         if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
             p.observed(cx.dev, Event::FenceSignaled { fences: vec![raw(fence)] });
         }
@@ -33,6 +40,11 @@ hook! {
 
     fn vkResetFences(cx, device: vk::Device, count: u32, fences: *const vk::Fence) -> vk::Result {
         let r = cx.down((cx.next)(device, count, fences));
+        // A fence may be reset only once its submission completed (VUID-vkResetFences-pFences-01123).
+        if let (vk::Result::SUCCESS, Some(g), false) = (r, cx.dev.enforce().and_then(|e| e.guard()), fences.is_null()) {
+            let f: Vec<u64> = std::slice::from_raw_parts(fences, count as usize).iter().map(|x| raw(*x)).collect();
+            g.fences_done(&f);
+        }
         if let (vk::Result::SUCCESS, Some(p), false) = (r, cx.dev.profile(), fences.is_null()) {
             let f = std::slice::from_raw_parts(fences, count as usize).iter().map(|x| raw(*x)).collect();
             p.observed_no_window(Event::FenceReset { fences: f });

@@ -131,7 +131,7 @@ fn default_trace_path(dev: &DeviceData) -> PathBuf {
 }
 
 /// `minImportedHostPointerAlignment`, through the next layer (0 when it cannot be asked).
-fn import_alignment(dev: &DeviceData) -> u64 {
+pub(crate) fn import_alignment(dev: &DeviceData) -> u64 {
     let Some(inst) = &dev.instance else { return 0 };
     let Some(gpdp2) = inst.properties2(dev.physical_device) else {
         return 0;

@@ -20,7 +20,11 @@
 //! bytes through a new map and checks those too; `image` destroys `down`, binds a linear image into
 //! its allocation, clears it and reads it back; `map-outside` (with `--slack-kib`) maps the slack
 //! of `down`'s allocation, writes it, maps it again to read it back, and reads `down`'s bytes
-//! through a map of its own range.
+//! through a map of its own range; `guard-wait` submits a copy d → check that waits for a host-set
+//! event, writes the next input into `up`, submits its upload and only then sets the event (the
+//! read must see the last iteration's input: guarded enforce's bounded wait before its merge);
+//! `guard-foreign` binds a buffer no plan names over d, writes it through a map of d's memory
+//! while a copy out of it is pending, and copies it out again.
 //!
 //! Prints one JSON line: `{"checksum": "<hex>", "mismatches": N}`.
 
@@ -433,6 +437,139 @@ unsafe fn run(
             for i in 0..n {
                 fold(*p.add(i), pattern(i, last));
             }
+        }
+        "guard-foreign" => {
+            // A buffer no plan names is bound over d (aliasing it, as a program may) and written
+            // through the program's own map of d's memory while a submission that reads it is
+            // still pending; a later copy out of it must see those bytes.
+            let extra = create(U::TRANSFER_SRC | U::TRANSFER_DST)?;
+            bind(extra, d_mem)?;
+            dev.reset_command_buffer(cb, vk::CommandBufferResetFlags::empty())
+                .map_err(|e| format!("{e}"))?;
+            dev.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+                .map_err(|e| format!("{e}"))?;
+            dev.cmd_copy_buffer(cb, extra, check, &region);
+            dev.end_command_buffer(cb).map_err(|e| format!("{e}"))?;
+            let cbs = [cb];
+            dev.queue_submit(
+                queue,
+                &[vk::SubmitInfo::default().command_buffers(&cbs)],
+                fence,
+            )
+            .map_err(|e| format!("{e}"))?;
+            let p = dev
+                .map_memory(d_mem, 0, bytes, vk::MemoryMapFlags::empty())
+                .map_err(|e| format!("vkMapMemory of d's memory: {e}"))?
+                as *mut u32;
+            let next = last + 1;
+            for i in 0..n {
+                *p.add(i) = pattern(i, next);
+            }
+            dev.wait_for_fences(&[fence], true, u64::MAX)
+                .map_err(|e| format!("{e}"))?;
+            dev.reset_fences(&[fence]).map_err(|e| format!("{e}"))?;
+            dev.unmap_memory(d_mem);
+            once(&|cb| dev.cmd_copy_buffer(cb, extra, check, &region))?;
+            for i in 0..n {
+                fold(*check_p.add(i), pattern(i, next));
+            }
+            dev.destroy_buffer(extra, None);
+        }
+        "guard-wait" => {
+            // GPU work that waits for a host-set event reads d; meanwhile the host writes the
+            // next input into `up` and submits its upload before setting the event. Guarded
+            // enforce must merge that write at the upload, but the earlier read cannot finish
+            // before the host continues: its bounded wait times out (reported), never hangs.
+            let event = dev
+                .create_event(&vk::EventCreateInfo::default(), None)
+                .map_err(|e| format!("{e}"))?;
+            let more = dev
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(pool)
+                        .command_buffer_count(2),
+                )
+                .map_err(|e| format!("{e}"))?;
+            let (read, upload) = (more[0], more[1]);
+            let fence2 = dev
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .map_err(|e| format!("{e}"))?;
+            let host_read = [vk::MemoryBarrier::default()
+                .src_access_mask(A::TRANSFER_WRITE)
+                .dst_access_mask(A::HOST_READ)];
+            let begin = vk::CommandBufferBeginInfo::default();
+            dev.begin_command_buffer(read, &begin)
+                .map_err(|e| format!("{e}"))?;
+            let after_host = [vk::MemoryBarrier::default()
+                .src_access_mask(A::HOST_WRITE)
+                .dst_access_mask(A::TRANSFER_READ)];
+            dev.cmd_wait_events(read, &[event], S::HOST, S::TRANSFER, &after_host, &[], &[]);
+            dev.cmd_copy_buffer(read, d, check, &region);
+            dev.cmd_pipeline_barrier(
+                read,
+                S::TRANSFER,
+                S::HOST,
+                vk::DependencyFlags::empty(),
+                &host_read,
+                &[],
+                &[],
+            );
+            dev.end_command_buffer(read).map_err(|e| format!("{e}"))?;
+            dev.begin_command_buffer(upload, &begin)
+                .map_err(|e| format!("{e}"))?;
+            dev.cmd_copy_buffer(upload, up, d, &region);
+            dev.cmd_pipeline_barrier(
+                upload,
+                S::TRANSFER,
+                S::TRANSFER,
+                vk::DependencyFlags::empty(),
+                &[vk::MemoryBarrier::default()
+                    .src_access_mask(A::TRANSFER_WRITE)
+                    .dst_access_mask(A::TRANSFER_READ)],
+                &[],
+                &[],
+            );
+            dev.cmd_copy_buffer(upload, d, down, &region);
+            dev.cmd_pipeline_barrier(
+                upload,
+                S::TRANSFER,
+                S::HOST,
+                vk::DependencyFlags::empty(),
+                &host_read,
+                &[],
+                &[],
+            );
+            dev.end_command_buffer(upload).map_err(|e| format!("{e}"))?;
+            let r = [read];
+            dev.queue_submit(
+                queue,
+                &[vk::SubmitInfo::default().command_buffers(&r)],
+                vk::Fence::null(),
+            )
+            .map_err(|e| format!("{e}"))?;
+            let next = last + 1;
+            for i in 0..n {
+                *up_p.add(i) = pattern(i, next);
+            }
+            let u = [upload];
+            dev.queue_submit(
+                queue,
+                &[vk::SubmitInfo::default().command_buffers(&u)],
+                fence2,
+            )
+            .map_err(|e| format!("{e}"))?;
+            dev.set_event(event).map_err(|e| format!("{e}"))?;
+            dev.wait_for_fences(&[fence2], true, u64::MAX)
+                .map_err(|e| format!("{e}"))?;
+            // The read saw d before the upload: the last iteration's input.
+            for i in 0..n {
+                fold(*check_p.add(i), pattern(i, last));
+            }
+            for i in 0..n {
+                fold(*down_p.add(i), pattern(i, next));
+            }
+            dev.destroy_fence(fence2, None);
+            dev.destroy_event(event, None);
         }
         s => return Err(format!("unknown ECHO_ORDER_SURPRISE {s}")),
     }
