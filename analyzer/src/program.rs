@@ -14,8 +14,8 @@
 //! new arguments leaves its groups as they were.
 //!
 //! What this cannot see: a pair that is safe under the profiled arguments and unsafe under others
-//! whose profile never ran. The runtime guard of guarded enforce (DESIGN §5) would cover that; it is
-//! not built, so `context=arguments` stays the default.
+//! whose profile never ran. Guarded enforce (DESIGN §5, `layer/src/enforce/guard.rs`) covers host
+//! writes inside a GPU window, and `guard=auto` turns it on under `context=program`.
 
 use crate::plan::{Condition, Evidence, Group, Plan, Rejection};
 use crate::trace::{fnv1a64, ObjectKey};

@@ -77,7 +77,9 @@ pub struct Settings {
     pub validate: bool,
     /// Enforce mode: write-protect aliased staging views while the GPU may use their group, and
     /// split host writes made in that window copy-on-write (`layer/src/enforce/guard.rs`).
-    pub guard: bool,
+    /// `None` (`auto`, the default): on exactly when `context=program`, whose plans apply under
+    /// argument lists no profile saw; see [`Settings::guard_on`].
+    pub guard: Option<bool>,
 }
 
 /// One setting's description, for docs, the manifest and `vkecho doctor`.
@@ -105,10 +107,17 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "stack_depth", kind: "int", default: "16", accepted: "1..64", description: "Return addresses hashed into a buffer's call-site identity." },
     SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
     SettingInfo { name: "validate", kind: "bool", default: "true", accepted: "true|false", description: "Profile mode: validate host access to candidate staging buffers with page protection (false: record the trace only)." },
-    SettingInfo { name: "guard", kind: "bool", default: "false", accepted: "true|false", description: "Enforce mode: write-protect aliased staging memory while the GPU may still use it; a host write in that window goes to a private copy the GPU does not see, merged at the next elided copy (needs VK_EXT_external_memory_host; without it guarded groups are refused)." },
+    SettingInfo { name: "guard", kind: "enum", default: "auto", accepted: "auto|on|off", description: "Enforce mode (auto: on exactly when context=program): write-protect aliased staging memory while the GPU may still use it; a host write in that window goes to a private copy the GPU does not see, merged at the next elided copy (needs VK_EXT_external_memory_host; without it guarded groups are refused)." },
 ];
 
 impl Settings {
+    /// Whether enforce runs guarded: the `guard` setting, or under `auto` exactly when
+    /// `context=program` (a plan then applies under argument lists no profile saw, and the guard
+    /// keeps a host write inside a GPU window from reaching the bytes the GPU reads).
+    pub fn guard_on(&self) -> bool {
+        self.guard.unwrap_or(self.context == ContextMode::Program)
+    }
+
     /// The defaults, with `cache_dir` derived from `env` (`XDG_CACHE_HOME`, else `HOME/.cache`).
     pub fn defaults(env: &dyn Fn(&str) -> Option<String>) -> Settings {
         let cache_root = env("XDG_CACHE_HOME")
@@ -136,7 +145,7 @@ impl Settings {
             stack_depth: 16,
             trace_max_bytes: 1 << 30,
             validate: true,
-            guard: false,
+            guard: None,
         }
     }
 
@@ -169,7 +178,14 @@ impl Settings {
             ("stack_depth".into(), self.stack_depth.to_string()),
             ("trace_max_bytes".into(), self.trace_max_bytes.to_string()),
             ("validate".into(), self.validate.to_string()),
-            ("guard".into(), self.guard.to_string()),
+            (
+                "guard".into(),
+                match self.guard {
+                    None => "auto".into(),
+                    Some(true) => "on".into(),
+                    Some(false) => "off".into(),
+                },
+            ),
         ]
     }
 }
@@ -329,9 +345,11 @@ pub fn resolve(
                 None => bad(&mut warnings),
             },
             "guard" => match v.to_ascii_lowercase().as_str() {
-                "true" | "1" | "on" | "yes" => s.guard = true,
-                "false" | "0" | "off" | "no" => s.guard = false,
-                _ => bad(&mut warnings),
+                "auto" => s.guard = None,
+                _ => match parse_bool(v) {
+                    Some(b) => s.guard = Some(b),
+                    None => bad(&mut warnings),
+                },
             },
             _ => unreachable!("every SETTINGS entry is handled"),
         }
@@ -428,6 +446,20 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k: &str| m.get(k).cloned()
+    }
+
+    #[test]
+    fn guard_follows_the_context_unless_set() {
+        let env = |pairs: &[(&str, &str)]| {
+            let (s, w) = resolve(&env_of(pairs), &[], &[]);
+            assert!(w.is_empty(), "{w:?}");
+            s
+        };
+        assert!(!env(&[]).guard_on(), "arguments: unguarded by default");
+        assert!(env(&[("VK_ECHO_CONTEXT", "program")]).guard_on());
+        assert!(!env(&[("VK_ECHO_CONTEXT", "program"), ("VK_ECHO_GUARD", "off")]).guard_on());
+        assert!(env(&[("VK_ECHO_GUARD", "1")]).guard_on());
+        assert!(env(&[("VK_ECHO_GUARD", "auto"), ("VK_ECHO_CONTEXT", "program")]).guard_on());
     }
 
     #[test]

@@ -630,6 +630,11 @@ fn program_context_enforces_under_other_arguments() {
     );
     assert!(third.contains("enforced the program's plan"), "{third}");
     assert!(third.contains("2/2 groups applied"), "{third}");
+    // Under context=program enforce runs guarded (guard=auto): the summary counts its windows.
+    assert!(
+        third.contains(", guard: ") && third.contains("0 timeout(s)"),
+        "context=program must turn the guard on (guard=auto):\n{third}"
+    );
     assert!(!third.contains("profiled"), "{third}");
 
     // Another size: the buffers' identities differ, nothing is applied, output unchanged.

@@ -319,7 +319,7 @@ pub fn on_create_device(dev: &DeviceData) {
         dev.index,
     );
     if let Start::Enforce(e) = &mut s {
-        if dev.settings.guard {
+        if dev.settings.guard_on() {
             match guard::start(dev, &e.plan_path) {
                 Ok(g) => {
                     log::info!("enforce: guarded enforce on (aliased memory is double-mapped and write-protected while the GPU may use it)");

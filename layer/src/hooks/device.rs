@@ -119,7 +119,7 @@ pub fn extensions_to_add(
     let mut v = Vec::new();
     // Guarded enforce (the `guard` setting) double-maps aliased memory the same way.
     if matches!(d.mode, Mode::Profile | Mode::Auto)
-        || (d.mode == Mode::Enforce && inst.settings.guard)
+        || (d.mode == Mode::Enforce && inst.settings.guard_on())
     {
         let mut props = vk::PhysicalDeviceProperties::default();
         // SAFETY: pd belongs to this instance; the out struct is valid.
