@@ -14,6 +14,7 @@ pub mod pairing;
 pub mod plan;
 pub mod report;
 pub mod safety;
+pub mod sampling;
 pub mod settings;
 pub mod stats;
 pub mod symbolize;

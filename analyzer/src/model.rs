@@ -180,6 +180,12 @@ pub struct Model {
     /// bytes under them may hold host writes (map → memcpy → unmap → bind), which enforce moves
     /// into the shared range at the bind — a host write there as far as S2 is concerned.
     pub written_before_bind: Vec<(BufId, u64)>,
+    /// Staging buffers whose unobserved host-access windows (sampled validation) could not be
+    /// filled in from the observed ones, with the event and the reason: their pairs lack evidence.
+    pub uninferable: HashMap<BufId, (u64, String)>,
+    /// Staging buffers validated by sampling: how many of their windows were observed, and the
+    /// period the others were filled in from ([`crate::sampling`]).
+    pub coverage: HashMap<BufId, crate::sampling::Coverage>,
 }
 
 const MAX_WARNINGS: usize = 20;
@@ -246,6 +252,10 @@ impl Model {
         // layer below) that commands use: handle → (first event, uses, commands). Explained
         // once each at the end, not warned per command.
         let mut unknown: BTreeMap<u64, (u64, u64, BTreeSet<String>)> = BTreeMap::new();
+        // Sampled validation: each `Window` record with the buffers it did not watch, and each
+        // buffer's `Watch` record.
+        let mut marks: Vec<(u64, Vec<BufId>)> = Vec::new();
+        let mut watch: HashMap<BufId, u64> = HashMap::new();
 
         for rec in &trace.records {
             let seq = rec.seq;
@@ -270,6 +280,24 @@ impl Model {
                     if m.validation_lost.is_none() {
                         m.validation_lost = Some((seq, reason.clone()));
                     }
+                }
+                Event::Watch { buffer } => match buf_of.get(buffer) {
+                    Some(&b) => {
+                        watch.entry(b).or_insert(seq);
+                    }
+                    None => m.warn(format!("event {seq}: watch of unknown buffer {buffer:#x}")),
+                },
+                Event::Window { unobserved } => {
+                    let mut v = Vec::new();
+                    for h in unobserved {
+                        match buf_of.get(h) {
+                            Some(&b) => v.push(b),
+                            None => m.warn(format!(
+                                "event {seq}: unobserved window of unknown buffer {h:#x}"
+                            )),
+                        }
+                    }
+                    marks.push((seq, v));
                 }
                 Event::DeviceDestroy { .. } => {}
                 Event::BufferCreate {
@@ -552,6 +580,7 @@ impl Model {
         m.touched = (0..m.submissions.len())
             .map(|s| m.touched_by(s).into_keys().collect())
             .collect();
+        crate::sampling::infer(&mut m, &marks, &watch);
         m
     }
 

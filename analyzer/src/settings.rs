@@ -55,6 +55,12 @@ pub struct Settings {
     pub trace_max_bytes: u64,
     /// Profile mode: validate host access to candidate staging buffers with page protection.
     pub validate: bool,
+    /// Sampled validation: windows a candidate staging buffer is protected in, every one, before
+    /// sampling starts (K).
+    pub validate_full_windows: u64,
+    /// Sampled validation: after the first K windows, a buffer is protected in one window in N
+    /// (rotating through the phases); 1 protects every window.
+    pub validate_sample_every: u64,
 }
 
 /// One setting's description, for docs, the manifest and `vkecho doctor`.
@@ -79,6 +85,8 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "stack_depth", kind: "int", default: "16", accepted: "1..64", description: "Return addresses hashed into a buffer's call-site identity." },
     SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
     SettingInfo { name: "validate", kind: "bool", default: "true", accepted: "true|false", description: "Profile mode: validate host access to candidate staging buffers with page protection (false: record the trace only)." },
+    SettingInfo { name: "validate_full_windows", kind: "int", default: "8", accepted: "a count", description: "Profile mode: host-access windows in which each candidate staging buffer is protected, every one, before validation samples." },
+    SettingInfo { name: "validate_sample_every", kind: "int", default: "8", accepted: "a count >= 1", description: "Profile mode: after validate_full_windows windows, protect a staging buffer in one window in N, rotating; the trace marks the others and the analyzer refuses a buffer whose observed windows do not repeat (1: protect every window)." },
 ];
 
 impl Settings {
@@ -106,6 +114,8 @@ impl Settings {
             stack_depth: 16,
             trace_max_bytes: 1 << 30,
             validate: true,
+            validate_full_windows: 8,
+            validate_sample_every: 8,
         }
     }
 
@@ -132,6 +142,14 @@ impl Settings {
             ("stack_depth".into(), self.stack_depth.to_string()),
             ("trace_max_bytes".into(), self.trace_max_bytes.to_string()),
             ("validate".into(), self.validate.to_string()),
+            (
+                "validate_full_windows".into(),
+                self.validate_full_windows.to_string(),
+            ),
+            (
+                "validate_sample_every".into(),
+                self.validate_sample_every.to_string(),
+            ),
         ]
     }
 }
@@ -276,6 +294,14 @@ pub fn resolve(
             "validate" => match v.to_ascii_lowercase().as_str() {
                 "true" | "1" | "on" | "yes" => s.validate = true,
                 "false" | "0" | "off" | "no" => s.validate = false,
+                _ => bad(&mut warnings),
+            },
+            "validate_full_windows" => match parse_u64(v) {
+                Some(n) => s.validate_full_windows = n,
+                None => bad(&mut warnings),
+            },
+            "validate_sample_every" => match parse_u64(v) {
+                Some(n) if n >= 1 => s.validate_sample_every = n,
                 _ => bad(&mut warnings),
             },
             _ => unreachable!("every SETTINGS entry is handled"),

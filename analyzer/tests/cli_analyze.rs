@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use echo_analyzer::trace::TRACE_VERSION;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -106,7 +107,7 @@ fn bad_input_names_the_place_and_fails_cleanly() {
         ),
         (
             "future-version",
-            good.replacen("\"version\":2", "\"version\":99", 1),
+            good.replacen(&format!("\"version\":{TRACE_VERSION}"), "\"version\":99", 1),
             "version 99",
         ),
         (

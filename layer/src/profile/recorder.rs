@@ -79,6 +79,12 @@ pub struct Profiler {
     index: u32,
     /// Host-access validation on (the `validate` setting).
     validate: bool,
+    /// Sampled validation: every window for a candidate's first `full_windows` windows, then
+    /// one in `sample_every` (1: every window; no `Watch`/`Window` records).
+    full_windows: u64,
+    sample_every: u64,
+    /// Candidate → windows it has been armable in so far (sampled validation only).
+    windows: HandleMap<u64, u64>,
     /// Host-visible allocations are backed by a double mapping.
     double_map: bool,
     /// False once the guard cannot be used (the app replaced our SIGSEGV handler).
@@ -239,6 +245,9 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         device: raw(dev.handle),
         index: dev.index,
         validate,
+        full_windows: dev.settings.validate_full_windows,
+        sample_every: dev.settings.validate_sample_every.max(1),
+        windows: HandleMap::default(),
         double_map,
         guard_ok: AtomicBool::new(true),
         min_bytes: dev.settings.min_bytes,
@@ -1148,8 +1157,10 @@ impl Profiler {
     /// Before `vkQueueSubmit*` goes down: close the host window (drain), open the GPU window
     /// (arm). Returns the sequence number the submission is recorded at.
     pub fn before_submit(&self, dev: &DeviceData) -> u64 {
+        // The submission's number first: the window it opens (and its `Window` record) follows it.
+        let seq = sink::next_seq();
         self.window(dev);
-        sink::next_seq()
+        seq
     }
 
     /// After a successful submission.
@@ -1254,6 +1265,18 @@ impl Profiler {
             return;
         }
         self.drain();
+        let sampling = self.sample_every > 1;
+        if sampling && self.on() {
+            // Buffers watched from this window on: their `Watch` precedes the window's record.
+            for b in self.candidates.iter() {
+                if !self.windows.contains_key(&*b) && self.range_of(dev, *b).is_some() {
+                    self.rec(Event::Watch { buffer: *b });
+                }
+            }
+        }
+        // The window's number, taken before any arm: a fault in it sorts after its record.
+        let mark = sink::next_seq();
+        let mut unobserved = Vec::new();
         for b in self.candidates.iter() {
             let b = *b;
             let Some((ptr, len)) = self.range_of(dev, b) else {
@@ -1262,6 +1285,22 @@ impl Profiler {
                 }
                 continue;
             };
+            if sampling {
+                let n = {
+                    let mut e = self.windows.entry(b).or_insert(0);
+                    let n = *e;
+                    *e += 1;
+                    n
+                };
+                if !watched(n, self.full_windows, self.sample_every)
+                    && !guard::still_armed(b, ptr as *const u8, len)
+                {
+                    // Left as it is (open, or readable after a read fault): not observed.
+                    guard::note_unwatched();
+                    unobserved.push(b);
+                    continue;
+                }
+            }
             if let Err(e) = guard::arm(b, ptr as *const u8, len) {
                 match e {
                     GuardError::Replaced => {
@@ -1279,6 +1318,10 @@ impl Profiler {
                     }
                 }
             }
+        }
+        if sampling && self.on() {
+            self.sink
+                .record_at(mark, self.index, Event::Window { unobserved });
         }
     }
 
@@ -1382,7 +1425,7 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} candidate buffers, {} faults ({} collateral, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}",
+                "profile: host-access validation: {} candidate buffers, {} faults ({} collateral, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls, {} re-arms skipped, {} windows unwatched (sampling)",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
@@ -1390,7 +1433,10 @@ impl Profiler {
                 s.dropped,
                 s.by_context,
                 s.by_instruction,
-                s.unclassified
+                s.unclassified,
+                s.mprotects,
+                s.rearms_skipped,
+                s.unwatched
             );
         }
         if self.on() {
@@ -1415,6 +1461,18 @@ impl Profiler {
             self.drain();
         }
     }
+}
+
+/// Sampled validation: is a candidate protected in its window `n` (0-based)? Every window
+/// below `full`; then window `full + j·every + (j mod every)` of each block `j` of `every`
+/// windows — the watched place moves by one per block, so for any period of the program's
+/// windows every phase is watched again.
+pub fn watched(n: u64, full: u64, every: u64) -> bool {
+    if every <= 1 || n < full {
+        return true;
+    }
+    let m = n - full;
+    m % every == (m / every) % every
 }
 
 /// Exported/imported memory or capture-replay addresses: never aliasable.
