@@ -1,8 +1,8 @@
 //! Sampled host-access validation: the windows a staging buffer was not watched in.
 //!
 //! With `validate_sample_every` above 1 the layer protects a candidate staging buffer in every
-//! window only for its first `validate_full_windows` windows, then in one window in N (rotating
-//! through the phases). The trace says so explicitly: [`Event::Window`] at every window boundary
+//! window only for its first `validate_full_windows` windows, then in one window in N (picked
+//! by a hash of the window number). The trace says so explicitly: [`Event::Window`] at every window boundary
 //! of the device names the candidates *not* protected in the window that begins there, and
 //! [`Event::Watch`] says from when a buffer was watched at all. A window with no record of a
 //! buffer's accesses is therefore either observed (nothing happened) or unobserved (unknown).

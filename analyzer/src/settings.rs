@@ -59,7 +59,7 @@ pub struct Settings {
     /// sampling starts (K).
     pub validate_full_windows: u64,
     /// Sampled validation: after the first K windows, a buffer is protected in one window in N
-    /// (rotating through the phases); 1 protects every window.
+    /// (picked by a hash of the window number); 1 protects every window.
     pub validate_sample_every: u64,
 }
 
@@ -86,7 +86,7 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
     SettingInfo { name: "validate", kind: "bool", default: "true", accepted: "true|false", description: "Profile mode: validate host access to candidate staging buffers with page protection (false: record the trace only)." },
     SettingInfo { name: "validate_full_windows", kind: "int", default: "8", accepted: "a count", description: "Profile mode: host-access windows in which each candidate staging buffer is protected, every one, before validation samples." },
-    SettingInfo { name: "validate_sample_every", kind: "int", default: "8", accepted: "a count >= 1", description: "Profile mode: after validate_full_windows windows, protect a staging buffer in one window in N, rotating; the trace marks the others and the analyzer refuses a buffer whose observed windows do not repeat (1: protect every window)." },
+    SettingInfo { name: "validate_sample_every", kind: "int", default: "8", accepted: "a count >= 1", description: "Profile mode: after validate_full_windows windows, protect a staging buffer in one window in N (picked by a hash, so every phase is seen again); the trace marks the others and the analyzer refuses a buffer whose observed windows do not repeat (1: protect every window)." },
 ];
 
 impl Settings {

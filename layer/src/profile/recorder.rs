@@ -1464,15 +1464,19 @@ impl Profiler {
 }
 
 /// Sampled validation: is a candidate protected in its window `n` (0-based)? Every window
-/// below `full`; then window `full + j·every + (j mod every)` of each block `j` of `every`
-/// windows — the watched place moves by one per block, so for any period of the program's
-/// windows every phase is watched again.
+/// below `full`; after them one window in `every` on average, chosen by a fixed hash of `n`
+/// (splitmix64) — not a fixed stride, which a program whose windows repeat with a period that
+/// shares a factor with it would see only some phases of: so every phase of any period is
+/// watched again (tested for periods up to 16), and the trace is the same for the same run.
 pub fn watched(n: u64, full: u64, every: u64) -> bool {
     if every <= 1 || n < full {
         return true;
     }
-    let m = n - full;
-    m % every == (m / every) % every
+    let mut z = (n - full).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    z % every == 0
 }
 
 /// Exported/imported memory or capture-replay addresses: never aliasable.
@@ -1610,4 +1614,41 @@ pub unsafe fn batches_v2(count: u32, submits: *const vk::SubmitInfo2<'_>) -> Vec
             signals: sems(s.p_signal_semaphore_infos, s.signal_semaphore_info_count),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::watched;
+
+    #[test]
+    fn sampling_watches_the_first_windows_then_one_in_n() {
+        assert!((0..8).all(|n| watched(n, 8, 8)));
+        let later = (8..8 + 8000).filter(|&n| watched(n, 8, 8)).count();
+        assert!(
+            (900..1100).contains(&later),
+            "about one window in eight after the first eight: {later} of 8000"
+        );
+        assert!((0..100).all(|n| watched(n, 8, 1)), "1 watches every window");
+        assert!((0..100).all(|n| watched(n, 0, 0)), "0 is taken as 1");
+    }
+
+    /// Whatever the period of the program's windows, every phase of it is watched again: a
+    /// change in any phase that persists is seen.
+    #[test]
+    fn sampling_rotates_through_every_phase_of_any_period() {
+        for every in 2..=16u64 {
+            for period in 1..=16u64 {
+                let mut seen = vec![false; period as usize];
+                for n in 8..8 + 32 * every * period {
+                    if watched(n, 8, every) {
+                        seen[(n % period) as usize] = true;
+                    }
+                }
+                assert!(
+                    seen.iter().all(|s| *s),
+                    "every {every}, period {period}: phases {seen:?}"
+                );
+            }
+        }
+    }
 }
