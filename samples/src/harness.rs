@@ -35,6 +35,9 @@ pub struct Opts {
     pub warmup: u32,
     /// Test only: saxpy omits the upload → compute barrier (validation must catch it).
     pub inject_hazard: bool,
+    /// Test only: `race` writes the next input while the dispatch is pending in this iteration
+    /// only, and after the dispatch's fence in every other one (a one-off, late race).
+    pub race_at: Option<u32>,
 }
 
 impl Opts {

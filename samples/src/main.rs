@@ -35,6 +35,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         timing: false,
         warmup: 0,
         inject_hazard: false,
+        race_at: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -62,6 +63,10 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--timing" => o.timing = true,
             // Test only: omit one required barrier in saxpy so validation has something to find.
             "--inject-hazard" => o.inject_hazard = true,
+            // Test only: `race` races in this one iteration (sampled validation's limits).
+            "--race-at" => {
+                o.race_at = Some(val(a)?.parse().map_err(|e| format!("--race-at: {e}"))?)
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument `{a}`\n{USAGE}")),
         }
