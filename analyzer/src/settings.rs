@@ -55,8 +55,8 @@ pub struct Settings {
     pub trace_max_bytes: u64,
     /// Profile mode: validate host access to candidate staging buffers with page protection.
     pub validate: bool,
-    /// Sampled validation: windows a candidate staging buffer is protected in, every one, before
-    /// sampling starts (K).
+    /// Sampled validation: a candidate staging buffer is protected in every window until the
+    /// host was seen touching it in this many windows (K); then validation samples.
     pub validate_full_windows: u64,
     /// Sampled validation: after the first K windows, a buffer is protected in one window in N
     /// (picked by a hash of the window number); 1 protects every window.
@@ -85,8 +85,8 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "stack_depth", kind: "int", default: "16", accepted: "1..64", description: "Return addresses hashed into a buffer's call-site identity." },
     SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
     SettingInfo { name: "validate", kind: "bool", default: "true", accepted: "true|false", description: "Profile mode: validate host access to candidate staging buffers with page protection (false: record the trace only)." },
-    SettingInfo { name: "validate_full_windows", kind: "int", default: "8", accepted: "a count", description: "Profile mode: host-access windows in which each candidate staging buffer is protected, every one, before validation samples." },
-    SettingInfo { name: "validate_sample_every", kind: "int", default: "8", accepted: "a count >= 1", description: "Profile mode: after validate_full_windows windows, protect a staging buffer in one window in N (picked by a hash, so every phase is seen again); the trace marks the others and the analyzer refuses a buffer whose observed windows do not repeat (1: protect every window)." },
+    SettingInfo { name: "validate_full_windows", kind: "int", default: "4", accepted: "a count", description: "Profile mode: protect each candidate staging buffer in every window until the host has been seen touching it in this many windows; then validation samples." },
+    SettingInfo { name: "validate_sample_every", kind: "int", default: "8", accepted: "a count >= 1", description: "Profile mode: after that, protect a staging buffer in one window in N (picked by a hash, so every phase is seen again); the trace marks the others and the analyzer refuses a buffer whose observed windows do not repeat (1: protect every window)." },
 ];
 
 impl Settings {
@@ -114,7 +114,7 @@ impl Settings {
             stack_depth: 16,
             trace_max_bytes: 1 << 30,
             validate: true,
-            validate_full_windows: 8,
+            validate_full_windows: 4,
             validate_sample_every: 8,
         }
     }

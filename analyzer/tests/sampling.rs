@@ -215,13 +215,12 @@ fn unobserved_windows_without_a_watch_record_are_refused() {
 
 #[test]
 fn windows_that_do_not_repeat_are_refused() {
-    // Every third iteration also runs a second submission on another buffer: the windows'
-    // openings repeat with period 6, but a period longer than the observed run before the first
+    // Every third iteration also runs a second submission on the device buffer: the windows'
+    // openings repeat with period 8, but a period longer than the observed run before the first
     // unobserved window cannot be checked.
     let mut t = T::new();
     let h = t.staging(MIB);
     let d = t.device(MIB);
-    let e = t.device(MIB);
     let obs = schedule(4, 4);
     let mut w = 0;
     let mut mark = |t: &mut T| {
@@ -238,7 +237,7 @@ fn windows_that_do_not_repeat_are_refused() {
         t.wait(f);
         mark(&mut t);
         if i % 3 == 0 {
-            let (_, f) = t.submit(&[Cmd::ReadWrite(e.buf)]);
+            let (_, f) = t.submit(&[Cmd::ReadWrite(d.buf)]);
             mark(&mut t);
             t.wait(f);
             mark(&mut t);
@@ -247,4 +246,48 @@ fn windows_that_do_not_repeat_are_refused() {
     let (c, _, msg) = rejected(decision(&t.analyze(), 1, 2));
     assert_eq!(c, Condition::Evidence, "{msg}");
     assert!(msg.contains("cannot be filled in"), "{msg}");
+}
+
+#[test]
+fn another_threads_submissions_are_not_windows_of_this_buffer() {
+    // Two independent loops interleaved on one device (two threads): each buffer's windows are
+    // the boundaries of work on its own buffers, so the other loop's irregular submissions do
+    // not break its pattern.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    let e = t.device(MIB);
+    let obs = schedule(8, 4);
+    let w = std::cell::Cell::new(0usize);
+    let mark = |t: &mut T| {
+        let unobserved = if obs(w.get()) { vec![] } else { vec![h.buf] };
+        t.push(Event::Window { unobserved });
+        w.set(w.get() + 1);
+    };
+    t.host_write(h.buf);
+    for i in 0..20 {
+        let (_, f) = t.submit(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+        if i == 0 {
+            t.push(Event::Watch { buffer: h.buf });
+        }
+        mark(&mut t);
+        for _ in 0..(i % 3) {
+            let (_, g) = t.submit(&[Cmd::ReadWrite(e.buf)]);
+            mark(&mut t);
+            t.wait(g);
+            mark(&mut t);
+        }
+        t.wait(f);
+        mark(&mut t);
+        if i + 1 < 20 && obs(w.get() - 1) {
+            t.host_write(h.buf);
+        }
+    }
+    let a = t.analyze();
+    assert!(
+        matches!(decision(&a, 1, 2), Decision::Accepted { .. }),
+        "{:?}",
+        decision(&a, 1, 2)
+    );
+    assert_eq!(row(&a).host_coverage.map(|c| c.period), Some(2));
 }

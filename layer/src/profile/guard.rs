@@ -841,6 +841,15 @@ pub fn still_armed(id: u64, ptr: *const u8, len: usize) -> bool {
     })
 }
 
+/// Did a fault on buffer `id` open it since its last arm (the window now closing saw an access)?
+pub fn was_touched(id: u64) -> bool {
+    let high = HIGH.load(Ordering::Acquire);
+    TABLE[..high].iter().any(|s| {
+        matches!(s.state.load(Ordering::SeqCst), READ | WRITTEN)
+            && s.id.load(Ordering::Relaxed) == id
+    })
+}
+
 /// Is buffer `id` armed (protected, or opened by a fault in the current window)?
 pub fn is_armed(id: u64) -> bool {
     let high = HIGH.load(Ordering::Acquire);

@@ -21,7 +21,7 @@ use echo_analyzer::trace::{
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The extension that lets the double mapping be imported (DESIGN §4).
@@ -79,12 +79,17 @@ pub struct Profiler {
     index: u32,
     /// Host-access validation on (the `validate` setting).
     validate: bool,
-    /// Sampled validation: every window for a candidate's first `full_windows` windows, then
-    /// one in `sample_every` (1: every window; no `Watch`/`Window` records).
+    /// Sampled validation: every window until the host was seen touching a candidate in
+    /// `full_windows` windows, then one in `sample_every` (1: every window; no
+    /// `Watch`/`Window` records).
     full_windows: u64,
     sample_every: u64,
-    /// Candidate → windows it has been armable in so far (sampled validation only).
-    windows: HandleMap<u64, u64>,
+    /// Candidate → (windows it has been armable in so far, windows in which its full
+    /// validation saw an access) (sampled validation only).
+    windows: HandleMap<u64, (u64, u64)>,
+    /// Windows of this device so far: one sampling decision per window for every sampled
+    /// candidate, so the analyzer finds windows where all of a group's buffers were watched.
+    window_count: AtomicU64,
     /// Host-visible allocations are backed by a double mapping.
     double_map: bool,
     /// False once the guard cannot be used (the app replaced our SIGSEGV handler).
@@ -248,6 +253,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         full_windows: dev.settings.validate_full_windows,
         sample_every: dev.settings.validate_sample_every.max(1),
         windows: HandleMap::default(),
+        window_count: AtomicU64::new(0),
         double_map,
         guard_ok: AtomicBool::new(true),
         min_bytes: dev.settings.min_bytes,
@@ -1276,6 +1282,7 @@ impl Profiler {
         }
         // The window's number, taken before any arm: a fault in it sorts after its record.
         let mark = sink::next_seq();
+        let this_window = self.window_count.fetch_add(1, Ordering::Relaxed);
         let mut unobserved = Vec::new();
         for b in self.candidates.iter() {
             let b = *b;
@@ -1286,13 +1293,15 @@ impl Profiler {
                 continue;
             };
             if sampling {
-                let n = {
-                    let mut e = self.windows.entry(b).or_insert(0);
-                    let n = *e;
-                    *e += 1;
-                    n
+                let seen = {
+                    let mut e = self.windows.entry(b).or_insert((0, 0));
+                    if e.0 > 0 && e.1 < self.full_windows && guard::was_touched(b) {
+                        e.1 += 1; // the window now closing, watched, saw the host touch it
+                    }
+                    e.0 += 1;
+                    e.1
                 };
-                if !watched(n, self.full_windows, self.sample_every)
+                if !watched(this_window, seen < self.full_windows, self.sample_every)
                     && !guard::still_armed(b, ptr as *const u8, len)
                 {
                     // Left as it is (open, or readable after a read fault): not observed.
@@ -1464,15 +1473,16 @@ impl Profiler {
 }
 
 /// Sampled validation: is a candidate protected in its window `n` (0-based)? Every window
-/// below `full`; after them one window in `every` on average, chosen by a fixed hash of `n`
-/// (splitmix64) — not a fixed stride, which a program whose windows repeat with a period that
-/// shares a factor with it would see only some phases of: so every phase of any period is
-/// watched again (tested for periods up to 16), and the trace is the same for the same run.
-pub fn watched(n: u64, full: u64, every: u64) -> bool {
-    if every <= 1 || n < full {
+/// while `full` (its first `validate_full_windows` windows with a host access are not seen yet);
+/// after that one window in `every` on average, chosen by a fixed hash of `n` (splitmix64) — not
+/// a fixed stride, which a program whose windows repeat with a period that shares a factor with
+/// it would see only some phases of: so every phase of any period is watched again (tested for
+/// periods up to 16), and the trace is the same for the same run.
+pub fn watched(n: u64, full: bool, every: u64) -> bool {
+    if every <= 1 || full {
         return true;
     }
-    let mut z = (n - full).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
@@ -1622,14 +1632,17 @@ mod tests {
 
     #[test]
     fn sampling_watches_the_first_windows_then_one_in_n() {
-        assert!((0..8).all(|n| watched(n, 8, 8)));
-        let later = (8..8 + 8000).filter(|&n| watched(n, 8, 8)).count();
+        assert!((0..100).all(|n| watched(n, true, 8)), "full: every window");
+        let later = (0..8000).filter(|&n| watched(n, false, 8)).count();
         assert!(
             (900..1100).contains(&later),
-            "about one window in eight after the first eight: {later} of 8000"
+            "about one window in eight: {later} of 8000"
         );
-        assert!((0..100).all(|n| watched(n, 8, 1)), "1 watches every window");
-        assert!((0..100).all(|n| watched(n, 0, 0)), "0 is taken as 1");
+        assert!(
+            (0..100).all(|n| watched(n, false, 1)),
+            "1 watches every window"
+        );
+        assert!((0..100).all(|n| watched(n, false, 0)), "0 is taken as 1");
     }
 
     /// Whatever the period of the program's windows, every phase of it is watched again: a
@@ -1640,7 +1653,7 @@ mod tests {
             for period in 1..=16u64 {
                 let mut seen = vec![false; period as usize];
                 for n in 8..8 + 32 * every * period {
-                    if watched(n, 8, every) {
+                    if watched(n, false, every) {
                         seen[(n % period) as usize] = true;
                     }
                 }
