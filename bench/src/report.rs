@@ -607,9 +607,10 @@ fn markdown(res: &Results, plots: &[(String, String, bool)]) -> (String, bool) {
     if let Ok(text) = std::fs::read_to_string(res.opts.out.join("instructions.md")) {
         let _ = writeln!(s, "\n{}", text.trim_end());
     }
-    // Profiling's own cost (scripts/profile-overhead.sh) and echo on a discrete GPU
+    // Profiling's own cost (scripts/profile-overhead.sh), enforce's first iterations
+    // (scripts/warmup.sh) and echo on a discrete GPU
     // (scripts/discrete-check.sh, on a machine that has one), kept beside this file likewise.
-    for kept in ["profile-overhead.md", "discrete.md"] {
+    for kept in ["profile-overhead.md", "warmup.md", "discrete.md"] {
         if let Ok(text) = std::fs::read_to_string(res.opts.out.join(kept)) {
             let _ = writeln!(s, "\n{}", text.trim_end());
         }
