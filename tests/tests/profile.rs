@@ -492,3 +492,67 @@ fn a_late_one_off_race_is_refused_where_sampled_and_coverage_is_stated_where_not
         assert_eq!(cov, None);
     }
 }
+
+/// Sampled validation decides like watching every window: every sample, long enough for
+/// sampling to start (12 iterations), analyzes to the same decision per pair — accepted, or
+/// refused for the same condition — with the default settings and with
+/// `validate_sample_every=1`.
+#[test]
+fn every_sample_decides_the_same_sampled_and_fully_watched() {
+    let decide = |name: &str, env: &[(&str, &str)]| -> (Vec<String>, usize) {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = scratch(&format!("{name}-same-{n}.jsonl"));
+        let args = [
+            name,
+            "--size-mib",
+            "1",
+            "--iters",
+            "12",
+            "--variant",
+            "staging",
+        ];
+        let run = profile(&path, &samples::samples_bin(), &args, env);
+        assert!(run.status.success(), "{}:\n{}", run.args, run.stderr);
+        let t = read_trace(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+        let a = explain(&t, Thresholds::default(), &plain_site);
+        let rows = a
+            .candidates
+            .iter()
+            .map(|c| {
+                let d = match &c.decision {
+                    Decision::Accepted { .. } => "accepted".to_string(),
+                    Decision::Rejected { condition, .. } => condition.as_str().to_string(),
+                };
+                // By key, not by number: threads creates its buffers in no fixed order.
+                format!("{}↔{} {d}", c.staging.key, c.device.key)
+            })
+            .collect::<std::collections::BTreeSet<String>>()
+            .into_iter()
+            .collect();
+        (rows, unobserved_windows(&t))
+    };
+    let mut sampled_somewhere = 0;
+    let mut diffs = Vec::new();
+    for name in samples::ALL {
+        let (sampled, unobserved) = decide(name, &[]);
+        let (full, none) = decide(name, &[("VK_ECHO_VALIDATE_SAMPLE_EVERY", "1")]);
+        assert_eq!(
+            none, 0,
+            "{name}: validate_sample_every=1 left windows unwatched"
+        );
+        if unobserved > 0 {
+            sampled_somewhere += 1;
+        }
+        if sampled != full {
+            diffs.push(format!(
+                "{name}: sampled {sampled:?}, every window {full:?}"
+            ));
+        }
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    assert!(
+        sampled_somewhere >= 5,
+        "sampling started in only {sampled_somewhere} samples"
+    );
+}

@@ -1272,10 +1272,20 @@ impl Profiler {
         }
         self.drain();
         let sampling = self.sample_every > 1;
-        if sampling && self.on() {
+        if sampling {
             // Buffers watched from this window on: their `Watch` precedes the window's record.
+            // Only here does a candidate get its counters (with its `Watch`, once, whichever
+            // thread wins); one that became a candidate since is armed from the next window.
             for b in self.candidates.iter() {
-                if !self.windows.contains_key(&*b) && self.range_of(dev, *b).is_some() {
+                if self.windows.contains_key(&*b) || self.range_of(dev, *b).is_none() {
+                    continue;
+                }
+                let mut new = false;
+                self.windows.entry(*b).or_insert_with(|| {
+                    new = true;
+                    (0, 0)
+                });
+                if new && self.on() {
                     self.rec(Event::Watch { buffer: *b });
                 }
             }
@@ -1294,7 +1304,9 @@ impl Profiler {
             };
             if sampling {
                 let seen = {
-                    let mut e = self.windows.entry(b).or_insert((0, 0));
+                    let Some(mut e) = self.windows.get_mut(&b) else {
+                        continue; // no `Watch` yet: from the next window on
+                    };
                     if e.0 > 0 && e.1 < self.full_windows && guard::was_touched(b) {
                         e.1 += 1; // the window now closing, watched, saw the host touch it
                     }
