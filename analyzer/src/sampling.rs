@@ -52,6 +52,8 @@ pub struct Coverage {
 
 type Sig = Vec<(u8, Vec<BufId>)>;
 type Obs = Vec<Access>;
+/// Per buffer, per window start: its accesses with their places (`None`: not observed).
+type Saw = HashMap<BufId, HashMap<u64, Option<Vec<(Access, u64)>>>>;
 
 /// Fill in `m`'s unobserved windows (see the module text). `marks`: `(seq, unobserved)` of each
 /// `Window` record; `watch`: each buffer's `Watch` record.
@@ -93,7 +95,7 @@ pub fn infer(m: &mut Model, marks: &[(u64, Vec<BufId>)], watch: &HashMap<BufId, 
     let mut pending: Vec<Pending> = Vec::new();
     // Per family: its windows (start, signature); per buffer: what each of its windows saw.
     let mut fam_wins: HashMap<BufId, Vec<(u64, Sig)>> = HashMap::new();
-    let mut saw: HashMap<BufId, HashMap<u64, Option<Vec<(Access, u64)>>>> = HashMap::new();
+    let mut saw: Saw = HashMap::new();
     for b in sampled {
         let name = format!("staging buffer #{}", m.buffers[b].number);
         let refuse = |m: &mut Model, seq: u64, why: String| {
