@@ -408,7 +408,13 @@ fn figures(r: &Row) -> [String; 3] {
     let [lo, hi] = r.recovered_range;
     let rec = if !elided || !r.recovered.is_finite() {
         "– ".into()
-    } else if noisy(r.speedup_range) || noisy(r.zero_copy_range) || !(hi - lo <= NOISY_RECOVERED) {
+    } else if noisy(r.speedup_range)
+        || noisy(r.zero_copy_range)
+        || !matches!(
+            (hi - lo).partial_cmp(&NOISY_RECOVERED),
+            Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+        )
+    {
         format!("{:.0}%~", r.recovered * 100.0)
     } else {
         format!("{:.0}% ", r.recovered * 100.0)
