@@ -73,6 +73,10 @@ pub struct CandidateRow {
     pub iterations: u64,
     pub copies_per_iter: f64,
     pub bytes_per_iter: u64,
+    /// Sampled host-access validation of the staging buffer: windows observed of all, and the
+    /// period the others were filled in from (absent: every window was observed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_coverage: Option<crate::sampling::Coverage>,
     #[serde(flatten)]
     pub decision: Decision,
 }
@@ -300,6 +304,25 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             compat::untracked(&ctx, c.staging, c.device)?;
             let g = GroupSpec::single(c.device, c.staging, dl);
             s2_order::check(&ctx, &g)?;
+            // A race seen is a race whatever was not seen; S1 needs every host access.
+            // Sampled validation: the windows it did not watch must be filled in from a
+            // repeating pattern, for the staging buffer and for a mapped partner alike.
+            for (b, what) in [(c.staging, "staging"), (c.device, "device")] {
+                if what == "device" && !m.host_mapped(b) {
+                    continue;
+                }
+                if let Some((seq, why)) = m.uninferable.get(&b) {
+                    return Err(Verdict {
+                        condition: Condition::Evidence,
+                        event: Some(*seq),
+                        message: why.clone(),
+                        plain: format!(
+                            "Echo watched the program's reads and writes of {} only in some rounds of its loop, and the rounds it watched do not repeat one pattern, so it cannot tell what the program did in the others.",
+                            ctx.short(b, what)
+                        ),
+                    });
+                }
+            }
             s1_value::check(&ctx, &g)?;
             evidence(trace, &m)?;
             if let Some((seq, why)) = m.unvalidated.get(&c.staging) {
@@ -572,6 +595,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             iterations,
             copies_per_iter: c.copies() as f64 / iterations as f64,
             bytes_per_iter: c.bytes() / iterations,
+            host_coverage: m.coverage.get(&c.staging).copied(),
             decision,
         });
     }

@@ -17,6 +17,7 @@ pub mod plan;
 pub mod program;
 pub mod report;
 pub mod safety;
+pub mod sampling;
 pub mod settings;
 pub mod stats;
 pub mod symbolize;

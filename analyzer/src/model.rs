@@ -185,6 +185,12 @@ pub struct Model {
     pub watched: HashMap<BufId, u64>,
     /// Recorded copies that name a buffer the trace does not know: `(copies, bytes)`.
     pub unknown_copies: (u64, u64),
+    /// Staging buffers whose unobserved host-access windows (sampled validation) could not be
+    /// filled in from the observed ones, with the event and the reason: their pairs lack evidence.
+    pub uninferable: HashMap<BufId, (u64, String)>,
+    /// Staging buffers validated by sampling: how many of their windows were observed, and the
+    /// period the others were filled in from ([`crate::sampling`]).
+    pub coverage: HashMap<BufId, crate::sampling::Coverage>,
 }
 
 const MAX_WARNINGS: usize = 20;
@@ -282,6 +288,10 @@ impl Model {
             e.1 += 1;
             e.2.insert(what.to_string());
         };
+        // Sampled validation: each `Window` record with the buffers it did not watch, and each
+        // buffer's `Watch` record.
+        let mut marks: Vec<(u64, Vec<BufId>)> = Vec::new();
+        let mut watch: HashMap<BufId, u64> = HashMap::new();
 
         for rec in &trace.records {
             let seq = rec.seq;
@@ -306,6 +316,24 @@ impl Model {
                     if m.validation_lost.is_none() {
                         m.validation_lost = Some((seq, reason.clone()));
                     }
+                }
+                Event::Watch { buffer } => match buf_of.get(buffer) {
+                    Some(&b) => {
+                        watch.entry(b).or_insert(seq);
+                    }
+                    None => m.warn(format!("event {seq}: watch of unknown buffer {buffer:#x}")),
+                },
+                Event::Window { unobserved } => {
+                    let mut v = Vec::new();
+                    for h in unobserved {
+                        match buf_of.get(h) {
+                            Some(&b) => v.push(b),
+                            None => m.warn(format!(
+                                "event {seq}: unobserved window of unknown buffer {h:#x}"
+                            )),
+                        }
+                    }
+                    marks.push((seq, v));
                 }
                 Event::DeviceDestroy { .. } => {}
                 Event::BufferCreate {
@@ -599,6 +627,7 @@ impl Model {
         m.touched = (0..m.submissions.len())
             .map(|s| m.touched_by(s).into_keys().collect())
             .collect();
+        crate::sampling::infer(&mut m, &marks, &watch);
         m
     }
 

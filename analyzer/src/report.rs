@@ -218,6 +218,26 @@ pub fn table(a: &Analysis, source: &str) -> String {
         .filter(|(_, c)| matches!(c.decision, Decision::Rejected { .. }))
         .map(|(i, c)| (i + 1, c))
         .collect();
+    let mut covered: BTreeMap<usize, crate::sampling::Coverage> = BTreeMap::new();
+    for c in &a.candidates {
+        if let Some(cov) = c.host_coverage {
+            covered.insert(c.staging.number, cov);
+        }
+    }
+    if !covered.is_empty() {
+        let _ = writeln!(s, "\nhost access sampled (validate_sample_every > 1):");
+        for (n, c) in covered {
+            let _ = writeln!(
+                s,
+                "  #{n}: observed in {} of {} windows; the other {} filled in from a pattern repeating every {} window{} (a host access made only in an unobserved window is not seen)",
+                c.observed,
+                c.windows,
+                c.windows - c.observed,
+                c.period,
+                if c.period == 1 { "" } else { "s" }
+            );
+        }
+    }
     if !reasons.is_empty() {
         let _ = writeln!(s, "\nwhy rejected:");
         for (i, c) in reasons {

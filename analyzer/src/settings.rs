@@ -80,6 +80,12 @@ pub struct Settings {
     /// `None` (`auto`, the default): on exactly when `context=program`, whose plans apply under
     /// argument lists no profile saw; see [`Settings::guard_on`].
     pub guard: Option<bool>,
+    /// Sampled validation: a candidate staging buffer is protected in every window until the
+    /// host was seen touching it in this many windows (K); then validation samples.
+    pub validate_full_windows: u64,
+    /// Sampled validation: after the first K windows, a buffer is protected in one window in N
+    /// (picked by a hash of the window number); 1 protects every window.
+    pub validate_sample_every: u64,
 }
 
 /// One setting's description, for docs, the manifest and `vkecho doctor`.
@@ -108,6 +114,8 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
     SettingInfo { name: "validate", kind: "bool", default: "true", accepted: "true|false", description: "Profile mode: validate host access to candidate staging buffers with page protection (false: record the trace only)." },
     SettingInfo { name: "guard", kind: "enum", default: "auto", accepted: "auto|on|off", description: "Enforce mode (auto: on exactly when context=program): write-protect aliased staging memory while the GPU may still use it; a host write in that window goes to a private copy the GPU does not see, merged at the next elided copy (needs VK_EXT_external_memory_host; without it guarded groups are refused)." },
+    SettingInfo { name: "validate_full_windows", kind: "int", default: "4", accepted: "a count", description: "Profile mode: protect each candidate staging buffer in every window until the host has been seen touching it in this many windows; then validation samples." },
+    SettingInfo { name: "validate_sample_every", kind: "int", default: "8", accepted: "a count >= 1", description: "Profile mode: after that, protect a staging buffer in one window in N (picked by a hash, so every phase is seen again); the trace marks the others and the analyzer refuses a buffer whose observed windows do not repeat (1: protect every window)." },
 ];
 
 impl Settings {
@@ -146,6 +154,8 @@ impl Settings {
             trace_max_bytes: 1 << 30,
             validate: true,
             guard: None,
+            validate_full_windows: 4,
+            validate_sample_every: 8,
         }
     }
 
@@ -185,6 +195,14 @@ impl Settings {
                     Some(true) => "on".into(),
                     Some(false) => "off".into(),
                 },
+            ),
+            (
+                "validate_full_windows".into(),
+                self.validate_full_windows.to_string(),
+            ),
+            (
+                "validate_sample_every".into(),
+                self.validate_sample_every.to_string(),
             ),
         ]
     }
@@ -350,6 +368,14 @@ pub fn resolve(
                     Some(b) => s.guard = Some(b),
                     None => bad(&mut warnings),
                 },
+            },
+            "validate_full_windows" => match parse_u64(v) {
+                Some(n) => s.validate_full_windows = n,
+                None => bad(&mut warnings),
+            },
+            "validate_sample_every" => match parse_u64(v) {
+                Some(n) if n >= 1 => s.validate_sample_every = n,
+                _ => bad(&mut warnings),
             },
             _ => unreachable!("every SETTINGS entry is handled"),
         }

@@ -1,4 +1,4 @@
-//! The trace format (version 2): what the layer saw in `mode=profile`.
+//! The trace format (version 3): what the layer saw in `mode=profile`.
 //!
 //! A trace is JSON Lines: the first line is a [`Header`], every following line one [`Record`]
 //! (an [`Event`] with its global sequence number `seq`). A truncated trace ends with
@@ -14,8 +14,11 @@ use std::io::BufRead;
 
 /// The trace format version this build writes. Version 2 added the device index of every
 /// record (`dev`) and, on `DeviceCreate`, the device's index, name and host-access validation;
-/// version 1 traces (one device, validation unknown) are still read.
-pub const TRACE_VERSION: u32 = 2;
+/// version 1 traces (one device, validation unknown) are still read. Version 3 added sampled
+/// host-access validation ([`Event::Watch`], [`Event::Window`]): a window a buffer was not watched
+/// in holds no record of its accesses, so a reader that does not know these events must not read
+/// the trace (it would take those windows as free of host access).
+pub const TRACE_VERSION: u32 = 3;
 /// The oldest trace format version this build reads.
 pub const TRACE_VERSION_MIN: u32 = 1;
 /// The value of [`Header::format`].
@@ -325,6 +328,21 @@ pub enum Event {
     /// `vkGetBufferDeviceAddress` (any alias) on this buffer.
     BufferAddress {
         buffer: u64,
+    },
+    /// From the next window on, the host's accesses to this candidate staging buffer are
+    /// watched (its first arm). Written only with sampled validation (`validate_sample_every`
+    /// above 1).
+    Watch {
+        buffer: u64,
+    },
+    /// A host-access window of this device begins (written at every window boundary, right after
+    /// the submission or completion observation that opened it, when validation samples). The
+    /// watched candidates listed in `unobserved` are not protected in this window: their host
+    /// accesses in it may be missing (a fault on a protection left from an earlier window can
+    /// still record one). Every other watched candidate is observed in the window.
+    Window {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unobserved: Vec<u64>,
     },
     /// The host touched a protected staging buffer (page-protection fault). `access` is what the
     /// faulting instruction did; one record per buffer per protection window.

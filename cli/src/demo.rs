@@ -121,6 +121,8 @@ struct Row {
     /// Per-round paired ratios, `[min, max]`: baseline / enforce and baseline / zero-copy.
     speedup_range: [f64; 2],
     zero_copy_range: [f64; 2],
+    /// Per-round recovered fractions `(b − e)/(b − z)`, `[min, max]` (NaN when not defined).
+    recovered_range: [f64; 2],
     identical: bool,
     profile_identical: bool,
     note: String,
@@ -244,6 +246,17 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     };
     let paired = |t: &[f64]| -> Vec<f64> { tb.iter().zip(t).map(|(b, x)| b / x).collect() };
     let (speedup_range, zero_copy_range) = (range(&paired(&te)), range(&paired(&tz)));
+    let per_round_recovered: Vec<f64> = tb
+        .iter()
+        .zip(te.iter().zip(&tz))
+        .filter(|(b, (_, z))| *b - *z > 0.0)
+        .map(|(b, (e, z))| (b - e) / (b - z))
+        .collect();
+    let recovered_range = if per_round_recovered.is_empty() {
+        [f64::NAN, f64::NAN]
+    } else {
+        range(&per_round_recovered)
+    };
     let (base_ms, echo_ms, zero_ms) = (median(&mut tb), median(&mut te), median(&mut tz));
     let gain_zero = base_ms - zero_ms;
     let mut note = String::new();
@@ -272,6 +285,7 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
         },
         speedup_range,
         zero_copy_range,
+        recovered_range,
         identical: echo_sum == base_sum,
         profile_identical: prof.checksum == base_sum,
         note,
@@ -372,6 +386,42 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
+/// A recovered fraction whose rounds span more than this is inside its own noise (the bench's
+/// mark too).
+const NOISY_RECOVERED: f64 = 0.25;
+
+/// The speedup, zero-copy and recovered cells of a row. A figure inside its own noise is marked
+/// `~`, not printed as a result: a ratio whose per-round values straddle 1.00x, a recovered
+/// fraction whose speedup or twin does, or whose per-round values span more than
+/// [`NOISY_RECOVERED`]. Where echo elided nothing (the negative controls) speedup and recovered
+/// are `–`: any difference there is the machine's.
+fn figures(r: &Row) -> [String; 3] {
+    let noisy = |[lo, hi]: [f64; 2]| lo <= 1.0 && hi >= 1.0;
+    let ratio =
+        |x: f64, range: [f64; 2]| format!("{x:.2}x{}", if noisy(range) { "~" } else { " " });
+    let elided = r.regions_elided > 0;
+    let speedup = if elided {
+        ratio(r.speedup, r.speedup_range)
+    } else {
+        "– ".into()
+    };
+    let [lo, hi] = r.recovered_range;
+    let rec = if !elided || !r.recovered.is_finite() {
+        "– ".into()
+    } else if noisy(r.speedup_range)
+        || noisy(r.zero_copy_range)
+        || !matches!(
+            (hi - lo).partial_cmp(&NOISY_RECOVERED),
+            Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+        )
+    {
+        format!("{:.0}%~", r.recovered * 100.0)
+    } else {
+        format!("{:.0}% ", r.recovered * 100.0)
+    };
+    [speedup, ratio(r.zero_copy_speedup, r.zero_copy_range), rec]
+}
+
 fn print_table(rows: &[Row]) {
     println!(
         "{:<11} {:<9} {:>4} {:<22} {:>8} {:>10} {:>9} {:>10} {:>10} {:>9}",
@@ -393,23 +443,7 @@ fn print_table(rows: &[Row]) {
             (0, false) => format!("refused: {}", r.rejected.join(",")),
             (n, false) => format!("{n} grp; refused {}", r.rejected.join(",")),
         };
-        // A ratio whose rounds straddle 1.00x is inside the noise: marked, not read as a result.
-        let noisy = |[lo, hi]: [f64; 2]| lo <= 1.0 && hi >= 1.0;
-        let ratio =
-            |x: f64, range: [f64; 2]| format!("{x:.2}x{}", if noisy(range) { "~" } else { " " });
-        let elided = r.regions_elided > 0;
-        let speedup = if elided {
-            ratio(r.speedup, r.speedup_range)
-        } else {
-            "– ".into() // echo changed nothing: any difference is the machine's
-        };
-        let rec = if !elided || !r.recovered.is_finite() {
-            "– ".into()
-        } else if noisy(r.speedup_range) || noisy(r.zero_copy_range) {
-            format!("{:.0}%~", r.recovered * 100.0)
-        } else {
-            format!("{:.0}% ", r.recovered * 100.0)
-        };
+        let [speedup, zero_copy, rec] = figures(r);
         println!(
             "{:<11} {:<9} {:>4} {:<22} {:>8} {:>10} {:>9} {:>10} {:>10} {:>9}",
             r.sample,
@@ -419,7 +453,7 @@ fn print_table(rows: &[Row]) {
             r.regions_elided,
             human_bytes(r.bytes_elided),
             speedup,
-            ratio(r.zero_copy_speedup, r.zero_copy_range),
+            zero_copy,
             rec,
             if r.identical && r.profile_identical {
                 "yes"
@@ -432,7 +466,71 @@ fn print_table(rows: &[Row]) {
         }
     }
     println!("\nspeedup = staging baseline / enforce (median iteration time of interleaved runs); zero-copy = the hand-written twin; recovered = (base - echo) / (base - zero-copy); – = echo elided nothing, so there is nothing to measure.");
-    println!("~ = inside the noise: the per-round ratios straddle 1.00x (for recovered: the speedup's or the twin's do); not a result — rerun with more --rounds on a quieter machine.");
+    println!("~ = inside the noise: the per-round ratios straddle 1.00x (for recovered: the speedup's or the twin's do, or its per-round values span more than {:.0} points); not a result — rerun with more --rounds on a quieter machine.", NOISY_RECOVERED * 100.0);
     println!("elided, bytes = copy regions the layer dropped as self-copies in one enforce run (every iteration, one-time uploads included), and their bytes.");
     println!("identical = the output checksum without the layer equals the one under profile and under enforce.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(elided: u64, speedup: [f64; 2], zero: [f64; 2], recovered: [f64; 2]) -> Row {
+        Row {
+            sample: "s".into(),
+            size_mib: "1".into(),
+            kind: "positive".into(),
+            accepted: 1,
+            rejected: vec![],
+            regions_elided: elided,
+            bytes_elided: elided << 20,
+            base_ms: 10.0,
+            echo_ms: 8.0,
+            zero_ms: 7.9,
+            speedup: 1.25,
+            zero_copy_speedup: 1.27,
+            recovered: 0.95,
+            speedup_range: speedup,
+            zero_copy_range: zero,
+            recovered_range: recovered,
+            identical: true,
+            profile_identical: true,
+            note: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_clean_row_prints_its_figures_as_results() {
+        let r = row(6, [1.2, 1.3], [1.22, 1.31], [0.9, 1.0]);
+        assert_eq!(figures(&r), ["1.25x ", "1.27x ", "95% "]);
+    }
+
+    #[test]
+    fn nothing_elided_prints_a_dash_for_speedup_and_recovered() {
+        // A negative control: whatever the times say, echo changed nothing.
+        let r = row(0, [1.2, 1.3], [1.22, 1.31], [0.9, 1.0]);
+        let [s, z, rec] = figures(&r);
+        assert_eq!((s.as_str(), rec.as_str()), ("– ", "– "));
+        assert_eq!(z, "1.27x ", "the twin is still measured");
+    }
+
+    #[test]
+    fn figures_inside_their_own_noise_are_marked() {
+        // The speedup's rounds straddle 1.00x: the speedup and recovered are marked.
+        let [s, _, rec] = figures(&row(6, [0.95, 1.4], [1.22, 1.31], [0.9, 1.0]));
+        assert_eq!((s.as_str(), rec.as_str()), ("1.25x~", "95%~"));
+        // The twin's do: the twin and recovered.
+        let [s, z, rec] = figures(&row(6, [1.2, 1.3], [0.9, 1.31], [0.9, 1.0]));
+        assert_eq!(
+            (s.as_str(), z.as_str(), rec.as_str()),
+            ("1.25x ", "1.27x~", "95%~")
+        );
+        // Both ratios clear of 1.00x, but recovered spans 60 points round to round (the
+        // 419 % / -107 % of a busy machine): marked.
+        let [s, _, rec] = figures(&row(6, [1.1, 1.4], [1.05, 1.31], [0.6, 1.2]));
+        assert_eq!((s.as_str(), rec.as_str()), ("1.25x ", "95%~"));
+        // No round defined a recovered fraction: not a result either.
+        let [_, _, rec] = figures(&row(6, [1.1, 1.4], [1.05, 1.31], [f64::NAN, f64::NAN]));
+        assert_eq!(rec, "95%~");
+    }
 }

@@ -5,6 +5,7 @@
 #[path = "../../analyzer/tests/common/mod.rs"]
 mod common;
 use common::*;
+use echo_analyzer::trace::TRACE_VERSION;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -126,7 +127,7 @@ fn bad_input_names_the_place_and_fails_cleanly() {
         ),
         (
             "future-version",
-            good.replacen("\"version\":2", "\"version\":99", 1),
+            good.replacen(&format!("\"version\":{TRACE_VERSION}"), "\"version\":99", 1),
             "version 99",
         ),
         (

@@ -35,6 +35,12 @@ pub struct Opts {
     pub warmup: u32,
     /// Test only: saxpy omits the upload → compute barrier (validation must catch it).
     pub inject_hazard: bool,
+    /// Test only: `race` writes the next input while the dispatch is pending in this iteration
+    /// only, and after the dispatch's fence in every other one (a one-off, late race).
+    pub race_at: Option<u32>,
+    /// Print every timed iteration's time and the process's minor page faults during it
+    /// (`iter_ms`, `iter_minflt`; faults read from /proc/self/stat outside the timed part).
+    pub per_iter: bool,
 }
 
 impl Opts {
@@ -93,6 +99,9 @@ pub struct Sink {
     warmup: u32,
     hash: u64,
     iter_ms: Vec<f64>,
+    /// Minor faults of the whole process per timed iteration (`--per-iter`), else empty.
+    iter_minflt: Vec<u64>,
+    per_iter: bool,
     copy_ms: Vec<f64>,
     bytes: Vec<u64>,
     excluded: Duration,
@@ -105,6 +114,8 @@ impl Sink {
             warmup,
             hash: FNV_OFFSET,
             iter_ms: Vec::new(),
+            iter_minflt: Vec::new(),
+            per_iter: false,
             copy_ms: Vec::new(),
             bytes: Vec::new(),
             excluded: Duration::ZERO,
@@ -117,17 +128,26 @@ impl Sink {
         for it in 0..self.warmup + iters {
             self.excluded = Duration::ZERO;
             self.cur = Exec::default();
+            let faults = if self.per_iter { minor_faults() } else { 0 };
             let start = Instant::now();
             f(it, self)?;
             let elapsed = start.elapsed().saturating_sub(self.excluded);
             if it < self.warmup {
                 continue;
             }
+            if self.per_iter {
+                self.iter_minflt.push(minor_faults().saturating_sub(faults));
+            }
             self.iter_ms.push(elapsed.as_secs_f64() * 1e3);
             self.copy_ms.push(self.cur.copy_ns / 1e6);
             self.bytes.push(self.cur.bytes_copied);
         }
         Ok(())
+    }
+
+    /// Record per-iteration times and faults (`--per-iter`).
+    pub fn per_iter(&mut self, on: bool) {
+        self.per_iter = on;
     }
 
     /// Accounts one submission's copies to the current iteration.
@@ -189,6 +209,28 @@ impl Sink {
         if sample == "threads" {
             s += &format!(",\"threads\":{}", o.threads);
         }
+        if o.per_iter {
+            let ms: Vec<String> = self.iter_ms.iter().map(|v| format!("{v:.4}")).collect();
+            let fl: Vec<String> = self.iter_minflt.iter().map(u64::to_string).collect();
+            s += &format!(
+                ",\"iter_ms\":[{}],\"iter_minflt\":[{}]",
+                ms.join(","),
+                fl.join(",")
+            );
+        }
         s + "}"
     }
+}
+
+/// The process's minor page faults so far (field 10 of /proc/self/stat); 0 where unreadable.
+pub fn minor_faults() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0;
+    };
+    // Fields after the parenthesised command name (which may hold spaces).
+    let rest = stat.rsplit_once(')').map_or("", |x| x.1);
+    rest.split_whitespace()
+        .nth(7)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }

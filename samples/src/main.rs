@@ -23,7 +23,8 @@ const USAGE: &str = "usage: echo-samples list
                  zero-copy: host-visible device-local buffers, no copies
   --threads N    threads for the `threads` sample (default 4)
   --seed N       input seed (default 1)
-  --timing       timestamp queries around copies; adds copy_ms_median, copy_ms_mean, f_copy";
+  --timing       timestamp queries around copies; adds copy_ms_median, copy_ms_mean, f_copy
+  --per-iter     adds iter_ms and iter_minflt: each timed iteration's time and minor page faults";
 
 fn parse(args: &[String]) -> Result<Opts, String> {
     let mut o = Opts {
@@ -35,6 +36,8 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         timing: false,
         warmup: 0,
         inject_hazard: false,
+        race_at: None,
+        per_iter: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -60,8 +63,13 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                 }
             }
             "--timing" => o.timing = true,
+            "--per-iter" => o.per_iter = true,
             // Test only: omit one required barrier in saxpy so validation has something to find.
             "--inject-hazard" => o.inject_hazard = true,
+            // Test only: `race` races in this one iteration (sampled validation's limits).
+            "--race-at" => {
+                o.race_at = Some(val(a)?.parse().map_err(|e| format!("--race-at: {e}"))?)
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument `{a}`\n{USAGE}")),
         }
@@ -104,6 +112,7 @@ fn main() -> ExitCode {
     };
     let result = vk::Ctx::new((sample.needs)(&opts), opts.timing).and_then(|ctx| {
         let mut sink = Sink::new(opts.warmup);
+        sink.per_iter(opts.per_iter);
         (sample.run)(&ctx, &opts, &mut sink)?;
         drop(ctx);
         Ok(sink)

@@ -123,6 +123,15 @@ static BY_INSTRUCTION: AtomicU64 = AtomicU64::new(0);
 static UNCLASSIFIED: AtomicU64 = AtomicU64::new(0);
 /// Re-arms that found their range still wholly protected (no `mprotect`).
 static REARMS_SKIPPED: AtomicU64 = AtomicU64::new(0);
+/// Windows a candidate was left unprotected in (sampled validation).
+static UNWATCHED: AtomicU64 = AtomicU64::new(0);
+/// Calls to `mprotect` the guard made (arms, and ranges or pages opened by faults and disarms).
+static MPROTECTS: AtomicU64 = AtomicU64::new(0);
+
+/// Count a window a candidate was left unprotected in (sampled validation).
+pub fn note_unwatched() {
+    UNWATCHED.fetch_add(1, Ordering::Relaxed);
+}
 
 const ACC_READ: u8 = 1;
 const ACC_WRITE: u8 = 2;
@@ -549,6 +558,7 @@ unsafe fn set_prot(start: usize, end: usize, prot: libc::c_int) {
                 s.stale.store(true, Ordering::SeqCst);
             }
         }
+        MPROTECTS.fetch_add(1, Ordering::Relaxed);
         libc::mprotect(start as *mut c_void, end - start, prot);
     }
 }
@@ -824,6 +834,7 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
     // Fresh before protecting: an open that lands after the mprotect marks it stale again.
     s.stale.store(false, Ordering::SeqCst);
     // Protect while BUSY (a racing fault waits in the handler), then publish ARMED.
+    MPROTECTS.fetch_add(1, Ordering::Relaxed);
     let r = unsafe { libc::mprotect(pstart as *mut c_void, pend - pstart, libc::PROT_NONE) };
     if r != 0 {
         let e = std::io::Error::last_os_error();
@@ -854,6 +865,32 @@ pub fn disarm(id: u64) {
         s.budget.store(TOMB_BUDGET, Ordering::Relaxed);
         s.state.store(TOMB, Ordering::SeqCst);
     }
+}
+
+/// Is buffer `id` armed at `[ptr, ptr+len)` and still wholly protected (no fault since its last
+/// arm, no page of it opened by a neighbour)? Then re-arming it costs nothing, and a window it is
+/// not re-armed for is still observed.
+pub fn still_armed(id: u64, ptr: *const u8, len: usize) -> bool {
+    let (start, end) = (ptr as usize, (ptr as usize).saturating_add(len));
+    let high = HIGH.load(Ordering::Acquire);
+    TABLE[..high].iter().any(|s| {
+        s.state.load(Ordering::SeqCst) == ARMED
+            && s.id.load(Ordering::Relaxed) == id
+            && !s.stale.load(Ordering::SeqCst)
+            && (
+                s.start.load(Ordering::Relaxed),
+                s.end.load(Ordering::Relaxed),
+            ) == (start, end)
+    })
+}
+
+/// Did a fault on buffer `id` open it since its last arm (the window now closing saw an access)?
+pub fn was_touched(id: u64) -> bool {
+    let high = HIGH.load(Ordering::Acquire);
+    TABLE[..high].iter().any(|s| {
+        matches!(s.state.load(Ordering::SeqCst), READ | WRITTEN)
+            && s.id.load(Ordering::Relaxed) == id
+    })
 }
 
 /// Is buffer `id` armed (protected, or opened by a fault in the current window)?
@@ -903,6 +940,10 @@ pub struct Stats {
     /// Armed buffers that lost sight of a page another fault opened (sub-allocations sharing a
     /// page), each recorded as read and written.
     pub shared_page: u64,
+    /// Windows a candidate was left unprotected in (sampled validation).
+    pub unwatched: u64,
+    /// Calls to `mprotect` (arms, and opens by faults and disarms).
+    pub mprotects: u64,
 }
 
 pub fn stats() -> Stats {
@@ -916,6 +957,8 @@ pub fn stats() -> Stats {
         unclassified: UNCLASSIFIED.load(Ordering::Relaxed),
         rearms_skipped: REARMS_SKIPPED.load(Ordering::Relaxed),
         shared_page: SHARED_PAGE.load(Ordering::Relaxed),
+        unwatched: UNWATCHED.load(Ordering::Relaxed),
+        mprotects: MPROTECTS.load(Ordering::Relaxed),
     }
 }
 

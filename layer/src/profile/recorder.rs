@@ -21,7 +21,7 @@ use echo_analyzer::trace::{
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The extension that lets the double mapping be imported (DESIGN §4).
@@ -79,6 +79,25 @@ pub struct Profiler {
     index: u32,
     /// Host-access validation on (the `validate` setting).
     validate: bool,
+    /// Sampled validation: every window until the host was seen touching a candidate in
+    /// `full_windows` windows, then one in `sample_every` (1: every window; no
+    /// `Watch`/`Window` records).
+    full_windows: u64,
+    sample_every: u64,
+    /// Candidate → (windows it has been armable in so far, windows in which its full
+    /// validation saw an access) (sampled validation only).
+    windows: HandleMap<u64, (u64, u64)>,
+    /// Sampled candidates left unprotected in the current window (its `Window` record lists
+    /// them): a map in this window must not arm them, or the trace would hold accesses in a
+    /// window it calls unobserved.
+    unwatched_now: crate::dispatch::HandleSet<u64>,
+    /// Buffers a recorded copy names: a candidate's sampling starts only once its loop has
+    /// begun (armed from its bind, the setup's writes would otherwise count toward the first
+    /// `full_windows` and sampling would start before the loop's pattern was seen).
+    copied: crate::dispatch::HandleSet<u64>,
+    /// Windows of this device so far: one sampling decision per window for every sampled
+    /// candidate, so the analyzer finds windows where all of a group's buffers were watched.
+    window_count: AtomicU64,
     /// Host-visible allocations are backed by a double mapping.
     double_map: bool,
     /// False once the guard cannot be used (the app replaced our SIGSEGV handler).
@@ -250,6 +269,12 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         device: raw(dev.handle),
         index: dev.index,
         validate,
+        full_windows: dev.settings.validate_full_windows,
+        sample_every: dev.settings.validate_sample_every.max(1),
+        windows: HandleMap::default(),
+        unwatched_now: Default::default(),
+        copied: Default::default(),
+        window_count: AtomicU64::new(0),
         double_map,
         guard_ok: AtomicBool::new(true),
         min_bytes: dev.settings.min_bytes,
@@ -652,7 +677,11 @@ impl Profiler {
             .collect();
         for b in bound {
             if self.candidates.contains(&b) {
-                self.arm_one(dev, b);
+                // Sampled validation left it unwatched in this window: armed at the next
+                // window it watches, like every unwatched candidate.
+                if !self.unwatched_now.contains(&b) {
+                    self.arm_one(dev, b);
+                }
             } else {
                 self.watch(dev, b);
             }
@@ -744,6 +773,10 @@ impl Profiler {
         regions: Vec<CopyRegion>,
     ) {
         if self.validate && self.guard_ok.load(Ordering::Relaxed) {
+            if self.sample_every > 1 {
+                self.copied.insert(src);
+                self.copied.insert(dst);
+            }
             let (ms, md) = (Self::mapped(dev, src), Self::mapped(dev, dst));
             if ms != md {
                 let h = if ms { src } else { dst };
@@ -1214,8 +1247,10 @@ impl Profiler {
     /// Before `vkQueueSubmit*` goes down: close the host window (drain), open the GPU window
     /// (arm). Returns the sequence number the submission is recorded at.
     pub fn before_submit(&self, dev: &DeviceData) -> u64 {
+        // The submission's number first: the window it opens (and its `Window` record) follows it.
+        let seq = sink::next_seq();
         self.window(dev);
-        sink::next_seq()
+        seq
     }
 
     /// After a successful submission.
@@ -1320,10 +1355,76 @@ impl Profiler {
             return;
         }
         self.drain();
+        let sampling = self.sample_every > 1;
+        if sampling {
+            // Buffers watched from this window on: their `Watch` precedes the window's record.
+            // Only here does a candidate get its counters (with its `Watch`, once, whichever
+            // thread wins); one that became a candidate since is armed from the next window.
+            for b in self.candidates.iter() {
+                if self.windows.contains_key(&*b)
+                    || !self.copied.contains(&*b)
+                    || self.range_of(dev, *b).is_none()
+                {
+                    continue;
+                }
+                let mut new = false;
+                self.windows.entry(*b).or_insert_with(|| {
+                    new = true;
+                    (0, 0)
+                });
+                if new && self.on() {
+                    self.rec(Event::Watch { buffer: *b });
+                }
+            }
+        }
+        // The window's number, taken before any arm: a fault in it sorts after its record.
+        let mark = sink::next_seq();
+        let this_window = self.window_count.fetch_add(1, Ordering::Relaxed);
+        let mut unobserved = Vec::new();
         let all: Vec<u64> = self.candidates.iter().map(|b| *b).collect();
         for b in all {
+            let Some((ptr, len)) = self.range_of(dev, b) else {
+                if self.import_missing(dev, b) {
+                    self.unvalidated(b, "its allocation could not be double-mapped");
+                }
+                continue;
+            };
+            if sampling {
+                let seen = {
+                    // No `Watch` yet (its loop has not begun): watched in every window.
+                    let Some(mut e) = self.windows.get_mut(&b) else {
+                        if !self.arm_one(dev, b) {
+                            return;
+                        }
+                        continue;
+                    };
+                    if e.0 > 0 && e.1 < self.full_windows && guard::was_touched(b) {
+                        e.1 += 1; // the window now closing, watched, saw the host touch it
+                    }
+                    e.0 += 1;
+                    e.1
+                };
+                if !watched(this_window, seen < self.full_windows, self.sample_every)
+                    && !guard::still_armed(b, ptr as *const u8, len)
+                {
+                    // Left as it is (open, or readable after a read fault): not observed.
+                    guard::note_unwatched();
+                    unobserved.push(b);
+                    continue;
+                }
+            }
             if !self.arm_one(dev, b) {
                 return;
+            }
+        }
+        if sampling {
+            self.unwatched_now.clear();
+            for b in &unobserved {
+                self.unwatched_now.insert(*b);
+            }
+            if self.on() {
+                self.sink
+                    .record_at(mark, self.index, Event::Window { unobserved });
             }
         }
     }
@@ -1457,7 +1558,7 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} buffers touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} buffers touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls, {} re-arms skipped, {} windows unwatched (sampling)",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
@@ -1466,7 +1567,10 @@ impl Profiler {
                 s.dropped,
                 s.by_context,
                 s.by_instruction,
-                s.unclassified
+                s.unclassified,
+                s.mprotects,
+                s.rearms_skipped,
+                s.unwatched
             );
         }
         if self.on() {
@@ -1491,6 +1595,23 @@ impl Profiler {
             self.drain();
         }
     }
+}
+
+/// Sampled validation: is a candidate protected in its window `n` (0-based)? Every window
+/// while `full` (its first `validate_full_windows` windows with a host access are not seen yet);
+/// after that one window in `every` on average, chosen by a fixed hash of `n` (splitmix64) — not
+/// a fixed stride, which a program whose windows repeat with a period that shares a factor with
+/// it would see only some phases of: so every phase of any period is watched again (tested for
+/// periods up to 16), and the trace is the same for the same run.
+pub fn watched(n: u64, full: bool, every: u64) -> bool {
+    if every <= 1 || full {
+        return true;
+    }
+    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    z.is_multiple_of(every)
 }
 
 /// Exported/imported memory or capture-replay addresses: never aliasable.
@@ -1628,4 +1749,44 @@ pub unsafe fn batches_v2(count: u32, submits: *const vk::SubmitInfo2<'_>) -> Vec
             signals: sems(s.p_signal_semaphore_infos, s.signal_semaphore_info_count),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::watched;
+
+    #[test]
+    fn sampling_watches_the_first_windows_then_one_in_n() {
+        assert!((0..100).all(|n| watched(n, true, 8)), "full: every window");
+        let later = (0..8000).filter(|&n| watched(n, false, 8)).count();
+        assert!(
+            (900..1100).contains(&later),
+            "about one window in eight: {later} of 8000"
+        );
+        assert!(
+            (0..100).all(|n| watched(n, false, 1)),
+            "1 watches every window"
+        );
+        assert!((0..100).all(|n| watched(n, false, 0)), "0 is taken as 1");
+    }
+
+    /// Whatever the period of the program's windows, every phase of it is watched again: a
+    /// change in any phase that persists is seen.
+    #[test]
+    fn sampling_rotates_through_every_phase_of_any_period() {
+        for every in 2..=16u64 {
+            for period in 1..=16u64 {
+                let mut seen = vec![false; period as usize];
+                for n in 8..8 + 32 * every * period {
+                    if watched(n, false, every) {
+                        seen[(n % period) as usize] = true;
+                    }
+                }
+                assert!(
+                    seen.iter().all(|s| *s),
+                    "every {every}, period {period}: phases {seen:?}"
+                );
+            }
+        }
+    }
 }

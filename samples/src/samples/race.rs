@@ -4,6 +4,8 @@
 //! semaphore that the host signals only after writing the staging buffer, so if the two buffers
 //! were aliased the dispatch would always read the new data: deterministic corruption. As written
 //! (separate buffers) the program is correct. Zero-copy twin: write input i, dispatch, read.
+//! `--race-at N` (tests only): the early write happens in iteration N only; every other iteration
+//! writes the next input after the dispatch's fence (a one-off race, late in the run).
 
 use crate::harness::{fill_f32, seed, Exec, Opts, Sink};
 use crate::vk::{groups_1d, words, Ctx, Dir, Mem, Needs, Res, UPLOAD_TO_COMPUTE};
@@ -70,10 +72,17 @@ pub fn run(ctx: &Ctx, o: &Opts, sink: &mut Sink) -> Res<()> {
             comp.fence,
         )?;
         // 3. The host already prepares the next input in the staging buffer...
-        fill_f32(h_in.f32s_mut(), seed(o.seed, it + 1, 0));
+        let early = o.race_at.is_none_or(|at| at == it);
+        if early {
+            fill_f32(h_in.f32s_mut(), seed(o.seed, it + 1, 0));
+        }
         // 4. ...and only then lets the dispatch run.
         ctx.signal(go, ticket)?;
         ctx.wait(comp.fence)?;
+        if !early {
+            // `--race-at` (tests): every other iteration writes it once the dispatch is done.
+            fill_f32(h_in.f32s_mut(), seed(o.seed, it + 1, 0));
+        }
         sink.add(Exec {
             bytes_copied: bytes,
             copy_ns: comp.timer.collect(ctx)?,
