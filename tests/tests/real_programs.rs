@@ -28,7 +28,7 @@
 //!   (tests/gpu-allocator-app, built by `cargo build --workspace`), with the same checks;
 //! - `echo-vma loop|race` (issue 12): the same workload with ash + VMA (the `vk-mem` crate,
 //!   tests/vma-app): persistently mapped staging allocations, `AutoPreferDevice` device buffers,
-//!   all in one VMA block; the same checks.
+//!   all in one VMA block; the same checks, and its zero-copy twin computes the same output.
 //!
 //! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
 //! `echo_tests::world::artifact`).
@@ -76,6 +76,7 @@ const GPU_ALLOCATOR_RACE: Prog = prog("echo-gpu-allocator", &["race", "3"]);
 /// The same workload in Rust with ash + VMA through vk-mem (tests/vma-app).
 const VMA: Prog = prog("echo-vma", &["loop", "3"]);
 const VMA_RACE: Prog = prog("echo-vma", &["race", "3"]);
+const VMA_ZERO: Prog = prog("echo-vma", &["zero", "3"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -815,6 +816,29 @@ fn vma_pairs_apply_in_mapped_blocks() {
         1,
         "{}: VMA sub-allocates all four buffers from one block",
         f.case.label(Some("profile"))
+    );
+}
+
+/// VMA's zero-copy twin (the bound in bench/allocators.md: the shader reads the upload staging
+/// buffer and writes the readback one) computes what the copying program computes, and is clean
+/// under synchronization validation.
+#[test]
+fn vma_zero_copy_twin_matches() {
+    let want = Case::new(VMA, "zero").run(None, false, &[]).stdout;
+    let case = Case::new(VMA_ZERO, "zero");
+    let got = case.run(None, false, &[]);
+    assert!(
+        !want.is_empty() && got.stdout == want,
+        "{}: {:?}, the copying program {want:?}",
+        case.label(None),
+        got.stdout
+    );
+    let checked = case.run(None, true, &[]);
+    assert_eq!(
+        validation_ids(&VMA_ZERO, &checked),
+        Vec::<String>::new(),
+        "{}",
+        checked.stderr
     );
 }
 

@@ -1,4 +1,4 @@
-//! echo-vma loop|race ITERS [SPV] (issue 12): the c_suballoc workload written the way an ash
+//! echo-vma loop|race|zero ITERS [SPV] (issue 12): the c_suballoc workload written the way an ash
 //! program using VMA (the `vk-mem` crate) writes it: `vmaCreateBuffer` with `MemoryUsage::Auto*`
 //! and intent flags, never a memory type by hand. The staging buffers are persistently mapped
 //! (`MAPPED` + `HOST_ACCESS_SEQUENTIAL_WRITE` for the upload, `MAPPED` + `HOST_ACCESS_RANDOM` for
@@ -8,7 +8,9 @@
 //! copy h -> d (submit, wait), dispatch d -> o and copy o -> r (submit, wait), invalidate and fold
 //! r into the checksum, write the next input into h and flush. `race`: the next input is written
 //! while the second submission (which reads d, not h) is in flight — legal as written, wrong once
-//! h and d share memory (S2). The shader is the C corpus's `c_double.comp` compiled for Vulkan
+//! h and d share memory (S2). `zero` is the zero-copy twin (the bound for what echo can recover,
+//! as `c_suballoc zero`): h and r are storage buffers too, and one submission per iteration
+//! dispatches h -> r; same output. The shader is the C corpus's `c_double.comp` compiled for Vulkan
 //! 1.0: SPV, else `$ECHO_C_SPV` (as for tests/c and tests/gpu-allocator-app).
 
 use ash::vk;
@@ -63,11 +65,12 @@ unsafe fn barrier(
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let race = match args.get(1).map(String::as_str) {
-        Some("loop") => false,
-        Some("race") => true,
+    let mode = match args.get(1).map(String::as_str) {
+        Some("loop") => Mode::Loop,
+        Some("race") => Mode::Race,
+        Some("zero") => Mode::Zero,
         _ => {
-            eprintln!("usage: echo-vma loop|race ITERS [SPV]");
+            eprintln!("usage: echo-vma loop|race|zero ITERS [SPV]");
             std::process::exit(1);
         }
     };
@@ -91,10 +94,18 @@ fn main() {
         eprintln!("cannot read {spv}: {e}");
         std::process::exit(1)
     });
-    unsafe { run(race, iters, &code) }
+    unsafe { run(mode, iters, &code) }
 }
 
-unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Loop,
+    Race,
+    Zero,
+}
+
+unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
+    let (race, zero) = (mode == Mode::Race, mode == Mode::Zero);
     let entry = ash::Entry::load().expect("libvulkan");
     let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
     let inst = entry
@@ -142,8 +153,10 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
     };
     use vk::BufferUsageFlags as U;
     use AllocationCreateFlags as F;
+    // The zero-copy twin's shader reads h and writes r.
+    let staging = if zero { U::STORAGE_BUFFER } else { U::empty() };
     let (h, mut ha) = make(
-        U::TRANSFER_SRC,
+        U::TRANSFER_SRC | staging,
         MemoryUsage::Auto,
         F::MAPPED | F::HOST_ACCESS_SEQUENTIAL_WRITE,
     );
@@ -158,7 +171,7 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
         F::empty(),
     );
     let (r, mut ra) = make(
-        U::TRANSFER_DST,
+        U::TRANSFER_DST | staging,
         MemoryUsage::Auto,
         F::MAPPED | F::HOST_ACCESS_RANDOM,
     );
@@ -229,7 +242,7 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
                 .set_layouts(&layouts),
         )
         .expect("descriptor set")[0];
-    let infos = [d, o].map(|b| {
+    let infos = if zero { [h, r] } else { [d, o] }.map(|b| {
         [vk::DescriptorBufferInfo::default()
             .buffer(b)
             .range(vk::WHOLE_SIZE)]
@@ -291,6 +304,38 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
     let mut checksum = 0xcbf29ce484222325u64;
     write_input(&alloc, &ha, 1);
     for it in 0..iters {
+        if zero {
+            // One submission: the shader reads h and writes r.
+            let c = cmds[1];
+            begin(c);
+            dev.cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, pipe);
+            dev.cmd_bind_descriptor_sets(c, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+            dev.cmd_push_constants(
+                c,
+                layout,
+                vk::ShaderStageFlags::COMPUTE,
+                0,
+                &it.to_ne_bytes(),
+            );
+            dev.cmd_dispatch(c, (SIZE / 4 / 64) as u32, 1, 1);
+            barrier(
+                &dev,
+                c,
+                r,
+                (A::SHADER_WRITE, A::HOST_READ),
+                (P::COMPUTE_SHADER, P::HOST),
+            );
+            dev.end_command_buffer(c).expect("end");
+            submit(c);
+            wait();
+            write_input(&alloc, &ha, it + 2);
+            alloc
+                .invalidate_allocation(&ra, 0, SIZE)
+                .expect("vmaInvalidateAllocation");
+            let p = alloc.get_allocation_info(&ra).mapped_data as *const u8;
+            checksum = fnv1a(checksum, std::slice::from_raw_parts(p, SIZE as usize));
+            continue;
+        }
         begin(cmds[0]);
         barrier(
             &dev,
