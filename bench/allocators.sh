@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 12: allocator-managed memory on lavapipe's own table. For c_suballoc (one mapped block,
-# C) and echo-gpu-allocator (ash + gpu-allocator): no layer, echo enforce with the plan of a
-# profile run, and (c_suballoc) its zero-copy twin; time per iteration from the difference of a
-# long and a short run (start-up cancels), fastest of ROUNDS interleaved rounds (noise on a busy
-# machine only adds time), checksums compared. Usage: bench/allocators.sh [ROUNDS] [SHORT] [LONG]
-# after `cargo build -p vk-layer-echo -p echo-analyzer -p echo-gpu-allocator` and
+# C), echo-gpu-allocator (ash + gpu-allocator) and echo-vma (ash + VMA via vk-mem): no layer,
+# echo enforce with the plan of a profile run, and (c_suballoc, echo-vma) the zero-copy twin;
+# time per iteration from the difference of a long and a short run (start-up cancels), fastest of
+# ROUNDS interleaved rounds (noise on a busy machine only adds time), checksums compared. Usage: bench/allocators.sh [ROUNDS] [SHORT] [LONG]
+# after `cargo build -p vk-layer-echo -p echo-analyzer -p echo-gpu-allocator -p echo-vma` and
 # `cargo test -p echo-tests --no-run` (the C programs come from the tests' build dir).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,6 +13,7 @@ t=$root/target/debug
 c=$(ls -t "$t"/build/echo-tests-*/out/c_suballoc | head -1)
 spv=$(dirname "$c")/c_double.spv
 ga=$t/echo-gpu-allocator
+vma=$t/echo-vma
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/data/vulkan/implicit_layer.d"
@@ -47,7 +48,7 @@ row() { # name, plan-making command prefix, program args (with ITERS)...
   for _ in $(seq "$rounds"); do
     base+=("$(per_iter "$prog" "$@")")
     ech+=("$(per_iter echo_env VK_ECHO_MODE=enforce VK_ECHO_PLAN=PLAN "$prog" "$@")")
-    if [ "$prog" = "$c" ]; then zero+=("$(per_iter "$prog" zero "${@:2}")"); fi
+    if [ "$prog" = "$c" ] || [ "$prog" = "$vma" ]; then zero+=("$(per_iter "$prog" zero "${@:2}")"); fi
   done
   local b e z=""; b=$(min "${base[@]}"); e=$(min "${ech[@]}")
   if [ ${#zero[@]} -gt 0 ]; then z=$(min "${zero[@]}"); fi
@@ -69,3 +70,4 @@ echo "| program | groups applied | bytes elided per iteration | ms/iter no layer
 echo "|---|---|---|---|---|---|---|---|---|"
 row c_suballoc "$c" loop ITERS "$spv"
 row echo-gpu-allocator "$ga" loop ITERS "$spv"
+row echo-vma "$vma" loop ITERS "$spv"

@@ -10,12 +10,13 @@
 #   glslang-tools spirv-tools  glslangValidator and spirv-val, for the sample shaders
 #   valgrind                   scripts/leaks.sh (its short run is part of the test suite)
 #   binutils                   readelf: tests/tests/symbols.rs reads the layer's relocations
+#   g++                        tests/vma-app's vk-mem builds VMA's C++ with `cc` (issue 12)
 #
 # Extra packages can be added with ECHO_EXTRA_PACKAGES="valgrind binutils".
 set -euo pipefail
 
 packages=(libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
-          glslang-tools spirv-tools valgrind binutils)
+          glslang-tools spirv-tools valgrind binutils g++)
 # shellcheck disable=SC2206
 packages+=(${ECHO_EXTRA_PACKAGES:-})
 

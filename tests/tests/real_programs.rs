@@ -25,7 +25,10 @@
 //!   staging sub-range; the race twin's upload pair is refused for S2, and forcing it corrupts
 //!   the output;
 //! - `echo-gpu-allocator loop|race` (issue 12): the same workload in Rust, ash + gpu-allocator
-//!   (tests/gpu-allocator-app, built by `cargo build --workspace`), with the same checks.
+//!   (tests/gpu-allocator-app, built by `cargo build --workspace`), with the same checks;
+//! - `echo-vma loop|race` (issue 12): the same workload with ash + VMA (the `vk-mem` crate,
+//!   tests/vma-app): persistently mapped staging allocations, `AutoPreferDevice` device buffers,
+//!   all in one VMA block; the same checks, and its zero-copy twin computes the same output.
 //!
 //! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
 //! `echo_tests::world::artifact`).
@@ -70,6 +73,10 @@ const SUBALLOC_RACE: Prog = prog("c_suballoc", &["race", "3"]);
 /// The same workload in Rust with ash + gpu-allocator (tests/gpu-allocator-app).
 const GPU_ALLOCATOR: Prog = prog("echo-gpu-allocator", &["loop", "3"]);
 const GPU_ALLOCATOR_RACE: Prog = prog("echo-gpu-allocator", &["race", "3"]);
+/// The same workload in Rust with ash + VMA through vk-mem (tests/vma-app).
+const VMA: Prog = prog("echo-vma", &["loop", "3"]);
+const VMA_RACE: Prog = prog("echo-vma", &["race", "3"]);
+const VMA_ZERO: Prog = prog("echo-vma", &["zero", "3"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -227,9 +234,9 @@ fn out_dir() -> &'static Path {
 
 fn program(name: &str) -> PathBuf {
     match name {
-        // A workspace member outside default-members (as tests/wgpu-app): `cargo build
-        // --workspace` or `-p echo-gpu-allocator` builds it.
-        "echo-gpu-allocator" => artifact("echo-gpu-allocator"),
+        // Workspace members outside default-members (as tests/wgpu-app): `cargo build
+        // --workspace`, or `-p echo-gpu-allocator` / `-p echo-vma`, builds them.
+        "echo-gpu-allocator" | "echo-vma" => artifact(name),
         _ => out_dir().join(name),
     }
 }
@@ -798,6 +805,43 @@ fn gpu_allocator_pairs_apply_in_mapped_blocks() {
     pairs_apply_in_mapped_blocks(GPU_ALLOCATOR);
 }
 
+/// VMA: persistently mapped staging allocations and `AutoPreferDevice` device buffers; on
+/// lavapipe's one memory type VMA puts all four in one block, mapped whole for the staging
+/// allocations' pointers.
+#[test]
+fn vma_pairs_apply_in_mapped_blocks() {
+    let f = pairs_apply_in_mapped_blocks(VMA);
+    assert_eq!(
+        records(&f.trace, "memory_alloc").len(),
+        1,
+        "{}: VMA sub-allocates all four buffers from one block",
+        f.case.label(Some("profile"))
+    );
+}
+
+/// VMA's zero-copy twin (the bound in bench/allocators.md: the shader reads the upload staging
+/// buffer and writes the readback one) computes what the copying program computes, and is clean
+/// under synchronization validation.
+#[test]
+fn vma_zero_copy_twin_matches() {
+    let want = Case::new(VMA, "zero").run(None, false, &[]).stdout;
+    let case = Case::new(VMA_ZERO, "zero");
+    let got = case.run(None, false, &[]);
+    assert!(
+        !want.is_empty() && got.stdout == want,
+        "{}: {:?}, the copying program {want:?}",
+        case.label(None),
+        got.stdout
+    );
+    let checked = case.run(None, true, &[]);
+    assert_eq!(
+        validation_ids(&VMA_ZERO, &checked),
+        Vec::<String>::new(),
+        "{}",
+        checked.stderr
+    );
+}
+
 fn pairs_apply_in_mapped_blocks(prog: Prog) -> Flow {
     let f = flow(prog);
     let label = f.case.label(Some("profile"));
@@ -838,6 +882,11 @@ fn suballoc_race_is_refused_for_s2() {
 #[test]
 fn gpu_allocator_race_is_refused_for_s2() {
     race_is_refused_for_s2(GPU_ALLOCATOR, GPU_ALLOCATOR_RACE);
+}
+
+#[test]
+fn vma_race_is_refused_for_s2() {
+    race_is_refused_for_s2(VMA, VMA_RACE);
 }
 
 fn race_is_refused_for_s2(good: Prog, racy: Prog) {
@@ -887,6 +936,11 @@ fn suballoc_validation() {
 #[test]
 fn gpu_allocator_validation() {
     clean_under_validation(GPU_ALLOCATOR);
+}
+
+#[test]
+fn vma_validation() {
+    clean_under_validation(VMA);
 }
 
 fn clean_under_validation(prog: Prog) {
