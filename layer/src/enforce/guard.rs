@@ -446,19 +446,6 @@ impl Import {
     }
 }
 
-/// A patched `vkCreateBuffer`: `VkExternalMemoryBufferCreateInfo { HOST_ALLOCATION }` in
-/// front of the application's chain (a buffer bound into imported memory must declare it).
-pub struct BufferPatch {
-    info: vk::BufferCreateInfo<'static>,
-    ext: vk::ExternalMemoryBufferCreateInfo<'static>,
-}
-
-impl BufferPatch {
-    pub fn info(&self) -> *const vk::BufferCreateInfo<'static> {
-        &self.info
-    }
-}
-
 /// Guarded enforce for one device.
 pub struct Guard {
     host_ptr_props: vk::PFN_vkGetMemoryHostPointerPropertiesEXT,
@@ -698,30 +685,6 @@ impl Guard {
             self.failed_done.fetch_add(f, Ordering::Relaxed);
         }
         Some(DoubleMapOwned(m.map))
-    }
-
-    /// Before `vkCreateBuffer` (guard on): the create info declaring host-allocation memory.
-    ///
-    /// # Safety
-    /// `info` is a valid create info.
-    pub unsafe fn patch_buffer_info(info: &vk::BufferCreateInfo<'_>) -> Option<Box<BufferPatch>> {
-        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-        while !p.is_null() {
-            if (*p).s_type == vk::StructureType::EXTERNAL_MEMORY_BUFFER_CREATE_INFO {
-                return None;
-            }
-            p = (*p).p_next;
-        }
-        let mut b = Box::new(BufferPatch {
-            info: std::mem::transmute::<vk::BufferCreateInfo<'_>, vk::BufferCreateInfo<'static>>(
-                *info,
-            ),
-            ext: vk::ExternalMemoryBufferCreateInfo::default(),
-        });
-        b.ext.handle_types = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
-        b.ext.p_next = info.p_next;
-        b.info.p_next = &b.ext as *const _ as *const c_void;
-        Some(b)
     }
 
     // ------------------------------------------------------------ recording

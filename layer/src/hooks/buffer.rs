@@ -15,18 +15,21 @@ hook! {
     ) -> vk::Result {
         // Profile: a buffer may be bound into imported (double-mapped) memory, so it declares
         // the host-allocation handle type (VUID-vkBindBufferMemory-memory-02727).
-        let patched = cx.dev.profile().and_then(|p| p.patch_buffer_info(&*info));
         // Guarded enforce: likewise, for buffers large enough to be planned.
-        let guard_patch = match (&patched, cx.dev.enforce().and_then(|e| e.guard())) {
-            (None, Some(_)) if cx.dev.wants_key((*info).size) => crate::enforce::guard::Guard::patch_buffer_info(&*info),
-            _ => None,
+        let patched = match cx.dev.profile() {
+            Some(p) => p.patch_buffer_info(&*info),
+            None if cx.dev.enforce().is_some_and(|e| e.guard().is_some())
+                && cx.dev.wants_key((*info).size) =>
+            {
+                crate::profile::memfd::BufferPatch::host_allocation(&*info)
+            }
+            None => None,
         };
-        let mut r = match (&patched, &guard_patch) {
-            (Some(b), _) => cx.down((cx.next)(device, b.info(), alloc, out)),
-            (None, Some(b)) => cx.down((cx.next)(device, b.info(), alloc, out)),
-            (None, None) => cx.down((cx.next)(device, info, alloc, out)),
+        let mut r = match &patched {
+            Some(b) => cx.down((cx.next)(device, b.info(), alloc, out)),
+            None => cx.down((cx.next)(device, info, alloc, out)),
         };
-        if (patched.is_some() || guard_patch.is_some()) && r != vk::Result::SUCCESS {
+        if patched.is_some() && r != vk::Result::SUCCESS {
             r = cx.down((cx.next)(device, info, alloc, out));
         }
         if r == vk::Result::SUCCESS {

@@ -6,7 +6,7 @@
 //! host-pointer properties) through the next layer.
 
 use super::guard::{self, GuardError};
-use super::memfd::DoubleMap;
+use super::memfd::{BufferPatch, DoubleMap};
 use super::sink::{self, Sink};
 use crate::dispatch::{raw, DeviceData};
 use crate::dispatch::{HandleMap, HandleSet};
@@ -325,20 +325,6 @@ pub struct Import {
     len: usize,
 }
 
-/// A patched `vkCreateBuffer`: the application's chain behind a
-/// `VkExternalMemoryBufferCreateInfo` for host allocations.
-pub struct BufferPatch {
-    info: vk::BufferCreateInfo<'static>,
-    ext: vk::ExternalMemoryBufferCreateInfo<'static>,
-}
-
-impl BufferPatch {
-    /// The create info to pass down (valid while `self` is not moved).
-    pub fn info(&self) -> *const vk::BufferCreateInfo<'static> {
-        &self.info
-    }
-}
-
 impl Import {
     /// The allocate info to pass down (valid while `self` is not moved).
     pub fn info(&self) -> *const vk::MemoryAllocateInfo<'static> {
@@ -476,23 +462,7 @@ impl Profiler {
         if !self.double_map || !self.guard_ok.load(Ordering::Relaxed) {
             return None;
         }
-        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-        while !p.is_null() {
-            if (*p).s_type == vk::StructureType::EXTERNAL_MEMORY_BUFFER_CREATE_INFO {
-                return None;
-            }
-            p = (*p).p_next;
-        }
-        let mut b = Box::new(BufferPatch {
-            info: std::mem::transmute::<vk::BufferCreateInfo<'_>, vk::BufferCreateInfo<'static>>(
-                *info,
-            ),
-            ext: vk::ExternalMemoryBufferCreateInfo::default(),
-        });
-        b.ext.handle_types = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
-        b.ext.p_next = info.p_next;
-        b.info.p_next = &b.ext as *const _ as *const c_void;
-        Some(b)
+        BufferPatch::host_allocation(info)
     }
 
     /// After a successful `vkAllocateMemory` (`import`: the double mapping it used, if any).
