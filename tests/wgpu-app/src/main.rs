@@ -49,15 +49,20 @@ struct Args {
     size_bytes: u64,
     iters: u32,
     seed: u64,
+    /// The negative twin: a readback buffer of two slots, the result copied into the other
+    /// slot every iteration (double-buffered readback); same output.
+    ring: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: echo-wgpu-app [--size-mib N | --size-kib N] [--iters N] [--seed N]\n\
+        "usage: echo-wgpu-app [--size-mib N | --size-kib N] [--iters N] [--seed N] [--ring]\n\
          \x20 --size-mib N   bytes of x, y and the output each (default 4)\n\
          \x20 --size-kib N   the same in KiB (multiple of 4)\n\
          \x20 --iters N      iterations (default 5)\n\
-         \x20 --seed N       input seed (default 1)"
+         \x20 --seed N       input seed (default 1)\n\
+         \x20 --ring         read back through two alternating slots of one buffer (a pair\n\
+         \x20                echo must refuse: no single overlap keeps both slots)"
     );
     std::process::exit(64);
 }
@@ -67,6 +72,7 @@ fn parse_args() -> Args {
         size_bytes: 4 << 20,
         iters: 5,
         seed: 1,
+        ring: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -80,6 +86,7 @@ fn parse_args() -> Args {
             "--size-kib" => a.size_bytes = num() << 10,
             "--iters" => a.iters = num() as u32,
             "--seed" => a.seed = num(),
+            "--ring" => a.ring = true,
             "-h" | "--help" => usage(),
             _ => {
                 eprintln!("echo-wgpu-app: unknown argument {flag:?}");
@@ -205,10 +212,13 @@ fn run(args: &Args) -> Result<(), (i32, String)> {
         "out",
         wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
     );
-    let readback = storage(
-        "readback",
-        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-    );
+    let slots = if args.ring { 2 } else { 1 };
+    let readback = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("readback"),
+        size: size * slots,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
     let params = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("params"),
         size: 16,
@@ -310,11 +320,12 @@ fn run(args: &Args) -> Result<(), (i32, String)> {
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(gx, gy, 1);
         }
-        enc.copy_buffer_to_buffer(&out, 0, &readback, 0, size);
+        let slot = (u64::from(iter) % slots) * size;
+        enc.copy_buffer_to_buffer(&out, 0, &readback, slot, size);
         queue.submit([enc.finish()]);
 
         let (tx, rx) = std::sync::mpsc::channel();
-        readback.map_async(wgpu::MapMode::Read, .., move |r| {
+        readback.map_async(wgpu::MapMode::Read, slot..slot + size, move |r| {
             let _ = tx.send(r);
         });
         device
@@ -325,7 +336,7 @@ fn run(args: &Args) -> Result<(), (i32, String)> {
             .map_err(|e| fail(format!("map_async: {e}")))?;
         let elapsed = {
             let view = readback
-                .get_mapped_range(..)
+                .get_mapped_range(slot..slot + size)
                 .map_err(|e| fail(format!("get_mapped_range: {e}")))?;
             // The host's read of the result is part of the iteration; folding is not.
             let mut sink = 0u32;
