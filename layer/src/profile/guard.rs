@@ -627,7 +627,12 @@ unsafe fn range_prot(a: usize, b: usize, ceil: libc::c_int, skip: Option<usize>)
 
 /// The protection page `page` may have now.
 unsafe fn page_prot(page: usize) -> libc::c_int {
-    range_prot(page, page + page_size(), libc::PROT_READ | libc::PROT_WRITE, None)
+    range_prot(
+        page,
+        page + page_size(),
+        libc::PROT_READ | libc::PROT_WRITE,
+        None,
+    )
 }
 
 /// Open `[a, b)` up to `ceil`, piece by piece: pages also holding bytes of a live slot that
@@ -918,8 +923,7 @@ mod step {
     /// the arm could otherwise open a page the arm just protected).
     pub static ACTIVE: AtomicUsize = AtomicUsize::new(0);
     static INSTALLED: AtomicBool = AtomicBool::new(false);
-    static mut PREV_TRAP: std::mem::MaybeUninit<libc::sigaction> =
-        std::mem::MaybeUninit::zeroed();
+    static mut PREV_TRAP: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::zeroed();
 
     pub fn install() {
         unsafe {
