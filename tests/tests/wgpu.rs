@@ -478,3 +478,17 @@ fn wgpu_under_validation_enforce_adds_no_message() {
         }
     }
 }
+
+/// The zero-copy twin (`--zero`: the shader's output mapped and read directly, wgpu's
+/// `MAPPABLE_PRIMARY_BUFFERS`) computes what the copying program computes: it is the bound
+/// echo's readback elision is measured against (bench/allocators.sh).
+#[test]
+fn wgpu_zero_copy_twin_computes_the_same_output() {
+    let w = world(Table::Lavapipe, false);
+    let base = run_app(&w);
+    let mut args = app_args();
+    args.push("--zero".into());
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let zero = run_within(w.command(&artifact(APP), &argv), LIMIT);
+    assert_eq!(json_of(&zero)["checksum"], json_of(&base)["checksum"]);
+}
