@@ -1443,8 +1443,12 @@ mod tests {
             assert_eq!(kinds(), vec![(21, Access::Write)]);
             assert_eq!(stats().shared_page, 0);
         } else {
-            // No stepping: page 1 opens with B, and A counts as read and written.
-            assert_eq!(kinds(), vec![(22, Access::Write), (21, Access::ReadWrite)]);
+            // No stepping: page 1 stays protected until B touches its bytes there; then it
+            // opens for the rest of the window, and A counts as read and written.
+            assert_eq!(kinds(), vec![(22, Access::Write)]);
+            unsafe { std::ptr::write_volatile(b.add(8), 2u8) };
+            assert_eq!(kinds(), vec![(21, Access::ReadWrite)]);
+            assert_eq!(stats().shared_page, 1);
         }
         // A's re-arm protects page 1 again.
         arm(21, m.p, half).unwrap();
