@@ -26,7 +26,10 @@
 //!   are among its phase's accesses.
 //!
 //! Then every unobserved window gets its phase's accesses at its start (the window's own
-//! boundary), which is where S2 places them (in flight or not is constant inside a window).
+//! boundary), which is where S2 places them (in flight or not is constant inside a window);
+//! among the family's other recorded host accesses in the window (S1's business) each comes
+//! after as many of them as it came after in the phase's observed window — not at the same
+//! distance in events, which other threads' events stretch.
 //! No such period: the buffer's pairs are refused ([`Model::uninferable`]). What this cannot
 //! see: a host access that happens *only* in an unobserved window and breaks no pattern the
 //! observed ones show (a one-off race in one late iteration); docs/settings.md states it, and
@@ -301,6 +304,7 @@ pub fn infer(m: &mut Model, marks: &[(u64, Vec<BufId>)], watch: &HashMap<BufId, 
                         limit: limit(u),
                         reference: reference.map(|r| wins[r].seq),
                         offset: at(*a),
+                        own_order: true,
                         buffer: b,
                         access: *a,
                     });
@@ -361,6 +365,7 @@ pub fn infer(m: &mut Model, marks: &[(u64, Vec<BufId>)], watch: &HashMap<BufId, 
         });
         for &k in &ks {
             let (buffer, access) = (pending[k].buffer, pending[k].access);
+            pending[k].own_order = false;
             pending[k].offset = match common {
                 Some(i) => saw[&buffer][&wins[i].0]
                     .as_ref()
@@ -370,15 +375,42 @@ pub fn infer(m: &mut Model, marks: &[(u64, Vec<BufId>)], watch: &HashMap<BufId, 
             };
         }
     }
+    // The recorded host accesses of a family's other buffers in `[from, to)`, in order.
+    let others = |fam: BufId, own: BufId, from: u64, to: u64| -> Vec<u64> {
+        let mut v: Vec<u64> = host
+            .iter()
+            .filter(|(x, _)| **x != own && family[**x] == fam)
+            .flat_map(|(_, acc)| acc.iter().map(|a| a.0))
+            .filter(|&q| q >= from && q < to)
+            .collect();
+        v.sort_unstable();
+        v
+    };
     let mut added: Vec<(u64, u64, Step)> = pending
         .into_iter()
         .map(|x| {
             // Inside its window, before the step that closes it.
-            let seq = x
+            let mut seq = x
                 .start
                 .saturating_add(x.offset)
                 .min(x.limit.saturating_sub(1))
                 .max(x.start);
+            // Among the family's other recorded host accesses in the window, as in the
+            // reference window: after as many of them as came before it there. (Counting events
+            // alone misplaces it when other threads' events fill the window: a read of a
+            // partner then looks as if it came after this buffer's write.)
+            if let (true, Some(r)) = (x.own_order, x.reference) {
+                let rank = others(x.fam, x.buffer, r, r.saturating_add(x.offset)).len();
+                let here = others(x.fam, x.buffer, x.start, x.limit);
+                seq = match rank {
+                    0 => here.first().map_or(seq, |&q| seq.min(q.saturating_sub(1))),
+                    k => here
+                        .get(k - 1)
+                        .or(here.last())
+                        .map_or(seq, |&q| q.max(x.start)),
+                }
+                .max(x.start);
+            }
             (
                 seq,
                 x.offset,
@@ -404,6 +436,8 @@ struct Pending {
     /// The observed window of the same phase it was taken from, and where in it it came.
     reference: Option<u64>,
     offset: u64,
+    /// Ordered by its own reference window (not by a window several filled-in buffers share).
+    own_order: bool,
     buffer: BufId,
     access: Access,
 }

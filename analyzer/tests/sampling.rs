@@ -361,3 +361,70 @@ fn a_group_keeps_the_order_of_its_members_accesses_in_filled_in_windows() {
         )));
     }
 }
+
+/// As [`group_loop`] (the host reads the result from `h_out`, then writes the next input into
+/// `h_in`), with only `h_in` sampled and, in the windows it is not watched in, another thread's
+/// work on an unrelated buffer before the host's read: its events push the recorded read of
+/// `h_out` far into the window. The filled-in write of `h_in` is placed after that read, as in
+/// the observed windows, not at the same event distance from the window's start (which put it
+/// before the read: a false S1 for the group, seen in the `threads` sample).
+#[test]
+fn a_filled_in_access_keeps_its_place_among_the_familys_recorded_accesses() {
+    let run = |observed: &dyn Fn(usize) -> bool| {
+        let mut t = T::new();
+        let h_in = t.staging(MIB);
+        let d = t.device(MIB);
+        let h_out = t.staging(MIB);
+        let other = t.device(MIB);
+        t.host_write(h_in.buf);
+        let mut w = 0;
+        for i in 0..20 {
+            let (_, f) = t.submit(&[
+                Cmd::Copy(h_in.buf, d.buf, MIB),
+                Cmd::ReadWrite(d.buf),
+                Cmd::Copy(d.buf, h_out.buf, MIB),
+            ]);
+            if i == 0 {
+                t.push(Event::Watch { buffer: h_in.buf });
+            }
+            let seen = observed(w);
+            let unobserved = |seen: bool| if seen { vec![] } else { vec![h_in.buf] };
+            t.push(Event::Window {
+                unobserved: unobserved(seen),
+            });
+            t.wait(f);
+            let seen = observed(w + 1);
+            t.push(Event::Window {
+                unobserved: unobserved(seen),
+            });
+            w += 2;
+            if !seen {
+                // Another thread's loop: its boundaries continue this window.
+                for _ in 0..3 {
+                    let (_, g) = t.submit(&[Cmd::ReadWrite(other.buf)]);
+                    t.push(Event::Window {
+                        unobserved: unobserved(false),
+                    });
+                    t.wait(g);
+                    t.push(Event::Window {
+                        unobserved: unobserved(false),
+                    });
+                }
+            }
+            t.host_read(h_out.buf);
+            if seen {
+                t.host_write(h_in.buf);
+            }
+        }
+        t.analyze()
+    };
+    let members = |a: &Analysis| a.plan.groups.iter().map(|g| g.members.len()).sum::<usize>();
+    let full = run(&|_| true);
+    assert_eq!(members(&full), 2, "{:?}", full.candidates);
+    let sampled = run(&schedule(8, 4));
+    assert_eq!(members(&sampled), 2, "{:?}", sampled.candidates);
+    assert!(sampled
+        .candidates
+        .iter()
+        .any(|c| c.host_coverage.is_some_and(|v| v.observed < v.windows)));
+}

@@ -815,16 +815,29 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         } else {
             (READ, ACC_READ, libc::PROT_READ)
         };
-        if (st == ARMED || (st == READ && to == WRITTEN))
-            && s.state
+        // A failed exchange means another thread changed the state meanwhile: a fault of
+        // its own (then there is nothing left to record), or a re-arm at a window boundary
+        // (then this access is the new window's first): look again.
+        let mut st = st;
+        for _ in 0..8 {
+            if !(st == ARMED || (st == READ && to == WRITTEN)) {
+                break;
+            }
+            if s.state
                 .compare_exchange(st, to, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
-        {
-            if !push(id, acc, super::sink::next_seq()) {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
+            {
+                if !push(id, acc, super::sink::next_seq()) {
+                    DROPPED.fetch_add(1, Ordering::Relaxed);
+                }
+                reprotect(ps0, pe0, prot, None);
+                reopened = true;
+                break;
             }
-            reprotect(ps0, pe0, prot, None);
-            reopened = true;
+            match snapshot(s) {
+                Some((now, a, b, _, _, i)) if (a, b, i) == (st0, en0, id) => st = now,
+                _ => break,
+            }
         }
     }
     if !page_hit {
@@ -858,7 +871,9 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         let Some((st, st0, en0, _, _, id)) = snapshot(s) else {
             continue;
         };
-        if !matches!(st, ARMED | READ) || en0 <= page || st0 >= page + ps {
+        // Other buffers with bytes on the page: the faulting byte's own was recorded above.
+        let held = addr >= st0 && addr < en0;
+        if held || !matches!(st, ARMED | READ) || en0 <= page || st0 >= page + ps {
             continue;
         }
         if rank(allowed(st).unwrap_or(rw)) >= rank(need) {
