@@ -27,6 +27,10 @@
 //! - `echo-gpu-allocator loop|race|zero` (issue 12): the same workload in Rust, ash +
 //!   gpu-allocator (tests/gpu-allocator-app, built by `cargo build --workspace`), with the same
 //!   checks, and its zero-copy twin computes the same output;
+//! - `c_download ok|clear` (issue 12): one-time downloads, several results each read back once
+//!   through a fresh staging buffer that is then destroyed: every download pair is accepted
+//!   (staging into device) and applied; the `clear` twin (the host fills the staging buffer before
+//!   the copy) is refused for S1, and forcing it corrupts the output;
 //! - `echo-vma loop|race` (issue 12): the same workload with ash + VMA (the `vk-mem` crate,
 //!   tests/vma-app): persistently mapped staging allocations, `AutoPreferDevice` device buffers,
 //!   all in one VMA block; the same checks, and its zero-copy twin computes the same output.
@@ -79,6 +83,9 @@ const GPU_ALLOCATOR_ZERO: Prog = prog("echo-gpu-allocator", &["zero", "3"]);
 const VMA: Prog = prog("echo-vma", &["loop", "3"]);
 const VMA_RACE: Prog = prog("echo-vma", &["race", "3"]);
 const VMA_ZERO: Prog = prog("echo-vma", &["zero", "3"]);
+/// One-time downloads: several results, each read back once through a fresh staging buffer.
+const DOWNLOAD: Prog = prog("c_download", &["ok"]);
+const DOWNLOAD_CLEAR: Prog = prog("c_download", &["clear"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -976,3 +983,99 @@ fn clean_under_validation(prog: Prog) {
     );
 }
 
+// ------------------------------------------------------------------ (issue 12) c_download
+
+/// The members of every plan group, with their group's direction.
+fn members(plan: &Value) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for g in plan["groups"].as_array().cloned().unwrap_or_default() {
+        for m in g["members"].as_array().cloned().unwrap_or_default() {
+            out.push((g["direction"].as_str().unwrap_or("").to_string(), m));
+        }
+    }
+    out
+}
+
+/// Device buffers the program writes with a dispatch, each read back once (c_download's NRES).
+const DOWNLOADS: usize = 3;
+/// c_download's buffer size.
+const DOWNLOAD_BYTES: u64 = 2 << 20;
+
+/// One-time downloads are candidates like one-time uploads: each result's single readback into a
+/// fresh staging buffer (destroyed after it) is accepted, staging into device (the short-lived
+/// allocation is the one that goes), and enforce applies them all: the copies are dropped, the
+/// maps redirected, the staging allocations never made, the output identical; the trace reads
+/// without analyzer warnings (checked by `analyze`).
+#[test]
+fn download_one_time_pairs_apply() {
+    let f = flow(DOWNLOAD);
+    let label = f.case.label(Some("profile"));
+    let downloads: Vec<(String, Value)> = members(&f.plan)
+        .into_iter()
+        .filter(|(_, m)| m["role"] == "readback")
+        .collect();
+    assert_eq!(
+        downloads.len(),
+        DOWNLOADS,
+        "{label}: want every download pair accepted: {:#}",
+        f.plan
+    );
+    for (direction, m) in &downloads {
+        assert_eq!(m["one_time"], true, "{label}: {m:#}");
+        assert_eq!(m["copies"], 1, "{label}: {m:#}");
+        assert_eq!(direction, "staging_into_device", "{label}: {m:#}");
+    }
+    assert_eq!(
+        f.plan["rejected"].as_array().map_or(0, Vec::len),
+        0,
+        "{label}: {:#}",
+        f.plan
+    );
+    let label = f.case.label(Some("enforce"));
+    all_applied(&label, &f.enforce.stats);
+    let stats = &f.enforce.stats;
+    assert!(
+        sum(stats, "bytes_elided") >= DOWNLOADS as u64 * DOWNLOAD_BYTES,
+        "{label}: the downloads' bytes were not all elided: {stats:?}"
+    );
+    assert!(
+        sum(stats, "maps_redirected") >= DOWNLOADS as u64,
+        "{label}: each download's map goes to its device buffer's memory: {stats:?}"
+    );
+    assert!(
+        sum(stats, "allocations_skipped") >= DOWNLOADS as u64,
+        "{label}: the downloads' staging allocations need not reach the driver: {stats:?}"
+    );
+    all_applied(&f.case.label(Some("auto (run 2)")), &f.auto[1].stats);
+}
+
+/// The negative twin: the host fills each fresh staging buffer before the copy into it (legal as
+/// written). Sharing memory, that fill would overwrite the result the dropped copy was to
+/// deliver: every download pair is refused for S1 (the upload still applies), and forcing the
+/// `ok` program's plan onto this one changes its output.
+#[test]
+fn download_clear_is_refused_for_s1() {
+    let f = flow(DOWNLOAD_CLEAR);
+    let label = f.case.label(Some("profile"));
+    let rejected = f.plan["rejected"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rejected.len(), DOWNLOADS, "{label}: {:#}", f.plan);
+    for r in &rejected {
+        assert_eq!(r["condition"], "S1", "{label}: {r:#}");
+        // The readback staging buffer (TRANSFER_DST only) is the one refused.
+        assert_eq!(r["staging"]["usage"], 0x2, "{label}: {r:#}");
+    }
+    assert!(
+        members(&f.plan)
+            .iter()
+            .all(|(_, m)| m["role"] != "readback"),
+        "{label}: {:#}",
+        f.plan
+    );
+    all_applied(&f.case.label(Some("enforce")), &f.enforce.stats);
+    forcing_changes_output(DOWNLOAD, &f);
+}
+
+#[test]
+fn download_validation() {
+    clean_under_validation(DOWNLOAD);
+}
