@@ -1,6 +1,6 @@
-//! echo-gpu-allocator loop|race|zero ITERS [SPV] (issue 12): the c_suballoc workload written the way an ash
-//! program using the `gpu-allocator` crate writes it. gpu-allocator sub-allocates every buffer
-//! from large blocks and maps every host-visible block; on lavapipe (one memory type,
+//! echo-gpu-allocator loop|race|zero ITERS [SPV] (issue 12): the c_suballoc workload written the
+//! way an ash program using the `gpu-allocator` crate writes it. gpu-allocator sub-allocates every
+//! buffer from large blocks and maps every host-visible block; on lavapipe (one memory type,
 //! DEVICE_LOCAL|HOST_VISIBLE) the staging buffers (`CpuToGpu`, `GpuToCpu`) and the device
 //! buffers (`GpuOnly`) all land in one mapped block. Each iteration: copy h -> d (submit, wait),
 //! dispatch d -> o and copy o -> r (submit, wait), fold r into the checksum, write the next input
@@ -8,7 +8,8 @@
 //! is in flight — legal as written, wrong once h and d share memory (S2). `zero` is the zero-copy
 //! twin (the bound for what echo can recover, as `c_suballoc zero` and `echo-vma zero`): h and r
 //! are storage buffers too, and one submission per iteration dispatches h -> r; same output. The
-//! shader is the C corpus's `c_double.comp` compiled for Vulkan 1.0: SPV, else `$ECHO_C_SPV` (as for tests/c).
+//! shader is the C corpus's `c_double.comp` compiled for Vulkan 1.0: SPV, else `$ECHO_C_SPV` (as
+//! for tests/c).
 
 use ash::vk;
 use gpu_allocator::vulkan::{
@@ -16,16 +17,34 @@ use gpu_allocator::vulkan::{
 };
 use gpu_allocator::MemoryLocation;
 
-const SIZE: u64 = 4 << 20;
+/// Bytes per buffer: 4 MiB, or `$ECHO_SIZE_MIB` MiB (bench/allocators.sh uses larger buffers than
+/// the tests): 1 to 15, as one dispatch of 64-invocation groups covers at most
+/// `maxComputeWorkGroupCount[0]` = 65535 groups (lavapipe), just under 16 MiB.
+fn size() -> u64 {
+    static SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        let mib = std::env::var("ECHO_SIZE_MIB").map_or(4, |v| {
+            v.parse()
+                .ok()
+                .filter(|&m| (1..=15).contains(&m))
+                .unwrap_or_else(|| {
+                    eprintln!("bad ECHO_SIZE_MIB {v}");
+                    std::process::exit(1)
+                })
+        });
+        mib << 20
+    })
+}
 
-/// FNV-1a over 64-bit words (not bytes: the fold must not dwarf the copies being measured); the
-/// same in every mode, so outputs compare byte for byte.
+/// FNV-1a over 64-bit words, each product rotated so that high bits reach the low ones (not
+/// byte by byte: the fold must not dwarf the copies being measured); the same in every mode, so
+/// outputs compare byte for byte.
 fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
     let (pre, words, post) = unsafe { data.align_to::<u64>() };
     assert!(pre.is_empty() && post.is_empty(), "whole, aligned words");
     for &w in words {
         h ^= w;
-        h = h.wrapping_mul(0x100000001b3);
+        h = h.wrapping_mul(0x100000001b3).rotate_left(27);
     }
     h
 }
@@ -36,7 +55,7 @@ fn write_input(a: &mut Allocation, seed: u32) {
     let s = a
         .mapped_slice_mut()
         .expect("host-visible allocation is mapped");
-    let (pre, words, _) = unsafe { s[..SIZE as usize].align_to_mut::<u32>() };
+    let (pre, words, _) = unsafe { s[..size() as usize].align_to_mut::<u32>() };
     assert!(pre.is_empty(), "the mapping is word-aligned");
     let base = seed.wrapping_mul(2654435761);
     for (i, w) in words.iter_mut().enumerate() {
@@ -145,7 +164,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
         let buf = dev
             .create_buffer(
                 &vk::BufferCreateInfo::default()
-                    .size(SIZE)
+                    .size(size())
                     .usage(usage)
                     .sharing_mode(vk::SharingMode::EXCLUSIVE),
                 None,
@@ -313,7 +332,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
 
     use vk::AccessFlags as A;
     use vk::PipelineStageFlags as P;
-    let region = [vk::BufferCopy::default().size(SIZE)];
+    let region = [vk::BufferCopy::default().size(size())];
     let mut checksum = 0xcbf29ce484222325u64;
     write_input(&mut ha, 1);
     for it in 0..iters {
@@ -330,7 +349,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
                 0,
                 &it.to_ne_bytes(),
             );
-            dev.cmd_dispatch(c, (SIZE / 4 / 64) as u32, 1, 1);
+            dev.cmd_dispatch(c, (size() / 4 / 64) as u32, 1, 1);
             barrier(
                 &dev,
                 c,
@@ -343,7 +362,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
             wait();
             write_input(&mut ha, it + 2);
             let out = ra.mapped_slice().expect("readback is mapped");
-            checksum = fnv1a(checksum, &out[..SIZE as usize]);
+            checksum = fnv1a(checksum, &out[..size() as usize]);
             continue;
         }
         begin(cmds[0]);
@@ -384,7 +403,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
             0,
             &it.to_ne_bytes(),
         );
-        dev.cmd_dispatch(c, (SIZE / 4 / 64) as u32, 1, 1);
+        dev.cmd_dispatch(c, (size() / 4 / 64) as u32, 1, 1);
         barrier(
             &dev,
             c,
@@ -410,7 +429,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
             write_input(&mut ha, it + 2);
         }
         let out = ra.mapped_slice().expect("readback is mapped");
-        checksum = fnv1a(checksum, &out[..SIZE as usize]);
+        checksum = fnv1a(checksum, &out[..size() as usize]);
     }
     println!("iterations {iters}\nchecksum {checksum:016x}");
 
