@@ -828,6 +828,75 @@ fn vma_pairs_apply_in_mapped_blocks() {
     );
 }
 
+/// VMA with 12 MiB buffers (`ECHO_SIZE_MIB`; bench/allocators.sh runs 15 MiB, the same layout):
+/// the first block holds the upload pair; VMA allocates a second block for the output buffer,
+/// binds it, and maps that block only when the readback allocation (which asks for a pointer) is created — after the
+/// device buffer's bind, which enforce holds back until its staging partner is bound. The map
+/// must not force that bind (the plan's `device_mapped`: the host never touches the device
+/// buffer's bytes): both groups apply, output identical, validation as quiet as without echo.
+#[test]
+fn vma_second_block_mapped_after_device_bind() {
+    let case = Case::new(VMA, "12mib");
+    let s = |p: &Path| p.display().to_string();
+    let big = ("ECHO_SIZE_MIB", "12".to_string());
+    let baseline = case.run(None, false, &[big.clone()]).stdout;
+    let trace = case.path("trace.jsonl");
+    case.run(
+        Some("profile"),
+        false,
+        &[big.clone(), ("VK_ECHO_TRACE", s(&trace))],
+    );
+    // The layout this test is about: two blocks, the second mapped after a bind into it.
+    let trace_records = json_lines(&trace);
+    let allocs = records(&trace_records, "memory_alloc");
+    assert_eq!(
+        allocs.len(),
+        2,
+        "{}: want two VMA blocks",
+        case.label(Some("profile"))
+    );
+    let second = &allocs[1]["memory"];
+    let bind_at = trace_records
+        .iter()
+        .position(|r| event(r) == "bind_buffer" && &r["memory"] == second);
+    let map_at = trace_records
+        .iter()
+        .position(|r| event(r) == "map_memory" && &r["memory"] == second);
+    assert!(
+        matches!((bind_at, map_at), (Some(b), Some(m)) if b < m),
+        "{}: the second block is not mapped after a bind into it (bind {bind_at:?}, map \
+         {map_at:?})",
+        case.label(Some("profile"))
+    );
+    let plan_file = case.path("plan.json");
+    let plan = case.analyze(&trace, &plan_file);
+    assert_eq!(plan["groups"].as_array().map_or(0, Vec::len), 2, "{plan:#}");
+    let enforce_env = [
+        big.clone(),
+        ("VK_ECHO_PLAN", s(&plan_file)),
+        ("VK_ECHO_STATS", s(&case.path("stats.jsonl"))),
+    ];
+    let out = case.run(Some("enforce"), false, &enforce_env);
+    let label = case.label(Some("enforce"));
+    assert_eq!(out.stdout, baseline, "{label}");
+    all_applied(&label, &out.stats);
+    assert_eq!(sum(&out.stats, "binds_redirected"), 2, "{label}");
+    assert_eq!(
+        sum(&out.stats, "bytes_elided"),
+        (6 * 12) << 20,
+        "{label}: {:?}",
+        out.stats
+    );
+    let alone = case.run(None, true, &[big.clone()]);
+    let checked = case.run(Some("enforce"), true, &enforce_env[..2]);
+    assert_eq!(
+        validation_ids(&VMA, &checked),
+        validation_ids(&VMA, &alone),
+        "{label} under validation:\n{}",
+        checked.stderr
+    );
+}
+
 /// VMA's zero-copy twin (the bound in bench/allocators.md: the shader reads the upload staging
 /// buffer and writes the readback one) computes what the copying program computes, and is clean
 /// under synchronization validation.
