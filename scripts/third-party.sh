@@ -6,12 +6,14 @@
 # the run without echo. Prints one line per run and the analyzer's copy summary, and exits
 # non-zero when a run fails, hangs or changes the output.
 #
-#   scripts/third-party.sh              ffmpeg's Vulkan filters and a wgpu-py compute program
-#   scripts/third-party.sh ffmpeg       one of them (ffmpeg | wgpu-py)
+#   scripts/third-party.sh              ffmpeg's Vulkan filters, a wgpu-py compute program and an
+#                                       ncnn (ML runtime) network
+#   scripts/third-party.sh ffmpeg       one of them (ffmpeg | wgpu-py | ncnn)
 #
 # Installs what it needs (as root): Debian's ffmpeg (its Vulkan filters: hwupload, scale_vulkan,
-# gblur_vulkan, hwdownload) and, in a venv under target/third-party, wgpu-py (wgpu-native) and
-# numpy from PyPI. Not run by scripts/test.sh (downloads ~150 MB); results: docs/third-party.md.
+# gblur_vulkan, hwdownload) and, in a venv under target/third-party, wgpu-py (wgpu-native), ncnn
+# and numpy from PyPI. Not run by scripts/test.sh (downloads ~160 MB); results:
+# docs/third-party.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -87,6 +89,17 @@ if [ "$which" = all ] || [ "$which" = wgpu-py ]; then
     echo "== wgpu-py $("$venv/bin/python" -c 'import wgpu; print(wgpu.__version__)') (wgpu-native): tests/data/wgpu_py_saxpy.py, 4 MiB, 4 iterations"
     out="$root/$work/wgpu-py.txt"
     run_all wgpu-py "$out" -- sh -c "\"$root/$venv/bin/python\" \"$root/tests/data/wgpu_py_saxpy.py\" > \"$out\""
+fi
+
+if [ "$which" = all ] || [ "$which" = ncnn ]; then
+    venv="$work/venv"
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import ncnn, numpy" 2> /dev/null; then
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q ncnn numpy
+    fi
+    echo "== ncnn $("$venv/bin/python" -c 'import ncnn; print(ncnn.__version__)' 2> /dev/null) (Vulkan compute): tests/data/ncnn_convnet.py, 3 convolutions on 16×256×256, 4 inferences"
+    out="$root/$work/ncnn.txt"
+    run_all ncnn "$out" -- sh -c "\"$root/$venv/bin/python\" \"$root/tests/data/ncnn_convnet.py\" 256 4 > \"$out\""
 fi
 
 if [ "$failed" -ne 0 ]; then

@@ -120,7 +120,8 @@ pub fn plan_applies(plan: &Context, now: &Context) -> Result<(), String> {
 /// [`plan_applies`] under a `context` setting: with [`ContextMode::Program`] the arguments may
 /// differ (the plan's buffers are matched by identity at creation, `crate::program`).
 pub fn plan_applies_in(plan: &Context, now: &Context, mode: ContextMode) -> Result<(), String> {
-    let fields: [(&str, &dyn Fn(&Context) -> String); 5] = [
+    type Field<'a> = (&'a str, &'a dyn Fn(&Context) -> String);
+    let fields: [Field; 5] = [
         ("executable", &|c| c.exe_id.clone()),
         ("arguments", &|c| c.args_hash.clone()),
         ("device", &|c| c.device_name.clone()),

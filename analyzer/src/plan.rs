@@ -258,7 +258,7 @@ impl Plan {
 
     /// Whether enforce should apply this plan at all (calibration may have turned it off).
     pub fn enabled(&self) -> bool {
-        self.calibration.as_ref().map_or(true, |c| c.enabled)
+        self.calibration.as_ref().is_none_or(|c| c.enabled)
     }
 
     pub fn to_json(&self) -> String {

@@ -520,7 +520,7 @@ fn cache_stays_bounded_over_real_runs() {
     let doc = list();
     let n = doc["entries"].as_array().unwrap().len();
     assert!(
-        n < 7 && n >= 3,
+        (3..7).contains(&n),
         "{n} entries: eviction did not happen or took too much\n{doc:#}"
     );
     assert!(

@@ -764,7 +764,7 @@ fn suballoc_mapped_after_bind_is_watched_from_the_map() {
     let case = Case::new(SUBALLOC, "late-map");
     let s = |p: &Path| p.display().to_string();
     let late = ("ECHO_C_MAP_AFTER_BIND", "1".to_string());
-    let baseline = case.run(None, false, &[late.clone()]).stdout;
+    let baseline = case.run(None, false, std::slice::from_ref(&late)).stdout;
     let trace = case.path("trace.jsonl");
     case.run(
         Some("profile"),

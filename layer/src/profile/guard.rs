@@ -16,11 +16,22 @@
 //! default action is restored and the fault re-raised, so the process dies as it would have).
 //!
 //! Pages shared with memory outside every armed range (a buffer that does not start or end on a
-//! page boundary) fault too: such a *collateral* fault opens only that page and records nothing.
-//! Sub-allocations closer than a page (allocators pack buffers at 256-byte alignment): a fault
-//! that opens a page holding bytes of *another* armed buffer would hide that buffer's accesses
-//! there for the rest of the window, so that buffer is recorded once as read *and* written
-//! (`readwrite`, counted in [`stats`] as `shared_page`): fail closed, never an unseen access.
+//! page boundary) fault too. Allocators pack buffers closer than a page (64- or 256-byte
+//! alignment), so one page may hold bytes of several armed buffers. A page is never opened
+//! further than its most protected buffer allows ([`page_prot`]: `PROT_NONE` while a buffer with
+//! bytes there is unseen in this window, `PROT_READ` while one has only been read): a fault opens
+//! its buffer's range *except* such shared pages. An access that still faults on a shared page
+//! (its own buffer already recorded, or bytes of no armed buffer: *collateral*) is **stepped**
+//! on x86_64: the page is opened for that one instruction (the trap flag set in the signal
+//! context), and the SIGTRAP that follows it restores the page's protection. So a neighbour's
+//! access is never mistaken for a buffer's, and a buffer's access on a shared page is never
+//! missed (counted in [`stats`] as `stepped`).
+//!
+//! Where stepping is not possible — not x86_64, a second host thread has faulted on armed memory
+//! (another thread could slip an access into the instruction-long opening), SIGTRAP blocked or
+//! taken over by the application, the step table full — the page is opened for the rest of the
+//! window and every other armed buffer with bytes on it is recorded once as read *and* written
+//! (`readwrite`, counted as `shared_page`): fail closed, never an unseen access.
 //!
 //! Rules for callers: [`disarm`] before the memory is unmapped or freed; [`arm`] only mappings
 //! that are readable and writable when open (Vulkan host-visible maps are).
@@ -127,6 +138,8 @@ static REARMS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 static UNWATCHED: AtomicU64 = AtomicU64::new(0);
 /// Calls to `mprotect` the guard made (arms, and ranges or pages opened by faults and disarms).
 static MPROTECTS: AtomicU64 = AtomicU64::new(0);
+/// Accesses on shared pages run as one stepped instruction.
+static STEPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Count a window a candidate was left unprotected in (sampled validation).
 pub fn note_unwatched() {
@@ -288,6 +301,8 @@ fn install() -> Result<(), GuardError> {
         std::ptr::addr_of_mut!(PREV).write(std::mem::MaybeUninit::new(old));
         fence(Ordering::SeqCst);
     }
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    step::install();
     INSTALLED.store(true, Ordering::Release);
     Ok(())
 }
@@ -563,6 +578,120 @@ unsafe fn set_prot(start: usize, end: usize, prot: libc::c_int) {
     }
 }
 
+/// How far a slot in state `st` lets the pages holding its bytes open; `None`: no constraint.
+fn allowed(st: u8) -> Option<libc::c_int> {
+    match st {
+        ARMED | BUSY => Some(libc::PROT_NONE),
+        READ => Some(libc::PROT_READ),
+        WRITTEN => Some(libc::PROT_READ | libc::PROT_WRITE),
+        _ => None,
+    }
+}
+
+/// Order of protections: none < read < read+write.
+fn rank(p: libc::c_int) -> u8 {
+    if p & libc::PROT_WRITE != 0 {
+        2
+    } else if p & libc::PROT_READ != 0 {
+        1
+    } else {
+        0
+    }
+}
+
+fn lower(a: libc::c_int, b: libc::c_int) -> libc::c_int {
+    if rank(a) <= rank(b) {
+        a
+    } else {
+        b
+    }
+}
+
+/// The most `[a, b)` may be opened: the least any live slot with bytes there allows, at most
+/// `ceil`; slot `skip` (being disarmed) does not count.
+unsafe fn range_prot(a: usize, b: usize, ceil: libc::c_int, skip: Option<usize>) -> libc::c_int {
+    let high = HIGH.load(Ordering::Acquire).min(SLOTS);
+    let mut p = ceil;
+    for (i, s) in TABLE[..high].iter().enumerate() {
+        if Some(i) == skip {
+            continue;
+        }
+        let st = s.state.load(Ordering::SeqCst);
+        let Some(q) = allowed(st) else { continue };
+        if s.pstart.load(Ordering::Relaxed) < b && a < s.pend.load(Ordering::Relaxed) {
+            p = lower(p, q);
+        }
+    }
+    p
+}
+
+/// The protection page `page` may have now.
+unsafe fn page_prot(page: usize) -> libc::c_int {
+    range_prot(
+        page,
+        page + page_size(),
+        libc::PROT_READ | libc::PROT_WRITE,
+        None,
+    )
+}
+
+/// Open `[a, b)` up to `ceil`, piece by piece: pages also holding bytes of a live slot that
+/// allows less keep that slot's protection (they are already at most that: an armed slot's
+/// pages are protected when it is armed, and nothing opens them further than it allows).
+unsafe fn reprotect(a: usize, b: usize, ceil: libc::c_int, skip: Option<usize>) {
+    if b <= a {
+        return;
+    }
+    // Cut points: the range's ends and every live slot's page range ends inside it.
+    const CUTS: usize = 64;
+    let mut cuts = [0usize; CUTS];
+    let mut n = 0;
+    let push = |c: usize, cuts: &mut [usize; CUTS], n: &mut usize| -> bool {
+        if c <= a || c >= b || cuts[..*n].contains(&c) {
+            return true;
+        }
+        if *n == CUTS {
+            return false;
+        }
+        cuts[*n] = c;
+        *n += 1;
+        true
+    };
+    let high = HIGH.load(Ordering::Acquire).min(SLOTS);
+    let mut fits = true;
+    for (i, s) in TABLE[..high].iter().enumerate() {
+        if Some(i) == skip || allowed(s.state.load(Ordering::SeqCst)).is_none() {
+            continue;
+        }
+        let (s0, s1) = (
+            s.pstart.load(Ordering::Relaxed),
+            s.pend.load(Ordering::Relaxed),
+        );
+        if s0 < b && a < s1 {
+            fits &= push(s0, &mut cuts, &mut n) && push(s1, &mut cuts, &mut n);
+        }
+    }
+    if !fits {
+        // Too many neighbours to cut around: the whole range at the least any of them allows.
+        let p = range_prot(a, b, ceil, skip);
+        if rank(p) > 0 {
+            set_prot(a, b, p);
+        }
+        return;
+    }
+    let cuts = &mut cuts[..n];
+    cuts.sort_unstable();
+    let mut lo = a;
+    for i in 0..=cuts.len() {
+        let hi = if i < cuts.len() { cuts[i] } else { b };
+        let p = range_prot(lo, hi, ceil, skip);
+        if rank(p) > 0 {
+            set_prot(lo, hi, p);
+        }
+        lo = hi;
+    }
+}
+
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     unsafe {
         let errno = *libc::__errno_location();
@@ -645,12 +774,9 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
     let high = HIGH.load(Ordering::Acquire).min(SLOTS);
     let mut page_hit = false;
     let mut exact_hit = false;
-    // What this fault opens: `[open_lo, open_hi)`.
-    let (mut open_lo, mut open_hi) = (usize::MAX, 0usize);
-    let mut opened = |a: usize, b: usize| {
-        open_lo = open_lo.min(a);
-        open_hi = open_hi.max(b);
-    };
+    // A slot holding the faulting byte changed state, and its range (this page included) was
+    // set to what it may be now.
+    let mut reopened = false;
     for s in &TABLE[..high] {
         let Some((st, st0, en0, ps0, pe0, id)) = snapshot(s) else {
             continue;
@@ -679,79 +805,254 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         }
         page_hit = true;
         if addr < st0 || addr >= en0 {
-            continue; // collateral for this slot
+            continue; // the byte is not this slot's: collateral for it
         }
         exact_hit = true;
-        if write() {
-            if st != WRITTEN
-                && s.state
-                    .compare_exchange(st, WRITTEN, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                if !push(id, ACC_WRITE, super::sink::next_seq()) {
-                    DROPPED.fetch_add(1, Ordering::Relaxed);
-                }
-                set_prot(ps0, pe0, rw);
-                opened(ps0, pe0);
-            } else {
-                // Already open for writing (another slot's protection on a shared page, or
-                // another thread won the race): open this page.
-                set_prot(page, page + ps, rw);
-                opened(page, page + ps);
-            }
-        } else if st == ARMED
+        // The buffer's first read or first write in this window: record it, and open its
+        // range as far as its new state and its neighbours on shared pages allow.
+        let (to, acc, prot) = if write() {
+            (WRITTEN, ACC_WRITE, rw)
+        } else {
+            (READ, ACC_READ, libc::PROT_READ)
+        };
+        if (st == ARMED || (st == READ && to == WRITTEN))
             && s.state
-                .compare_exchange(ARMED, READ, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(st, to, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            if !push(id, ACC_READ, super::sink::next_seq()) {
+            if !push(id, acc, super::sink::next_seq()) {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
             }
-            set_prot(ps0, pe0, libc::PROT_READ);
-            opened(ps0, pe0);
-        } else if st == WRITTEN {
-            set_prot(page, page + ps, rw);
-            opened(page, page + ps);
-        } else {
-            set_prot(page, page + ps, libc::PROT_READ);
-            opened(page, page + ps);
+            reprotect(ps0, pe0, prot, None);
+            reopened = true;
         }
     }
-    if page_hit && !exact_hit {
+    if !page_hit {
+        return false;
+    }
+    FAULTS.fetch_add(1, Ordering::Relaxed);
+    let tid = note_thread();
+    if !exact_hit {
         // Collateral: a page we protected, but the byte is in no armed buffer.
         COLLATERAL.fetch_add(1, Ordering::Relaxed);
-        let prot = if write() { rw } else { libc::PROT_READ };
-        set_prot(page, page + ps, prot);
-        opened(page, page + ps);
     }
-    if open_lo < open_hi {
-        // Sub-allocations closer than a page: every other armed buffer with bytes on a page
-        // this fault opened loses sight of its accesses there for the rest of the window.
-        // Record it once as read and written (the analyzer then cannot call it untouched).
-        for s in &TABLE[..high] {
-            let Some((st, st0, en0, _, _, id)) = snapshot(s) else {
-                continue;
-            };
-            // The buffer the faulting byte belongs to was recorded above.
-            let held = addr >= st0 && addr < en0;
-            if held || !matches!(st, ARMED | READ) || en0 <= open_lo || st0 >= open_hi {
-                continue;
-            }
-            if s.state
-                .compare_exchange(st, WRITTEN, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                SHARED_PAGE.fetch_add(1, Ordering::Relaxed);
-                if !push(id, ACC_SHARED, super::sink::next_seq()) {
-                    DROPPED.fetch_add(1, Ordering::Relaxed);
-                }
+    // The access itself: it may proceed once the page allows it. A page that still holds
+    // bytes of a buffer needing more protection (unseen, or only read, in this window) is
+    // opened for this one instruction; where that is not possible, for the rest of the window,
+    // with those buffers recorded as read and written.
+    let need = if write() { rw } else { libc::PROT_READ };
+    let p = page_prot(page);
+    if rank(p) >= rank(need) {
+        if !reopened {
+            set_prot(page, page + ps, p);
+        }
+        return true;
+    }
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if step::begin(tid, page, need, ctx) {
+        STEPPED.fetch_add(1, Ordering::Relaxed);
+        return true;
+    }
+    let _ = tid;
+    for s in &TABLE[..high] {
+        let Some((st, st0, en0, _, _, id)) = snapshot(s) else {
+            continue;
+        };
+        if !matches!(st, ARMED | READ) || en0 <= page || st0 >= page + ps {
+            continue;
+        }
+        if rank(allowed(st).unwrap_or(rw)) >= rank(need) {
+            continue;
+        }
+        if s.state
+            .compare_exchange(st, WRITTEN, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            SHARED_PAGE.fetch_add(1, Ordering::Relaxed);
+            if !push(id, ACC_SHARED, super::sink::next_seq()) {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
-    if page_hit {
-        FAULTS.fetch_add(1, Ordering::Relaxed);
+    set_prot(page, page + ps, page_prot(page));
+    true
+}
+
+/// The host threads that fault on armed memory: stepping is safe while there is one (a second
+/// thread's access could slip into the instruction-long opening of a shared page unseen).
+static HOST_TID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static MULTI: AtomicBool = AtomicBool::new(false);
+
+fn note_thread() -> i32 {
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    match HOST_TID.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {}
+        Err(t) if t == tid => {}
+        Err(_) => MULTI.store(true, Ordering::SeqCst),
     }
-    page_hit
+    tid
+}
+
+/// Single-stepping one access on a shared page (x86_64): the SIGSEGV handler opens the page,
+/// sets the trap flag in the signal context and notes `(thread, page)`; the CPU runs the one
+/// instruction and raises SIGTRAP, whose handler puts the page back to [`page_prot`] and clears
+/// the flag. An instruction that touches two shared pages faults twice before its trap: both
+/// are noted. A SIGTRAP that is not ours goes to the disposition installed before ours.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod step {
+    use super::*;
+    use std::sync::atomic::AtomicI32;
+
+    const ENTRIES: usize = 64;
+    const PAGES: usize = 4;
+    const TF: libc::greg_t = 0x100;
+
+    struct Entry {
+        tid: AtomicI32,
+        n: AtomicUsize,
+        pages: [AtomicUsize; PAGES],
+    }
+    #[allow(clippy::declare_interior_mutable_const)]
+    const ENTRY_INIT: Entry = Entry {
+        tid: AtomicI32::new(0),
+        n: AtomicUsize::new(0),
+        pages: [const { AtomicUsize::new(0) }; PAGES],
+    };
+    static STEPS: [Entry; ENTRIES] = [ENTRY_INIT; ENTRIES];
+    /// Steps begun and not yet ended (an arm waits for them: a step's restore computed before
+    /// the arm could otherwise open a page the arm just protected).
+    pub static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    static mut PREV_TRAP: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::zeroed();
+
+    pub fn install() {
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = trap as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGTRAP, std::ptr::null(), &mut old) != 0 {
+                return;
+            }
+            std::ptr::addr_of_mut!(PREV_TRAP).write(std::mem::MaybeUninit::new(old));
+            fence(Ordering::SeqCst);
+            if libc::sigaction(libc::SIGTRAP, &sa, &mut old) != 0 {
+                return;
+            }
+            std::ptr::addr_of_mut!(PREV_TRAP).write(std::mem::MaybeUninit::new(old));
+            fence(Ordering::SeqCst);
+        }
+        INSTALLED.store(true, Ordering::Release);
+    }
+
+    /// Open `page` for the faulting instruction only. False when stepping is not possible.
+    pub unsafe fn begin(tid: i32, page: usize, need: libc::c_int, ctx: *mut c_void) -> bool {
+        if ctx.is_null() || !INSTALLED.load(Ordering::Acquire) || MULTI.load(Ordering::SeqCst) {
+            return false;
+        }
+        let uc = &mut *(ctx as *mut libc::ucontext_t);
+        // A blocked SIGTRAP would kill the process at the trap; a replaced handler would get
+        // a trap after every instruction.
+        if libc::sigismember(&uc.uc_sigmask, libc::SIGTRAP) == 1 {
+            return false;
+        }
+        let mut cur: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) != 0
+            || cur.sa_sigaction != trap as *const () as usize
+        {
+            return false;
+        }
+        // This thread's entry (an instruction faulting on a second page is already stepping).
+        let e = match STEPS.iter().find(|e| e.tid.load(Ordering::Acquire) == tid) {
+            Some(e) => e,
+            None => {
+                let Some(e) = STEPS.iter().find(|e| {
+                    e.tid
+                        .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                }) else {
+                    return false;
+                };
+                e.n.store(0, Ordering::Relaxed);
+                ACTIVE.fetch_add(1, Ordering::SeqCst);
+                e
+            }
+        };
+        let n = e.n.load(Ordering::Relaxed);
+        if n == PAGES {
+            return false;
+        }
+        e.pages[n].store(page, Ordering::Relaxed);
+        e.n.store(n + 1, Ordering::Release);
+        MPROTECTS.fetch_add(1, Ordering::Relaxed);
+        libc::mprotect(page as *mut c_void, page_size(), need);
+        uc.uc_mcontext.gregs[libc::REG_EFL as usize] |= TF;
+        true
+    }
+
+    extern "C" fn trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+        unsafe {
+            let errno = *libc::__errno_location();
+            let tid = libc::syscall(libc::SYS_gettid) as i32;
+            match STEPS.iter().find(|e| e.tid.load(Ordering::Acquire) == tid) {
+                Some(e) if !ctx.is_null() => {
+                    let n = e.n.load(Ordering::Acquire).min(PAGES);
+                    for p in &e.pages[..n] {
+                        let page = p.load(Ordering::Relaxed);
+                        MPROTECTS.fetch_add(1, Ordering::Relaxed);
+                        libc::mprotect(page as *mut c_void, page_size(), page_prot(page));
+                    }
+                    e.n.store(0, Ordering::Relaxed);
+                    e.tid.store(0, Ordering::Release);
+                    ACTIVE.fetch_sub(1, Ordering::SeqCst);
+                    let uc = &mut *(ctx as *mut libc::ucontext_t);
+                    uc.uc_mcontext.gregs[libc::REG_EFL as usize] &= !TF;
+                }
+                _ => chain_trap(sig, info, ctx),
+            }
+            *libc::__errno_location() = errno;
+        }
+    }
+
+    /// A SIGTRAP that is not ours: the previous handler, or the default action (a trap does not
+    /// re-execute, so it is raised again: pending until we return, then default).
+    unsafe fn chain_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+        let prev = (*std::ptr::addr_of!(PREV_TRAP)).assume_init_ref();
+        let h = prev.sa_sigaction;
+        if h == libc::SIG_IGN {
+            return;
+        }
+        if h == libc::SIG_DFL {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut dfl.sa_mask);
+            libc::sigaction(libc::SIGTRAP, &dfl, std::ptr::null_mut());
+            libc::raise(libc::SIGTRAP);
+            return;
+        }
+        if prev.sa_flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) =
+                std::mem::transmute(h);
+            f(sig, info, ctx);
+        } else {
+            let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
+            f(sig);
+        }
+    }
+
+    /// Wait (bounded) for steps in flight to end.
+    pub fn settle() -> bool {
+        let mut waited = false;
+        for _ in 0..10_000 {
+            if ACTIVE.load(Ordering::SeqCst) == 0 {
+                return waited;
+            }
+            waited = true;
+            std::thread::yield_now();
+        }
+        waited
+    }
 }
 
 // ------------------------------------------------------------------------- public interface
@@ -822,8 +1123,9 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
     s.gen.fetch_add(1, Ordering::SeqCst);
     s.state.store(BUSY, Ordering::SeqCst);
     if matches!(prev_state, ARMED | READ) && (old0, old1) != (pstart, pend) {
-        // Re-armed at a new place (remapped): open the old range, or it stays protected.
-        unsafe { set_prot(old0, old1, libc::PROT_READ | libc::PROT_WRITE) };
+        // Re-armed at a new place (remapped): open the old range (but for pages that other
+        // armed buffers share), or it stays protected.
+        unsafe { reprotect(old0, old1, libc::PROT_READ | libc::PROT_WRITE, Some(i)) };
     }
     s.id.store(id, Ordering::Relaxed);
     s.start.store(start, Ordering::Relaxed);
@@ -841,6 +1143,13 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
         s.state.store(FREE, Ordering::SeqCst);
         return Err(GuardError::Protect(e.to_string()));
     }
+    // A step that began before this slot was BUSY may have put a shared page back to what it
+    // allowed then: once steps in flight are over, protect again.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if step::settle() {
+        MPROTECTS.fetch_add(1, Ordering::Relaxed);
+        unsafe { libc::mprotect(pstart as *mut c_void, pend - pstart, libc::PROT_NONE) };
+    }
     s.state.store(ARMED, Ordering::SeqCst);
     Ok(())
 }
@@ -849,7 +1158,7 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
 pub fn disarm(id: u64) {
     let _g = lock();
     let high = HIGH.load(Ordering::Relaxed);
-    for s in &TABLE[..high] {
+    for (i, s) in TABLE[..high].iter().enumerate() {
         let st = s.state.load(Ordering::Relaxed);
         if st == FREE || st == TOMB || s.id.load(Ordering::Relaxed) != id {
             continue;
@@ -860,8 +1169,9 @@ pub fn disarm(id: u64) {
         );
         // Open first, then tombstone: a fault raised before the open but handled after it
         // finds the tombstone and retries instead of being sent to the app's handler; one
-        // handled before the open is recorded (a real access in this window).
-        unsafe { set_prot(p0, p1, libc::PROT_READ | libc::PROT_WRITE) };
+        // handled before the open is recorded (a real access in this window). Pages other
+        // armed buffers share keep their protection.
+        unsafe { reprotect(p0, p1, libc::PROT_READ | libc::PROT_WRITE, Some(i)) };
         s.budget.store(TOMB_BUDGET, Ordering::Relaxed);
         s.state.store(TOMB, Ordering::SeqCst);
     }
@@ -944,6 +1254,9 @@ pub struct Stats {
     pub unwatched: u64,
     /// Calls to `mprotect` (arms, and opens by faults and disarms).
     pub mprotects: u64,
+    /// Accesses on pages shared with a buffer still unseen in the window, run as one stepped
+    /// instruction (x86_64).
+    pub stepped: u64,
 }
 
 pub fn stats() -> Stats {
@@ -959,6 +1272,7 @@ pub fn stats() -> Stats {
         shared_page: SHARED_PAGE.load(Ordering::Relaxed),
         unwatched: UNWATCHED.load(Ordering::Relaxed),
         mprotects: MPROTECTS.load(Ordering::Relaxed),
+        stepped: STEPPED.load(Ordering::Relaxed),
     }
 }
 
@@ -1092,6 +1406,16 @@ mod tests {
         println!("CHILD-OK");
     }
 
+    /// Accesses on shared pages are stepped (exact) where the platform allows it; elsewhere the
+    /// guard falls back to recording the neighbours as read and written.
+    fn steps() -> bool {
+        cfg!(all(target_arch = "x86_64", target_os = "linux"))
+    }
+
+    fn kinds() -> Vec<(u64, Access)> {
+        drained().iter().map(|e| (e.0, e.1)).collect()
+    }
+
     #[test]
     fn page_opened_by_a_neighbour_is_protected_again() {
         if !in_child() {
@@ -1104,19 +1428,34 @@ mod tests {
         let b = unsafe { m.p.add(half) };
         arm(21, m.p, half).unwrap();
         arm(22, b, 3 * page_size() - half).unwrap();
-        // B written: its whole range opens, page 1 (shared with A) with it; A's bytes there
-        // are no longer watched this window, so A counts as read and written.
+        // B written on its own page: B's range opens, but for page 1, where A's bytes are still
+        // unseen in this window.
         unsafe { std::ptr::write_volatile(b.add(page_size()), 1u8) };
-        assert_eq!(
-            drained().iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
-            vec![(22, Access::Write), (21, Access::ReadWrite)]
-        );
-        // Page 1 is open: A's re-arm must protect it again.
+        if steps() {
+            assert_eq!(kinds(), vec![(22, Access::Write)]);
+            // B's bytes on page 1: one stepped instruction; A is still not touched ...
+            unsafe { std::ptr::write_volatile(b.add(8), 2u8) };
+            assert!(kinds().is_empty());
+            assert_eq!(stats().stepped, 1);
+            assert_eq!(unsafe { std::ptr::read_volatile(b.add(8)) }, 2);
+            // ... and a planted write to A's bytes on that page is caught.
+            unsafe { std::ptr::write_volatile(m.p.add(page_size() + 8), 3u8) };
+            assert_eq!(kinds(), vec![(21, Access::Write)]);
+            assert_eq!(stats().shared_page, 0);
+        } else {
+            // No stepping: page 1 stays protected until B touches its bytes there; then it
+            // opens for the rest of the window, and A counts as read and written.
+            assert_eq!(kinds(), vec![(22, Access::Write)]);
+            unsafe { std::ptr::write_volatile(b.add(8), 2u8) };
+            assert_eq!(kinds(), vec![(21, Access::ReadWrite)]);
+            assert_eq!(stats().shared_page, 1);
+        }
+        // A's re-arm protects page 1 again.
         arm(21, m.p, half).unwrap();
         assert_eq!(stats().rearms_skipped, 0);
         unsafe { std::ptr::write_volatile(m.p.add(page_size() + 8), 2u8) };
         assert_eq!(
-            drained().iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
+            kinds(),
             vec![(21, Access::Write)],
             "A's access on the page B opened is caught"
         );
@@ -1191,12 +1530,20 @@ mod tests {
         arm(3, unsafe { m.p.add(100) }, page_size()).unwrap(); // a new window
         unsafe { std::ptr::write_volatile(m.p.add(10), 1u8) }; // outside the buffer
         assert_eq!(stats().collateral, 1);
-        // That opened page 0, where the buffer has bytes [100, page): its accesses there are
-        // no longer seen in this window, so it counts as read and written (fail closed).
-        let v = drained();
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert_eq!((v[0].0, v[0].1), (3, Access::ReadWrite));
-        assert_eq!(stats().shared_page, 1);
+        if steps() {
+            // Stepped: the buffer's bytes on page 0 stay watched, and a planted write there
+            // is caught.
+            assert!(kinds().is_empty());
+            assert_eq!((stats().stepped, stats().shared_page), (1, 0));
+            unsafe { std::ptr::write_volatile(m.p.add(200), 1u8) };
+            assert_eq!(kinds(), vec![(3, Access::Write)]);
+        } else {
+            // That opened page 0, where the buffer has bytes [100, page): its accesses there
+            // are no longer seen in this window, so it counts as read and written.
+            assert_eq!(kinds(), vec![(3, Access::ReadWrite)]);
+            assert_eq!(stats().shared_page, 1);
+        }
+        assert_eq!(unsafe { std::ptr::read_volatile(m.p.add(10)) }, 1);
         disarm(3);
         println!("CHILD-OK");
     }
@@ -1209,29 +1556,158 @@ mod tests {
         }
         let m = Pages::new(3);
         let ps = page_size();
-        // Staging A = [0, ps + 100), partner B = [ps + 100, 3 ps): page 1 holds bytes of both.
-        arm(1, m.p, ps + 100).unwrap();
-        arm(2, unsafe { m.p.add(ps + 100) }, 2 * ps - 100).unwrap();
-        // The host writes A (far from B): that opens all of A's pages, page 1 included.
+        let arm_both = || {
+            // Staging A = [0, ps + 100), partner B = [ps + 100, 3 ps): page 1 holds both.
+            arm(1, m.p, ps + 100).unwrap();
+            arm(2, unsafe { m.p.add(ps + 100) }, 2 * ps - 100).unwrap();
+        };
+        arm_both();
+        // The host writes A, far from B, then A's bytes on the shared page.
         unsafe { std::ptr::write_volatile(m.p.add(10), 1u8) };
-        // ... so this write to B's bytes on page 1 does not fault ...
+        unsafe { std::ptr::write_volatile(m.p.add(ps + 50), 1u8) };
+        if steps() {
+            // B is not touched: exact.
+            assert_eq!(kinds(), vec![(1, Access::Write)]);
+            // A planted write to B's bytes on the shared page is caught, as B's.
+            unsafe { std::ptr::write_volatile(m.p.add(ps + 200), 1u8) };
+            assert_eq!(kinds(), vec![(2, Access::Write)]);
+            // The other way round, with a read: B written on its own page, then a read of
+            // A's bytes on the shared page is A's read.
+            arm_both();
+            unsafe { std::ptr::write_volatile(m.p.add(2 * ps + 10), 1u8) };
+            unsafe { std::ptr::write_volatile(m.p.add(ps + 300), 1u8) };
+            assert_eq!(kinds(), vec![(2, Access::Write)]);
+            assert_eq!(unsafe { std::ptr::read_volatile(m.p.add(ps + 20)) }, 0);
+            assert_eq!(kinds(), vec![(1, Access::Read)]);
+            // ... and a write after the read is a write.
+            unsafe { std::ptr::write_volatile(m.p.add(ps + 20), 5u8) };
+            assert_eq!(kinds(), vec![(1, Access::Write)]);
+            assert_eq!(stats().shared_page, 0);
+        } else {
+            // No stepping: opening page 1 for A hides B there, so B is recorded.
+            let mut v = kinds();
+            v.sort_by_key(|x| x.0);
+            assert_eq!(v, vec![(1, Access::Write), (2, Access::ReadWrite)]);
+            arm_both();
+            unsafe { std::ptr::write_volatile(m.p.add(2 * ps + 10), 1u8) };
+            unsafe { std::ptr::write_volatile(m.p.add(ps + 300), 1u8) };
+            let mut v = kinds();
+            v.sort_by_key(|x| x.0);
+            assert_eq!(v, vec![(1, Access::ReadWrite), (2, Access::Write)]);
+        }
+        disarm(1);
+        disarm(2);
+        // Disarmed: every page open, the bytes written are there.
+        unsafe { std::ptr::write_volatile(m.p.add(ps + 100), 9u8) };
+        assert_eq!(unsafe { *m.p.add(ps + 50) }, 1);
+        assert!(kinds().is_empty());
+        println!("CHILD-OK");
+    }
+
+    #[test]
+    fn one_instruction_on_two_shared_pages_is_stepped_once() {
+        if !in_child() {
+            assert_child_ok("one_instruction_on_two_shared_pages_is_stepped_once");
+            return;
+        }
+        if !steps() {
+            println!("CHILD-OK");
+            return;
+        }
+        let m = Pages::new(4);
+        let ps = page_size();
+        // A = [0, ps + 100), B = [ps + 100, 2 ps + 100), C = [2 ps + 100, 4 ps): B shares
+        // page 1 with A and page 2 with C.
+        arm(1, m.p, ps + 100).unwrap();
+        arm(2, unsafe { m.p.add(ps + 100) }, ps).unwrap();
+        arm(3, unsafe { m.p.add(2 * ps + 100) }, 2 * ps - 100).unwrap();
+        // B's first write, on page 1: recorded, and itself stepped (A is unseen there).
         unsafe { std::ptr::write_volatile(m.p.add(ps + 200), 1u8) };
-        // ... and B was recorded when its page was opened: never "untouched".
-        let mut v = drained();
-        v.sort_by_key(|x| x.0);
-        assert_eq!(v.len(), 2, "{v:?}");
-        assert_eq!((v[0].0, v[0].1), (1, Access::Write));
-        assert_eq!((v[1].0, v[1].1), (2, Access::ReadWrite));
-        // The other way round: a write to B's own page opens all of B, page 1 included, where
-        // A has bytes: A is recorded too.
+        assert_eq!(kinds(), vec![(2, Access::Write)]);
+        assert_eq!(stats().stepped, 1);
+        // One unaligned 8-byte write of B's bytes across the page 1 / page 2 boundary.
+        unsafe { std::ptr::write_unaligned(m.p.add(2 * ps - 4) as *mut u64, u64::MAX) };
+        assert!(kinds().is_empty(), "A and C untouched");
+        assert_eq!(stats().stepped, 3, "two faults, one instruction");
+        assert_eq!(
+            unsafe { std::ptr::read_unaligned(m.p.add(2 * ps - 4) as *const u64) },
+            u64::MAX
+        );
+        // Both pages are protected again: A and C are still watched.
+        let _ = unsafe { std::ptr::read_volatile(m.p.add(ps + 10)) };
+        unsafe { std::ptr::write_volatile(m.p.add(2 * ps + 150), 1u8) };
+        assert_eq!(kinds(), vec![(1, Access::Read), (3, Access::Write)]);
+        for id in 1..=3 {
+            disarm(id);
+        }
+        println!("CHILD-OK");
+    }
+
+    #[test]
+    fn a_second_host_thread_turns_stepping_off() {
+        if !in_child() {
+            assert_child_ok("a_second_host_thread_turns_stepping_off");
+            return;
+        }
+        let m = Pages::new(3);
+        let ps = page_size();
+        let other = Pages::new(1);
+        arm(7, other.p, ps).unwrap();
+        // Another thread touches armed memory: a host access from two threads.
+        let p = other.p as usize;
+        std::thread::spawn(move || unsafe { std::ptr::write_volatile(p as *mut u8, 1u8) })
+            .join()
+            .unwrap();
+        unsafe { std::ptr::write_volatile(other.p.add(1), 1u8) };
+        assert_eq!(kinds(), vec![(7, Access::Write)]);
+        arm(7, other.p, ps).unwrap();
+        unsafe { std::ptr::write_volatile(other.p, 2u8) };
+        assert_eq!(kinds(), vec![(7, Access::Write)]);
+        // Now A and B sharing page 1: A's write there cannot be stepped (another thread could
+        // slip into the opening unseen), so B is recorded as read and written: fail closed.
         arm(1, m.p, ps + 100).unwrap();
         arm(2, unsafe { m.p.add(ps + 100) }, 2 * ps - 100).unwrap();
-        unsafe { std::ptr::write_volatile(m.p.add(2 * ps + 10), 1u8) };
-        let mut v = drained();
-        v.sort_by_key(|x| x.0);
-        assert_eq!(v.len(), 2, "{v:?}");
-        assert_eq!((v[0].0, v[0].1), (1, Access::ReadWrite));
-        assert_eq!((v[1].0, v[1].1), (2, Access::Write));
+        unsafe { std::ptr::write_volatile(m.p.add(10), 1u8) };
+        unsafe { std::ptr::write_volatile(m.p.add(ps + 50), 1u8) };
+        assert_eq!(kinds(), vec![(1, Access::Write), (2, Access::ReadWrite)]);
+        assert_eq!((stats().stepped, stats().shared_page), (0, 1));
+        for id in [1, 2, 7] {
+            disarm(id);
+        }
+        println!("CHILD-OK");
+    }
+
+    static APP_TRAPS: AtomicUsize = AtomicUsize::new(0);
+    extern "C" fn app_trap(_: libc::c_int) {
+        APP_TRAPS.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn app_sigtrap_handler_still_gets_its_traps() {
+        if !in_child() {
+            assert_child_ok("app_sigtrap_handler_still_gets_its_traps");
+            return;
+        }
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = app_trap as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGTRAP, &sa, std::ptr::null_mut()), 0);
+        }
+        let m = Pages::new(2);
+        let ps = page_size();
+        arm(1, m.p, ps + 100).unwrap();
+        arm(2, unsafe { m.p.add(ps + 100) }, ps - 100).unwrap();
+        unsafe { libc::raise(libc::SIGTRAP) };
+        assert_eq!(APP_TRAPS.load(Ordering::SeqCst), 1);
+        // A step still works beside it, and the app's handler sees none of ours.
+        unsafe { std::ptr::write_volatile(m.p.add(10), 1u8) };
+        unsafe { std::ptr::write_volatile(m.p.add(ps + 10), 1u8) };
+        if steps() {
+            assert_eq!(kinds(), vec![(1, Access::Write)]);
+            assert_eq!(stats().stepped, 1);
+        }
+        assert_eq!(APP_TRAPS.load(Ordering::SeqCst), 1);
         disarm(1);
         disarm(2);
         println!("CHILD-OK");

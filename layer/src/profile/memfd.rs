@@ -176,6 +176,50 @@ impl Drop for DoubleMap {
     }
 }
 
+/// A patched `vkCreateBuffer`: `VkExternalMemoryBufferCreateInfo { HOST_ALLOCATION_EXT }` in
+/// front of the application's chain — a buffer bound into imported (double-mapped) memory must
+/// declare it (VUID-vkBindBufferMemory-memory-02727). Used by profile mode and guarded enforce.
+pub struct BufferPatch {
+    info: ash::vk::BufferCreateInfo<'static>,
+    ext: ash::vk::ExternalMemoryBufferCreateInfo<'static>,
+}
+
+impl BufferPatch {
+    /// `info` with the host-allocation handle type in front, unless the application chained its
+    /// own external-memory info (its buffer then is not bound into echo's imports: such memory
+    /// is external and is left alone).
+    ///
+    /// # Safety
+    /// `info` must be a valid create info.
+    pub unsafe fn host_allocation(
+        info: &ash::vk::BufferCreateInfo<'_>,
+    ) -> Option<Box<BufferPatch>> {
+        use ash::vk;
+        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+        while !p.is_null() {
+            if (*p).s_type == vk::StructureType::EXTERNAL_MEMORY_BUFFER_CREATE_INFO {
+                return None;
+            }
+            p = (*p).p_next;
+        }
+        let mut b = Box::new(BufferPatch {
+            info: std::mem::transmute::<vk::BufferCreateInfo<'_>, vk::BufferCreateInfo<'static>>(
+                *info,
+            ),
+            ext: vk::ExternalMemoryBufferCreateInfo::default(),
+        });
+        b.ext.handle_types = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+        b.ext.p_next = info.p_next;
+        b.info.p_next = &b.ext as *const _ as *const c_void;
+        Some(b)
+    }
+
+    /// The create info to pass down (valid while `self` is not moved).
+    pub fn info(&self) -> *const ash::vk::BufferCreateInfo<'static> {
+        &self.info
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,49 +318,5 @@ mod tests {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         assert!(!maps.contains("memfd:vk-echo"), "{maps}");
         println!("CHILD-OK");
-    }
-}
-
-/// A patched `vkCreateBuffer`: `VkExternalMemoryBufferCreateInfo { HOST_ALLOCATION_EXT }` in
-/// front of the application's chain — a buffer bound into imported (double-mapped) memory must
-/// declare it (VUID-vkBindBufferMemory-memory-02727). Used by profile mode and guarded enforce.
-pub struct BufferPatch {
-    info: ash::vk::BufferCreateInfo<'static>,
-    ext: ash::vk::ExternalMemoryBufferCreateInfo<'static>,
-}
-
-impl BufferPatch {
-    /// `info` with the host-allocation handle type in front, unless the application chained its
-    /// own external-memory info (its buffer then is not bound into echo's imports: such memory
-    /// is external and is left alone).
-    ///
-    /// # Safety
-    /// `info` must be a valid create info.
-    pub unsafe fn host_allocation(
-        info: &ash::vk::BufferCreateInfo<'_>,
-    ) -> Option<Box<BufferPatch>> {
-        use ash::vk;
-        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-        while !p.is_null() {
-            if (*p).s_type == vk::StructureType::EXTERNAL_MEMORY_BUFFER_CREATE_INFO {
-                return None;
-            }
-            p = (*p).p_next;
-        }
-        let mut b = Box::new(BufferPatch {
-            info: std::mem::transmute::<vk::BufferCreateInfo<'_>, vk::BufferCreateInfo<'static>>(
-                *info,
-            ),
-            ext: vk::ExternalMemoryBufferCreateInfo::default(),
-        });
-        b.ext.handle_types = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
-        b.ext.p_next = info.p_next;
-        b.info.p_next = &b.ext as *const _ as *const c_void;
-        Some(b)
-    }
-
-    /// The create info to pass down (valid while `self` is not moved).
-    pub fn info(&self) -> *const ash::vk::BufferCreateInfo<'static> {
-        &self.info
     }
 }

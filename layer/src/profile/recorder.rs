@@ -1528,10 +1528,11 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} buffers touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls, {} re-arms skipped, {} windows unwatched (sampling)",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages stepped, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls, {} re-arms skipped, {} windows unwatched (sampling)",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
+                s.stepped,
                 s.shared_page,
                 s.chained,
                 s.dropped,

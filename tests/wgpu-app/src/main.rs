@@ -49,15 +49,25 @@ struct Args {
     size_bytes: u64,
     iters: u32,
     seed: u64,
+    /// The negative twin: a readback buffer of two slots, the result copied into the other
+    /// slot every iteration (double-buffered readback); same output.
+    ring: bool,
+    /// The zero-copy twin: the shader's output buffer is mapped and read directly (wgpu's
+    /// `MAPPABLE_PRIMARY_BUFFERS`), no copy into a readback buffer; same output.
+    zero: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: echo-wgpu-app [--size-mib N | --size-kib N] [--iters N] [--seed N]\n\
+        "usage: echo-wgpu-app [--size-mib N | --size-kib N] [--iters N] [--seed N] [--ring | --zero]\n\
          \x20 --size-mib N   bytes of x, y and the output each (default 4)\n\
          \x20 --size-kib N   the same in KiB (multiple of 4)\n\
          \x20 --iters N      iterations (default 5)\n\
-         \x20 --seed N       input seed (default 1)"
+         \x20 --seed N       input seed (default 1)\n\
+         \x20 --ring         read back through two alternating slots of one buffer (a pair\n\
+         \x20                echo must refuse: no single overlap keeps both slots)\n\
+         \x20 --zero         the zero-copy twin: map and read the output buffer itself\n\
+         \x20                (needs MAPPABLE_PRIMARY_BUFFERS), no readback copy"
     );
     std::process::exit(64);
 }
@@ -67,6 +77,8 @@ fn parse_args() -> Args {
         size_bytes: 4 << 20,
         iters: 5,
         seed: 1,
+        ring: false,
+        zero: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -80,12 +92,18 @@ fn parse_args() -> Args {
             "--size-kib" => a.size_bytes = num() << 10,
             "--iters" => a.iters = num() as u32,
             "--seed" => a.seed = num(),
+            "--ring" => a.ring = true,
+            "--zero" => a.zero = true,
             "-h" | "--help" => usage(),
             _ => {
                 eprintln!("echo-wgpu-app: unknown argument {flag:?}");
                 usage()
             }
         }
+    }
+    if a.ring && a.zero {
+        eprintln!("echo-wgpu-app: --ring and --zero exclude each other");
+        usage();
     }
     if a.size_bytes == 0 || !a.size_bytes.is_multiple_of(4) || a.iters == 0 {
         eprintln!("echo-wgpu-app: size must be a positive multiple of 4 bytes, iters positive");
@@ -178,7 +196,11 @@ fn run(args: &Args) -> Result<(), (i32, String)> {
     }
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("echo-wgpu-app"),
-        required_features: wgpu::Features::empty(),
+        required_features: if args.zero {
+            wgpu::Features::MAPPABLE_PRIMARY_BUFFERS
+        } else {
+            wgpu::Features::empty()
+        },
         required_limits: limits,
         ..Default::default()
     }))
@@ -203,12 +225,19 @@ fn run(args: &Args) -> Result<(), (i32, String)> {
     let y = storage("y", in_usage);
     let out = storage(
         "out",
-        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        if args.zero {
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::MAP_READ
+        } else {
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC
+        },
     );
-    let readback = storage(
-        "readback",
-        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-    );
+    let slots = if args.ring { 2 } else { 1 };
+    let readback = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("readback"),
+        size: size * slots,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
     let params = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("params"),
         size: 16,
@@ -310,11 +339,16 @@ fn run(args: &Args) -> Result<(), (i32, String)> {
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(gx, gy, 1);
         }
-        enc.copy_buffer_to_buffer(&out, 0, &readback, 0, size);
+        let slot = (u64::from(iter) % slots) * size;
+        if !args.zero {
+            enc.copy_buffer_to_buffer(&out, 0, &readback, slot, size);
+        }
+        // What the host reads: the readback buffer, or in the twin the output itself.
+        let (read, slot) = if args.zero { (&out, 0) } else { (&readback, slot) };
         queue.submit([enc.finish()]);
 
         let (tx, rx) = std::sync::mpsc::channel();
-        readback.map_async(wgpu::MapMode::Read, .., move |r| {
+        read.map_async(wgpu::MapMode::Read, slot..slot + size, move |r| {
             let _ = tx.send(r);
         });
         device
@@ -324,8 +358,8 @@ fn run(args: &Args) -> Result<(), (i32, String)> {
             .map_err(|_| fail("map_async callback never ran".into()))?
             .map_err(|e| fail(format!("map_async: {e}")))?;
         let elapsed = {
-            let view = readback
-                .get_mapped_range(..)
+            let view = read
+                .get_mapped_range(slot..slot + size)
                 .map_err(|e| fail(format!("get_mapped_range: {e}")))?;
             // The host's read of the result is part of the iteration; folding is not.
             let mut sink = 0u32;
@@ -337,7 +371,7 @@ fn run(args: &Args) -> Result<(), (i32, String)> {
             fnv.fold(&view);
             elapsed
         };
-        readback.unmap();
+        read.unmap();
         times.push(elapsed.as_secs_f64() * 1e3);
     }
     times.sort_by(|a, b| a.partial_cmp(b).unwrap());
