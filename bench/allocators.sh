@@ -9,19 +9,20 @@
 # Usage: bench/allocators.sh [ROUNDS] [SHORT] [LONG] [MIB]  (MIB per buffer: $ECHO_SIZE_MIB)
 #
 # Release builds: run `cargo build --release -p vk-layer-echo -p echo-cli -p echo-gpu-allocator
-# -p echo-vma` first (the layer, vkecho and the Rust programs come from target/release). The C
+# -p echo-vma -p echo-wgpu-app` first (the layer, vkecho and the Rust programs come from target/release). The C
 # programs are compiled here from tests/c with tests/build.rs's flags (-O1, -lvulkan), and the
 # shader with glslangValidator, so no test build is needed.
 #
 # Another program: add a `row` line at the bottom (name, twin mode or -, program, arguments with
 # ITERS where the iteration count goes; the twin runs the program with its first argument
-# replaced by the twin mode).
+# replaced by the twin mode, or, for a twin mode starting with `+`, with that flag added:
+# `+--zero`). A program printing a JSON line with a "checksum" field is compared on that field.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-7} short=${2:-3} long=${3:-33} mib=${4:-15}
 export ECHO_SIZE_MIB=$mib
 t=$root/target/release
-for f in libVkLayer_echo.so vkecho echo-gpu-allocator echo-vma; do
+for f in libVkLayer_echo.so vkecho echo-gpu-allocator echo-vma echo-wgpu-app; do
   [ -x "$t/$f" ] || [ -f "$t/$f" ] || { echo "missing $t/$f: cargo build --release first" >&2; exit 1; }
 done
 work=$(mktemp -d)
@@ -52,6 +53,12 @@ per_iter() { # CMD... with ITERS (and PLAN, the plan made for that count) replac
   b=$(secs "${s[@]/PLAN/$work/$name.$short.plan.json}")
   echo "$a $b" | awk -v n=$((long - short)) '{printf "%.4f %.4f\n", ($1 - $3) * 1000 / n, ($2 - $4) * 1000 / n}'
 }
+# The program's result: its last line, or the "checksum" field of a JSON last line.
+result() { tail -1 | sed -E 's/.*"checksum":"([0-9a-f]+)".*/\1/'; }
+twin_args() { # TWIN ARGS...: the twin's argument list
+  local tw=$1; shift
+  if [ "${tw#+}" != "$tw" ]; then printf '%s\n' "$@" "${tw#+}"; else printf '%s\n' "$tw" "${@:2}"; fi
+}
 min() { printf '%s\n' "$@" | sort -g | head -1; }
 max() { printf '%s\n' "$@" | sort -g | tail -1; }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
@@ -66,7 +73,7 @@ row() { # name, twin mode or -, program, args (with ITERS)...
   local plan=$work/$name.$short.plan.json stats=$work/$name.stats.jsonl n
   # A plan applies to the argument list it was made with: one per iteration count.
   for n in "$short" "$long"; do
-    echo_env VK_ECHO_MODE=profile VK_ECHO_TRACE="$work/$name.$n.jsonl" "$prog" "${@/ITERS/$n}" >/dev/null
+    echo_env VK_ECHO_MODE=profile VK_ECHO_TRACE="$work/$name.$n.jsonl" "$prog" "${@/ITERS/$n}" >/dev/null 2>&1
     "$t/vkecho" analyze "$work/$name.$n.jsonl" -o "$work/$name.$n.plan.json" > "$work/$name.$n.report" 2>&1
   done
   local base=() ech=() zero=() cbase=() cech=() czero=() r x
@@ -75,16 +82,17 @@ row() { # name, twin mode or -, program, args (with ITERS)...
     x=$(per_iter echo_env VK_ECHO_MODE=enforce VK_ECHO_PLAN=PLAN "$prog" "$@")
     ech+=("${x% *}"); cech+=("${x#* }")
     if [ "$twin" != - ]; then
-      x=$(per_iter "$prog" "$twin" "${@:2}"); zero+=("${x% *}"); czero+=("${x#* }")
+      local targs; mapfile -t targs < <(twin_args "$twin" "$@")
+      x=$(per_iter "$prog" "${targs[@]}"); zero+=("${x% *}"); czero+=("${x#* }")
     fi
   done
   local b e z="" cb ce cz=""
   b=$(min "${base[@]}"); e=$(min "${ech[@]}")
   [ "$twin" = - ] || z=$(min "${zero[@]}")
-  cb=$("$prog" "${@/ITERS/$short}" | tail -1)
-  ce=$(echo_env VK_ECHO_MODE=enforce VK_ECHO_PLAN="$plan" VK_ECHO_STATS="$stats" "$prog" "${@/ITERS/$short}" | tail -1)
+  cb=$("$prog" "${@/ITERS/$short}" 2>/dev/null | result)
+  ce=$(echo_env VK_ECHO_MODE=enforce VK_ECHO_PLAN="$plan" VK_ECHO_STATS="$stats" "$prog" "${@/ITERS/$short}" 2>/dev/null | result)
   if [ "$twin" != - ]; then
-    local zargs=("$twin" "${@:2}"); cz=$("$prog" "${zargs[@]/ITERS/$short}" | tail -1)
+    local zargs; mapfile -t zargs < <(twin_args "$twin" "$@"); cz=$("$prog" "${zargs[@]/ITERS/$short}" 2>/dev/null | result)
   fi
   local elided groups
   elided=$(python3 -c "import json;s=[json.loads(l) for l in open('$stats')];print(sum(x['bytes_elided'] for x in s)//$short)")
@@ -120,6 +128,7 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 row c_suballoc zero "$work/c_suballoc" loop ITERS "$spv"
 row echo-gpu-allocator zero "$t/echo-gpu-allocator" loop ITERS "$spv"
 row echo-vma zero "$t/echo-vma" loop ITERS "$spv"
+row echo-wgpu-app +--zero "$t/echo-wgpu-app" --size-mib "$mib" --iters ITERS
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "$mib MiB buffers, $rounds rounds, $short and $long iterations; load average $load0 at the start, $load1 at the end"
 echo
