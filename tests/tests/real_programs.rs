@@ -24,8 +24,13 @@
 //!   come from the host's accesses, both pairs apply by binding each device buffer into its
 //!   staging sub-range; the race twin's upload pair is refused for S2, and forcing it corrupts
 //!   the output;
-//! - `echo-gpu-allocator loop|race` (issue 12): the same workload in Rust, ash + gpu-allocator
-//!   (tests/gpu-allocator-app, built by `cargo build --workspace`), with the same checks;
+//! - `echo-gpu-allocator loop|race|zero` (issue 12): the same workload in Rust, ash +
+//!   gpu-allocator (tests/gpu-allocator-app, built by `cargo build --workspace`), with the same
+//!   checks, and its zero-copy twin computes the same output;
+//! - `c_download ok|clear` (issue 12): one-time downloads, several results each read back once
+//!   through a fresh staging buffer that is then destroyed: every download pair is accepted
+//!   (staging into device) and applied; the `clear` twin (the host fills the staging buffer before
+//!   the copy) is refused for S1, and forcing it corrupts the output;
 //! - `echo-vma loop|race` (issue 12): the same workload with ash + VMA (the `vk-mem` crate,
 //!   tests/vma-app): persistently mapped staging allocations, `AutoPreferDevice` device buffers,
 //!   all in one VMA block; the same checks, and its zero-copy twin computes the same output.
@@ -73,10 +78,14 @@ const SUBALLOC_RACE: Prog = prog("c_suballoc", &["race", "3"]);
 /// The same workload in Rust with ash + gpu-allocator (tests/gpu-allocator-app).
 const GPU_ALLOCATOR: Prog = prog("echo-gpu-allocator", &["loop", "3"]);
 const GPU_ALLOCATOR_RACE: Prog = prog("echo-gpu-allocator", &["race", "3"]);
+const GPU_ALLOCATOR_ZERO: Prog = prog("echo-gpu-allocator", &["zero", "3"]);
 /// The same workload in Rust with ash + VMA through vk-mem (tests/vma-app).
 const VMA: Prog = prog("echo-vma", &["loop", "3"]);
 const VMA_RACE: Prog = prog("echo-vma", &["race", "3"]);
 const VMA_ZERO: Prog = prog("echo-vma", &["zero", "3"]);
+/// One-time downloads: several results, each read back once through a fresh staging buffer.
+const DOWNLOAD: Prog = prog("c_download", &["ok"]);
+const DOWNLOAD_CLEAR: Prog = prog("c_download", &["clear"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -819,23 +828,105 @@ fn vma_pairs_apply_in_mapped_blocks() {
     );
 }
 
+/// VMA with 12 MiB buffers (`ECHO_SIZE_MIB`; bench/allocators.sh runs 15 MiB, the same layout):
+/// the first block holds the upload pair; VMA allocates a second block for the output buffer,
+/// binds it, and maps that block only when the readback allocation (which asks for a pointer) is created — after the
+/// device buffer's bind, which enforce holds back until its staging partner is bound. The map
+/// must not force that bind (the plan's `device_mapped`: the host never touches the device
+/// buffer's bytes): both groups apply, output identical, validation as quiet as without echo.
+#[test]
+fn vma_second_block_mapped_after_device_bind() {
+    let case = Case::new(VMA, "12mib");
+    let s = |p: &Path| p.display().to_string();
+    let big = ("ECHO_SIZE_MIB", "12".to_string());
+    let baseline = case.run(None, false, &[big.clone()]).stdout;
+    let trace = case.path("trace.jsonl");
+    case.run(
+        Some("profile"),
+        false,
+        &[big.clone(), ("VK_ECHO_TRACE", s(&trace))],
+    );
+    // The layout this test is about: two blocks, the second mapped after a bind into it.
+    let trace_records = json_lines(&trace);
+    let allocs = records(&trace_records, "memory_alloc");
+    assert_eq!(
+        allocs.len(),
+        2,
+        "{}: want two VMA blocks",
+        case.label(Some("profile"))
+    );
+    let second = &allocs[1]["memory"];
+    let bind_at = trace_records
+        .iter()
+        .position(|r| event(r) == "bind_buffer" && &r["memory"] == second);
+    let map_at = trace_records
+        .iter()
+        .position(|r| event(r) == "map_memory" && &r["memory"] == second);
+    assert!(
+        matches!((bind_at, map_at), (Some(b), Some(m)) if b < m),
+        "{}: the second block is not mapped after a bind into it (bind {bind_at:?}, map \
+         {map_at:?})",
+        case.label(Some("profile"))
+    );
+    let plan_file = case.path("plan.json");
+    let plan = case.analyze(&trace, &plan_file);
+    assert_eq!(plan["groups"].as_array().map_or(0, Vec::len), 2, "{plan:#}");
+    let enforce_env = [
+        big.clone(),
+        ("VK_ECHO_PLAN", s(&plan_file)),
+        ("VK_ECHO_STATS", s(&case.path("stats.jsonl"))),
+    ];
+    let out = case.run(Some("enforce"), false, &enforce_env);
+    let label = case.label(Some("enforce"));
+    assert_eq!(out.stdout, baseline, "{label}");
+    all_applied(&label, &out.stats);
+    assert_eq!(sum(&out.stats, "binds_redirected"), 2, "{label}");
+    assert_eq!(
+        sum(&out.stats, "bytes_elided"),
+        (6 * 12) << 20,
+        "{label}: {:?}",
+        out.stats
+    );
+    let alone = case.run(None, true, &[big.clone()]);
+    let checked = case.run(Some("enforce"), true, &enforce_env[..2]);
+    assert_eq!(
+        validation_ids(&VMA, &checked),
+        validation_ids(&VMA, &alone),
+        "{label} under validation:\n{}",
+        checked.stderr
+    );
+}
+
 /// VMA's zero-copy twin (the bound in bench/allocators.md: the shader reads the upload staging
 /// buffer and writes the readback one) computes what the copying program computes, and is clean
 /// under synchronization validation.
 #[test]
 fn vma_zero_copy_twin_matches() {
-    let want = Case::new(VMA, "zero").run(None, false, &[]).stdout;
-    let case = Case::new(VMA_ZERO, "zero");
+    zero_copy_twin_matches(VMA, VMA_ZERO);
+}
+
+/// gpu-allocator's zero-copy twin, the same way.
+#[test]
+fn gpu_allocator_zero_copy_twin_matches() {
+    zero_copy_twin_matches(GPU_ALLOCATOR, GPU_ALLOCATOR_ZERO);
+}
+
+/// The twin's checksum equals the copying program's (over 3 iterations, each with its own input
+/// and push constant, so a twin that read stale input or skipped an iteration differs), and the
+/// twin is clean under synchronization validation.
+fn zero_copy_twin_matches(copying: Prog, zero: Prog) {
+    let want = Case::new(copying, "zero").run(None, false, &[]).stdout;
+    let case = Case::new(zero, "zero");
     let got = case.run(None, false, &[]);
     assert!(
-        !want.is_empty() && got.stdout == want,
+        want.contains("checksum ") && got.stdout == want,
         "{}: {:?}, the copying program {want:?}",
         case.label(None),
         got.stdout
     );
     let checked = case.run(None, true, &[]);
     assert_eq!(
-        validation_ids(&VMA_ZERO, &checked),
+        validation_ids(&zero, &checked),
         Vec::<String>::new(),
         "{}",
         checked.stderr
@@ -903,8 +994,13 @@ fn race_is_refused_for_s2(good: Prog, racy: Prog) {
     assert!(usage & 0x1 != 0 && usage & 0x2 == 0, "{:#}", rejected[0]);
     assert_eq!(f.plan["groups"].as_array().map_or(0, Vec::len), 1);
     all_applied(&f.case.label(Some("enforce")), &f.enforce.stats);
+    forcing_changes_output(good, &f);
+}
 
-    // Force the refused pair: the loop program's plan (both pairs), under this run's context.
+/// The refusal of `f`'s program matters: the plan of `good` (which accepts the pairs `f`'s
+/// program had refused), forced onto it under its own context, changes its output in at least
+/// one of 3 runs.
+fn forcing_changes_output(good: Prog, f: &Flow) {
     let ok = Case::new(good, "forced");
     let s = |p: &Path| p.display().to_string();
     let trace = ok.path("trace.jsonl");
@@ -954,4 +1050,101 @@ fn clean_under_validation(prog: Prog) {
         "{}",
         alone.stderr
     );
+}
+
+// ------------------------------------------------------------------ (issue 12) c_download
+
+/// The members of every plan group, with their group's direction.
+fn members(plan: &Value) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for g in plan["groups"].as_array().cloned().unwrap_or_default() {
+        for m in g["members"].as_array().cloned().unwrap_or_default() {
+            out.push((g["direction"].as_str().unwrap_or("").to_string(), m));
+        }
+    }
+    out
+}
+
+/// Device buffers the program writes with a dispatch, each read back once (c_download's NRES).
+const DOWNLOADS: usize = 3;
+/// c_download's buffer size.
+const DOWNLOAD_BYTES: u64 = 2 << 20;
+
+/// One-time downloads are candidates like one-time uploads: each result's single readback into a
+/// fresh staging buffer (destroyed after it) is accepted, staging into device (the short-lived
+/// allocation is the one that goes), and enforce applies them all: the copies are dropped, the
+/// maps redirected, the staging allocations never made, the output identical; the trace reads
+/// without analyzer warnings (checked by `analyze`).
+#[test]
+fn download_one_time_pairs_apply() {
+    let f = flow(DOWNLOAD);
+    let label = f.case.label(Some("profile"));
+    let downloads: Vec<(String, Value)> = members(&f.plan)
+        .into_iter()
+        .filter(|(_, m)| m["role"] == "readback")
+        .collect();
+    assert_eq!(
+        downloads.len(),
+        DOWNLOADS,
+        "{label}: want every download pair accepted: {:#}",
+        f.plan
+    );
+    for (direction, m) in &downloads {
+        assert_eq!(m["one_time"], true, "{label}: {m:#}");
+        assert_eq!(m["copies"], 1, "{label}: {m:#}");
+        assert_eq!(direction, "staging_into_device", "{label}: {m:#}");
+    }
+    assert_eq!(
+        f.plan["rejected"].as_array().map_or(0, Vec::len),
+        0,
+        "{label}: {:#}",
+        f.plan
+    );
+    let label = f.case.label(Some("enforce"));
+    all_applied(&label, &f.enforce.stats);
+    let stats = &f.enforce.stats;
+    assert!(
+        sum(stats, "bytes_elided") >= DOWNLOADS as u64 * DOWNLOAD_BYTES,
+        "{label}: the downloads' bytes were not all elided: {stats:?}"
+    );
+    assert!(
+        sum(stats, "maps_redirected") >= DOWNLOADS as u64,
+        "{label}: each download's map goes to its device buffer's memory: {stats:?}"
+    );
+    assert!(
+        sum(stats, "allocations_skipped") >= DOWNLOADS as u64,
+        "{label}: the downloads' staging allocations need not reach the driver: {stats:?}"
+    );
+    all_applied(&f.case.label(Some("auto (run 2)")), &f.auto[1].stats);
+}
+
+/// The negative twin: the host fills each fresh staging buffer before the copy into it (legal as
+/// written). Sharing memory, that fill would overwrite the result the dropped copy was to
+/// deliver: every download pair is refused for S1 (the upload still applies), and forcing the
+/// `ok` program's plan onto this one changes its output.
+#[test]
+fn download_clear_is_refused_for_s1() {
+    let f = flow(DOWNLOAD_CLEAR);
+    let label = f.case.label(Some("profile"));
+    let rejected = f.plan["rejected"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rejected.len(), DOWNLOADS, "{label}: {:#}", f.plan);
+    for r in &rejected {
+        assert_eq!(r["condition"], "S1", "{label}: {r:#}");
+        // The readback staging buffer (TRANSFER_DST only) is the one refused.
+        assert_eq!(r["staging"]["usage"], 0x2, "{label}: {r:#}");
+    }
+    assert!(
+        members(&f.plan)
+            .iter()
+            .all(|(_, m)| m["role"] != "readback"),
+        "{label}: {:#}",
+        f.plan
+    );
+    all_applied(&f.case.label(Some("enforce")), &f.enforce.stats);
+    forcing_changes_output(DOWNLOAD, &f);
+}
+
+#[test]
+fn download_validation() {
+    clean_under_validation(DOWNLOAD);
 }

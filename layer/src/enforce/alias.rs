@@ -1148,9 +1148,24 @@ impl Enforcer {
             // A staging member still waiting for its device buffer stays held back: what the
             // host writes through this map lands in its own allocation and is carried into the
             // shared range when it is finally bound there (or, if the allocation is still
-            // mapped then, it is bound as asked). Any other guest is bound as asked now.
+            // mapped then, it is bound as asked). So does a device buffer of a `device_mapped`
+            // group (issue 12): the plan shows the host never touches its bytes in the mapped
+            // block, so a map of that block before its partner is bound changes nothing it
+            // relies on (VMA maps a second block for the readback buffer after the device
+            // buffer in it was bound). Any other guest is bound as asked now.
+            let proven: Vec<u32> = inner
+                .groups
+                .iter()
+                .filter(|(_, x)| x.device_mapped)
+                .map(|(&g, _)| g)
+                .collect();
             self.force_pending(dev, &mut inner, |_, m, slot| {
-                m == memory && (self.skip_carry || !matches!(slot, Slot::Staging(..)))
+                m == memory
+                    && (self.skip_carry
+                        || match slot {
+                            Slot::Staging(..) => false,
+                            Slot::Device(g) => !proven.contains(&g),
+                        })
             });
         }
         let msize = dev.state.memory.get(&memory).map_or(0, |m| m.size);

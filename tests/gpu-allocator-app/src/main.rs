@@ -1,12 +1,15 @@
-//! echo-gpu-allocator loop|race ITERS [SPV] (issue 12): the c_suballoc workload written the way an ash
-//! program using the `gpu-allocator` crate writes it. gpu-allocator sub-allocates every buffer
-//! from large blocks and maps every host-visible block; on lavapipe (one memory type,
+//! echo-gpu-allocator loop|race|zero ITERS [SPV] (issue 12): the c_suballoc workload written the
+//! way an ash program using the `gpu-allocator` crate writes it. gpu-allocator sub-allocates every
+//! buffer from large blocks and maps every host-visible block; on lavapipe (one memory type,
 //! DEVICE_LOCAL|HOST_VISIBLE) the staging buffers (`CpuToGpu`, `GpuToCpu`) and the device
 //! buffers (`GpuOnly`) all land in one mapped block. Each iteration: copy h -> d (submit, wait),
 //! dispatch d -> o and copy o -> r (submit, wait), fold r into the checksum, write the next input
 //! into h. `race`: the next input is written while the second submission (which reads d, not h)
-//! is in flight — legal as written, wrong once h and d share memory (S2). The shader is the C
-//! corpus's `c_double.comp` compiled for Vulkan 1.0: SPV, else `$ECHO_C_SPV` (as for tests/c).
+//! is in flight — legal as written, wrong once h and d share memory (S2). `zero` is the zero-copy
+//! twin (the bound for what echo can recover, as `c_suballoc zero` and `echo-vma zero`): h and r
+//! are storage buffers too, and one submission per iteration dispatches h -> r; same output. The
+//! shader is the C corpus's `c_double.comp` compiled for Vulkan 1.0: SPV, else `$ECHO_C_SPV` (as
+//! for tests/c).
 
 use ash::vk;
 use gpu_allocator::vulkan::{
@@ -14,25 +17,49 @@ use gpu_allocator::vulkan::{
 };
 use gpu_allocator::MemoryLocation;
 
-const SIZE: u64 = 4 << 20;
+/// Bytes per buffer: 4 MiB, or `$ECHO_SIZE_MIB` MiB (bench/allocators.sh uses larger buffers than
+/// the tests): 1 to 15, as one dispatch of 64-invocation groups covers at most
+/// `maxComputeWorkGroupCount[0]` = 65535 groups (lavapipe), just under 16 MiB.
+fn size() -> u64 {
+    static SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        let mib = std::env::var("ECHO_SIZE_MIB").map_or(4, |v| {
+            v.parse()
+                .ok()
+                .filter(|&m| (1..=15).contains(&m))
+                .unwrap_or_else(|| {
+                    eprintln!("bad ECHO_SIZE_MIB {v}");
+                    std::process::exit(1)
+                })
+        });
+        mib << 20
+    })
+}
 
+/// FNV-1a over 64-bit words, each product rotated so that high bits reach the low ones (not
+/// byte by byte: the fold must not dwarf the copies being measured); the same in every mode, so
+/// outputs compare byte for byte.
 fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
-    for &b in data {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
+    let (pre, words, post) = unsafe { data.align_to::<u64>() };
+    assert!(pre.is_empty() && post.is_empty(), "whole, aligned words");
+    for &w in words {
+        h ^= w;
+        h = h.wrapping_mul(0x100000001b3).rotate_left(27);
     }
     h
 }
 
+/// Iteration `seed`'s input: word i = seed * 2654435761 + i * 7 (c_suballoc's pattern), written
+/// as whole words (the mapping is page-aligned), not byte by byte.
 fn write_input(a: &mut Allocation, seed: u32) {
     let s = a
         .mapped_slice_mut()
         .expect("host-visible allocation is mapped");
-    for (i, w) in s[..SIZE as usize].chunks_exact_mut(4).enumerate() {
-        let v = seed
-            .wrapping_mul(2654435761)
-            .wrapping_add((i as u32).wrapping_mul(7));
-        w.copy_from_slice(&v.to_ne_bytes());
+    let (pre, words, _) = unsafe { s[..size() as usize].align_to_mut::<u32>() };
+    assert!(pre.is_empty(), "the mapping is word-aligned");
+    let base = seed.wrapping_mul(2654435761);
+    for (i, w) in words.iter_mut().enumerate() {
+        *w = base.wrapping_add((i as u32).wrapping_mul(7));
     }
 }
 
@@ -55,11 +82,12 @@ unsafe fn barrier(
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let race = match args.get(1).map(String::as_str) {
-        Some("loop") => false,
-        Some("race") => true,
+    let mode = match args.get(1).map(String::as_str) {
+        Some("loop") => Mode::Loop,
+        Some("race") => Mode::Race,
+        Some("zero") => Mode::Zero,
         _ => {
-            eprintln!("usage: echo-gpu-allocator loop|race ITERS [SPV]");
+            eprintln!("usage: echo-gpu-allocator loop|race|zero ITERS [SPV]");
             std::process::exit(1);
         }
     };
@@ -83,10 +111,18 @@ fn main() {
         eprintln!("cannot read {spv}: {e}");
         std::process::exit(1)
     });
-    unsafe { run(race, iters, &code) }
+    unsafe { run(mode, iters, &code) }
 }
 
-unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Loop,
+    Race,
+    Zero,
+}
+
+unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
+    let (race, zero) = (mode == Mode::Race, mode == Mode::Zero);
     let entry = ash::Entry::load().expect("libvulkan");
     let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
     let inst = entry
@@ -128,7 +164,7 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
         let buf = dev
             .create_buffer(
                 &vk::BufferCreateInfo::default()
-                    .size(SIZE)
+                    .size(size())
                     .usage(usage)
                     .sharing_mode(vk::SharingMode::EXCLUSIVE),
                 None,
@@ -149,7 +185,13 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
         (buf, a)
     };
     use vk::BufferUsageFlags as U;
-    let (h, mut ha) = make("upload", U::TRANSFER_SRC, MemoryLocation::CpuToGpu);
+    // The zero-copy twin's shader reads h and writes r.
+    let staging = if zero { U::STORAGE_BUFFER } else { U::empty() };
+    let (h, mut ha) = make(
+        "upload",
+        U::TRANSFER_SRC | staging,
+        MemoryLocation::CpuToGpu,
+    );
     let (d, da) = make(
         "input",
         U::TRANSFER_DST | U::STORAGE_BUFFER,
@@ -160,7 +202,11 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
         U::TRANSFER_SRC | U::STORAGE_BUFFER,
         MemoryLocation::GpuOnly,
     );
-    let (r, ra) = make("readback", U::TRANSFER_DST, MemoryLocation::GpuToCpu);
+    let (r, ra) = make(
+        "readback",
+        U::TRANSFER_DST | staging,
+        MemoryLocation::GpuToCpu,
+    );
 
     // Pipeline: c_double.comp, binding 0 = d, binding 1 = o, push constant = iteration.
     let code: Vec<u32> = spv
@@ -228,7 +274,7 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
                 .set_layouts(&layouts),
         )
         .expect("descriptor set")[0];
-    let infos = [d, o].map(|b| {
+    let infos = if zero { [h, r] } else { [d, o] }.map(|b| {
         [vk::DescriptorBufferInfo::default()
             .buffer(b)
             .range(vk::WHOLE_SIZE)]
@@ -286,10 +332,39 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
 
     use vk::AccessFlags as A;
     use vk::PipelineStageFlags as P;
-    let region = [vk::BufferCopy::default().size(SIZE)];
+    let region = [vk::BufferCopy::default().size(size())];
     let mut checksum = 0xcbf29ce484222325u64;
     write_input(&mut ha, 1);
     for it in 0..iters {
+        if zero {
+            // One submission: the shader reads h and writes r.
+            let c = cmds[1];
+            begin(c);
+            dev.cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, pipe);
+            dev.cmd_bind_descriptor_sets(c, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+            dev.cmd_push_constants(
+                c,
+                layout,
+                vk::ShaderStageFlags::COMPUTE,
+                0,
+                &it.to_ne_bytes(),
+            );
+            dev.cmd_dispatch(c, (size() / 4 / 64) as u32, 1, 1);
+            barrier(
+                &dev,
+                c,
+                r,
+                (A::SHADER_WRITE, A::HOST_READ),
+                (P::COMPUTE_SHADER, P::HOST),
+            );
+            dev.end_command_buffer(c).expect("end");
+            submit(c);
+            wait();
+            write_input(&mut ha, it + 2);
+            let out = ra.mapped_slice().expect("readback is mapped");
+            checksum = fnv1a(checksum, &out[..size() as usize]);
+            continue;
+        }
         begin(cmds[0]);
         barrier(
             &dev,
@@ -328,7 +403,7 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
             0,
             &it.to_ne_bytes(),
         );
-        dev.cmd_dispatch(c, (SIZE / 4 / 64) as u32, 1, 1);
+        dev.cmd_dispatch(c, (size() / 4 / 64) as u32, 1, 1);
         barrier(
             &dev,
             c,
@@ -354,7 +429,7 @@ unsafe fn run(race: bool, iters: u32, spv: &[u8]) {
             write_input(&mut ha, it + 2);
         }
         let out = ra.mapped_slice().expect("readback is mapped");
-        checksum = fnv1a(checksum, &out[..SIZE as usize]);
+        checksum = fnv1a(checksum, &out[..size() as usize]);
     }
     println!("iterations {iters}\nchecksum {checksum:016x}");
 

@@ -19,12 +19,34 @@ use vk_mem::{
     MemoryUsage,
 };
 
-const SIZE: u64 = 4 << 20;
+/// Bytes per buffer: 4 MiB, or `$ECHO_SIZE_MIB` MiB (bench/allocators.sh uses larger buffers than
+/// the tests): 1 to 15, as one dispatch of 64-invocation groups covers at most
+/// `maxComputeWorkGroupCount[0]` = 65535 groups (lavapipe), just under 16 MiB.
+fn size() -> u64 {
+    static SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        let mib = std::env::var("ECHO_SIZE_MIB").map_or(4, |v| {
+            v.parse()
+                .ok()
+                .filter(|&m| (1..=15).contains(&m))
+                .unwrap_or_else(|| {
+                    eprintln!("bad ECHO_SIZE_MIB {v}");
+                    std::process::exit(1)
+                })
+        });
+        mib << 20
+    })
+}
 
+/// FNV-1a over 64-bit words, each product rotated so that high bits reach the low ones (not
+/// byte by byte: the fold must not dwarf the copies being measured); the same in every mode, so
+/// outputs compare byte for byte.
 fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
-    for &b in data {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
+    let (pre, words, post) = unsafe { data.align_to::<u64>() };
+    assert!(pre.is_empty() && post.is_empty(), "whole, aligned words");
+    for &w in words {
+        h ^= w;
+        h = h.wrapping_mul(0x100000001b3).rotate_left(27);
     }
     h
 }
@@ -34,15 +56,15 @@ fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
 unsafe fn write_input(alloc: &Allocator, a: &Allocation, seed: u32) {
     let p = alloc.get_allocation_info(a).mapped_data as *mut u8;
     assert!(!p.is_null(), "the upload allocation is persistently mapped");
-    let s = std::slice::from_raw_parts_mut(p, SIZE as usize);
-    for (i, w) in s.chunks_exact_mut(4).enumerate() {
-        let v = seed
-            .wrapping_mul(2654435761)
-            .wrapping_add((i as u32).wrapping_mul(7));
-        w.copy_from_slice(&v.to_ne_bytes());
+    // Whole words (the mapping is aligned), not byte by byte: word i = seed * 2654435761 + i * 7.
+    assert!(p as usize % 4 == 0, "the mapping is word-aligned");
+    let words = std::slice::from_raw_parts_mut(p as *mut u32, size() as usize / 4);
+    let base = seed.wrapping_mul(2654435761);
+    for (i, w) in words.iter_mut().enumerate() {
+        *w = base.wrapping_add((i as u32).wrapping_mul(7));
     }
     alloc
-        .flush_allocation(a, 0, SIZE)
+        .flush_allocation(a, 0, size())
         .expect("vmaFlushAllocation");
 }
 
@@ -140,7 +162,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
         alloc
             .create_buffer(
                 &vk::BufferCreateInfo::default()
-                    .size(SIZE)
+                    .size(size())
                     .usage(usage)
                     .sharing_mode(vk::SharingMode::EXCLUSIVE),
                 &AllocationCreateInfo {
@@ -300,7 +322,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
 
     use vk::AccessFlags as A;
     use vk::PipelineStageFlags as P;
-    let region = [vk::BufferCopy::default().size(SIZE)];
+    let region = [vk::BufferCopy::default().size(size())];
     let mut checksum = 0xcbf29ce484222325u64;
     write_input(&alloc, &ha, 1);
     for it in 0..iters {
@@ -317,7 +339,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
                 0,
                 &it.to_ne_bytes(),
             );
-            dev.cmd_dispatch(c, (SIZE / 4 / 64) as u32, 1, 1);
+            dev.cmd_dispatch(c, (size() / 4 / 64) as u32, 1, 1);
             barrier(
                 &dev,
                 c,
@@ -330,10 +352,10 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
             wait();
             write_input(&alloc, &ha, it + 2);
             alloc
-                .invalidate_allocation(&ra, 0, SIZE)
+                .invalidate_allocation(&ra, 0, size())
                 .expect("vmaInvalidateAllocation");
             let p = alloc.get_allocation_info(&ra).mapped_data as *const u8;
-            checksum = fnv1a(checksum, std::slice::from_raw_parts(p, SIZE as usize));
+            checksum = fnv1a(checksum, std::slice::from_raw_parts(p, size() as usize));
             continue;
         }
         begin(cmds[0]);
@@ -374,7 +396,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
             0,
             &it.to_ne_bytes(),
         );
-        dev.cmd_dispatch(c, (SIZE / 4 / 64) as u32, 1, 1);
+        dev.cmd_dispatch(c, (size() / 4 / 64) as u32, 1, 1);
         barrier(
             &dev,
             c,
@@ -400,14 +422,14 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
             write_input(&alloc, &ha, it + 2);
         }
         alloc
-            .invalidate_allocation(&ra, 0, SIZE)
+            .invalidate_allocation(&ra, 0, size())
             .expect("vmaInvalidateAllocation");
         let p = alloc.get_allocation_info(&ra).mapped_data as *const u8;
         assert!(
             !p.is_null(),
             "the readback allocation is persistently mapped"
         );
-        checksum = fnv1a(checksum, std::slice::from_raw_parts(p, SIZE as usize));
+        checksum = fnv1a(checksum, std::slice::from_raw_parts(p, size() as usize));
     }
     println!("iterations {iters}\nchecksum {checksum:016x}");
 
