@@ -22,8 +22,8 @@ def q(v):
 
 def boot(full, f, n=4000):
     rnd = random.Random(2)
-    bs = sorted(f([rnd.choice(full) for _ in full]) for _ in range(n))
-    bs = [x for x in bs if x == x]
+    bs = [f([rnd.choice(full) for _ in full]) for _ in range(n)]
+    bs = sorted(x for x in bs if x == x)  # NaN (a resample with no saving) out before sorting
     return bs[len(bs) // 20], bs[len(bs) * 19 // 20]
 
 

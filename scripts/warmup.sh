@@ -129,8 +129,8 @@ def rec_rounds(s):
     v = st.median((d["base"] - d["twin"]) / d["base"] for d in s)
     return (1 - g / v) * 100 if v > 0 else float("nan")
 rnd = random.Random(1)
-bs = sorted(rec_rounds([rnd.choice(full) for _ in full]) for _ in range(2000))
-bs = [x for x in bs if x == x]
+bs = [rec_rounds([rnd.choice(full) for _ in full]) for _ in range(2000)]
+bs = sorted(x for x in bs if x == x)  # NaN (a resample with no saving) out before sorting
 print(f"  recovered per round (1 - median (echo - twin)/base / median (base - twin)/base): "
       f"{rec_rounds(full):.1f} %, bootstrap 90 % interval {bs[len(bs) // 20]:.0f}-{bs[len(bs) * 19 // 20]:.0f} %")
 print(f"  recovered: least disturbed (fastest) {rec(best['base'], best['echo'], best['twin']):.1f} %, "
