@@ -101,6 +101,8 @@ pub struct Sink {
     iter_ms: Vec<f64>,
     /// Minor faults of the whole process per timed iteration (`--per-iter`), else empty.
     iter_minflt: Vec<u64>,
+    /// Per timed iteration (`--per-iter`): the counters of [`Counters`], differences.
+    iter_ctr: Vec<Counters>,
     per_iter: bool,
     copy_ms: Vec<f64>,
     bytes: Vec<u64>,
@@ -115,6 +117,7 @@ impl Sink {
             hash: FNV_OFFSET,
             iter_ms: Vec::new(),
             iter_minflt: Vec::new(),
+            iter_ctr: Vec::new(),
             per_iter: false,
             copy_ms: Vec::new(),
             bytes: Vec::new(),
@@ -129,6 +132,11 @@ impl Sink {
             self.excluded = Duration::ZERO;
             self.cur = Exec::default();
             let faults = if self.per_iter { minor_faults() } else { 0 };
+            let ctr = if self.per_iter {
+                Counters::now()
+            } else {
+                Counters::default()
+            };
             let start = Instant::now();
             f(it, self)?;
             let elapsed = start.elapsed().saturating_sub(self.excluded);
@@ -136,6 +144,7 @@ impl Sink {
                 continue;
             }
             if self.per_iter {
+                self.iter_ctr.push(Counters::now().since(&ctr));
                 self.iter_minflt.push(minor_faults().saturating_sub(faults));
             }
             self.iter_ms.push(elapsed.as_secs_f64() * 1e3);
@@ -217,8 +226,102 @@ impl Sink {
                 ms.join(","),
                 fl.join(",")
             );
+            let col = |f: &dyn Fn(&Counters) -> String| {
+                self.iter_ctr.iter().map(f).collect::<Vec<_>>().join(",")
+            };
+            s += &format!(
+                ",\"iter_run_ms\":[{}],\"iter_cpu_ms\":[{}],\"iter_main_cpu_ms\":[{}],\"iter_sys_ms\":[{}],\
+                 \"iter_vcsw\":[{}],\"iter_ivcsw\":[{}],\"iter_steal_ms\":[{}]",
+                col(&|c| format!("{:.4}", c.run_ns as f64 / 1e6)),
+                col(&|c| format!("{:.4}", c.cpu_ns as f64 / 1e6)),
+                col(&|c| format!("{:.4}", c.main_cpu_ns as f64 / 1e6)),
+                col(&|c| format!("{:.4}", c.sys_ns as f64 / 1e6)),
+                col(&|c| c.vcsw.to_string()),
+                col(&|c| c.ivcsw.to_string()),
+                col(&|c| (c.steal_ticks * 10).to_string()),
+            );
         }
         s + "}"
+    }
+}
+
+/// Counters read around each timed iteration with `--per-iter`, to tell where an iteration's
+/// wall-clock time went: CPU time of the whole process (every thread, the driver's workers
+/// included), of the calling thread, and the process's time in the kernel (page faults,
+/// mprotect, futex: what an instruction count in user space does not see), wall time inside `Stream::run` (record, submit, wait),
+/// voluntary context switches (a thread blocked: waiting) and involuntary ones (a thread
+/// preempted: another process or thread wanted the CPU), and the machine's steal time (the
+/// hypervisor ran something else; in clock ticks, reported as ms at 100 Hz).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Counters {
+    pub run_ns: u64,
+    pub cpu_ns: u64,
+    pub main_cpu_ns: u64,
+    pub sys_ns: u64,
+    pub vcsw: u64,
+    pub ivcsw: u64,
+    pub steal_ticks: u64,
+}
+
+#[repr(C)]
+struct Timespec {
+    sec: i64,
+    nsec: i64,
+}
+
+extern "C" {
+    fn clock_gettime(clk: i32, ts: *mut Timespec) -> i32;
+    fn getrusage(who: i32, usage: *mut [i64; 18]) -> i32;
+}
+
+fn clock_ns(clk: i32) -> u64 {
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec.
+    if unsafe { clock_gettime(clk, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.sec as u64 * 1_000_000_000 + ts.nsec as u64
+}
+
+impl Counters {
+    pub fn now() -> Counters {
+        // struct rusage on 64-bit Linux: two timevals, then 14 longs; nvcsw and nivcsw last.
+        let mut ru = [0i64; 18];
+        // SAFETY: getrusage(RUSAGE_SELF) fills one struct rusage (18 longs on LP64 Linux).
+        let ok = unsafe { getrusage(0, &mut ru) } == 0;
+        let steal = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .next()
+                    .and_then(|l| l.split_whitespace().nth(8).and_then(|v| v.parse().ok()))
+            })
+            .unwrap_or(0);
+        Counters {
+            run_ns: crate::vk::RUN_NS.load(std::sync::atomic::Ordering::Relaxed),
+            cpu_ns: clock_ns(2),      // CLOCK_PROCESS_CPUTIME_ID
+            main_cpu_ns: clock_ns(3), // CLOCK_THREAD_CPUTIME_ID
+            sys_ns: if ok {
+                (ru[2] * 1_000_000_000 + ru[3] * 1000) as u64
+            } else {
+                0
+            },
+            vcsw: if ok { ru[16] as u64 } else { 0 },
+            ivcsw: if ok { ru[17] as u64 } else { 0 },
+            steal_ticks: steal,
+        }
+    }
+
+    pub fn since(&self, before: &Counters) -> Counters {
+        Counters {
+            run_ns: self.run_ns.saturating_sub(before.run_ns),
+            cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
+            main_cpu_ns: self.main_cpu_ns.saturating_sub(before.main_cpu_ns),
+            sys_ns: self.sys_ns.saturating_sub(before.sys_ns),
+            vcsw: self.vcsw.saturating_sub(before.vcsw),
+            ivcsw: self.ivcsw.saturating_sub(before.ivcsw),
+            steal_ticks: self.steal_ticks.saturating_sub(before.steal_ticks),
+        }
     }
 }
 

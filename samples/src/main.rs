@@ -24,7 +24,11 @@ const USAGE: &str = "usage: echo-samples list
   --threads N    threads for the `threads` sample (default 4)
   --seed N       input seed (default 1)
   --timing       timestamp queries around copies; adds copy_ms_median, copy_ms_mean, f_copy
-  --per-iter     adds iter_ms and iter_minflt: each timed iteration's time and minor page faults";
+  --per-iter     adds iter_ms and iter_minflt: each timed iteration's time and minor page faults,
+                 and iter_run_ms (in record/submit/wait), iter_cpu_ms (all threads' CPU time),
+                 iter_main_cpu_ms (this thread's), iter_sys_ms (all threads'
+                 kernel time), iter_vcsw / iter_ivcsw (voluntary /
+                 involuntary context switches), iter_steal_ms (the machine's steal time)";
 
 fn parse(args: &[String]) -> Result<Opts, String> {
     let mut o = Opts {

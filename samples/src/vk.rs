@@ -899,6 +899,10 @@ pub struct Stream {
     pub timer: Timer,
 }
 
+/// Wall time spent in [`Stream::run`] (record, submit, wait) by every thread, in ns; read by
+/// `--per-iter` to split an iteration into host work and GPU round trips.
+pub static RUN_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl Stream {
     /// Re-records the command buffer with `f`; returns the bytes its copies move.
     pub fn record(&mut self, ctx: &Ctx, f: impl FnOnce(&mut Rec) -> Res<()>) -> Res<u64> {
@@ -924,9 +928,14 @@ impl Stream {
     /// Records with `f`, submits with the stream's fence, waits, and reports bytes copied and
     /// copy time.
     pub fn run(&mut self, ctx: &Ctx, f: impl FnOnce(&mut Rec) -> Res<()>) -> Res<Exec> {
+        let t = std::time::Instant::now();
         let bytes = self.record(ctx, f)?;
         ctx.submit(self.queue, &[self.cmd], &[], &[], self.fence)?;
         ctx.wait(self.fence)?;
+        RUN_NS.fetch_add(
+            t.elapsed().as_nanos() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         Ok(Exec {
             bytes_copied: bytes,
             copy_ns: self.timer.collect(ctx)?,

@@ -243,3 +243,55 @@ fn bad_arguments_fail_clearly() {
     let run = run_sample(&["saxpy", "--iters"], &[]);
     assert!(!run.status.success());
 }
+
+/// `--per-iter` (issue 15's measures): one entry per timed iteration in every per-iteration
+/// array, and the counters are consistent with each other — the process's CPU time includes the
+/// calling thread's, the time inside `Stream::run` is part of the iteration's, the first timed
+/// iteration first-touches 2 MiB of buffers (≥ 512 faults of 4 KiB pages) and CPU time is spent.
+#[test]
+fn per_iter_counters() {
+    let run = run_sample(
+        &["saxpy", "--size-kib", "2048", "--iters", "3", "--per-iter"],
+        &[],
+    );
+    let v = run.json();
+    let arr = |k: &str| -> Vec<f64> {
+        v[k].as_array()
+            .unwrap_or_else(|| panic!("{k} missing in {v}"))
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let keys = [
+        "iter_ms",
+        "iter_minflt",
+        "iter_run_ms",
+        "iter_cpu_ms",
+        "iter_main_cpu_ms",
+        "iter_sys_ms",
+        "iter_vcsw",
+        "iter_ivcsw",
+        "iter_steal_ms",
+    ];
+    for k in keys {
+        assert_eq!(arr(k).len(), 3, "{k}: one entry per timed iteration in {v}");
+    }
+    let (ms, run_ms) = (arr("iter_ms"), arr("iter_run_ms"));
+    let (cpu, main) = (arr("iter_cpu_ms"), arr("iter_main_cpu_ms"));
+    for i in 0..3 {
+        assert!(cpu[i] > 0.0, "iteration {i}: no CPU time in {v}");
+        // Clock reads are not simultaneous: allow 0.5 ms.
+        assert!(
+            main[i] <= cpu[i] + 0.5,
+            "iteration {i}: thread CPU > process CPU in {v}"
+        );
+        assert!(
+            run_ms[i] > 0.0 && run_ms[i] <= ms[i] + 0.5,
+            "iteration {i}: run time outside the iteration in {v}"
+        );
+    }
+    assert!(
+        arr("iter_minflt")[0] >= 512.0,
+        "first iteration first-touches its buffers: {v}"
+    );
+}
