@@ -344,7 +344,11 @@ fn run(args: &Args) -> Result<(), (i32, String)> {
             enc.copy_buffer_to_buffer(&out, 0, &readback, slot, size);
         }
         // What the host reads: the readback buffer, or in the twin the output itself.
-        let (read, slot) = if args.zero { (&out, 0) } else { (&readback, slot) };
+        let (read, slot) = if args.zero {
+            (&out, 0)
+        } else {
+            (&readback, slot)
+        };
         queue.submit([enc.finish()]);
 
         let (tx, rx) = std::sync::mpsc::channel();
