@@ -328,6 +328,17 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
         }
         return;
     }
+    call_handler(prev, sig, info, ctx);
+}
+
+/// Call an installed handler (`SA_SIGINFO` or plain) as the kernel would have.
+unsafe fn call_handler(
+    prev: &libc::sigaction,
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut c_void,
+) {
+    let h = prev.sa_sigaction;
     if prev.sa_flags & libc::SA_SIGINFO != 0 {
         let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) =
             std::mem::transmute(h);
@@ -1046,14 +1057,7 @@ mod step {
             libc::raise(libc::SIGTRAP);
             return;
         }
-        if prev.sa_flags & libc::SA_SIGINFO != 0 {
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) =
-                std::mem::transmute(h);
-            f(sig, info, ctx);
-        } else {
-            let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
-            f(sig);
-        }
+        call_handler(prev, sig, info, ctx);
     }
 
     /// Wait (bounded) for steps in flight to end.
