@@ -319,6 +319,19 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
         .expect("submit");
     };
     let wait = || dev.wait_for_fences(&[fence], true, u64::MAX).expect("wait");
+    // The shader over the whole buffer, iteration `it` as its push constant.
+    let dispatch = |c: vk::CommandBuffer, it: u32| {
+        dev.cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, pipe);
+        dev.cmd_bind_descriptor_sets(c, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+        dev.cmd_push_constants(
+            c,
+            layout,
+            vk::ShaderStageFlags::COMPUTE,
+            0,
+            &it.to_ne_bytes(),
+        );
+        dev.cmd_dispatch(c, (size() / 4 / 64) as u32, 1, 1);
+    };
 
     use vk::AccessFlags as A;
     use vk::PipelineStageFlags as P;
@@ -330,16 +343,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
             // One submission: the shader reads h and writes r.
             let c = cmds[1];
             begin(c);
-            dev.cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, pipe);
-            dev.cmd_bind_descriptor_sets(c, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
-            dev.cmd_push_constants(
-                c,
-                layout,
-                vk::ShaderStageFlags::COMPUTE,
-                0,
-                &it.to_ne_bytes(),
-            );
-            dev.cmd_dispatch(c, (size() / 4 / 64) as u32, 1, 1);
+            dispatch(c, it);
             barrier(
                 &dev,
                 c,
@@ -387,16 +391,7 @@ unsafe fn run(mode: Mode, iters: u32, spv: &[u8]) {
             (A::TRANSFER_READ, A::SHADER_WRITE),
             (P::TRANSFER, P::COMPUTE_SHADER),
         );
-        dev.cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, pipe);
-        dev.cmd_bind_descriptor_sets(c, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
-        dev.cmd_push_constants(
-            c,
-            layout,
-            vk::ShaderStageFlags::COMPUTE,
-            0,
-            &it.to_ne_bytes(),
-        );
-        dev.cmd_dispatch(c, (size() / 4 / 64) as u32, 1, 1);
+        dispatch(c, it);
         barrier(
             &dev,
             c,
