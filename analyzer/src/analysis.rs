@@ -73,8 +73,8 @@ pub struct CandidateRow {
     pub iterations: u64,
     pub copies_per_iter: f64,
     pub bytes_per_iter: u64,
-    /// Sampled host-access validation of the staging buffer: windows observed of all, and the
-    /// period the others were filled in from (absent: every window was observed).
+    /// Sampled host-access validation of the staging buffer: windows watched of all (absent:
+    /// every window was watched).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_coverage: Option<crate::sampling::Coverage>,
     #[serde(flatten)]
@@ -304,20 +304,20 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             compat::untracked(&ctx, c.staging, c.device)?;
             let g = GroupSpec::single(c.device, c.staging, dl);
             s2_order::check(&ctx, &g)?;
-            // A race seen is a race whatever was not seen; S1 needs every host access.
-            // Sampled validation: the windows it did not watch must be filled in from a
-            // repeating pattern, for the staging buffer and for a mapped partner alike.
+            // A race seen is a race whatever was not seen; S1 needs every host access, so a
+            // window that was not watched (sampled validation) refuses the pair, for the
+            // staging buffer and for a mapped partner alike.
             for (b, what) in [(c.staging, "staging"), (c.device, "device")] {
                 if what == "device" && !m.host_mapped(b) {
                     continue;
                 }
-                if let Some((seq, why)) = m.uninferable.get(&b) {
+                if let Some((seq, why)) = m.unwatched.get(&b) {
                     return Err(Verdict {
                         condition: Condition::Evidence,
                         event: Some(*seq),
                         message: why.clone(),
                         plain: format!(
-                            "Echo watched the program's reads and writes of {} only in some rounds of its loop, and the rounds it watched do not repeat one pattern, so it cannot tell what the program did in the others.",
+                            "Echo watched the program's reads and writes of {} only in some rounds of its loop (sampled validation), and it never accepts a pair from rounds it did not watch: profile with every round watched (validate_sample_every=1, the default).",
                             ctx.short(b, what)
                         ),
                     });

@@ -185,11 +185,11 @@ pub struct Model {
     pub watched: HashMap<BufId, u64>,
     /// Recorded copies that name a buffer the trace does not know: `(copies, bytes)`.
     pub unknown_copies: (u64, u64),
-    /// Staging buffers whose unobserved host-access windows (sampled validation) could not be
-    /// filled in from the observed ones, with the event and the reason: their pairs lack evidence.
-    pub uninferable: HashMap<BufId, (u64, String)>,
-    /// Staging buffers validated by sampling: how many of their windows were observed, and the
-    /// period the others were filled in from ([`crate::sampling`]).
+    /// Buffers not watched in some host-access window of their lifetime (sampled validation),
+    /// with the first such window's event and the reason: their pairs lack evidence.
+    pub unwatched: HashMap<BufId, (u64, String)>,
+    /// Buffers validated by sampling: how many of their windows were watched
+    /// ([`crate::sampling`]).
     pub coverage: HashMap<BufId, crate::sampling::Coverage>,
 }
 
@@ -627,7 +627,7 @@ impl Model {
         m.touched = (0..m.submissions.len())
             .map(|s| m.touched_by(s).into_keys().collect())
             .collect();
-        crate::sampling::infer(&mut m, &marks, &watch);
+        crate::sampling::mark_unwatched(&mut m, &marks, &watch);
         m
     }
 

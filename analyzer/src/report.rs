@@ -229,12 +229,8 @@ pub fn table(a: &Analysis, source: &str) -> String {
         for (n, c) in covered {
             let _ = writeln!(
                 s,
-                "  #{n}: observed in {} of {} windows; the other {} filled in from a pattern repeating every {} window{} (a host access made only in an unobserved window is not seen)",
-                c.observed,
-                c.windows,
-                c.windows - c.observed,
-                c.period,
-                if c.period == 1 { "" } else { "s" }
+                "  #{n}: watched in {} of {} windows; its pairs are refused (a window that was not watched cannot accept a pair; profile with validate_sample_every=1, the default, for full evidence)",
+                c.observed, c.windows
             );
         }
     }

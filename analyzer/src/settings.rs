@@ -84,7 +84,8 @@ pub struct Settings {
     /// host was seen touching it in this many windows (K); then validation samples.
     pub validate_full_windows: u64,
     /// Sampled validation: after the first K windows, a buffer is protected in one window in N
-    /// (picked by a hash of the window number); 1 protects every window.
+    /// (picked by a hash of the window number); 1 (the default) protects every window. The
+    /// analyzer refuses the pairs of a buffer with a window that was not watched.
     pub validate_sample_every: u64,
 }
 
@@ -114,8 +115,8 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
     SettingInfo { name: "validate", kind: "bool", default: "true", accepted: "true|false", description: "Profile mode: validate host access to candidate staging buffers with page protection (false: record the trace only)." },
     SettingInfo { name: "guard", kind: "enum", default: "auto", accepted: "auto|on|off", description: "Enforce mode (auto: on exactly when context=program): write-protect aliased staging memory while the GPU may still use it; a host write in that window goes to a private copy the GPU does not see, merged at the next elided copy (needs VK_EXT_external_memory_host; without it guarded groups are refused)." },
-    SettingInfo { name: "validate_full_windows", kind: "int", default: "4", accepted: "a count", description: "Profile mode: protect each candidate staging buffer in every window until the host has been seen touching it in this many windows; then validation samples." },
-    SettingInfo { name: "validate_sample_every", kind: "int", default: "8", accepted: "a count >= 1", description: "Profile mode: after that, protect a staging buffer in one window in N (picked by a hash, so every phase is seen again); the trace marks the others and the analyzer refuses a buffer whose observed windows do not repeat (1: protect every window)." },
+    SettingInfo { name: "validate_full_windows", kind: "int", default: "4", accepted: "a count", description: "Profile mode, with validate_sample_every > 1: protect each candidate staging buffer in every window until the host has been seen touching it in this many windows; then validation samples." },
+    SettingInfo { name: "validate_sample_every", kind: "int", default: "1", accepted: "a count >= 1", description: "Profile mode: 1 (the default) protects every candidate staging buffer in every window; N > 1 samples (one window in N after the first ones), cheaper, but the analyzer refuses every pair whose buffers were not watched in some window: a window that was not watched never accepts a pair." },
 ];
 
 impl Settings {
@@ -155,7 +156,7 @@ impl Settings {
             validate: true,
             guard: None,
             validate_full_windows: 4,
-            validate_sample_every: 8,
+            validate_sample_every: 1,
         }
     }
 
