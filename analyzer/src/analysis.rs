@@ -1168,6 +1168,8 @@ fn make_group(
     } else {
         loop_bytes / subs.len() as u64
     };
+    let members_c: Vec<&Candidate> = kept.iter().map(|&i| &cands[i]).collect();
+    let extrapolation = crate::safety::extrapolate::check(m, d, &members_c);
     let memory_saved = match direction {
         Direction::StagingIntoDevice => kept
             .iter()
@@ -1188,5 +1190,7 @@ fn make_group(
         memory_saved,
         device_memory: None,
         device_mapped: m.host_mapped(d),
+        extrapolable: extrapolation.is_ok(),
+        not_extrapolable: extrapolation.err().unwrap_or_default(),
     }
 }

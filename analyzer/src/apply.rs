@@ -348,6 +348,8 @@ mod tests {
             memory_saved: 0,
             device_memory: None,
             device_mapped: false,
+            extrapolable: false,
+            not_extrapolable: String::new(),
         }
     }
 

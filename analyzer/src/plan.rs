@@ -119,6 +119,15 @@ pub struct Group {
     /// allocation is mapped. `false` in older plans: such a device buffer is then not moved.
     #[serde(default)]
     pub device_mapped: bool,
+    /// Whether enforce may apply the group to behaviour no profile observed (`context=program`
+    /// under an argument list no profile saw; `crate::safety::extrapolate`): only where every
+    /// unseen hazard is a host write the runtime guard catches, or cannot occur in a correct
+    /// program. `false` in older plans.
+    #[serde(default)]
+    pub extrapolable: bool,
+    /// Why not, when `extrapolable` is `false` (one sentence).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub not_extrapolable: String,
 }
 
 /// The allocation of a `device_into_staging` group's device buffer that enforce makes only in

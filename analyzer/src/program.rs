@@ -124,6 +124,45 @@ pub fn auto_should_profile(plan: &Plan, args_hash: &str) -> bool {
     }
 }
 
+/// Whether a profile saw this argument list: the plan's own, or one its evidence merged.
+pub fn arguments_profiled(plan: &Plan, args_hash: &str) -> bool {
+    plan.context.args_hash == args_hash
+        || plan
+            .evidence
+            .as_ref()
+            .is_some_and(|e| e.profiles.iter().any(|a| a == args_hash))
+}
+
+/// Under `context=program`, for a run whose argument list no profile saw (`observed` false):
+/// keeps only the groups that may be applied to behaviour no profile observed
+/// ([`crate::safety::extrapolate`]), and only with the runtime guard on (`guard`), which catches
+/// the host writes they may meet unseen. Returns each group left out, with why.
+pub fn extrapolate(plan: &mut Plan, observed: bool, guard: bool) -> Vec<(u32, String)> {
+    if observed {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    plan.groups.retain(|g| {
+        let why = if !g.extrapolable {
+            if g.not_extrapolable.is_empty() {
+                "the plan does not say it may be applied to behaviour no profile saw (an older plan)"
+            } else {
+                g.not_extrapolable.as_str()
+            }
+        } else if !guard {
+            "the runtime guard is off (guard=off), and it is what catches the host writes such a run may make"
+        } else {
+            return true;
+        };
+        out.push((
+            g.id,
+            format!("these arguments were not profiled (context=program), and {why}"),
+        ));
+        false
+    });
+    out
+}
+
 /// The first plan of a program: `new` with its argument list as the only evidence.
 pub fn first(mut new: Plan) -> Plan {
     new.evidence = Some(Evidence {
@@ -166,7 +205,15 @@ pub fn merge(old: &Plan, new: &Plan) -> Plan {
             .iter()
             .any(|m| refused.contains(&pair_id(g.device_index, &g.device.key, &m.staging.key)));
         if !refused_pair {
-            by_id.insert(format!("{:?}", group_id(g)), g.clone());
+            let mut g = g.clone();
+            // Extrapolable only if every profile that formed it says so.
+            if let Some(prev) = by_id.get(&format!("{:?}", group_id(&g))) {
+                if !prev.extrapolable && g.extrapolable {
+                    g.extrapolable = false;
+                    g.not_extrapolable = prev.not_extrapolable.clone();
+                }
+            }
+            by_id.insert(format!("{:?}", group_id(&g)), g);
         }
     }
     // One buffer in two different groups: the profiles disagree about it; leave both out.

@@ -90,6 +90,10 @@ pub struct Stats {
     pub guard_merges: u64,
     #[serde(default)]
     pub guard_timeouts: u64,
+    /// Guarded enforce: host reads of shared memory inside a window (they may have read other
+    /// bytes than without echo; the plan is then marked untrusted).
+    #[serde(default)]
+    pub guard_reads: u64,
     /// Profile mode: trace events written, and the trace path.
     #[serde(default)]
     pub trace_events: u64,
@@ -143,6 +147,7 @@ impl Stats {
             t.guard_splits += s.guard_splits;
             t.guard_merges += s.guard_merges;
             t.guard_timeouts += s.guard_timeouts;
+            t.guard_reads += s.guard_reads;
             t.trace_events += s.trace_events;
         }
         t
@@ -181,8 +186,12 @@ impl Stats {
         };
         let guard = if self.guard_windows > 0 {
             format!(
-                ", guard: {} window(s), {} split(s), {} merge(s), {} timeout(s)",
-                self.guard_windows, self.guard_splits, self.guard_merges, self.guard_timeouts
+                ", guard: {} window(s), {} split(s), {} merge(s), {} timeout(s), {} read(s) inside a window",
+                self.guard_windows,
+                self.guard_splits,
+                self.guard_merges,
+                self.guard_timeouts,
+                self.guard_reads
             )
         } else {
             String::new()

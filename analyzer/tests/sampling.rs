@@ -16,8 +16,6 @@ enum Host {
     AfterWait,
     /// Writes the next input while the GPU still works on the device buffer (the race).
     WhileInFlight,
-    /// Does not touch the staging buffer (reuses the previous input).
-    Nothing,
 }
 
 /// An upload loop `h → d` with a window record at every boundary, as the layer writes it with

@@ -315,6 +315,8 @@ fn forced(plan: &Plan, trace: &Trace) -> Plan {
             memory_saved: 0,
             device_memory: None,
             device_mapped: false,
+            extrapolable: false,
+            not_extrapolable: String::new(),
         });
     }
     p.rejected.clear();

@@ -2,6 +2,7 @@
 //! [`Verdict`]: the condition, the trace event that showed it, and a sentence a person can act on.
 
 pub mod compat;
+pub mod extrapolate;
 pub mod s1_value;
 pub mod s2_order;
 pub mod s3_pointer;

@@ -210,6 +210,9 @@ pub struct Enforcer {
     /// group is then refused).
     pub(super) guard: Option<super::guard::Guard>,
     pub(super) guard_refused: Option<String>,
+    /// Groups of the plan left out before enforce began (`echo_analyzer::program::extrapolate`:
+    /// behaviour no profile observed), reported as planned and not applied.
+    pub(super) left_out: Vec<NotApplied>,
 }
 
 fn req_of(r: &vk::MemoryRequirements) -> MemReq {
@@ -294,6 +297,7 @@ impl Enforcer {
             leak_handle: false,
             guard: None,
             guard_refused: None,
+            left_out: Vec::new(),
         }
     }
 
@@ -376,7 +380,7 @@ impl Enforcer {
     }
 
     pub fn groups_planned(&self) -> u32 {
-        self.index.plan.groups.len() as u32
+        (self.index.plan.groups.len() + self.left_out.len()) as u32
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -1591,6 +1595,7 @@ impl Enforcer {
                 reason: "a buffer of this group is also in another group; left out".into(),
             });
         }
+        s.not_applied.extend(self.left_out.iter().cloned());
         s
     }
 
@@ -1619,6 +1624,8 @@ impl Enforcer {
             s.guard_splits = splits;
             s.guard_merges = ld(&g.merges);
             s.guard_timeouts = ld(&g.timeouts);
+            g.note_reads();
+            s.guard_reads = g.reads();
             let unguarded = ld(&g.unguarded);
             if unguarded > 0 {
                 s.errors.push(format!("guard: {unguarded} guarded allocation(s) had a buffer the plan does not name bound into them; their groups ran unguarded from then on"));

@@ -14,7 +14,14 @@
 //!   cannot follow counts as all). From a `vkQueueSubmit` that uses an allocation until the host
 //!   observes every pending submission that uses it complete (fence wait/status success, fence
 //!   reset — legal only once its submission completed —, queue or device wait idle), its view B
-//!   is `PROT_READ`.
+//!   is `PROT_NONE`.
+//! - **Reads** (issue 22). A host read inside a window cannot be made right after the fact: in
+//!   the original program the staging buffer held its own (earlier) bytes, aliased it shows the
+//!   GPU's. The handler counts it, opens the view read-only for the rest of the window (a write
+//!   still faults and splits), and normal code warns once, in plain words, that this run's bytes
+//!   may differ, counts it in the statistics (`guard_reads`) and marks the plan untrusted so
+//!   auto mode profiles again. A fault whose direction the context does not give counts as a
+//!   read.
 //! - **Split.** A host write inside a window faults; the SIGSEGV handler re-maps the whole view B
 //!   `MAP_FIXED | MAP_PRIVATE` over the memfd: the write (and later ones) go to private
 //!   copy-on-write pages, view A keeps the bytes the GPU reads. Pages the host does not write
@@ -52,14 +59,18 @@ const MERGE_WAIT_NS: u64 = 2_000_000_000;
 const FREE: u8 = 0;
 /// View B shared and writable.
 const OPEN: u8 = 1;
-/// View B shared, `PROT_READ` (a window is open).
+/// View B shared, `PROT_NONE` (a window is open).
 const PROT: u8 = 2;
 /// View B private (split), writable.
 const SPLIT: u8 = 3;
-/// View B private, `PROT_READ`.
+/// View B private, `PROT_NONE` (a window is open).
 const SPLIT_PROT: u8 = 4;
 /// A transition is in progress (normal code or a handler); others wait.
 const BUSY: u8 = 5;
+/// View B shared, `PROT_READ`: the host read it inside the window (counted).
+const PROT_R: u8 = 6;
+/// View B private, `PROT_READ`: the host read it inside the window (counted).
+const SPLIT_PROT_R: u8 = 7;
 
 struct Slot {
     state: AtomicU8,
@@ -70,6 +81,8 @@ struct Slot {
     splits: AtomicU64,
     /// Re-maps that failed in the handler (the write then reached the shared view).
     failed: AtomicU64,
+    /// Host reads inside a window.
+    reads: AtomicU64,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -80,6 +93,7 @@ const SLOT_INIT: Slot = Slot {
     fd: AtomicI32::new(-1),
     splits: AtomicU64::new(0),
     failed: AtomicU64::new(0),
+    reads: AtomicU64::new(0),
 };
 
 static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
@@ -115,7 +129,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_
                 let start = s.start.load(Ordering::Acquire);
                 let len = s.len.load(Ordering::Acquire);
                 if addr >= start && addr < start + len {
-                    on_fault(s);
+                    on_fault(s, crate::profile::guard::fault_is_write(ctx));
                     *errno_ptr() = saved;
                     return;
                 }
@@ -126,15 +140,36 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_
     }
 }
 
-/// A write fault inside a guarded view: split (or re-open a split view) and return, so the
-/// write retries.
-unsafe fn on_fault(s: &Slot) {
+/// A fault inside a guarded view (`write`: its direction, `None` when the context does not
+/// say): a read is counted and the view opened read-only; a write splits the view (or re-opens a
+/// split one). Then return, so the access retries.
+unsafe fn on_fault(s: &Slot, write: Option<bool>) {
+    let read = write != Some(true);
     loop {
         let st = s.state.load(Ordering::Acquire);
+        let (start, len) = (
+            s.start.load(Ordering::Relaxed),
+            s.len.load(Ordering::Relaxed),
+        );
         match st {
-            PROT => {
+            PROT | SPLIT_PROT if read => {
                 if s.state
-                    .compare_exchange(PROT, BUSY, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(st, BUSY, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    continue;
+                }
+                s.reads.fetch_add(1, Ordering::Relaxed);
+                libc::mprotect(start as *mut c_void, len, libc::PROT_READ);
+                s.state.store(
+                    if st == PROT { PROT_R } else { SPLIT_PROT_R },
+                    Ordering::Release,
+                );
+                return;
+            }
+            PROT | PROT_R => {
+                if s.state
+                    .compare_exchange(st, BUSY, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
                 {
                     continue;
@@ -168,16 +203,16 @@ unsafe fn on_fault(s: &Slot) {
                 }
                 return;
             }
-            SPLIT_PROT => {
+            SPLIT_PROT | SPLIT_PROT_R => {
                 if s.state
-                    .compare_exchange(SPLIT_PROT, BUSY, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(st, BUSY, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
                 {
                     continue;
                 }
                 libc::mprotect(
-                    s.start.load(Ordering::Relaxed) as *mut c_void,
-                    s.len.load(Ordering::Relaxed),
+                    start as *mut c_void,
+                    len,
                     libc::PROT_READ | libc::PROT_WRITE,
                 );
                 s.state.store(SPLIT, Ordering::Release);
@@ -298,15 +333,16 @@ pub fn register(start: usize, len: usize, fd: i32) -> Option<usize> {
     s.fd.store(fd, Ordering::Relaxed);
     s.splits.store(0, Ordering::Relaxed);
     s.failed.store(0, Ordering::Relaxed);
+    s.reads.store(0, Ordering::Relaxed);
     s.state.store(OPEN, Ordering::Release);
     Some(i)
 }
 
-/// Frees a slot (its view opened first); its (splits, failed re-maps).
-pub fn release(i: usize) -> (u64, u64) {
+/// Frees a slot (its view opened first); its (splits, failed re-maps, reads in a window).
+pub fn release(i: usize) -> (u64, u64, u64) {
     let s = &TABLE[i];
-    if let Some(st) = take(s, &[OPEN, PROT, SPLIT, SPLIT_PROT]) {
-        if st == PROT || st == SPLIT_PROT {
+    if let Some(st) = take(s, &[OPEN, PROT, SPLIT, SPLIT_PROT, PROT_R, SPLIT_PROT_R]) {
+        if st != OPEN && st != SPLIT {
             let (p, n) = span(s);
             // SAFETY: view B is echo's mapping, still mapped.
             unsafe { libc::mprotect(p, n, libc::PROT_READ | libc::PROT_WRITE) };
@@ -315,12 +351,13 @@ pub fn release(i: usize) -> (u64, u64) {
     let r = (
         s.splits.load(Ordering::Relaxed),
         s.failed.load(Ordering::Relaxed),
+        s.reads.load(Ordering::Relaxed),
     );
     s.state.store(FREE, Ordering::Release);
     r
 }
 
-/// Write-protects view B (a window opens); `false` when it already was (no syscall).
+/// Takes every access from view B (a window opens); `false` when it already was (no syscall).
 pub fn protect(i: usize) -> bool {
     let s = &TABLE[i];
     let Some(st) = take(s, &[OPEN, SPLIT]) else {
@@ -328,7 +365,7 @@ pub fn protect(i: usize) -> bool {
     };
     let (p, n) = span(s);
     // SAFETY: view B is echo's mapping.
-    let ok = unsafe { libc::mprotect(p, n, libc::PROT_READ) } == 0;
+    let ok = unsafe { libc::mprotect(p, n, libc::PROT_NONE) } == 0;
     let to = match (st, ok) {
         (OPEN, true) => PROT,
         (SPLIT, true) => SPLIT_PROT,
@@ -339,21 +376,30 @@ pub fn protect(i: usize) -> bool {
     ok
 }
 
-/// Makes view B writable again (the window ended).
+/// Makes view B readable and writable again (the window ended).
 pub fn unprotect(i: usize) {
     let s = &TABLE[i];
-    let Some(st) = take(s, &[PROT, SPLIT_PROT]) else {
+    let Some(st) = take(s, &[PROT, SPLIT_PROT, PROT_R, SPLIT_PROT_R]) else {
         return;
     };
     let (p, n) = span(s);
     // SAFETY: view B is echo's mapping.
     unsafe { libc::mprotect(p, n, libc::PROT_READ | libc::PROT_WRITE) };
-    s.state
-        .store(if st == PROT { OPEN } else { SPLIT }, Ordering::Release);
+    s.state.store(
+        if st == PROT || st == PROT_R {
+            OPEN
+        } else {
+            SPLIT
+        },
+        Ordering::Release,
+    );
 }
 
 pub fn is_split(i: usize) -> bool {
-    matches!(TABLE[i].state.load(Ordering::Acquire), SPLIT | SPLIT_PROT)
+    matches!(
+        TABLE[i].state.load(Ordering::Acquire),
+        SPLIT | SPLIT_PROT | SPLIT_PROT_R
+    )
 }
 
 /// Merges a split view: copies `ranges` (offsets into the views) from view B into view A
@@ -361,14 +407,18 @@ pub fn is_split(i: usize) -> bool {
 /// shared re-map failed (the view then stays split: nothing is lost).
 pub fn merge(i: usize, a: *mut u8, ranges: &[(u64, u64)]) -> bool {
     let s = &TABLE[i];
-    let Some(st) = take(s, &[SPLIT, SPLIT_PROT]) else {
+    let Some(st) = take(s, &[SPLIT, SPLIT_PROT, SPLIT_PROT_R]) else {
         return false;
     };
     let (p, n) = span(s);
+    if st == SPLIT_PROT {
+        // SAFETY: view B is echo's mapping; readable for the copy below (echo's own read).
+        unsafe { libc::mprotect(p, n, libc::PROT_READ) };
+    }
     for &(off, len) in ranges {
         let off = off.min(n as u64) as usize;
         let len = (len as usize).min(n - off);
-        // SAFETY: both views are `n` bytes long; view B is readable in both states.
+        // SAFETY: both views are `n` bytes long; view B is readable now.
         unsafe { std::ptr::copy_nonoverlapping((p as *const u8).add(off), a.add(off), len) };
     }
     // SAFETY: view B is echo's mapping of this memfd; MAP_FIXED replaces it in place.
@@ -383,7 +433,11 @@ pub fn merge(i: usize, a: *mut u8, ranges: &[(u64, u64)]) -> bool {
         )
     };
     if q == libc::MAP_FAILED {
-        s.state.store(st, Ordering::Release);
+        // Still split; made readable above when it was protected.
+        s.state.store(
+            if st == SPLIT_PROT { SPLIT_PROT_R } else { st },
+            Ordering::Release,
+        );
         return false;
     }
     s.state.store(OPEN, Ordering::Release);
@@ -459,6 +513,9 @@ pub struct Guard {
     /// Splits and failed re-maps of slots already released.
     splits_done: AtomicU64,
     failed_done: AtomicU64,
+    /// Host reads inside a window in slots already released, and how many were reported.
+    reads_done: AtomicU64,
+    reads_reported: AtomicU64,
     /// Allocations that stopped being guarded ([`Guard::foreign_bind`]).
     pub unguarded: AtomicU64,
     /// Written at the first timeout ([`untrusted_marker`] of the plan): auto mode profiles again.
@@ -504,6 +561,8 @@ pub fn start(dev: &DeviceData, plan: &std::path::Path) -> Result<Guard, String> 
         timeouts: AtomicU64::new(0),
         splits_done: AtomicU64::new(0),
         failed_done: AtomicU64::new(0),
+        reads_done: AtomicU64::new(0),
+        reads_reported: AtomicU64::new(0),
         unguarded: AtomicU64::new(0),
         marker: untrusted_marker(plan),
     })
@@ -532,6 +591,33 @@ impl Guard {
             f += TABLE[m.slot].failed.load(Ordering::Relaxed);
         }
         (s, f)
+    }
+
+    /// Host reads of guarded memory inside a window so far.
+    pub fn reads(&self) -> u64 {
+        let st = self.lock();
+        let live: u64 = st
+            .mems
+            .values()
+            .filter(|m| m.slot != usize::MAX)
+            .map(|m| TABLE[m.slot].reads.load(Ordering::Relaxed))
+            .sum();
+        self.reads_done.load(Ordering::Relaxed) + live
+    }
+
+    /// Normal code after the handler may have counted reads: the first time there are any, warn
+    /// in plain words and mark the plan untrusted (auto mode profiles again).
+    pub fn note_reads(&self) {
+        let n = self.reads();
+        if n == 0 || self.reads_reported.swap(n, Ordering::AcqRel) != 0 {
+            return;
+        }
+        log::warn!(
+            "guard: the program read memory echo shares between a staging buffer and its device buffer while the GPU may still have been using it; echo cannot make such a read right after the fact, so the bytes this run read may differ from what the program reads without echo (counted as guard_reads)"
+        );
+        self.mark_untrusted(
+            "a guarded run saw the host read shared memory while the GPU may still have used it",
+        );
     }
 
     // ------------------------------------------------------------ allocation
@@ -662,11 +748,12 @@ impl Guard {
             let len = m.map.len() as u64;
             merge(slot, m.map.driver_ptr(), &[(0, len)]);
         }
-        let (s, f) = release(slot);
+        let (s, f, r) = release(slot);
         m.slot = usize::MAX;
         st.protected.remove(&memory);
         self.splits_done.fetch_add(s, Ordering::Relaxed);
         self.failed_done.fetch_add(f, Ordering::Relaxed);
+        self.reads_done.fetch_add(r, Ordering::Relaxed);
         self.unguarded.fetch_add(1, Ordering::Relaxed);
         log::warn!(
             "guard: buffer {buffer:#x}, which the plan does not name, is bound into guarded memory {memory:#x}; that allocation is no longer guarded"
@@ -680,9 +767,10 @@ impl Guard {
         let m = st.mems.remove(&memory)?;
         drop(st);
         if m.slot != usize::MAX {
-            let (s, f) = release(m.slot);
+            let (s, f, r) = release(m.slot);
             self.splits_done.fetch_add(s, Ordering::Relaxed);
             self.failed_done.fetch_add(f, Ordering::Relaxed);
+            self.reads_done.fetch_add(r, Ordering::Relaxed);
         }
         Some(DoubleMapOwned(m.map))
     }
@@ -850,6 +938,7 @@ impl Guard {
         if !self.active() {
             return Vec::new();
         }
+        self.note_reads();
         let mut st = self.lock();
         let mut due: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
         let mut used: HashSet<u64> = HashSet::new();
@@ -959,6 +1048,8 @@ impl Guard {
             }
         }
         Self::close_done(&mut st);
+        drop(st);
+        self.note_reads();
     }
 
     /// `vkQueueWaitIdle` succeeded.
@@ -969,6 +1060,8 @@ impl Guard {
         let mut st = self.lock();
         st.pending.remove(&queue);
         Self::close_done(&mut st);
+        drop(st);
+        self.note_reads();
     }
 
     /// `vkDeviceWaitIdle` succeeded.
@@ -979,6 +1072,8 @@ impl Guard {
         let mut st = self.lock();
         st.pending.clear();
         Self::close_done(&mut st);
+        drop(st);
+        self.note_reads();
     }
 
     /// Waits (bounded) until the GPU work submitted so far that uses `mems` completed: the
@@ -1016,13 +1111,13 @@ impl Guard {
                 MERGE_WAIT_NS / 1_000_000
             );
             if first {
-                self.mark_untrusted();
+                self.mark_untrusted("a guarded run timed out waiting for GPU work before a merge");
             }
         }
     }
 
     /// Writes the untrusted marker next to the plan (0600; best effort, logged).
-    fn mark_untrusted(&self) {
+    fn mark_untrusted(&self, why: &str) {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         let r = std::fs::OpenOptions::new()
@@ -1031,9 +1126,7 @@ impl Guard {
             .truncate(true)
             .mode(0o600)
             .open(&self.marker)
-            .and_then(|mut f| {
-                f.write_all(b"a guarded run timed out waiting for GPU work before a merge; auto mode profiles again\n")
-            });
+            .and_then(|mut f| f.write_all(format!("{why}; auto mode profiles again\n").as_bytes()));
         match r {
             Ok(()) => log::warn!(
                 "guard: plan marked untrusted ({}); auto mode profiles this program again",
@@ -1090,12 +1183,14 @@ impl Guard {
     /// `vkDestroyDevice`: every guarded view open again, echo's fence destroyed. The double
     /// mappings are dropped with their allocations (or with the guard).
     pub fn device_destroyed(&self, dev: &DeviceData) {
+        self.note_reads();
         let mut st = self.lock();
         for m in st.mems.values() {
             if m.slot != usize::MAX {
-                let (s, f) = release(m.slot);
+                let (s, f, r) = release(m.slot);
                 self.splits_done.fetch_add(s, Ordering::Relaxed);
                 self.failed_done.fetch_add(f, Ordering::Relaxed);
+                self.reads_done.fetch_add(r, Ordering::Relaxed);
             }
         }
         for m in st.mems.values_mut() {
@@ -1249,7 +1344,29 @@ mod tests {
             std::ptr::write_volatile(b.add(100), 9);
             assert_eq!(std::ptr::read_volatile(a.add(100)), 9);
         }
-        assert_eq!(release(i), (1, 0));
+        // A read inside a window (issue 22): the view takes no access while protected, so the
+        // read faults and is counted; the view is readable then, and a write still splits.
+        assert!(protect(i));
+        assert_eq!(unsafe { std::ptr::read_volatile(b.add(100)) }, 9);
+        assert_eq!(TABLE[i].reads.load(Ordering::Relaxed), 1);
+        assert!(!is_split(i), "a read does not split");
+        assert_eq!(unsafe { std::ptr::read_volatile(b.add(101)) }, 0, "readable now");
+        assert_eq!(TABLE[i].reads.load(Ordering::Relaxed), 1, "one fault per window");
+        unsafe { std::ptr::write_volatile(b.add(200), 4) };
+        assert!(is_split(i));
+        assert_eq!(TABLE[i].splits.load(Ordering::Relaxed), 2);
+        assert_eq!(unsafe { std::ptr::read_volatile(a.add(200)) }, 0, "view A untouched");
+        // Split and protected again: a read is counted again, and the merge still reads view B.
+        unprotect(i);
+        assert!(protect(i));
+        assert_eq!(unsafe { std::ptr::read_volatile(b.add(200)) }, 4);
+        assert_eq!(TABLE[i].reads.load(Ordering::Relaxed), 2);
+        unprotect(i);
+        assert!(protect(i));
+        assert!(merge(i, a, &[(200, 1)]), "merge of a protected split view");
+        assert_eq!(unsafe { std::ptr::read_volatile(a.add(200)) }, 4);
+        assert_eq!(TABLE[i].reads.load(Ordering::Relaxed), 2, "echo's own copy is no read");
+        assert_eq!(release(i), (2, 0, 2));
         // A guarded fault is not passed on.
         assert_eq!(APP_SAW.load(Ordering::SeqCst), other.app_ptr() as usize);
         println!("CHILD-OK");

@@ -193,6 +193,17 @@ pub fn start(
             why: "refused: calibration found the plan no faster; disabled".into(),
         };
     }
+    // Behaviour no profile observed (issue 22): under context=program with an argument list no
+    // profile saw, only the groups whose unseen hazards the guard catches or that cannot meet
+    // one go along (`echo_analyzer::safety::extrapolate`).
+    let mut plan = plan;
+    plan.groups.retain(|g| g.device_index == device_index);
+    let observed = settings.context != ContextMode::Program
+        || echo_analyzer::program::arguments_profiled(&plan, &ctx.args_hash);
+    let left_out = echo_analyzer::program::extrapolate(&mut plan, observed, settings.guard_on());
+    for (group, why) in &left_out {
+        log::info!("plan {}: group {group} left out: {why}", path.display());
+    }
     let (index, conflicts) = PlanIndex::for_device(plan, device_index);
     if !conflicts.is_empty() {
         log::warn!("plan {}: {}", path.display(), conflicts.join("; "));
@@ -206,6 +217,10 @@ pub fn start(
         &decision.table,
         props.limits.non_coherent_atom_size,
     );
+    e.left_out = left_out
+        .into_iter()
+        .map(|(group, reason)| echo_analyzer::stats::NotApplied { group, reason })
+        .collect();
     let env = crate::settings::env_lookup(crate::settings::secure_execution());
     if env("VK_ECHO_TEST_KEEP_SELF_COPIES").is_some_and(|v| v == "1") {
         log::warn!(

@@ -353,7 +353,7 @@ unsafe fn call_handler(
 
 /// Did the faulting instruction write? `None` when the context does not say.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
+pub(crate) unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
     if ctx.is_null() {
         return None;
     }
@@ -364,7 +364,7 @@ unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
 }
 
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
-unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
+pub(crate) unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
     if ctx.is_null() {
         return None;
     }
@@ -466,7 +466,7 @@ mod code {
     all(target_arch = "x86_64", target_os = "linux"),
     all(target_arch = "aarch64", target_os = "linux")
 )))]
-unsafe fn fault_is_write(_ctx: *mut c_void) -> Option<bool> {
+pub(crate) unsafe fn fault_is_write(_ctx: *mut c_void) -> Option<bool> {
     None
 }
 
