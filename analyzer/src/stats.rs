@@ -42,6 +42,14 @@ pub struct Stats {
     /// Regions dropped as self-copies, and their bytes.
     pub regions_elided: u64,
     pub bytes_elided: u64,
+    /// The same counted per submission: what did not run (a command buffer recorded once and
+    /// submitted N times elides N times). The fields above count what was recorded.
+    #[serde(default)]
+    pub copies_elided_run: u64,
+    #[serde(default)]
+    pub regions_elided_run: u64,
+    #[serde(default)]
+    pub bytes_elided_run: u64,
     /// Copy regions between planned buffers that still ran (not self-copies).
     pub regions_passed: u64,
     /// Substitute barriers recorded in place of dropped copies.
@@ -131,6 +139,9 @@ impl Stats {
             t.copies_elided += s.copies_elided;
             t.regions_elided += s.regions_elided;
             t.bytes_elided += s.bytes_elided;
+            t.copies_elided_run += s.copies_elided_run;
+            t.regions_elided_run += s.regions_elided_run;
+            t.bytes_elided_run += s.bytes_elided_run;
             t.regions_passed += s.regions_passed;
             t.barriers_inserted += s.barriers_inserted;
             t.binds_redirected += s.binds_redirected;
@@ -197,12 +208,14 @@ impl Stats {
             String::new()
         };
         format!(
-            "{} on {} ({}): {}/{} groups applied, {} copies and {} regions elided ({} bytes), {} barriers inserted, {} bytes not allocated ({} allocation(s) skipped{late}){carried}{guard}",
+            "{} on {} ({}): {}/{} groups applied, {} copies ({} bytes) elided as run ({} copies and {} regions, {} bytes, as recorded), {} barriers inserted, {} bytes not allocated ({} allocation(s) skipped{late}){carried}{guard}",
             self.mode,
             self.device,
             self.class,
             self.groups_applied,
             self.groups_planned,
+            self.copies_elided_run,
+            self.bytes_elided_run,
             self.copies_elided,
             self.regions_elided,
             self.bytes_elided,

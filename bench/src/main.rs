@@ -319,7 +319,7 @@ impl SampleRun {
     /// (warm-up included, since the layer elides those too).
     pub fn elided_per_iter(&self) -> Option<u64> {
         let s = self.stats_echo.as_ref()?;
-        Some(s.bytes_elided / (self.iters_per_process as u64).max(1))
+        Some(s.bytes_elided_run / (self.iters_per_process as u64).max(1))
     }
 }
 

@@ -297,8 +297,8 @@ fn elided(r: &SampleRun) -> String {
             "{} of {} ({} in {} regions per process, one-time uploads included)",
             human_bytes(e),
             human_bytes(r.bytes_copied_per_iter),
-            human_bytes(s.bytes_elided),
-            s.regions_elided
+            human_bytes(s.bytes_elided_run),
+            s.regions_elided_run
         ),
         _ => format!("? of {} (no stats)", human_bytes(r.bytes_copied_per_iter)),
     }
@@ -727,7 +727,7 @@ fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> 
     let _ = writeln!(s, "- The plan is made once per sample and size: one profile run (`VK_ECHO_MODE=profile`) with exactly the timed arguments (a plan is bound to the argument hash), then `vkecho analyze TRACE -o PLAN`.");
     let _ = writeln!(s, "- speedup = A/C, zero-copy = A/D, passthrough = B/A − 1, recovered = (A − C)/(A − D), each computed within a round and then summarised; recovered is not reported (n/a) when f_copy or A − D is under {:.0} % of A (no gain to recover above the noise; the quotient would be noise). Beside it, the least-disturbed recovered fraction uses each configuration's fastest process (noise on a shared machine only adds time). A recovered fraction whose rounds span more than {:.0} points is marked (noisy), and such a sample runs up to twice `--procs` rounds before it is reported; a passthrough measurement whose rounds span more than {:.0} points is inconclusive.", stats::MIN_GAIN * 100.0, NOISY_RECOVERED * 100.0, NOISY_PASSTHROUGH * 100.0);
     let _ = writeln!(s, "- f_copy: a separate no-layer process of the staging variant with `--timing` (timestamp queries around every `vkCmdCopyBuffer`; f_copy = Σ copy time / Σ iteration time), so the queries do not disturb the timed runs. Median over the timing processes. Amdahl bound = 1/(1 − f_copy).");
-    let _ = writeln!(s, "- bytes elided per iteration = the layer's `bytes_elided` (statistics file written at `vkDestroyDevice`, last enforce process) / (timed + warm-up iterations); one-time uploads (pipeline's weights) are in the total, so that figure can exceed the per-iteration copies. bytes copied = the sample's own `bytes_copied_per_iter` (what the app recorded per timed iteration).");
+    let _ = writeln!(s, "- bytes elided per iteration = the layer's `bytes_elided_run` (elided copies counted per submission; statistics file written at `vkDestroyDevice`, last enforce process) / (timed + warm-up iterations); one-time uploads (pipeline's weights) are in the total, so that figure can exceed the per-iteration copies. bytes copied = the sample's own `bytes_copied_per_iter` (what the app recorded per timed iteration).");
     let _ = writeln!(s, "{MEMORY_METHOD}");
     let _ = writeln!(s, "- identical = every checksum (A, B, C, D, the profile run and the timing runs) equals the no-layer baseline's.");
     let _ = writeln!(

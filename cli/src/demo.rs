@@ -271,8 +271,8 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
         kind: kind.into(),
         accepted,
         rejected,
-        regions_elided: last_stats.regions_elided,
-        bytes_elided: last_stats.bytes_elided,
+        regions_elided: last_stats.regions_elided_run,
+        bytes_elided: last_stats.bytes_elided_run,
         base_ms,
         echo_ms,
         zero_ms,
@@ -467,7 +467,7 @@ fn print_table(rows: &[Row]) {
     }
     println!("\nspeedup = staging baseline / enforce (median iteration time of interleaved runs); zero-copy = the hand-written twin; recovered = (base - echo) / (base - zero-copy); – = echo elided nothing, so there is nothing to measure.");
     println!("~ = inside the noise: the per-round ratios straddle 1.00x (for recovered: the speedup's or the twin's do, or its per-round values span more than {:.0} points); not a result — rerun with more --rounds on a quieter machine.", NOISY_RECOVERED * 100.0);
-    println!("elided, bytes = copy regions the layer dropped as self-copies in one enforce run (every iteration, one-time uploads included), and their bytes.");
+    println!("elided, bytes = copy regions the layer dropped as self-copies in one enforce run, counted per submission (what did not run: a command buffer submitted N times counts N times; every iteration, one-time uploads included), and their bytes.");
     println!("identical = the output checksum without the layer equals the one under profile and under enforce.");
 }
 

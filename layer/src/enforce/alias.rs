@@ -47,6 +47,10 @@ pub(super) struct Counters {
     pub copies_elided: AtomicU64,
     pub regions_elided: AtomicU64,
     pub bytes_elided: AtomicU64,
+    /// The same, counted per submission (what ran).
+    pub copies_elided_run: AtomicU64,
+    pub regions_elided_run: AtomicU64,
+    pub bytes_elided_run: AtomicU64,
     pub regions_passed: AtomicU64,
     pub barriers_inserted: AtomicU64,
     pub binds_redirected: AtomicU64,
@@ -181,6 +185,8 @@ pub struct Enforcer {
     inner: Mutex<Inner>,
     /// Groups of each live planned buffer (hot path: copies).
     group_of: HandleMap<u64, Vec<u32>>,
+    /// Per command buffer: the copies dropped while recording it (`copy.rs`).
+    pub(super) elided_in: HandleMap<u64, super::copy::Elided>,
     /// Per creation key without its ordinal (buffers and allocations): the thread that created
     /// the first one, and whether another thread created one too. Ordinals count creations, so
     /// when several threads create objects with the same key concurrently the ordinals follow
@@ -286,6 +292,7 @@ impl Enforcer {
                 ..Default::default()
             }),
             group_of: HandleMap::default(),
+            elided_in: HandleMap::default(),
             bases: Mutex::new(HashMap::new()),
             any_alias: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
@@ -1606,6 +1613,9 @@ impl Enforcer {
         s.copies_elided = ld(&c.copies_elided);
         s.regions_elided = ld(&c.regions_elided);
         s.bytes_elided = ld(&c.bytes_elided);
+        s.copies_elided_run = ld(&c.copies_elided_run);
+        s.regions_elided_run = ld(&c.regions_elided_run);
+        s.bytes_elided_run = ld(&c.bytes_elided_run);
         s.regions_passed = ld(&c.regions_passed);
         s.barriers_inserted = ld(&c.barriers_inserted);
         s.binds_redirected = ld(&c.binds_redirected);

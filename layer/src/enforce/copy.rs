@@ -28,6 +28,22 @@ use std::sync::atomic::Ordering;
 /// One region, as (src offset, dst offset, size).
 type Region = (u64, u64, u64);
 
+/// Elided copies recorded in one command buffer since its last begin.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Elided {
+    copies: u64,
+    regions: u64,
+    bytes: u64,
+}
+
+impl Elided {
+    fn add(&mut self, o: &Elided) {
+        self.copies += o.copies;
+        self.regions += o.regions;
+        self.bytes += o.bytes;
+    }
+}
+
 impl Enforcer {
     /// Which regions of a copy from `src` to `dst` are self-copies. `None`: nothing to change
     /// (the fast path: no buffer aliased, or the buffers live in different memory).
@@ -76,11 +92,71 @@ impl Enforcer {
         drop.iter().any(|&d| d).then_some(drop)
     }
 
-    fn count_dropped(&self, dropped: u64, bytes: u64, all: bool) {
+    /// Counts regions dropped while recording `cb` (the recorded count), and keeps them in
+    /// `cb`'s tally, which every submission of `cb` adds to the executed count
+    /// ([`Enforcer::on_submit`]).
+    fn count_dropped(&self, cb: vk::CommandBuffer, dropped: u64, bytes: u64, all: bool) {
         self.c.regions_elided.fetch_add(dropped, Ordering::Relaxed);
         self.c.bytes_elided.fetch_add(bytes, Ordering::Relaxed);
         if all {
             self.c.copies_elided.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut t = self.elided_in.entry(cb.as_raw()).or_default();
+        t.copies += u64::from(all);
+        t.regions += dropped;
+        t.bytes += bytes;
+    }
+
+    /// `vkBeginCommandBuffer`, `vkResetCommandBuffer`, a pool reset or free: `cbs` hold no
+    /// elided copy any more.
+    pub fn on_reset(&self, cbs: &[u64]) {
+        if !self.elided_in.is_empty() {
+            for cb in cbs {
+                self.elided_in.remove(cb);
+            }
+        }
+    }
+
+    /// `vkCmdExecuteCommands`: the secondaries' elided copies run with `cb`.
+    pub fn on_execute(&self, cb: u64, secondaries: &[u64]) {
+        if self.elided_in.is_empty() {
+            return;
+        }
+        let mut sum = Elided::default();
+        for s in secondaries {
+            if let Some(t) = self.elided_in.get(s) {
+                sum.add(&t);
+            }
+        }
+        if sum.regions > 0 {
+            self.elided_in.entry(cb).or_default().add(&sum);
+        }
+    }
+
+    /// Some recorded command buffer holds an elided copy (else submissions skip the tally).
+    #[inline]
+    pub fn elides(&self) -> bool {
+        !self.elided_in.is_empty()
+    }
+
+    /// A submission of `cbs` went down successfully: their elided copies did not run this time
+    /// (bytes elided count what ran: a command buffer submitted N times elides N times).
+    pub fn on_submit(&self, cbs: impl Iterator<Item = u64>) {
+        if self.elided_in.is_empty() {
+            return;
+        }
+        for cb in cbs {
+            if let Some(t) = self.elided_in.get(&cb) {
+                self.c
+                    .copies_elided_run
+                    .fetch_add(t.copies, Ordering::Relaxed);
+                self.c
+                    .regions_elided_run
+                    .fetch_add(t.regions, Ordering::Relaxed);
+                self.c
+                    .bytes_elided_run
+                    .fetch_add(t.bytes, Ordering::Relaxed);
+            }
         }
     }
 
@@ -169,7 +245,7 @@ impl Enforcer {
             return down(count, regions);
         };
         let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
-        self.count_dropped((rs.len() - keep.len()) as u64, bytes, keep.is_empty());
+        self.count_dropped(cb, (rs.len() - keep.len()) as u64, bytes, keep.is_empty());
         if self.guard.is_some() {
             let dropped = rs.iter().zip(&drop).filter(|(_, &d)| d);
             self.note_elided(
@@ -212,7 +288,7 @@ impl Enforcer {
             return down(info);
         };
         let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
-        self.count_dropped((rs.len() - keep.len()) as u64, bytes, keep.is_empty());
+        self.count_dropped(cb, (rs.len() - keep.len()) as u64, bytes, keep.is_empty());
         if self.guard.is_some() {
             let dropped = rs.iter().zip(&drop).filter(|(_, &d)| d);
             let src = i.src_buffer.as_raw();

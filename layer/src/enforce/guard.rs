@@ -1350,12 +1350,24 @@ mod tests {
         assert_eq!(unsafe { std::ptr::read_volatile(b.add(100)) }, 9);
         assert_eq!(TABLE[i].reads.load(Ordering::Relaxed), 1);
         assert!(!is_split(i), "a read does not split");
-        assert_eq!(unsafe { std::ptr::read_volatile(b.add(101)) }, 0, "readable now");
-        assert_eq!(TABLE[i].reads.load(Ordering::Relaxed), 1, "one fault per window");
+        assert_eq!(
+            unsafe { std::ptr::read_volatile(b.add(101)) },
+            0,
+            "readable now"
+        );
+        assert_eq!(
+            TABLE[i].reads.load(Ordering::Relaxed),
+            1,
+            "one fault per window"
+        );
         unsafe { std::ptr::write_volatile(b.add(200), 4) };
         assert!(is_split(i));
         assert_eq!(TABLE[i].splits.load(Ordering::Relaxed), 2);
-        assert_eq!(unsafe { std::ptr::read_volatile(a.add(200)) }, 0, "view A untouched");
+        assert_eq!(
+            unsafe { std::ptr::read_volatile(a.add(200)) },
+            0,
+            "view A untouched"
+        );
         // Split and protected again: a read is counted again, and the merge still reads view B.
         unprotect(i);
         assert!(protect(i));
@@ -1365,7 +1377,11 @@ mod tests {
         assert!(protect(i));
         assert!(merge(i, a, &[(200, 1)]), "merge of a protected split view");
         assert_eq!(unsafe { std::ptr::read_volatile(a.add(200)) }, 4);
-        assert_eq!(TABLE[i].reads.load(Ordering::Relaxed), 2, "echo's own copy is no read");
+        assert_eq!(
+            TABLE[i].reads.load(Ordering::Relaxed),
+            2,
+            "echo's own copy is no read"
+        );
         assert_eq!(release(i), (2, 0, 2));
         // A guarded fault is not passed on.
         assert_eq!(APP_SAW.load(Ordering::SeqCst), other.app_ptr() as usize);

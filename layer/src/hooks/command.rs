@@ -85,6 +85,9 @@ hook! {
             if let Some(p) = cx.dev.profile() {
                 p.on_free(&cbs.iter().filter(|c| **c != vk::CommandBuffer::null()).map(|c| raw(*c)).collect::<Vec<_>>());
             }
+            if let Some(e) = cx.dev.enforce() {
+                e.on_reset(&cbs.iter().map(|c| raw(*c)).collect::<Vec<_>>());
+            }
             if let Some(mut set) = st.pools.get_mut(&raw(pool)) {
                 for cb in cbs {
                     set.remove(&raw(*cb));
@@ -99,6 +102,9 @@ hook! {
         if let Some(p) = cx.dev.profile() {
             p.on_free(&cbs);
         }
+        if let Some(e) = cx.dev.enforce() {
+            e.on_reset(&cbs);
+        }
         cx.down((cx.next)(device, pool, alloc))
     }
 
@@ -106,9 +112,12 @@ hook! {
         let r = cx.down((cx.next)(device, pool, flags));
         if r == vk::Result::SUCCESS {
             cx.dev.state.reset_pool(raw(pool));
+            let cbs: Vec<u64> = cx.dev.state.pools.get(&raw(pool)).map(|s| s.iter().copied().collect()).unwrap_or_default();
             if let Some(p) = cx.dev.profile() {
-                let cbs: Vec<u64> = cx.dev.state.pools.get(&raw(pool)).map(|s| s.iter().copied().collect()).unwrap_or_default();
                 p.on_reset(&cbs);
+            }
+            if let Some(e) = cx.dev.enforce() {
+                e.on_reset(&cbs);
             }
         }
         r
@@ -123,6 +132,9 @@ hook! {
             }
             if let Some(p) = cx.dev.profile() {
                 p.on_begin(raw(cb), (*info).flags.contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT));
+            }
+            if let Some(e) = cx.dev.enforce() {
+                e.on_reset(&[raw(cb)]);
             }
             if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
                 g.begin(raw(cb));
@@ -152,6 +164,9 @@ hook! {
             }
             if let Some(p) = cx.dev.profile() {
                 p.on_reset(&[raw(cb)]);
+            }
+            if let Some(e) = cx.dev.enforce() {
+                e.on_reset(&[raw(cb)]);
             }
         }
         r
@@ -371,9 +386,12 @@ hook! {
             let s = std::slice::from_raw_parts(secondaries, count as usize).iter().map(|c| raw(*c)).collect();
             p.on_execute(raw(cb), s);
         }
-        if let (Some(g), false) = (cx.dev.enforce().and_then(|e| e.guard()), secondaries.is_null()) {
+        if let (Some(e), false) = (cx.dev.enforce(), secondaries.is_null()) {
             let s: Vec<u64> = std::slice::from_raw_parts(secondaries, count as usize).iter().map(|c| raw(*c)).collect();
-            g.execute(raw(cb), &s);
+            e.on_execute(raw(cb), &s);
+            if let Some(g) = e.guard() {
+                g.execute(raw(cb), &s);
+            }
         }
         cx.down((cx.next)(cb, count, secondaries))
     }

@@ -22,6 +22,9 @@ hook! {
         if let Some(g) = guard {
             g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
         }
+        if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
+            e.on_submit(batches_v1(count, submits).into_iter().flat_map(|b| b.command_buffers));
+        }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v1(count, submits), raw(fence));
         }
@@ -45,6 +48,9 @@ hook! {
         let r = cx.down((cx.next)(queue, count, submits, fence));
         if let Some(g) = guard {
             g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
+        }
+        if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
+            e.on_submit(batches_v2(count, submits).into_iter().flat_map(|b| b.command_buffers));
         }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v2(count, submits), raw(fence));
