@@ -740,3 +740,37 @@ fn auto_mode_does_not_keep_the_plan_of_a_failed_run() {
     );
     assert_eq!(plans().len(), 1, "the successful run's plan:\n{se}");
 }
+
+/// Issue 23 (7): doctor shows the layer order the loader itself uses (its `VK_LOADER_DEBUG=layer`
+/// callstack, from the load test), with the layers the user's environment adds: an installed
+/// implicit echo sits closest to the application, the validation layer named in
+/// `VK_INSTANCE_LAYERS` below it (docs/usage.md, "Layer order").
+#[test]
+fn doctor_shows_the_loaders_layer_order() {
+    let t = Temp::new("doctor-order");
+    assert!(run(vkecho(&t, &["install"])).status.success());
+    let mut c = vkecho(&t, &["doctor", "--json"]);
+    c.env("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation");
+    let (doc, _) = doctor_json(c);
+    let order: Vec<&str> = doc["echo"]["load_probe"]["layer_order"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no layer_order: {:#}", doc["echo"]))
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let at = |name: &str| order.iter().position(|n| *n == name);
+    assert_eq!(at("VK_LAYER_echo"), Some(0), "{order:?}");
+    assert!(
+        at("VK_LAYER_KHRONOS_validation").is_some_and(|v| v > 0),
+        "{order:?}"
+    );
+    let mut c = vkecho(&t, &["doctor"]);
+    c.env("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation");
+    let out = text(&run(c).stdout);
+    assert!(
+        out.lines().any(|l| l.contains("layer order")
+            && l.contains("VK_LAYER_echo → ")
+            && l.contains("VK_LAYER_KHRONOS_validation")),
+        "{out}"
+    );
+}
