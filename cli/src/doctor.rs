@@ -378,7 +378,11 @@ fn build_report(env: paths::Env) -> Value {
         }
     }
     let probe = if !manifests.is_empty() && loader["found"] == true && seen {
-        let p = run_probe(implicit.is_some());
+        let p = run_probe(
+            implicit.is_some(),
+            env("VK_INSTANCE_LAYERS"),
+            env("VK_LOADER_LAYERS_ENABLE"),
+        );
         if p["loaded"] != true {
             problems.push(format!(
                 "the loader could not load VK_LAYER_echo in a test process: {}",
@@ -617,9 +621,12 @@ fn probe_load() -> i32 {
     0
 }
 
-/// Run `vkecho doctor --probe-load` with echo enabled (mode off) and collect its verdict and
-/// the loader's error/warning messages.
-fn run_probe(implicit: bool) -> Value {
+/// Run `vkecho doctor --probe-load` with echo enabled (mode off) and collect its verdict, the
+/// loader's error/warning messages, and the loader's own account of the instance's layer order
+/// (`VK_LOADER_DEBUG=layer`: "vkCreateInstance layer callstack setup to:"), with the layers the
+/// user's environment enables (`user_layers`: `VK_INSTANCE_LAYERS`, `loader_enable`:
+/// `VK_LOADER_LAYERS_ENABLE`) — e.g. a capture tool or the validation layer around echo.
+fn run_probe(implicit: bool, user_layers: Option<String>, loader_enable: Option<String>) -> Value {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => return json!({"loaded": false, "error": format!("cannot find vkecho: {e}")}),
@@ -628,16 +635,23 @@ fn run_probe(implicit: bool) -> Value {
     cmd.args(["doctor", "--probe-load"])
         .env_remove("VK_ECHO_DISABLE")
         .env("VK_ECHO_MODE", "off")
-        .env("VK_LOADER_DEBUG", "error,warn")
+        .env("VK_LOADER_DEBUG", "error,warn,layer")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
+    if let Some(v) = loader_enable.filter(|v| !v.is_empty()) {
+        cmd.env("VK_LOADER_LAYERS_ENABLE", v);
+    }
+    let user_layers = user_layers.filter(|v| !v.is_empty());
     if implicit {
         cmd.env("VK_ECHO_ENABLE", "1");
+        if let Some(v) = user_layers {
+            cmd.env("VK_INSTANCE_LAYERS", v);
+        }
     } else {
-        let layers = match std::env::var("VK_INSTANCE_LAYERS") {
-            Ok(v) if !v.is_empty() => format!("{LAYER_NAME}:{v}"),
-            _ => LAYER_NAME.to_string(),
+        let layers = match user_layers {
+            Some(v) => format!("{LAYER_NAME}:{v}"),
+            None => LAYER_NAME.to_string(),
         };
         cmd.env("VK_INSTANCE_LAYERS", layers);
     }
@@ -664,9 +678,12 @@ fn run_probe(implicit: bool) -> Value {
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let order = layer_order(&stderr);
+    // The loader's errors and warnings; its `layer` debug lines only give the order.
     let messages: Vec<String> = stderr
         .lines()
         .filter(|l| !l.trim().is_empty())
+        .filter(|l| l.contains("ERROR") || l.contains("WARNING"))
         .take(20)
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect();
@@ -692,7 +709,37 @@ fn run_probe(implicit: bool) -> Value {
     }
     .into();
     v["messages"] = messages.into();
+    v["layer_order"] = order.into();
     v
+}
+
+/// The instance's layers from the application down to the driver, as the loader printed them
+/// (`VK_LOADER_DEBUG=layer`, loader 1.3.239: "vkCreateInstance layer callstack setup to:", then
+/// `<Application>`, `<Loader>`, one line per layer name, `<Drivers>`).
+pub fn layer_order(loader_debug: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in loader_debug.lines() {
+        if line.contains("vkCreateInstance layer callstack setup to:") {
+            inside = true;
+            out.clear();
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        let text = line
+            .trim_start_matches(|c: char| c != ':')
+            .trim_start_matches(':')
+            .trim();
+        if text == "<Drivers>" {
+            break;
+        }
+        if text.starts_with("VK_LAYER_") && !text.contains(' ') {
+            out.push(text.to_string());
+        }
+    }
+    out
 }
 
 // --- text rendering -------------------------------------------------------------------------------
@@ -871,6 +918,19 @@ fn render(r: &Value) -> String {
                 format!("FAILED: {}", s(&p["error"]))
             }
         );
+        let order: Vec<String> = p["layer_order"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(s)
+            .collect();
+        if !order.is_empty() {
+            let _ = writeln!(
+                o,
+                "  layer order the loader uses there (application first, driver last): {}",
+                order.join(" → ")
+            );
+        }
         if p["loaded"] != true {
             for m in p["messages"].as_array().into_iter().flatten() {
                 let _ = writeln!(o, "    {}", s(m));

@@ -153,6 +153,67 @@ pub fn command(argv: &[String], run: &LayerRun) -> Result<Command, String> {
     Ok(cmd)
 }
 
+/// How a child ended, as a shell reports it: its exit status, or 128+N when signal N killed it
+/// (SIGSEGV: 139).
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => 1,
+    }
+}
+
+/// `None` when the child succeeded, else how it failed in words ("exited with status 3",
+/// "was killed by signal 11 (SIGSEGV)").
+pub fn failure(status: std::process::ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    if status.success() {
+        return None;
+    }
+    Some(match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(sig)) => {
+            // SAFETY: strsignal returns a pointer to a static or thread-local string (or NULL).
+            let name = unsafe {
+                let p = libc::strsignal(sig);
+                if p.is_null() {
+                    String::new()
+                } else {
+                    std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+                }
+            };
+            let abbrev = signal_name(sig).map(|n| format!("SIG{n}"));
+            match (abbrev, name.is_empty()) {
+                (Some(a), false) => format!("was killed by signal {sig} ({a}: {name})"),
+                (Some(a), true) => format!("was killed by signal {sig} ({a})"),
+                (None, false) => format!("was killed by signal {sig} ({name})"),
+                (None, true) => format!("was killed by signal {sig}"),
+            }
+        }
+        (None, None) => "failed".to_string(),
+    })
+}
+
+fn signal_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        libc::SIGHUP => "HUP",
+        libc::SIGINT => "INT",
+        libc::SIGQUIT => "QUIT",
+        libc::SIGILL => "ILL",
+        libc::SIGTRAP => "TRAP",
+        libc::SIGABRT => "ABRT",
+        libc::SIGBUS => "BUS",
+        libc::SIGFPE => "FPE",
+        libc::SIGKILL => "KILL",
+        libc::SIGSEGV => "SEGV",
+        libc::SIGPIPE => "PIPE",
+        libc::SIGALRM => "ALRM",
+        libc::SIGTERM => "TERM",
+        _ => return None,
+    })
+}
+
 /// Split `[options] -- CMD ARGS...` into the options and the command.
 pub fn split_command(args: &[String]) -> (Vec<String>, Vec<String>) {
     match args.iter().position(|a| a == "--") {

@@ -1,6 +1,7 @@
 //! `vkecho profile [--trace FILE] [--no-validate] -- CMD ARGS...`: run CMD with this build's layer
 //! in profile mode, then summarize the trace it wrote: events, buffers, candidate pairs, host
-//! accesses inside GPU-use windows. The exit code is the program's.
+//! accesses inside GPU-use windows. The exit status is the program's, 128+N when signal N killed it
+//! (as a shell reports it).
 
 use crate::launch::{self, LayerRun};
 use echo_analyzer::analysis::{explain, plain_site, Decision};
@@ -19,7 +20,7 @@ usage: vkecho profile [--trace FILE] [--no-validate] -- CMD ARGS...
   --no-validate    record the trace only (no page-protection validation of host access)
 
 Runs CMD with the layer in profile mode (the loader is pointed at this build's layer, installed
-or not), then prints a summary of the trace. Exit code: CMD's.
+or not), then prints a summary of the trace. Exit status: CMD's (128+N when signal N killed it).
 ";
 
 /// Host accesses inside GPU-use windows (DESIGN §4, S2): the host touched buffer `b` while a
@@ -186,16 +187,27 @@ pub fn main(args: &[String]) -> i32 {
             return 127;
         }
     };
-    let code = status.code().unwrap_or(128 + 9);
+    let code = launch::exit_code(status);
+    let failed = launch::failure(status);
     match std::fs::File::open(&trace) {
         Ok(f) => match read_trace(BufReader::new(f)) {
             Ok(t) => eprint!("vkecho profile:\n{}", summary(&t, &trace)),
             Err(e) => eprintln!("vkecho profile: {}: {e}", trace.display()),
         },
-        Err(e) => eprintln!(
-            "vkecho profile: no trace at {} ({e}); did the program create a Vulkan device on a unified-memory GPU?",
-            trace.display()
-        ),
+        // Only a program that ran to its end says anything about the layer or the device.
+        Err(e) => match &failed {
+            Some(how) => eprintln!(
+                "vkecho profile: no trace at {} ({e}): the program {how} before the layer wrote one",
+                trace.display()
+            ),
+            None => eprintln!(
+                "vkecho profile: no trace at {} ({e}); did the program create a Vulkan device on a unified-memory GPU?",
+                trace.display()
+            ),
+        },
+    }
+    if let Some(how) = &failed {
+        eprintln!("vkecho profile: the program {how}; exit status {code}");
     }
     code
 }

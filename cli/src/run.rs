@@ -4,9 +4,13 @@
 //! With `--plan` the layer enforces that plan (`mode=enforce`). Without it the layer runs in auto
 //! mode (`mode=auto`, DESIGN §6): the plan cached for this program, its arguments and the device
 //! is enforced if there is one; otherwise the run is profiled and the plan is written at exit for
-//! the next run. Either way `vkecho run` says which plan it used or wrote.
+//! the next run. Either way `vkecho run` says which plan it used or wrote; a plan profiled by a
+//! run whose program failed (non-zero status, or killed by a signal) is removed instead, so the
+//! next run profiles again.
+//!
+//! The exit status is the program's, 128+N when signal N killed it (as a shell reports it).
 
-use crate::launch::{command, flag_value, split_command, temp_file, LayerRun};
+use crate::launch::{command, exit_code, failure, flag_value, split_command, temp_file, LayerRun};
 use echo_analyzer::stats::Stats;
 
 pub fn main(args: &[String]) -> i32 {
@@ -35,6 +39,7 @@ pub fn main(args: &[String]) -> i32 {
         }
         // A stale statistics file would be read as this run's.
         let _ = std::fs::remove_file(&stats_path);
+        let started = std::time::SystemTime::now();
         let status = command(
             &argv,
             &LayerRun {
@@ -44,11 +49,15 @@ pub fn main(args: &[String]) -> i32 {
         )?
         .status()
         .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+        let failed = failure(status);
         match read_stats(&stats_path) {
-            Ok(all) if all.is_empty() => {
-                eprintln!("vkecho run: the program created no Vulkan device")
-            }
+            Ok(all) if all.is_empty() => match &failed {
+                Some(how) => eprintln!("vkecho run: the program {how}"),
+                None => eprintln!("vkecho run: the program created no Vulkan device"),
+            },
             Ok(all) => {
+                // Auto mode's plans this run profiled: a failed run's are not kept.
+                let mut discarded = Vec::new();
                 for s in &all {
                     let end = if s.ended == "exit" {
                         " [the program exited without destroying the device]"
@@ -63,7 +72,18 @@ pub fn main(args: &[String]) -> i32 {
                     for n in &s.not_applied {
                         eprintln!("vkecho run:   group {} not applied: {}", n.group, n.reason);
                     }
-                    if auto {
+                    let profiled =
+                        s.mode == "profile" && s.plan.as_deref().is_some_and(|p| !p.is_empty());
+                    if auto && profiled && failed.is_some() {
+                        let plan = std::path::PathBuf::from(s.plan.as_deref().unwrap_or_default());
+                        if !discarded.contains(&plan) {
+                            eprintln!(
+                                "vkecho run:   {}",
+                                discard_plan(&plan, started, failed.as_deref().unwrap_or_default())
+                            );
+                            discarded.push(plan);
+                        }
+                    } else if auto {
                         eprintln!("vkecho run:   {}", auto_outcome(s));
                     } else if s.plan_status != "applied" && !s.plan_status.is_empty() {
                         eprintln!("vkecho run:   plan: {}", s.plan_status);
@@ -73,18 +93,78 @@ pub fn main(args: &[String]) -> i32 {
                     "vkecho run: process total: {}",
                     Stats::total(&all).summary()
                 );
+                if let Some(how) = &failed {
+                    eprintln!("vkecho run: the program {how}");
+                }
             }
-            Err(e) => eprintln!("vkecho run: no statistics from the layer ({e}); was it loaded?"),
+            // The hint applies only to a program that ran to its end: a crashed one never
+            // reached the point where the layer writes its statistics.
+            Err(e) => match &failed {
+                Some(how) => eprintln!(
+                    "vkecho run: the program {how} before the layer wrote its statistics ({e})"
+                ),
+                None => eprintln!("vkecho run: no statistics from the layer ({e}); was it loaded?"),
+            },
         }
         if keep_stats.is_none() {
             let _ = std::fs::remove_file(&stats_path);
         }
-        Ok(status.code().unwrap_or(1))
+        Ok(exit_code(status))
     })();
     result.unwrap_or_else(|e| {
         eprintln!("vkecho run: {e}");
         2
     })
+}
+
+/// Auto mode profiled a run whose program failed (non-zero status or a signal): the plan that
+/// run wrote is evidence of a run that went wrong, so it is removed and the next run profiles
+/// again (issue 23). Only a plan written since `started` is removed (not one another process
+/// left there). Returns the sentence that says what happened.
+pub fn discard_plan(plan: &std::path::Path, started: std::time::SystemTime, how: &str) -> String {
+    let written = std::fs::metadata(plan)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t >= started);
+    if !written {
+        return format!(
+            "the program {how}: this run was profiled, and no plan was written at {}; the next run profiles again",
+            plan.display()
+        );
+    }
+    // A plan under `context=program` merged this profile into earlier ones; it goes too
+    // (fail closed: a merge cannot be undone), and later runs profile afresh.
+    let earlier = read_plan(plan)
+        .ok()
+        .and_then(|p| p.evidence)
+        .map(|e| e.profiles.len().saturating_sub(1))
+        .filter(|&n| n > 0)
+        .map(|n| {
+            format!(
+                " (with the {n} earlier profile{} merged into it)",
+                if n == 1 { "" } else { "s" }
+            )
+        })
+        .unwrap_or_default();
+    match std::fs::remove_file(plan) {
+        Ok(()) => {
+            // The layer's `<plan>.untrusted` marker (enforce/guard.rs), if a guarded run left one.
+            let mut marker = plan.as_os_str().to_owned();
+            marker.push(".untrusted");
+            let _ = std::fs::remove_file(marker);
+            // The cache entry's directory, when nothing else is left in it.
+            if let Some(dir) = plan.parent() {
+                let _ = std::fs::remove_dir(dir);
+            }
+            format!(
+                "the program {how}: the plan this run profiled, {}, is not kept{earlier}: removed; the next run profiles again",
+                plan.display()
+            )
+        }
+        Err(e) => format!(
+            "the program {how}: the plan this run profiled, {}, could not be removed ({e}); remove it (`vkecho cache clear`) or the next run enforces it",
+            plan.display()
+        ),
+    }
 }
 
 /// Read a statistics file: one JSON object per line (one line per device, written when it is

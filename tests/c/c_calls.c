@@ -9,7 +9,13 @@
  *
  * Only `bench_loop` is meant to be counted (`valgrind --tool=callgrind
  * --toggle-collect=bench_loop`): instance and device creation stay out, and the difference of two
- * loop lengths gives the cost of one iteration on the calling thread. Prints "done N". */
+ * loop lengths gives the cost of one iteration on the calling thread. Prints "done N".
+ *
+ * The validation gate (scripts/validate-all.sh) runs it with these arguments:
+ * gate-args: create 10
+ * gate-args: submit 10
+ * gate-args: record 10
+ */
 #define _GNU_SOURCE /* dladdr */
 #include "common.h"
 

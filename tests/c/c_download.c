@@ -13,7 +13,12 @@
  * `clear` (the negative twin) fills r with a poison pattern on the host after mapping it, before
  * the copy (programs clear a result buffer before reading into it): legal and deterministic as
  * written, since the copy overwrites it; but with r inside d[j]'s memory the host's fill would
- * overwrite the result the dropped copy was to deliver. The analyzer must refuse those pairs. */
+ * overwrite the result the dropped copy was to deliver. The analyzer must refuse those pairs.
+ *
+ * The validation gate (scripts/validate-all.sh) runs it with these arguments:
+ * gate-args: ok
+ * gate-args: clear
+ */
 #include "common.h"
 
 #define NRES 3

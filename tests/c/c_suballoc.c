@@ -11,7 +11,12 @@
  * refuse that pair for S2.
  *
  * `zero` is the zero-copy twin (the bound for what echo can recover): the dispatch reads h and
- * writes r directly, no copies; same output. */
+ * writes r directly, no copies; same output.
+ *
+ * The validation gate (scripts/validate-all.sh) runs it with these arguments:
+ * gate-args: loop 3
+ * gate-args: race 3
+ */
 #include "common.h"
 
 enum { H, D, O, R, NBUF };

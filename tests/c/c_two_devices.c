@@ -1,7 +1,12 @@
 /* (c) c_two_devices seq|concurrent [SPV]: two VkDevices in one process with different traffic.
  * Device 0: 1 MiB, pattern A, 2 iterations; device 1: 2 MiB, pattern B, 3 iterations.
  * seq: device 0 is created, used and destroyed before device 1 exists; concurrent: both alive,
- * their iterations interleaved, then both destroyed. One checksum per device. */
+ * their iterations interleaved, then both destroyed. One checksum per device.
+ *
+ * The validation gate (scripts/validate-all.sh) runs it with these arguments:
+ * gate-args: seq
+ * gate-args: concurrent
+ */
 #include "common.h"
 
 #define ITERS0 2

@@ -646,3 +646,131 @@ fn program_context_enforces_under_other_arguments() {
         "{fourth}"
     );
 }
+
+/// Issue 23 (4): a child killed by SIGSEGV makes `vkecho run` and `vkecho profile` exit with 139,
+/// as a shell reports it (128 + 11), and neither prints a hint about the layer or the device:
+/// the program crashed, which says nothing about either.
+#[test]
+fn a_crashed_child_gives_128_plus_its_signal_and_no_misleading_hint() {
+    let t = Temp::new("segv");
+    for cmd in ["run", "profile"] {
+        let out = run(vkecho(&t, &[cmd, "--", "sh", "-c", "kill -SEGV $$"]));
+        let se = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(139),
+            "vkecho {cmd}: a SIGSEGV child gave {}:\n{se}",
+            out.status
+        );
+        for hint in [
+            "was it loaded",
+            "did the program create",
+            "created no Vulkan device",
+        ] {
+            assert!(
+                !se.contains(hint),
+                "vkecho {cmd}: a hint that does not apply to a crash ({hint:?}):\n{se}"
+            );
+        }
+        assert!(
+            se.contains("killed by signal 11 (SIGSEGV"),
+            "vkecho {cmd} does not say the program crashed:\n{se}"
+        );
+    }
+    // Exit statuses pass through unchanged.
+    let out = run(vkecho(&t, &["run", "--", "sh", "-c", "exit 7"]));
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+}
+
+/// Issue 23 (5): auto mode keeps no plan profiled by a run whose program failed. The program
+/// (saxpy, behind `sh -c '...; exit 3'` or `kill -SEGV $$`) runs to its end inside, so the
+/// layer writes a plan at exit; `vkecho run` sees the failure, says so and removes that plan;
+/// the next run profiles again instead of enforcing it. A successful run's plan is kept.
+#[test]
+fn auto_mode_does_not_keep_the_plan_of_a_failed_run() {
+    let t = Temp::new("run-failed");
+    let samples = build_dir().join("echo-samples");
+    assert!(samples.is_file(), "{} is missing", samples.display());
+    let saxpy = format!("{} saxpy --size-mib 1 --iters 3", samples.display());
+    let cache = t.home().join(".cache/vk-echo");
+    let plans = || {
+        std::fs::read_dir(&cache)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.path().join("plan.json"))
+                    .filter(|p| p.is_file())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    for (tail, code, how) in [
+        ("exit 3", 3, "exited with status 3"),
+        ("kill -SEGV $$", 139, "killed by signal 11"),
+    ] {
+        let script = format!("{saxpy} >/dev/null; {tail}");
+        let out = run(vkecho(&t, &["run", "--", "sh", "-c", &script]));
+        let se = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{script}:\n{se}");
+        assert!(
+            se.contains("this run was profiled") || se.contains("the plan this run profiled"),
+            "{script}: the failed run was not profiled:\n{se}"
+        );
+        assert!(
+            se.lines().any(|l| l.contains(how)
+                && l.contains("the plan this run profiled")
+                && l.contains("is not kept")),
+            "{script}: vkecho run does not say the failed run's plan is dropped:\n{se}"
+        );
+        assert!(
+            !se.contains("the next run of the same command enforces it"),
+            "{script}: a failed run's plan announced for enforcement:\n{se}"
+        );
+        assert_eq!(plans(), Vec::<PathBuf>::new(), "{script}: a plan was kept");
+    }
+    // The next (successful) run of the program profiles again, and its plan is kept.
+    let args: Vec<&str> = saxpy.split(' ').collect();
+    let mut argv = vec!["run", "--"];
+    argv.extend(&args);
+    let out = run(vkecho(&t, &argv));
+    let se = text(&out.stderr);
+    assert!(out.status.success(), "{se}");
+    assert!(
+        se.contains("this run was profiled and the plan ") && !se.contains("enforced"),
+        "the run after a failed one did not profile again:\n{se}"
+    );
+    assert_eq!(plans().len(), 1, "the successful run's plan:\n{se}");
+}
+
+/// Issue 23 (7): doctor shows the layer order the loader itself uses (its `VK_LOADER_DEBUG=layer`
+/// callstack, from the load test), with the layers the user's environment adds: an installed
+/// implicit echo sits closest to the application, the validation layer named in
+/// `VK_INSTANCE_LAYERS` below it (docs/usage.md, "Layer order").
+#[test]
+fn doctor_shows_the_loaders_layer_order() {
+    let t = Temp::new("doctor-order");
+    assert!(run(vkecho(&t, &["install"])).status.success());
+    let mut c = vkecho(&t, &["doctor", "--json"]);
+    c.env("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation");
+    let (doc, _) = doctor_json(c);
+    let order: Vec<&str> = doc["echo"]["load_probe"]["layer_order"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no layer_order: {:#}", doc["echo"]))
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let at = |name: &str| order.iter().position(|n| *n == name);
+    assert_eq!(at("VK_LAYER_echo"), Some(0), "{order:?}");
+    assert!(
+        at("VK_LAYER_KHRONOS_validation").is_some_and(|v| v > 0),
+        "{order:?}"
+    );
+    let mut c = vkecho(&t, &["doctor"]);
+    c.env("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation");
+    let out = text(&run(c).stdout);
+    assert!(
+        out.lines().any(|l| l.contains("layer order")
+            && l.contains("VK_LAYER_echo → ")
+            && l.contains("VK_LAYER_KHRONOS_validation")),
+        "{out}"
+    );
+}

@@ -1,20 +1,35 @@
-//! The short version of the "one command" checks of issue 8, on this build's binaries:
-//! `scripts/validate-all.sh` over three samples (a positive one, a sub-allocating one, a negative
-//! control) with no layer, profile and enforce under the validation layer with synchronization
-//! validation; and `scripts/leaks.sh` (valgrind) in enforce mode when valgrind is installed
-//! (scripts/deps.sh installs it, so CI runs it). The full runs: the scripts without arguments.
+//! The validation gate (issue 23, DESIGN §3 "only valid calls go down") and the short leak check
+//! of issue 8, on this build's binaries.
+//!
+//! `validation_gate`: `scripts/validate-all.sh` over **every** sample (`echo-samples list`) and
+//! **every** corpus program (tests/c/*.c, discovered; each declares its argument lists with
+//! `gate-args:` lines in its source) in every mode — off, profile with every window watched and
+//! with sampled windows (1 in 8), enforce, auto twice, guarded enforce — under
+//! VK_LAYER_KHRONOS_validation with synchronization validation: each must report exactly the
+//! messages validation alone reports and compute the same result. Small sizes (64 KiB, 2
+//! iterations) keep it to about 1.5 minutes on 2 cores. `gate_catches_a_new_and_a_missing_message`
+//! shows the gate can fail: a control program that makes one invalid call only in the mode it is
+//! told to. `leaks_short`: `scripts/leaks.sh` (valgrind) in enforce mode when valgrind is installed
+//! (scripts/deps.sh installs it, so CI runs it).
 
 use echo_tests::world::{repo_root, target_dir};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn script(name: &str, args: &[&str]) -> (bool, String) {
-    let out_dir = std::env::temp_dir().join(format!("echo-{name}-{}", std::process::id()));
+fn script(name: &str, args: &[&str], env: &[(&str, &Path)]) -> (bool, String, PathBuf) {
+    let out_dir =
+        std::env::temp_dir().join(format!("echo-{name}-{}-{}", std::process::id(), args.len()));
     let _ = std::fs::remove_dir_all(&out_dir);
-    let out = Command::new(repo_root().join("scripts").join(name))
-        .args(args)
+    let mut cmd = Command::new(repo_root().join("scripts").join(name));
+    cmd.args(args)
         .env("ECHO_BIN_DIR", target_dir())
+        .env("ECHO_C_DIR", env!("OUT_DIR"))
         .env("ECHO_VALIDATE_OUT", &out_dir)
-        .env("ECHO_LEAKS_OUT", &out_dir)
+        .env("ECHO_LEAKS_OUT", &out_dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run scripts/{name}: {e}"));
     let text = format!(
@@ -22,39 +37,158 @@ fn script(name: &str, args: &[&str]) -> (bool, String) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    if out.status.success() {
-        let _ = std::fs::remove_dir_all(&out_dir);
-    }
-    (out.status.success(), text)
+    (out.status.success(), text, out_dir)
 }
 
+/// `results.tsv` of a gate run: (program, mode, verdict, detail).
+fn results(dir: &Path) -> Vec<[String; 4]> {
+    std::fs::read_to_string(dir.join("results.tsv"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let mut f = l.splitn(4, '\t').map(str::to_string);
+            [(); 4].map(|_| f.next().unwrap_or_default())
+        })
+        .collect()
+}
+
+const MODES: [&str; 8] = [
+    "none", "off", "profile", "profile8", "enforce", "auto1", "auto2", "guard",
+];
+
 #[test]
-fn validate_all_short() {
-    let (ok, text) = script(
-        "validate-all.sh",
-        &[
-            "--samples",
-            "saxpy,suballoc,race",
-            "--modes",
-            "none,profile,enforce",
-            "--size-kib",
-            "64",
-            "--min-bytes",
-            "16K",
-        ],
-    );
+fn validation_gate() {
+    let t0 = std::time::Instant::now();
+    let (ok, text, dir) = script("validate-all.sh", &[], &[]);
     eprintln!("{text}");
+    eprintln!("validation gate: {:.0} s", t0.elapsed().as_secs_f64());
+    let rows = results(&dir);
+    // Discovery: every corpus program and every sample ran, in every mode.
+    let corpus: Vec<String> = std::fs::read_dir(repo_root().join("tests/c"))
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .path()
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+        })
+        .filter(|n| n != "common")
+        .collect();
+    assert!(corpus.len() >= 9, "tests/c: {corpus:?}");
+    let out = Command::new(target_dir().join("echo-samples"))
+        .arg("list")
+        .output()
+        .unwrap();
+    let samples: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    assert!(samples.len() >= 11, "echo-samples list: {samples:?}");
+    for p in corpus.iter().chain(&samples) {
+        for m in MODES {
+            assert!(
+                rows.iter()
+                    .any(|r| (r[0] == *p || r[0].starts_with(&format!("{p} "))) && r[1] == m),
+                "{p} was not checked in mode {m}:\n{text}"
+            );
+        }
+    }
+    // A program's `gate-args:` lines give one check each.
+    for label in ["c_upload 1", "c_upload 3", "c_two_devices concurrent"] {
+        assert!(rows.iter().any(|r| r[0] == label), "no {label}:\n{text}");
+    }
+    // Enforce really did something (or the gate proves little): saxpy elided bytes in enforce,
+    // auto's second run and guarded enforce.
+    for m in ["enforce", "auto2", "guard"] {
+        let r = rows
+            .iter()
+            .find(|r| r[0] == "saxpy" && r[1] == m)
+            .unwrap_or_else(|| panic!("no saxpy {m}:\n{text}"));
+        assert!(
+            r[3].contains("enforce ") && !r[3].contains(" 0 B elided"),
+            "saxpy {m} elided nothing: {r:?}"
+        );
+    }
+    let failed: Vec<String> = rows
+        .iter()
+        .filter(|r| r[2] != "ok")
+        .map(|r| r.join(" | "))
+        .collect();
     assert!(
-        ok,
-        "validate-all.sh found echo-only validation messages:\n{text}"
+        ok && failed.is_empty(),
+        "the validation gate: echo changed what validation reports (or a result) in:\n{}\n\n{text}",
+        failed.join("\n")
     );
-    // Enforce really did something in this run (or the check proves little).
-    assert!(
-        text.lines().any(|l| l.starts_with("saxpy")
-            && !l.contains(", 0 B elided")
-            && l.contains("B elided")),
-        "saxpy elided nothing under enforce:\n{text}"
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The gate can fail: `tests/data/gate/gate_control.c` makes one invalid call (a misaligned
+/// `vkBindBufferMemory`, VUID-vkBindBufferMemory-memoryOffset-01036) only with
+/// `GATE_CONTROL_INVALID=1`, which the gate's `--inject` adds to one mode: in `off` the gate must
+/// name the new message, in `none` (the reference) the message missing from the other modes.
+#[test]
+fn gate_catches_a_new_and_a_missing_message() {
+    let bin = std::env::temp_dir().join(format!("echo-gate-control-{}", std::process::id()));
+    std::fs::create_dir_all(&bin).unwrap();
+    let src = repo_root().join("tests/data/gate");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-O1", "-Wall", "-Werror", "-std=c11", "-I"])
+        .arg(repo_root().join("tests/c"))
+        .arg("-o")
+        .arg(bin.join("gate_control"))
+        .arg(src.join("gate_control.c"))
+        .arg("-lvulkan")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let src_s = src.display().to_string();
+    for (inject, want_mode, want) in [
+        (
+            "off:GATE_CONTROL_INVALID=1",
+            "off",
+            "NEW: VUID-vkBindBufferMemory-memoryOffset-01036",
+        ),
+        (
+            "none:GATE_CONTROL_INVALID=1",
+            "off",
+            "MISSING: VUID-vkBindBufferMemory-memoryOffset-01036",
+        ),
+    ] {
+        let (ok, text, dir) = script(
+            "validate-all.sh",
+            &[
+                "--samples",
+                "",
+                "--c-src",
+                &src_s,
+                "--modes",
+                "none,off",
+                "--inject",
+                inject,
+            ],
+            &[("ECHO_C_DIR", &bin)],
+        );
+        let rows = results(&dir);
+        assert!(!ok, "the gate passed with {inject}:\n{text}");
+        assert!(
+            rows.iter().any(|r| r[0] == "gate_control"
+                && r[1] == want_mode
+                && r[2] == "FAIL"
+                && r[3] == want),
+            "with {inject} the gate does not say {want:?} for {want_mode}:\n{text}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    // Without the injection the control is clean: the failures above are the gate's doing.
+    let (ok, text, dir) = script(
+        "validate-all.sh",
+        &["--samples", "", "--c-src", &src_s, "--modes", "none,off"],
+        &[("ECHO_C_DIR", &bin)],
     );
+    assert!(ok, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&bin);
 }
 
 #[test]
@@ -63,7 +197,8 @@ fn leaks_short() {
         eprintln!("valgrind is not installed: skipped (scripts/deps.sh installs it)");
         return;
     }
-    let (ok, text) = script("leaks.sh", &["--modes", "enforce", "--size-kib", "64"]);
+    let (ok, text, dir) = script("leaks.sh", &["--modes", "enforce", "--size-kib", "64"], &[]);
     eprintln!("{text}");
     assert!(ok, "leaks.sh:\n{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
