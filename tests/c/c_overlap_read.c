@@ -10,7 +10,11 @@
  *
  * `once`: the command buffer is recorded once and submitted ITERS times (the same fill value in
  * every iteration): bytes elided must count submissions, not recordings.
- * Prints "checksum <hex> early <hex>". */
+ * Prints "checksum <hex> early <hex>".
+ *
+ * gate-args: 4 0
+ * gate-args: 4 3
+ * gate-args: 4 0 once */
 #include "common.h"
 
 #define SIZE (4 * MIB)
