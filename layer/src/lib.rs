@@ -17,6 +17,7 @@ mod process;
 mod profile;
 mod reflect;
 mod settings;
+mod spirv_access;
 mod state;
 #[cfg(test)]
 mod testutil;

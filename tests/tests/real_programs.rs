@@ -31,6 +31,10 @@
 //!   through a fresh staging buffer that is then destroyed: every download pair is accepted
 //!   (staging into device) and applied; the `clear` twin (the host fills the staging buffer before
 //!   the copy) is refused for S1, and forcing it corrupts the output;
+//! - `c_writeonly_download write|read` (issue 24): a download per call through a shader binding
+//!   with no `writeonly` into a fresh device buffer in a mapped block, then into a fresh host
+//!   buffer: with the shader that only stores, every download is accepted and applied (shader
+//!   access by instruction); with the one that really loads the binding, refused for S1;
 //! - `echo-vma loop|race` (issue 12): the same workload with ash + VMA (the `vk-mem` crate,
 //!   tests/vma-app): persistently mapped staging allocations, `AutoPreferDevice` device buffers,
 //!   all in one VMA block; the same checks, and its zero-copy twin computes the same output.
@@ -86,6 +90,9 @@ const VMA_ZERO: Prog = prog("echo-vma", &["zero", "3"]);
 /// One-time downloads: several results, each read back once through a fresh staging buffer.
 const DOWNLOAD: Prog = prog("c_download", &["ok"]);
 const DOWNLOAD_CLEAR: Prog = prog("c_download", &["clear"]);
+/// Downloads per call through an undecorated storage binding (issue 24): stores only / loads too.
+const WRITEONLY: Prog = prog("c_writeonly_download", &["write", "3"]);
+const WRITEONLY_READS: Prog = prog("c_writeonly_download", &["read", "3"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -1147,4 +1154,70 @@ fn download_clear_is_refused_for_s1() {
 #[test]
 fn download_validation() {
     clean_under_validation(DOWNLOAD);
+}
+
+// ------------------------------------------------------- (issue 24) c_writeonly_download
+
+/// c_writeonly_download's calls.
+const WRITEONLY_CALLS: usize = 3;
+
+/// Issue 24's case 1: the kernel only stores to its result binding, which says neither
+/// `readonly` nor `writeonly`. By instruction the dispatch writes the fresh device buffer and
+/// reads nothing of it, so every call's download pair is accepted (one-time, staging into
+/// device) and enforce drops every download with the output identical. With access taken from
+/// decorations alone (before issue 24) the binding was read-write and all three were refused
+/// for S1 ("the GPU reads device buffer #3 … expecting the host's writes … before its bind").
+#[test]
+fn writeonly_download_pairs_apply() {
+    let f = flow(WRITEONLY);
+    let label = f.case.label(Some("profile"));
+    let downloads: Vec<(String, Value)> = members(&f.plan)
+        .into_iter()
+        .filter(|(_, m)| m["role"] == "readback")
+        .collect();
+    assert_eq!(
+        downloads.len(),
+        WRITEONLY_CALLS,
+        "{label}: want every call's download accepted: {:#}",
+        f.plan
+    );
+    for (direction, m) in &downloads {
+        assert_eq!(m["one_time"], true, "{label}: {m:#}");
+        assert_eq!(direction, "staging_into_device", "{label}: {m:#}");
+    }
+    assert_eq!(
+        f.plan["rejected"].as_array().map_or(0, Vec::len),
+        0,
+        "{label}: {:#}",
+        f.plan
+    );
+    let label = f.case.label(Some("enforce"));
+    all_applied(&label, &f.enforce.stats);
+    assert!(
+        sum(&f.enforce.stats, "bytes_elided") >= WRITEONLY_CALLS as u64 * DOWNLOAD_BYTES,
+        "{label}: every call's download is elided: {:?}",
+        f.enforce.stats
+    );
+}
+
+/// The planted fault: the same program with a kernel that really loads its result binding
+/// before storing. The dispatch reads bytes nothing wrote, so every download pair stays refused
+/// for S1 (the upload still applies), and the output is still identical in every mode.
+#[test]
+fn writeonly_download_reading_kernel_is_refused_for_s1() {
+    let f = flow(WRITEONLY_READS);
+    let label = f.case.label(Some("profile"));
+    let rejected = f.plan["rejected"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rejected.len(), WRITEONLY_CALLS, "{label}: {:#}", f.plan);
+    for r in &rejected {
+        assert_eq!(r["condition"], "S1", "{label}: {r:#}");
+        assert_eq!(r["staging"]["usage"], 0x2, "{label}: {r:#}");
+    }
+    assert!(
+        members(&f.plan)
+            .iter()
+            .all(|(_, m)| m["role"] != "readback"),
+        "{label}: {:#}",
+        f.plan
+    );
 }
