@@ -15,7 +15,10 @@
  * wrote, which sharing memory could change, so the pair is refused for S1 (the output does not
  * depend on the value read, so it stays identical either way).
  *
- * The SPIR-V: argv[3] when given, else c_writeonly_<mode>.spv beside $ECHO_C_SPV. */
+ * The SPIR-V: argv[3] when given, else c_writeonly_<mode>.spv beside $ECHO_C_SPV.
+ *
+ * gate-args: write 3
+ * gate-args: read 3 */
 #include "common.h"
 
 #define SIZE (2 * MIB)
