@@ -168,6 +168,8 @@ hook_table! {
     command::vkCmdCopyBufferToImage,
     command::vkCmdCopyImageToBuffer,
     command::vkCmdPipelineBarrier,
+    command::vkCmdPipelineBarrier2,
+    command::vkCmdPipelineBarrier2KHR,
     // descriptor.rs
     descriptor::vkUpdateDescriptorSets,
     descriptor::vkCreateShaderModule,
