@@ -114,6 +114,36 @@ impl InstanceData {
         Some(f)
     }
 
+    /// `vkGetPhysicalDeviceImageFormatProperties2` (or its KHR alias) for `pd`, where asking it
+    /// with `VkPhysicalDeviceExternalImageFormatInfo` is legal: the properties2 query is (see
+    /// [`InstanceData::properties2`]) and external-memory capabilities are core (1.1) or enabled.
+    pub fn image_format_properties2(
+        &self,
+        pd: vk::PhysicalDevice,
+    ) -> Option<vk::PFN_vkGetPhysicalDeviceImageFormatProperties2> {
+        self.properties2(pd)?;
+        let mut props = vk::PhysicalDeviceProperties::default();
+        // SAFETY: pd belongs to this instance; the out struct is valid.
+        unsafe { (self.fp.get_physical_device_properties)(pd, &mut props) };
+        let core =
+            self.api_version >= vk::API_VERSION_1_1 && props.api_version >= vk::API_VERSION_1_1;
+        let name: &CStr = if core {
+            c"vkGetPhysicalDeviceImageFormatProperties2"
+        } else if self
+            .extensions
+            .contains("VK_KHR_get_physical_device_properties2")
+            && self
+                .extensions
+                .contains("VK_KHR_external_memory_capabilities")
+        {
+            c"vkGetPhysicalDeviceImageFormatProperties2KHR"
+        } else {
+            return None;
+        };
+        // SAFETY: resolved by name for exactly this command's type.
+        self.next_proc(name).map(|f| unsafe { typed(f) })
+    }
+
     /// The physical device's memory table and type, read through the next layer (so a layer
     /// below can present another table), plus its name.
     pub fn memory_table(
