@@ -34,6 +34,16 @@
 //! - `echo-vma loop|race` (issue 12): the same workload with ash + VMA (the `vk-mem` crate,
 //!   tests/vma-app): persistently mapped staging allocations, `AutoPreferDevice` device buffers,
 //!   all in one VMA block; the same checks, and its zero-copy twin computes the same output.
+//! - `c_image_in_block` (issue 23): an optimal-tiling image bound into the mapped allocation of
+//!   a staging and a readback buffer; profile (and auto's first run) imports that allocation,
+//!   so the image must carry the host-allocation handle type: validation reports exactly what it
+//!   reports alone (VUID-vkBindImageMemory-memory-02729 before), the output is identical, and the
+//!   host-access evidence is still recorded (the fix did not just stop importing);
+//! - `c_deferred_ref early|late` (issue 23): a device buffer copied into and barriered before its
+//!   readback partner exists: the analyzer refuses the group, with the command and events; the
+//!   `late` twin's group applies; and `late`'s plan forced onto `early` (enforce holds the device
+//!   buffer's bind back past those commands) adds no validation message
+//!   (VUID-vkCmdCopyBuffer-dstBuffer-00121, VUID-VkBufferMemoryBarrier-buffer-01931 before).
 //!
 //! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
 //! `echo_tests::world::artifact`).
@@ -86,6 +96,12 @@ const VMA_ZERO: Prog = prog("echo-vma", &["zero", "3"]);
 /// One-time downloads: several results, each read back once through a fresh staging buffer.
 const DOWNLOAD: Prog = prog("c_download", &["ok"]);
 const DOWNLOAD_CLEAR: Prog = prog("c_download", &["clear"]);
+/// Issue 23: an image and buffers in one mapped, host-visible allocation.
+const IMAGE_IN_BLOCK: Prog = prog("c_image_in_block", &["3"]);
+/// Issue 23: a device buffer copied into and barriered before its readback partner exists
+/// (`late`: the twin that records it after the partner is bound).
+const DEFERRED_EARLY: Prog = prog("c_deferred_ref", &["early", "3"]);
+const DEFERRED_LATE: Prog = prog("c_deferred_ref", &["late", "3"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -1147,4 +1163,113 @@ fn download_clear_is_refused_for_s1() {
 #[test]
 fn download_validation() {
     clean_under_validation(DOWNLOAD);
+}
+
+// ------------------------------------------------------------------ (issue 23) c_image_in_block
+
+#[test]
+fn image_in_block_every_mode() {
+    let f = flow(IMAGE_IN_BLOCK);
+    // The allocation holding the image is still imported in profile mode: the host's writes
+    // to the staging bytes and reads of the readback bytes were seen.
+    let accesses = f.trace.iter().filter(|r| event(r) == "host_access").count();
+    assert!(
+        accesses >= 2,
+        "{}: want the host's accesses recorded (evidence kept), got {accesses} host_access events",
+        f.case.label(Some("profile"))
+    );
+}
+
+#[test]
+fn image_in_block_validation() {
+    validation_check(IMAGE_IN_BLOCK, true);
+    let case = Case::new(IMAGE_IN_BLOCK, "clean");
+    let alone = case.run(None, true, &[]);
+    assert_eq!(
+        validation_ids(&IMAGE_IN_BLOCK, &alone),
+        Vec::<String>::new(),
+        "{}",
+        alone.stderr
+    );
+}
+
+// ------------------------------------------------------------------ (issue 23) c_deferred_ref
+
+#[test]
+fn deferred_ref_group_is_refused() {
+    let f = flow(DEFERRED_EARLY);
+    let label = f.case.label(Some("profile"));
+    assert_eq!(
+        f.plan["groups"].as_array().map_or(0, Vec::len),
+        0,
+        "{label}: {:#}",
+        f.plan
+    );
+    let rejected = f.plan["rejected"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rejected.len() == 1
+            && rejected[0]["condition"] == "Compat"
+            && rejected[0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("enforce holds the bind back")),
+        "{label}: want the readback pair refused because the device buffer is named first: {:#}",
+        f.plan
+    );
+    // The control: recorded after the partner is bound, the same group applies.
+    let late = flow(DEFERRED_LATE);
+    assert_eq!(late.plan["groups"].as_array().map_or(0, Vec::len), 1);
+    all_applied(&late.case.label(Some("enforce")), &late.enforce.stats);
+}
+
+#[test]
+fn deferred_ref_validation() {
+    validation_check(DEFERRED_EARLY, true);
+}
+
+/// The layer's backstop: the `late` twin's plan forced onto `early` makes enforce hold the
+/// device buffer's bind back past the copy and barriers recorded before its partner exists; the
+/// bind must happen at the first of them, so validation reports what it reports alone, and the
+/// output is the baseline's.
+#[test]
+fn deferred_ref_forced_plan_binds_at_first_reference() {
+    let s = |p: &Path| p.display().to_string();
+    let late = Case::new(DEFERRED_LATE, "forced-source");
+    let trace = late.path("trace.jsonl");
+    late.run(Some("profile"), false, &[("VK_ECHO_TRACE", s(&trace))]);
+    let mut forced = late.analyze(&trace, &late.path("plan.json"));
+    assert_eq!(forced["groups"].as_array().map_or(0, Vec::len), 1);
+
+    let case = Case::new(DEFERRED_EARLY, "forced");
+    let early_trace = case.path("trace.jsonl");
+    case.run(
+        Some("profile"),
+        false,
+        &[("VK_ECHO_TRACE", s(&early_trace))],
+    );
+    let own = case.analyze(&early_trace, &case.path("own.json"));
+    forced["context"] = own["context"].clone();
+    let forced_file = case.path("forced.json");
+    std::fs::write(&forced_file, forced.to_string()).unwrap();
+
+    let alone = case.run(None, true, &[]);
+    let want = validation_ids(&DEFERRED_EARLY, &alone);
+    let stats = case.path("stats.jsonl");
+    let out = case.run(
+        Some("enforce"),
+        true,
+        &[
+            ("VK_ECHO_PLAN", s(&forced_file)),
+            ("VK_ECHO_STATS", s(&stats)),
+        ],
+    );
+    let got = validation_ids(&DEFERRED_EARLY, &out);
+    assert!(
+        got == want,
+        "{}: validation + echo reported {got:?}, validation alone {want:?}\nstderr:\n{}",
+        case.label(Some("enforce, forced plan")),
+        out.stderr
+    );
+    assert_eq!(out.stdout, alone.stdout, "{}", out.stderr);
+    // The plan was really applied to this run (its group was planned), and fell back.
+    assert_eq!(sum(&out.stats, "groups_planned"), 1, "{:?}", out.stats);
 }
