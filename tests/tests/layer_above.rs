@@ -116,3 +116,76 @@ fn the_test_layer_is_above_echo() {
 fn w_path(mode: &str, name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("echo-above-{}-{mode}-{name}", std::process::id()))
 }
+
+/// The real thing where it is installed (Debian package `renderdoc` 1.24, not part of the test
+/// command's dependencies; skipped with a note where it is missing): RenderDoc's capture layer,
+/// enabled with `ENABLE_VULKAN_RENDERDOC_CAPTURE=1`, above echo — echo's manifest moved to a data
+/// directory searched after `/usr/share`, where RenderDoc's is. Before issue 23 every mode died
+/// with SIGSEGV in `vkCreateDevice` (RenderDoc calling the NULL echo answered); then, in profile
+/// mode, in RenderDoc's own `vkCreateImage` (echo's image-format query resolved after instance
+/// creation reached RenderDoc's unfilled entry). Every mode must give the baseline's output.
+#[test]
+fn renderdoc_capture_layer_above_echo() {
+    let manifest = Path::new("/usr/share/vulkan/implicit_layer.d/renderdoc_capture.json");
+    if !manifest.exists() {
+        eprintln!(
+            "skipped: RenderDoc's capture layer is not installed (apt-get install renderdoc)"
+        );
+        return;
+    }
+    let prog = out_dir().join("c_image_in_block");
+    let baseline = run_within(World::new(Layers::default()).command(&prog, &["2"]), LIMIT);
+    assert!(baseline.status.success(), "{}", baseline.stderr);
+    for mode in ["off", "profile", "enforce", "auto"] {
+        let w = World::new(Layers {
+            echo: Some(mode),
+            ..Default::default()
+        });
+        let late = w.dir.join("late/vulkan/implicit_layer.d");
+        std::fs::create_dir_all(&late).unwrap();
+        std::fs::rename(
+            w.dir.join("data/vulkan/implicit_layer.d/VkLayer_echo.json"),
+            late.join("VkLayer_echo.json"),
+        )
+        .unwrap();
+        let dirs = format!(
+            "/usr/local/share:/usr/share:{}",
+            w.dir.join("late").display()
+        );
+        let w = w
+            .set("XDG_DATA_DIRS", dirs)
+            .set("ENABLE_VULKAN_RENDERDOC_CAPTURE", "1")
+            .set("VK_LOADER_DEBUG", "layer");
+        let run = run_within(w.command(&prog, &["2"]), LIMIT);
+        let label = format!("c_image_in_block under RenderDoc above echo (mode {mode})");
+        assert!(
+            run.status.success(),
+            "{label}: {}:\n{}",
+            run.status,
+            run.stderr
+        );
+        let all = format!("{}{}", run.stdout, run.stderr);
+        let chain = all
+            .find("vkCreateInstance layer callstack setup to:")
+            .map_or("", |i| &all[i..]);
+        let (rd, echo) = (
+            chain.find("VK_LAYER_RENDERDOC_Capture"),
+            chain.find("VK_LAYER_echo\n"),
+        );
+        assert!(
+            matches!((rd, echo), (Some(a), Some(e)) if a < e),
+            "{label}: want RenderDoc above echo in the loader's chain:\n{chain}"
+        );
+        let checksum = |s: &str| {
+            s.lines()
+                .find(|l| l.starts_with("checksum"))
+                .map(str::to_string)
+        };
+        assert_eq!(
+            checksum(&run.stdout),
+            checksum(&baseline.stdout),
+            "{label}:\n{}",
+            run.stderr
+        );
+    }
+}
