@@ -134,7 +134,10 @@ fn renderdoc_capture_layer_above_echo() {
         return;
     }
     let prog = out_dir().join("c_image_in_block");
-    let baseline = run_within(World::new(Layers::default()).command(&prog, &["2"]), LIMIT);
+    let baseline = run_within(
+        World::new(Layers::default()).command(&prog, &["slab", "2"]),
+        LIMIT,
+    );
     assert!(baseline.status.success(), "{}", baseline.stderr);
     for mode in ["off", "profile", "enforce", "auto"] {
         let w = World::new(Layers {
@@ -156,7 +159,7 @@ fn renderdoc_capture_layer_above_echo() {
             .set("XDG_DATA_DIRS", dirs)
             .set("ENABLE_VULKAN_RENDERDOC_CAPTURE", "1")
             .set("VK_LOADER_DEBUG", "layer");
-        let run = run_within(w.command(&prog, &["2"]), LIMIT);
+        let run = run_within(w.command(&prog, &["slab", "2"]), LIMIT);
         let label = format!("c_image_in_block under RenderDoc above echo (mode {mode})");
         assert!(
             run.status.success(),

@@ -38,7 +38,9 @@
 //!   a staging and a readback buffer; profile (and auto's first run) imports that allocation,
 //!   so the image must carry the host-allocation handle type: validation reports exactly what it
 //!   reports alone (VUID-vkBindImageMemory-memory-02729 before), the output is identical, and the
-//!   host-access evidence is still recorded (the fix did not just stop importing);
+//!   host-access evidence is still recorded (the fix did not just stop importing); `device`: the
+//!   image shares a device block with a planned device buffer, which guarded enforce imports:
+//!   the same under `guard=on`, with the group applied;
 //! - `c_deferred_ref early|late` (issue 23): a device buffer copied into and barriered before its
 //!   readback partner exists: the analyzer refuses the group, with the command and events; the
 //!   `late` twin's group applies; and `late`'s plan forced onto `early` (enforce holds the device
@@ -97,7 +99,9 @@ const VMA_ZERO: Prog = prog("echo-vma", &["zero", "3"]);
 const DOWNLOAD: Prog = prog("c_download", &["ok"]);
 const DOWNLOAD_CLEAR: Prog = prog("c_download", &["clear"]);
 /// Issue 23: an image and buffers in one mapped, host-visible allocation.
-const IMAGE_IN_BLOCK: Prog = prog("c_image_in_block", &["3"]);
+const IMAGE_IN_BLOCK: Prog = prog("c_image_in_block", &["slab", "3"]);
+/// The image in a device block with a device buffer whose group guarded enforce imports.
+const IMAGE_DEVICE_BLOCK: Prog = prog("c_image_in_block", &["device", "3"]);
 /// Issue 23: a device buffer copied into and barriered before its readback partner exists
 /// (`late`: the twin that records it after the partner is bound).
 const DEFERRED_EARLY: Prog = prog("c_deferred_ref", &["early", "3"]);
@@ -1272,4 +1276,50 @@ fn deferred_ref_forced_plan_binds_at_first_reference() {
     assert_eq!(out.stdout, alone.stdout, "{}", out.stderr);
     // The plan was really applied to this run (its group was planned), and fell back.
     assert_eq!(sum(&out.stats, "groups_planned"), 1, "{:?}", out.stats);
+}
+
+#[test]
+fn image_in_device_block_every_mode() {
+    flow(IMAGE_DEVICE_BLOCK);
+}
+
+/// Profile (the block is host-visible on lavapipe, so imported) and guarded enforce (the block
+/// of a guarded group is imported) under validation: exactly what validation alone reports, the
+/// baseline's output, and the group applied under the guard.
+#[test]
+fn image_in_device_block_guarded_validation() {
+    validation_check(IMAGE_DEVICE_BLOCK, false);
+    let case = Case::new(IMAGE_DEVICE_BLOCK, "guarded");
+    let s = |p: &Path| p.display().to_string();
+    let alone = case.run(None, true, &[]);
+    let want = validation_ids(&IMAGE_DEVICE_BLOCK, &alone);
+    assert_eq!(want, Vec::<String>::new(), "{}", alone.stderr);
+    let trace = case.path("trace.jsonl");
+    case.run(Some("profile"), false, &[("VK_ECHO_TRACE", s(&trace))]);
+    let plan = case.path("plan.json");
+    case.analyze(&trace, &plan);
+    let stats = case.path("stats.jsonl");
+    let out = case.run(
+        Some("enforce"),
+        true,
+        &[
+            ("VK_ECHO_PLAN", s(&plan)),
+            ("VK_ECHO_GUARD", "on".into()),
+            ("VK_ECHO_STATS", s(&stats)),
+        ],
+    );
+    let label = case.label(Some("enforce, guard=on"));
+    let got = validation_ids(&IMAGE_DEVICE_BLOCK, &out);
+    assert!(
+        got == want,
+        "{label}: validation + echo reported {got:?}, validation alone {want:?}\nstderr:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.stdout, alone.stdout, "{label}:\n{}", out.stderr);
+    all_applied(&label, &out.stats);
+    assert!(
+        sum(&out.stats, "guard_windows") >= 1,
+        "{label}: {:?}",
+        out.stats
+    );
 }
