@@ -42,6 +42,52 @@ fn main() {
         );
     }
     build_c(&out);
+    build_c_layers(&out);
+}
+
+/// `c/layers/*.c` → `OUT_DIR/libVkLayer_echo_<stem>.so`: test-only layers written in C (issue 23:
+/// `test_above`, placed above echo, makes the lookups capture layers make).
+fn build_c_layers(out: &std::path::Path) {
+    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"))
+        .join("c/layers");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let mut sources: Vec<PathBuf> = rd
+        .map(|e| e.expect("read_dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    sources.sort();
+    for src in sources {
+        println!("cargo:rerun-if-changed={}", src.display());
+        let stem = src.file_stem().unwrap().to_string_lossy().into_owned();
+        let lib = out.join(format!("libVkLayer_echo_{stem}.so"));
+        let o = Command::new(&cc)
+            .args([
+                "-O1",
+                "-Wall",
+                "-Werror",
+                "-std=c11",
+                "-shared",
+                "-fPIC",
+                "-fvisibility=hidden",
+                "-Wl,-Bsymbolic",
+                "-o",
+            ])
+            .arg(&lib)
+            .arg(&src)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
+        assert!(
+            o.status.success(),
+            "`{cc}` failed to build the test layer {}:\n{}{}",
+            src.display(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
 
 /// `c/*.c` → `OUT_DIR/<stem>`: `$CC` (or `cc`) `-O1 -Wall -Werror -std=c11 … -lvulkan`.

@@ -394,6 +394,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             let c = &cands[i];
             let dl = delta[i].unwrap_or(0);
             compat::check(&ctx, c.staging, c.device, dl, dir)?;
+            compat::held_back(&ctx, c.staging, c.device, dir)?;
             s4_lifetime::check(&ctx, c.staging, c.device, dl, dir)?;
             Ok(())
         };

@@ -197,6 +197,61 @@ pub fn check_redirect(req: &MemReq, target: &Target) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// `StagingIntoDevice`: the application's maps of a staging buffer's own allocation
+/// (`own_size` bytes, the buffer at `offset_in_own`) are served from echo's mapping of the device
+/// allocation (`device_size` bytes), the buffer's byte 0 landing at `target_offset` there. Every
+/// byte the application can map of its allocation must land inside the device allocation; the
+/// shift (device offset of the allocation's byte 0) when it does. The analysis asks the same
+/// question of the trace (`safety::compat`), so a group enforce would refuse here is refused in
+/// the plan already.
+pub fn check_map_redirect(
+    target_offset: i128,
+    offset_in_own: u64,
+    own_size: u64,
+    device_size: u64,
+) -> Result<i128, String> {
+    let shift = target_offset - offset_in_own as i128;
+    if shift < 0 || shift + own_size as i128 > device_size as i128 {
+        return Err(format!(
+            "its {own_size}-byte allocation would map to [{shift}, {}) of the {device_size}-byte device allocation",
+            shift + own_size as i128
+        ));
+    }
+    Ok(shift)
+}
+
+/// One line for the reasons a group was not applied, `(member, why)` each (`None`: the group as a
+/// whole): members with the same reason share it ("members 0, 2: ..."), and past `limit`
+/// characters only the first reason is kept, with how many others there were.
+pub fn summarize_reasons(reasons: &[(Option<usize>, String)], limit: usize) -> String {
+    let mut by: Vec<(String, Vec<Option<usize>>)> = Vec::new();
+    for (m, why) in reasons {
+        match by.iter_mut().find(|(w, _)| w == why) {
+            Some((_, ms)) => ms.push(*m),
+            None => by.push((why.clone(), vec![*m])),
+        }
+    }
+    let part = |(why, ms): &(String, Vec<Option<usize>>)| {
+        let named: Vec<String> = ms.iter().flatten().map(|m| m.to_string()).collect();
+        match named.len() {
+            0 => why.clone(),
+            1 => format!("member {}: {why}", named[0]),
+            _ => format!("members {}: {why}", named.join(", ")),
+        }
+    };
+    let parts: Vec<String> = by.iter().map(part).collect();
+    let line = parts.join("; ");
+    if line.chars().count() <= limit || parts.len() < 2 {
+        return line;
+    }
+    format!(
+        "{} (and {} other reason{})",
+        parts[0],
+        parts.len() - 1,
+        if parts.len() == 2 { "" } else { "s" }
+    )
+}
+
 /// Device extensions whose commands take a `VkDeviceMemory` (in a parameter or a structure)
 /// that echo does not follow. On a device with any of them enabled, enforce makes every
 /// allocation at the driver: a handle echo invents must never reach the driver.
@@ -435,6 +490,42 @@ mod tests {
 
     fn vk_version(major: u32, minor: u32) -> u32 {
         major << 22 | minor << 12
+    }
+
+    #[test]
+    fn map_redirect_must_fit_the_device_allocation() {
+        // A 64 KiB staging allocation, buffer at 0, into 1 MiB at 4096: fits.
+        assert_eq!(check_map_redirect(4096, 0, 65536, 1 << 20), Ok(4096));
+        // wgpu at 16 MiB (issue 23): a 128 MiB staging block cannot map into 64 MiB.
+        let e = check_map_redirect(0, 0, 128 << 20, 64 << 20).unwrap_err();
+        assert!(e.contains("134217728-byte allocation"), "{e}");
+        // The buffer sits at 8192 of its block but lands at 4096: the block's start would be
+        // before the device allocation's.
+        assert!(check_map_redirect(4096, 8192, 65536, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn reasons_in_one_line() {
+        let same = vec![
+            (Some(0), "used before its partner was bound".to_string()),
+            (Some(1), "used before its partner was bound".to_string()),
+            (Some(2), "used before its partner was bound".to_string()),
+        ];
+        assert_eq!(
+            summarize_reasons(&same, 200),
+            "members 0, 1, 2: used before its partner was bound"
+        );
+        let long: Vec<(Option<usize>, String)> = (0..12)
+            .map(|i| (Some(i), format!("reason number {i} {}", "x".repeat(80))))
+            .collect();
+        let line = summarize_reasons(&long, 200);
+        assert!(line.starts_with("member 0: reason number 0"), "{line}");
+        assert!(line.ends_with("(and 11 other reasons)"), "{line}");
+        assert!(line.chars().count() < 200, "{line}");
+        assert_eq!(
+            summarize_reasons(&[(None, "its device buffer was not created".into())], 10),
+            "its device buffer was not created"
+        );
     }
 
     #[test]

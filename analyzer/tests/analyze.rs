@@ -1261,9 +1261,16 @@ fn staging_allocation_is_made_when_the_plan_cannot_vouch_for_it() {
     );
     assert!(g.members.iter().any(|m| m.skip_allocation), "{g:?}");
 
-    // A map of bytes outside the member's range: they are not the member's.
+    // A map of bytes outside the member's range: they are not the member's. (The device
+    // allocation is 2 MiB too: the whole staging allocation's map is served from it.)
     let mut t = T::new();
-    let d = t.device(MIB);
+    let dbuf = t.create(MIB, STORAGE | SRC | DST, 0);
+    let dmem = t.alloc(2 * MIB, 0, Some(dbuf));
+    t.bind(dbuf, dmem, 0);
+    let d = Buf {
+        buf: dbuf,
+        mem: dmem,
+    };
     let buf = t.create(MIB, SRC | DST, 0);
     let mem = t.alloc(2 * MIB, 0, None);
     t.bind(buf, mem, 0);
@@ -1284,6 +1291,36 @@ fn staging_allocation_is_made_when_the_plan_cannot_vouch_for_it() {
             .contains("outside the staging buffer's range"),
         "{}",
         m_in.allocation_note
+    );
+
+    // Issue 23 (6): with the device buffer in a 1 MiB allocation, the 2 MiB staging allocation's
+    // map cannot be served from it: enforce would refuse the member in every run
+    // (apply::check_map_redirect), so the analysis refuses it, with that reason.
+    let mut t = T::new();
+    let d = t.device(MIB);
+    let buf = t.create(MIB, SRC | DST, 0);
+    let mem = t.alloc(2 * MIB, 0, None);
+    t.bind(buf, mem, 0);
+    t.map(mem);
+    let h_in = Buf { buf, mem };
+    let h_out = t.staging(MIB);
+    round_trip(&mut t, h_in, d, h_out);
+    let a = t.analyze();
+    let r = a
+        .plan
+        .rejected
+        .iter()
+        .find(|r| r.message.contains("cannot be served from the memory of"))
+        .unwrap_or_else(|| {
+            panic!(
+                "want the upload refused for its map: {:#?}",
+                a.plan.rejected
+            )
+        });
+    assert!(
+        r.message.contains("2097152-byte allocation") && r.message.contains("1048576-byte device"),
+        "{}",
+        r.message
     );
 
     // Sub-allocated staging (device_into_staging): no allocation of its own to leave out.
@@ -1364,4 +1401,43 @@ fn device_allocations_of_device_into_staging_groups_are_made_in_part() {
         .remove("device_memory");
     let p = echo_analyzer::plan::parse_plan(&v.to_string()).unwrap();
     assert!(p.groups[0].device_memory.is_none());
+}
+
+/// Issue 23 (2): a device buffer named by a recorded command before the readback buffer it
+/// would be bound into is bound (wgpu records the copy into its device buffer before it makes
+/// the MAP_READ buffer): enforce would hold the device buffer's bind back past that command, so
+/// the group is refused, with the command and both events; the twin that records it afterwards
+/// keeps its group.
+#[test]
+fn device_buffer_named_before_its_partner_is_bound_is_refused() {
+    for early in [true, false] {
+        let mut t = T::new();
+        let s = t.device(MIB);
+        let d = t.device(MIB);
+        if early {
+            t.run(&[Cmd::Copy(s.buf, d.buf, MIB)]);
+        }
+        let pool = t.pool(2 * MIB);
+        let r = t.sub_staging(pool, 0, MIB);
+        let _x = t.sub_staging(pool, MIB, 64 * 1024); // r's memory is not r's alone
+        for _ in 0..3 {
+            t.run(&[Cmd::Copy(s.buf, d.buf, MIB), Cmd::Copy(d.buf, r.buf, MIB)]);
+            t.host_read(r.buf);
+        }
+        let a = t.analyze();
+        if early {
+            assert!(a.plan.groups.is_empty(), "{:#?}", a.plan.groups);
+            let r = &a.plan.rejected[0];
+            assert_eq!(r.condition, Condition::Compat);
+            assert!(
+                r.message.contains("vkCmdCopyBuffer recorded at event")
+                    && r.message.contains("enforce holds the bind back"),
+                "{}",
+                r.message
+            );
+        } else {
+            assert_eq!(a.plan.groups.len(), 1, "{:#?}", a.plan.rejected);
+            assert_eq!(a.plan.groups[0].direction, Direction::DeviceIntoStaging);
+        }
+    }
 }

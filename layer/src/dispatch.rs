@@ -78,6 +78,13 @@ pub struct InstanceData {
     /// `vkGetPhysicalDeviceProperties2` (1.1) or its KHR alias, only where the instance makes
     /// it legal (`apiVersion` ≥ 1.1, or the KHR extension enabled) and the next layer has it.
     pub get_physical_device_properties2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
+    /// `vkGetPhysicalDeviceImageFormatProperties2` (1.1) or its KHR alias, under the same rule,
+    /// the KHR one only with `VK_KHR_external_memory_capabilities` enabled too (echo asks it with
+    /// `VkPhysicalDeviceExternalImageFormatInfo`). Resolved at `vkCreateInstance`: resolved later,
+    /// the loader's terminator answers with the top of the chain's entry, which a layer above
+    /// (RenderDoc) may not have filled for an extension only echo enabled.
+    pub get_physical_device_image_format_properties2:
+        Option<vk::PFN_vkGetPhysicalDeviceImageFormatProperties2>,
     pub settings: Settings,
     /// The application's `apiVersion` (1.0 when it gave none).
     pub api_version: u32,
@@ -112,6 +119,18 @@ impl InstanceData {
             }
         }
         Some(f)
+    }
+
+    /// `vkGetPhysicalDeviceImageFormatProperties2` (or its KHR alias) for `pd`, where asking it
+    /// with `VkPhysicalDeviceExternalImageFormatInfo` is legal: the properties2 query is (see
+    /// [`InstanceData::properties2`]) and external-memory capabilities are core (1.1) or enabled.
+    pub fn image_format_properties2(
+        &self,
+        pd: vk::PhysicalDevice,
+    ) -> Option<vk::PFN_vkGetPhysicalDeviceImageFormatProperties2> {
+        // The same legality as the properties2 query (core needs a 1.1 physical device too).
+        self.properties2(pd)?;
+        self.get_physical_device_image_format_properties2
     }
 
     /// The physical device's memory table and type, read through the next layer (so a layer

@@ -75,7 +75,15 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
                 return Some(f);
             }
             if instance == vk::Instance::null() {
-                return None;
+                // A layer above may look up commands before (or without) an instance, through
+                // its link's `pfnNextGetInstanceProcAddr(NULL, name)`: RenderDoc fetches the
+                // next `vkCreateDevice` that way and crashes on NULL. Answer as the validation
+                // layer does, with echo's own hook for every command it intercepts; each finds
+                // its instance or device from its dispatchable argument and passes through where
+                // echo does not act (or does not know the handle). Other names: nothing known
+                // without an instance.
+                return instance::instance_hook(n)
+                    .or_else(|| hooks::HookId::from_name(n).map(|id| id.hook()));
             }
             let inst = dispatch::instance(dispatch::key_of(dispatch::raw(instance)))?;
             if let Some(f) = instance::instance_hook(n) {

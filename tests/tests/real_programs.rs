@@ -31,13 +31,21 @@
 //!   through a fresh staging buffer that is then destroyed: every download pair is accepted
 //!   (staging into device) and applied; the `clear` twin (the host fills the staging buffer before
 //!   the copy) is refused for S1, and forcing it corrupts the output;
-//! - `c_writeonly_download write|read` (issue 24): a download per call through a shader binding
-//!   with no `writeonly` into a fresh device buffer in a mapped block, then into a fresh host
-//!   buffer: with the shader that only stores, every download is accepted and applied (shader
-//!   access by instruction); with the one that really loads the binding, refused for S1;
 //! - `echo-vma loop|race` (issue 12): the same workload with ash + VMA (the `vk-mem` crate,
 //!   tests/vma-app): persistently mapped staging allocations, `AutoPreferDevice` device buffers,
 //!   all in one VMA block; the same checks, and its zero-copy twin computes the same output.
+//! - `c_image_in_block` (issue 23): an optimal-tiling image bound into the mapped allocation of
+//!   a staging and a readback buffer; profile (and auto's first run) imports that allocation,
+//!   so the image must carry the host-allocation handle type: validation reports exactly what it
+//!   reports alone (VUID-vkBindImageMemory-memory-02729 before), the output is identical, and the
+//!   host-access evidence is still recorded (the fix did not just stop importing); `device`: the
+//!   image shares a device block with a planned device buffer, which guarded enforce imports:
+//!   the same under `guard=on`, with the group applied;
+//! - `c_deferred_ref early|late` (issue 23): a device buffer copied into and barriered before its
+//!   readback partner exists: the analyzer refuses the group, with the command and events; the
+//!   `late` twin's group applies; and `late`'s plan forced onto `early` (enforce holds the device
+//!   buffer's bind back past those commands) adds no validation message
+//!   (VUID-vkCmdCopyBuffer-dstBuffer-00121, VUID-VkBufferMemoryBarrier-buffer-01931 before).
 //!
 //! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
 //! `echo_tests::world::artifact`).
@@ -93,6 +101,14 @@ const DOWNLOAD_CLEAR: Prog = prog("c_download", &["clear"]);
 /// Downloads per call through an undecorated storage binding (issue 24): stores only / loads too.
 const WRITEONLY: Prog = prog("c_writeonly_download", &["write", "3"]);
 const WRITEONLY_READS: Prog = prog("c_writeonly_download", &["read", "3"]);
+/// Issue 23: an image and buffers in one mapped, host-visible allocation.
+const IMAGE_IN_BLOCK: Prog = prog("c_image_in_block", &["slab", "3"]);
+/// The image in a device block with a device buffer whose group guarded enforce imports.
+const IMAGE_DEVICE_BLOCK: Prog = prog("c_image_in_block", &["device", "3"]);
+/// Issue 23: a device buffer copied into and barriered before its readback partner exists
+/// (`late`: the twin that records it after the partner is bound).
+const DEFERRED_EARLY: Prog = prog("c_deferred_ref", &["early", "3"]);
+const DEFERRED_LATE: Prog = prog("c_deferred_ref", &["late", "3"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -1154,6 +1170,161 @@ fn download_clear_is_refused_for_s1() {
 #[test]
 fn download_validation() {
     clean_under_validation(DOWNLOAD);
+}
+
+// ------------------------------------------------------------------ (issue 23) c_image_in_block
+
+#[test]
+fn image_in_block_every_mode() {
+    let f = flow(IMAGE_IN_BLOCK);
+    // The allocation holding the image is still imported in profile mode: the host's writes
+    // to the staging bytes and reads of the readback bytes were seen.
+    let accesses = f.trace.iter().filter(|r| event(r) == "host_access").count();
+    assert!(
+        accesses >= 2,
+        "{}: want the host's accesses recorded (evidence kept), got {accesses} host_access events",
+        f.case.label(Some("profile"))
+    );
+}
+
+#[test]
+fn image_in_block_validation() {
+    validation_check(IMAGE_IN_BLOCK, true);
+    let case = Case::new(IMAGE_IN_BLOCK, "clean");
+    let alone = case.run(None, true, &[]);
+    assert_eq!(
+        validation_ids(&IMAGE_IN_BLOCK, &alone),
+        Vec::<String>::new(),
+        "{}",
+        alone.stderr
+    );
+}
+
+// ------------------------------------------------------------------ (issue 23) c_deferred_ref
+
+#[test]
+fn deferred_ref_group_is_refused() {
+    let f = flow(DEFERRED_EARLY);
+    let label = f.case.label(Some("profile"));
+    assert_eq!(
+        f.plan["groups"].as_array().map_or(0, Vec::len),
+        0,
+        "{label}: {:#}",
+        f.plan
+    );
+    let rejected = f.plan["rejected"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rejected.len() == 1
+            && rejected[0]["condition"] == "Compat"
+            && rejected[0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("enforce holds the bind back")),
+        "{label}: want the readback pair refused because the device buffer is named first: {:#}",
+        f.plan
+    );
+    // The control: recorded after the partner is bound, the same group applies.
+    let late = flow(DEFERRED_LATE);
+    assert_eq!(late.plan["groups"].as_array().map_or(0, Vec::len), 1);
+    all_applied(&late.case.label(Some("enforce")), &late.enforce.stats);
+}
+
+#[test]
+fn deferred_ref_validation() {
+    validation_check(DEFERRED_EARLY, true);
+}
+
+/// The layer's backstop: the `late` twin's plan forced onto `early` makes enforce hold the
+/// device buffer's bind back past the copy and barriers recorded before its partner exists; the
+/// bind must happen at the first of them, so validation reports what it reports alone, and the
+/// output is the baseline's.
+#[test]
+fn deferred_ref_forced_plan_binds_at_first_reference() {
+    let s = |p: &Path| p.display().to_string();
+    let late = Case::new(DEFERRED_LATE, "forced-source");
+    let trace = late.path("trace.jsonl");
+    late.run(Some("profile"), false, &[("VK_ECHO_TRACE", s(&trace))]);
+    let mut forced = late.analyze(&trace, &late.path("plan.json"));
+    assert_eq!(forced["groups"].as_array().map_or(0, Vec::len), 1);
+
+    let case = Case::new(DEFERRED_EARLY, "forced");
+    let early_trace = case.path("trace.jsonl");
+    case.run(
+        Some("profile"),
+        false,
+        &[("VK_ECHO_TRACE", s(&early_trace))],
+    );
+    let own = case.analyze(&early_trace, &case.path("own.json"));
+    forced["context"] = own["context"].clone();
+    let forced_file = case.path("forced.json");
+    std::fs::write(&forced_file, forced.to_string()).unwrap();
+
+    let alone = case.run(None, true, &[]);
+    let want = validation_ids(&DEFERRED_EARLY, &alone);
+    let stats = case.path("stats.jsonl");
+    let out = case.run(
+        Some("enforce"),
+        true,
+        &[
+            ("VK_ECHO_PLAN", s(&forced_file)),
+            ("VK_ECHO_STATS", s(&stats)),
+        ],
+    );
+    let got = validation_ids(&DEFERRED_EARLY, &out);
+    assert!(
+        got == want,
+        "{}: validation + echo reported {got:?}, validation alone {want:?}\nstderr:\n{}",
+        case.label(Some("enforce, forced plan")),
+        out.stderr
+    );
+    assert_eq!(out.stdout, alone.stdout, "{}", out.stderr);
+    // The plan was really applied to this run (its group was planned), and fell back.
+    assert_eq!(sum(&out.stats, "groups_planned"), 1, "{:?}", out.stats);
+}
+
+#[test]
+fn image_in_device_block_every_mode() {
+    flow(IMAGE_DEVICE_BLOCK);
+}
+
+/// Profile (the block is host-visible on lavapipe, so imported) and guarded enforce (the block
+/// of a guarded group is imported) under validation: exactly what validation alone reports, the
+/// baseline's output, and the group applied under the guard.
+#[test]
+fn image_in_device_block_guarded_validation() {
+    validation_check(IMAGE_DEVICE_BLOCK, false);
+    let case = Case::new(IMAGE_DEVICE_BLOCK, "guarded");
+    let s = |p: &Path| p.display().to_string();
+    let alone = case.run(None, true, &[]);
+    let want = validation_ids(&IMAGE_DEVICE_BLOCK, &alone);
+    assert_eq!(want, Vec::<String>::new(), "{}", alone.stderr);
+    let trace = case.path("trace.jsonl");
+    case.run(Some("profile"), false, &[("VK_ECHO_TRACE", s(&trace))]);
+    let plan = case.path("plan.json");
+    case.analyze(&trace, &plan);
+    let stats = case.path("stats.jsonl");
+    let out = case.run(
+        Some("enforce"),
+        true,
+        &[
+            ("VK_ECHO_PLAN", s(&plan)),
+            ("VK_ECHO_GUARD", "on".into()),
+            ("VK_ECHO_STATS", s(&stats)),
+        ],
+    );
+    let label = case.label(Some("enforce, guard=on"));
+    let got = validation_ids(&IMAGE_DEVICE_BLOCK, &out);
+    assert!(
+        got == want,
+        "{label}: validation + echo reported {got:?}, validation alone {want:?}\nstderr:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.stdout, alone.stdout, "{label}:\n{}", out.stderr);
+    all_applied(&label, &out.stats);
+    assert!(
+        sum(&out.stats, "guard_windows") >= 1,
+        "{label}: {:?}",
+        out.stats
+    );
 }
 
 // ------------------------------------------------------- (issue 24) c_writeonly_download

@@ -3,8 +3,16 @@
 //! and no buffer of the pair used in a way the layer cannot follow (descriptor buffers,
 //! acceleration structures …). lavapipe's `vkBindBufferMemory` accepts a misaligned offset or a
 //! range past the end without complaint, so these are checked here, not left to the driver.
+//!
+//! Where enforce decides the same thing at run time, the analysis asks the same pure function
+//! (`crate::apply`): the redirected bind (`check_redirect`: memory type bits, alignment, bounds)
+//! and, for staging into device, the redirected map of the staging allocation
+//! (`check_map_redirect`), so a group enforce would refuse in every run is refused in the plan.
+//! [`held_back`] refuses a group whose guest buffer is named by a command recorded before the
+//! buffer it is bound into is bound (enforce holds the guest's bind back until then).
 
 use super::{upper, Ctx, Verdict};
+use crate::apply::{check_map_redirect, check_redirect, Refusal, Target};
 use crate::model::{BufId, OpKind};
 use crate::plan::{Condition, Direction};
 use crate::trace::UseKind;
@@ -118,23 +126,6 @@ pub fn check(
         }
     }
     let t = shared_type(ctx, staging, device, dir).unwrap_or(0);
-    for (b, role) in [(h, "staging"), (d, "device")] {
-        if t >= 32 || b.req.type_bits & (1u32 << t) == 0 {
-            let id = if role == "staging" { staging } else { device };
-            return Err(verdict(
-                Some(b.created),
-                format!(
-                    "compat: the shared memory would be of type {t}, which {} does not allow (memoryTypeBits {:#x})",
-                    ctx.name(id, role),
-                    b.req.type_bits
-                ),
-                format!(
-                    "The driver does not allow {} in the kind of memory the two would share.",
-                    ctx.short(id, role)
-                ),
-            ));
-        }
-    }
     let (owner, guest, orole, grole, obuf, gbuf) = match dir {
         Direction::DeviceIntoStaging => (staging, device, "staging", "device", h, d),
         Direction::StagingIntoDevice => (device, staging, "device", "staging", d, h),
@@ -147,21 +138,86 @@ pub fn check(
         Direction::StagingIntoDevice => -(delta as i128),
     };
     let start = ob.offset as i128 + rel;
-    let align = gbuf.req.alignment.max(1) as i128;
-    if start < 0 || start % align != 0 {
-        return Err(verdict(
-            Some(ob.seq),
-            format!(
-                "compat: {} would be bound at offset {start} of the memory of {}, which is not a multiple of its alignment {align}",
-                ctx.name(guest, grole),
-                ctx.name(owner, orole)
+    // Enforce's own check of the binds (apply::check_redirect): the owner stays where the
+    // program bound it, in memory of type `t` (only its type bits can fail); the guest is bound
+    // at `start` of that memory (type bits, alignment, bounds).
+    let at_owner = Target {
+        memory_type: t,
+        memory_size: mem.size,
+        offset: ob.offset as i128,
+    };
+    let at_guest = Target {
+        offset: start,
+        ..at_owner
+    };
+    let refused = match check_redirect(&obuf.req, &at_owner) {
+        Err(r @ Refusal::MemoryType { .. }) => Some((owner, orole, obuf, r)),
+        _ => check_redirect(&gbuf.req, &at_guest)
+            .err()
+            .map(|r| (guest, grole, gbuf, r)),
+    };
+    if let Some((id, role, b, r)) = refused {
+        let (event, message, plain) = match r {
+            Refusal::MemoryType { .. } => (
+                Some(b.created),
+                format!(
+                    "compat: the shared memory would be of type {t}, which {} does not allow ({r})",
+                    ctx.name(id, role)
+                ),
+                format!(
+                    "The driver does not allow {} in the kind of memory the two would share.",
+                    ctx.short(id, role)
+                ),
             ),
-            format!(
-                "{} would not start at a position the driver allows inside the memory of {} (alignment).",
-                upper(&ctx.short(guest, grole)),
-                ctx.short(owner, orole)
+            Refusal::Alignment { .. } => (
+                Some(ob.seq),
+                format!(
+                    "compat: {} would be bound at offset {start} of the memory of {}: {r}",
+                    ctx.name(guest, grole),
+                    ctx.name(owner, orole)
+                ),
+                format!(
+                    "{} would not start at a position the driver allows inside the memory of {} (alignment).",
+                    upper(&ctx.short(guest, grole)),
+                    ctx.short(owner, orole)
+                ),
             ),
-        ));
+            Refusal::Bounds { .. } => (
+                Some(ob.seq),
+                format!(
+                    "compat: {} bound at offset {start} of the memory of {}: {r}",
+                    ctx.name(guest, grole),
+                    ctx.name(owner, orole)
+                ),
+                format!(
+                    "{} does not fit inside the memory of {}.",
+                    upper(&ctx.short(guest, grole)),
+                    ctx.short(owner, orole)
+                ),
+            ),
+        };
+        return Err(verdict(event, message, plain));
+    }
+    // Staging into device: the staging allocation's maps are served from the device allocation
+    // (enforce's apply::check_map_redirect), so the whole staging allocation must fit there.
+    if dir == Direction::StagingIntoDevice {
+        let hb = h.bind.as_ref().expect("checked above");
+        let own = &m.memories[hb.memory];
+        if let Err(why) = check_map_redirect(start, hb.offset, own.size, mem.size) {
+            return Err(verdict(
+                Some(hb.seq),
+                format!(
+                    "compat: {}'s maps cannot be served from the memory of {}: {why}",
+                    ctx.name(staging, "staging"),
+                    ctx.name(device, "device")
+                ),
+                format!(
+                    "The memory block {} lives in is larger than the memory of {}, so the program's view of it could not come from there.",
+                    ctx.short(staging, "staging"),
+                    ctx.short(device, "device")
+                ),
+            ));
+        }
     }
     // The guest's whole requirement must lie in the owner's range (or in the owner's allocation
     // when the owner has it to itself) and inside the allocation.
@@ -189,4 +245,55 @@ pub fn check(
         ));
     }
     Ok(())
+}
+
+/// The guest of the shared range (the device buffer when it is bound into the staging range, a
+/// staging buffer when it is bound into the device allocation): enforce holds its bind back
+/// until the buffer it is bound into (the host) is bound. A command recorded naming the guest
+/// before then would reach the driver naming a buffer with no memory bound
+/// (VUID-vkCmdCopyBuffer-dstBuffer-00121, VUID-VkBufferMemoryBarrier-buffer-01931); the layer
+/// binds it as asked at that command instead, so the group would fall back in every run.
+pub fn held_back(ctx: &Ctx, staging: BufId, device: BufId, dir: Direction) -> Result<(), Verdict> {
+    let m = ctx.m;
+    let (host, guest, hrole, grole) = match dir {
+        Direction::DeviceIntoStaging => (staging, device, "staging", "device"),
+        Direction::StagingIntoDevice => (device, staging, "device", "staging"),
+    };
+    let Some(bound) = m.buffers[host].bind.as_ref().map(|b| b.seq) else {
+        return Ok(()); // never bound: check() refuses it
+    };
+    let first = m
+        .recordings
+        .iter()
+        .flatten()
+        .filter(|op| op.recorded < bound && op.touches().iter().any(|t| t.0 == guest))
+        .min_by_key(|op| op.recorded);
+    let Some(op) = first else {
+        return Ok(());
+    };
+    let command = match &op.kind {
+        OpKind::Copy { .. } => "vkCmdCopyBuffer".to_string(),
+        OpKind::Use { command, .. } => command.clone(),
+    };
+    let created = m.buffers[host].created;
+    let when = if op.recorded < created {
+        format!("was created only at event {created} and bound at event {bound}")
+    } else {
+        format!("was bound only at event {bound}")
+    };
+    Err(verdict(
+        Some(op.recorded),
+        format!(
+            "compat: {command} recorded at event {} names {}, but {}, whose memory it would be bound into, {when}; enforce holds the bind back until then, so the command would name a buffer with no memory bound",
+            op.recorded,
+            ctx.name(guest, grole),
+            ctx.name(host, hrole),
+        ),
+        format!(
+            "The program uses {} in a command it records before {} exists (or has memory), so {} cannot take its memory from there.",
+            ctx.short(guest, grole),
+            ctx.short(host, hrole),
+            ctx.short(guest, grole)
+        ),
+    ))
 }

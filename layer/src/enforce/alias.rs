@@ -993,13 +993,7 @@ impl Enforcer {
                 .and_then(|b| b.bound.map(|x| x.1))
                 .unwrap_or(inner.groups[&g].members[m].memory_offset),
         };
-        let shift = target_off - offset_in_own as i128;
-        if shift < 0 || shift + msize as i128 > dsize as i128 {
-            return Err(format!(
-                "its {msize}-byte allocation would map to [{shift}, {}) of the {dsize}-byte device allocation",
-                shift + msize as i128
-            ));
-        }
+        echo_analyzer::apply::check_map_redirect(target_off, offset_in_own, msize, dsize)?;
         Ok(())
     }
 
@@ -1562,9 +1556,12 @@ impl Enforcer {
             self.lock()
         };
         for (id, g) in &inner.groups {
-            let mut reasons = Vec::new();
+            let mut reasons: Vec<(Option<usize>, String)> = Vec::new();
             if !g.device_seen {
-                reasons.push("its device buffer was not created in this run".to_string());
+                reasons.push((
+                    None,
+                    "its device buffer was not created in this run".to_string(),
+                ));
             }
             let used = match g.direction {
                 Direction::StagingIntoDevice => g.members.len(),
@@ -1573,11 +1570,12 @@ impl Enforcer {
             for (i, m) in g.members.iter().enumerate().take(used) {
                 match &m.outcome {
                     Some(Ok(())) => {}
-                    Some(Err(why)) => reasons.push(format!("member {i}: {why}")),
-                    None if !m.seen => reasons.push(format!(
-                        "member {i}: its staging buffer was not created in this run"
+                    Some(Err(why)) => reasons.push((Some(i), why.clone())),
+                    None if !m.seen => reasons.push((
+                        Some(i),
+                        "its staging buffer was not created in this run".into(),
                     )),
-                    None => reasons.push(format!("member {i}: never bound")),
+                    None => reasons.push((Some(i), "never bound".into())),
                 }
             }
             if reasons.is_empty() {
@@ -1585,7 +1583,8 @@ impl Enforcer {
             } else {
                 s.not_applied.push(NotApplied {
                     group: *id,
-                    reason: reasons.join("; "),
+                    // One line, however many members (issue 23: a 1,164-character line a run).
+                    reason: echo_analyzer::apply::summarize_reasons(&reasons, 240),
                 });
             }
         }

@@ -54,11 +54,15 @@ impl Enforcer {
         dst: u64,
         regions: impl Iterator<Item = Region> + Clone,
     ) -> Option<Vec<bool>> {
+        // A bind still held back happens now, before any early return: the copy must never
+        // reach the driver naming a buffer with no memory bound (issue 23: held back while no
+        // buffer is aliased yet, so `any_alias` is still false; VUID-vkCmdCopyBuffer-
+        // dstBuffer-00121). One relaxed load each when nothing is held back.
+        self.touch(dev, src);
+        self.touch(dev, dst);
         if !self.any_alias.load(Ordering::Acquire) || self.keep_self_copies {
             return None;
         }
-        self.touch(dev, src);
-        self.touch(dev, dst);
         let same_group = self.same_group(src, dst);
         let (sm, so) = dev.state.buffers.get(&src).and_then(|b| b.bound)?;
         let (dm, doff) = dev.state.buffers.get(&dst).and_then(|b| b.bound)?;

@@ -180,6 +180,7 @@ hook! {
         memory: vk::DeviceMemory,
         offset: vk::DeviceSize,
     ) -> vk::Result {
+        super::image::check_bind(cx.dev, raw(image), raw(memory));
         // An image bound into an allocation echo did not make: it is made now, with its bytes.
         if let Some(e) = cx.dev.enforce().filter(|e| e.any_virtual()) {
             let why = format!("image {:#x} is bound into it", raw(image));
@@ -197,6 +198,11 @@ hook! {
         count: u32,
         infos: *const vk::BindImageMemoryInfo<'_>,
     ) -> vk::Result {
+        if count > 0 && !infos.is_null() {
+            for i in std::slice::from_raw_parts(infos, count as usize) {
+                super::image::check_bind(cx.dev, raw(i.image), raw(i.memory));
+            }
+        }
         if let Some(e) = cx.dev.enforce().filter(|e| e.any_virtual() && count > 0 && !infos.is_null()) {
             let mut patched: Vec<vk::BindImageMemoryInfo<'_>> = std::slice::from_raw_parts(infos, count as usize).to_vec();
             for i in patched.iter_mut() {

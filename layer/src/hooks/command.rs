@@ -591,8 +591,32 @@ hook! {
         if let Some(p) = cx.dev.profile() {
             p.on_barrier(raw(cb));
         }
+        if let (Some(e), false) = (cx.dev.enforce(), buffer.is_null()) {
+            // A barrier may not name a buffer with no memory bound (VUID-VkBufferMemoryBarrier-
+            // buffer-01931): a bind still held back happens now.
+            if e.has_pending() {
+                for b in std::slice::from_raw_parts(buffer, buffer_count as usize) {
+                    e.touch(cx.dev, raw(b.buffer));
+                }
+            }
+        }
         cx.down((cx.next)(
             cb, src_stage, dst_stage, dependency, memory_count, memory, buffer_count, buffer, image_count, image,
         ))
+    }
+
+    fn vkCmdPipelineBarrier2 | vkCmdPipelineBarrier2KHR(cx, cb: vk::CommandBuffer, info: *const vk::DependencyInfo<'_>) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_barrier(raw(cb));
+        }
+        if let (Some(e), false) = (cx.dev.enforce(), info.is_null()) {
+            let i = &*info;
+            if e.has_pending() && !i.p_buffer_memory_barriers.is_null() {
+                for b in std::slice::from_raw_parts(i.p_buffer_memory_barriers, i.buffer_memory_barrier_count as usize) {
+                    e.touch(cx.dev, raw(b.buffer)); // VUID-VkBufferMemoryBarrier2-buffer-01931
+                }
+            }
+        }
+        cx.down((cx.next)(cb, info))
     }
 }

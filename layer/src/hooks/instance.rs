@@ -114,6 +114,19 @@ pub unsafe extern "system" fn vkCreateInstance(
             } else {
                 None
             };
+            let image_props2 = if api_version >= vk::API_VERSION_1_1 {
+                proc_typed(gipa, handle, c"vkGetPhysicalDeviceImageFormatProperties2")
+            } else if extensions.contains("VK_KHR_get_physical_device_properties2")
+                && extensions.contains("VK_KHR_external_memory_capabilities")
+            {
+                proc_typed(
+                    gipa,
+                    handle,
+                    c"vkGetPhysicalDeviceImageFormatProperties2KHR",
+                )
+            } else {
+                None
+            };
             if settings.mode != Mode::Off {
                 crate::process::ensure_exit_hook();
             }
@@ -124,6 +137,7 @@ pub unsafe extern "system" fn vkCreateInstance(
                     next_gipa: gipa,
                     fp,
                     get_physical_device_properties2: props2,
+                    get_physical_device_image_format_properties2: image_props2,
                     settings,
                     api_version,
                     extensions,

@@ -119,9 +119,11 @@ hook! {
             None => app_info,
         };
         // Profile: back host-visible memory with a double mapping (falls back on any failure).
-        let import = cx.dev.profile().and_then(|p| p.prepare_import(cx.dev, &*info));
+        // Not once an image that cannot live in imported memory exists (hooks/image.rs).
+        let may_import = cx.dev.state.image_imports.may_import();
+        let import = cx.dev.profile().filter(|_| may_import).and_then(|p| p.prepare_import(cx.dev, &*info));
         // Guarded enforce: the memory a guarded group will live in is double-mapped too.
-        let mut guarded = cx.dev.enforce().and_then(|e| {
+        let mut guarded = cx.dev.enforce().filter(|_| may_import).and_then(|e| {
             let g = e.guard()?;
             if !e.guard_wants(cx.dev, &*info, dedicated_buffer(&*info)) {
                 return None;
@@ -174,6 +176,9 @@ hook! {
                     stack,
                 },
             );
+            if import.is_some() || guarded.is_some() {
+                cx.dev.state.image_imports.imported.insert(raw(*out));
+            }
             if let Some(p) = cx.dev.profile() {
                 p.on_allocate(cx.dev, raw(*out), i, import);
             }
@@ -188,6 +193,9 @@ hook! {
     }
 
     fn vkFreeMemory(cx, device: vk::Device, memory: vk::DeviceMemory, alloc: *const vk::AllocationCallbacks<'_>) {
+        if super::image::imports_possible(cx.dev) {
+            cx.dev.state.image_imports.imported.remove(&raw(memory));
+        }
         if let Some(e) = cx.dev.enforce() {
             let (r, then) = match e.free(cx.dev, raw(memory), alloc) {
                 // Deferred: a buffer (or an allocation echo did not make) still lives in it (S4).

@@ -15,6 +15,7 @@ pub mod buffer;
 pub mod command;
 pub mod descriptor;
 pub mod device;
+pub mod image;
 pub mod instance;
 pub mod memory;
 pub mod queue;
@@ -132,6 +133,9 @@ hook_table! {
     buffer::vkBindImageMemory,
     buffer::vkBindImageMemory2,
     buffer::vkBindImageMemory2KHR,
+    // image.rs
+    image::vkCreateImage,
+    image::vkDestroyImage,
     // command.rs
     command::vkAllocateCommandBuffers,
     command::vkFreeCommandBuffers,
@@ -168,6 +172,8 @@ hook_table! {
     command::vkCmdCopyBufferToImage,
     command::vkCmdCopyImageToBuffer,
     command::vkCmdPipelineBarrier,
+    command::vkCmdPipelineBarrier2,
+    command::vkCmdPipelineBarrier2KHR,
     // descriptor.rs
     descriptor::vkUpdateDescriptorSets,
     descriptor::vkCreateShaderModule,

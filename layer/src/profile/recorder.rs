@@ -442,6 +442,13 @@ impl Profiler {
         Some(b)
     }
 
+    /// Whether host-visible allocations may be imported (the double mapping is on and the
+    /// guard still works): images then need the host-allocation handle type (hooks/image.rs).
+    #[inline]
+    pub fn may_import(&self) -> bool {
+        self.double_map && self.guard_ok.load(Ordering::Relaxed)
+    }
+
     /// The import was refused by the driver: drop its double mapping.
     #[allow(clippy::boxed_local)] // the hook holds it boxed (its pointers must not move)
     pub fn import_failed(&self, import: Box<Import>) {

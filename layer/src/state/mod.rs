@@ -111,6 +111,40 @@ pub struct DeviceState {
     pub buffer_keys: KeyAllocator,
     /// Ordinals of allocation keys on this device.
     pub memory_keys: KeyAllocator,
+    /// Images and echo's imported memory (hooks/image.rs).
+    pub image_imports: ImageImports,
+}
+
+/// Whether echo may still import memory on a device where images exist (hooks/image.rs, issue
+/// 23): once an image that cannot carry the host-allocation handle type was created, no later
+/// allocation is imported.
+#[derive(Default)]
+pub struct ImageImports {
+    /// Some image could not carry the handle type: allocate as asked from now on.
+    pub refused: std::sync::atomic::AtomicBool,
+    /// Those images (while `refused`), until destroyed.
+    pub unimportable: crate::dispatch::HandleSet<u64>,
+    /// Allocations echo imported (profile's double mapping, guarded enforce), until freed.
+    pub imported: crate::dispatch::HandleSet<u64>,
+}
+
+impl ImageImports {
+    /// Image `image` was created without the handle type, because of `why`.
+    pub fn refuse(&self, image: u64, why: &str) {
+        use std::sync::atomic::Ordering;
+        self.unimportable.insert(image);
+        if !self.refused.swap(true, Ordering::Relaxed) {
+            crate::log::info!(
+                "image {image:#x} cannot live in imported memory ({why}); host-visible allocations from now on are not imported, and candidates in them are refused for missing host-access evidence"
+            );
+        }
+    }
+
+    /// Whether a new allocation may still be imported.
+    #[inline]
+    pub fn may_import(&self) -> bool {
+        !self.refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl DeviceState {
