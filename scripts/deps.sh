@@ -11,12 +11,15 @@
 #   valgrind                   scripts/leaks.sh (its short run is part of the test suite)
 #   binutils                   readelf: tests/tests/symbols.rs reads the layer's relocations
 #   g++                        tests/vma-app's vk-mem builds VMA's C++ with `cc` (issue 12)
+#   librenderdoc               RenderDoc's capture layer (implicit, enabled only by
+#                              ENABLE_VULKAN_RENDERDOC_CAPTURE=1): tests/tests/layer_above.rs runs
+#                              it above echo (issue 23)
 #
 # Extra packages can be added with ECHO_EXTRA_PACKAGES="valgrind binutils".
 set -euo pipefail
 
 packages=(libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
-          glslang-tools spirv-tools valgrind binutils g++)
+          glslang-tools spirv-tools valgrind binutils g++ librenderdoc)
 # shellcheck disable=SC2206
 packages+=(${ECHO_EXTRA_PACKAGES:-})
 

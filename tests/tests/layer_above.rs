@@ -117,8 +117,8 @@ fn w_path(mode: &str, name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("echo-above-{}-{mode}-{name}", std::process::id()))
 }
 
-/// The real thing where it is installed (Debian package `renderdoc` 1.24, not part of the test
-/// command's dependencies; skipped with a note where it is missing): RenderDoc's capture layer,
+/// The real thing (Debian package `librenderdoc` 1.24, installed by scripts/deps.sh; the test
+/// fails where it is missing): RenderDoc's capture layer,
 /// enabled with `ENABLE_VULKAN_RENDERDOC_CAPTURE=1`, above echo — echo's manifest moved to a data
 /// directory searched after `/usr/share`, where RenderDoc's is. Before issue 23 every mode died
 /// with SIGSEGV in `vkCreateDevice` (RenderDoc calling the NULL echo answered); then, in profile
@@ -127,12 +127,10 @@ fn w_path(mode: &str, name: &str) -> PathBuf {
 #[test]
 fn renderdoc_capture_layer_above_echo() {
     let manifest = Path::new("/usr/share/vulkan/implicit_layer.d/renderdoc_capture.json");
-    if !manifest.exists() {
-        eprintln!(
-            "skipped: RenderDoc's capture layer is not installed (apt-get install renderdoc)"
-        );
-        return;
-    }
+    assert!(
+        manifest.exists(),
+        "RenderDoc's capture layer is not installed: run scripts/deps.sh (apt-get install librenderdoc)"
+    );
     let prog = out_dir().join("c_image_in_block");
     let baseline = run_within(
         World::new(Layers::default()).command(&prog, &["slab", "2"]),
