@@ -10,6 +10,7 @@ mod doctor;
 mod install;
 mod launch;
 mod paths;
+mod plan;
 mod profile;
 mod run;
 
@@ -30,6 +31,8 @@ commands:
   calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD
                                           time CMD without and with the plan; keep the plan only if faster
   cache list|show NAME|clear [NAME...]    auto mode's cache: entries, one entry's plan, remove
+  plan export NAME [-o F] | import F      move a plan to another board of the same model, driver
+                                          and memory table (import checks this machine's devices)
   demo [--size-mib N] [--iters N] [--samples a,b]
                                           profile, analyze and enforce every sample; print a results table
   help                                    this text
@@ -52,6 +55,7 @@ fn main() {
         "calibrate" => calibrate::main(rest),
         "demo" => demo::main(rest),
         "cache" => cache::main(rest),
+        "plan" => plan::main(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0

@@ -333,3 +333,110 @@ fn auto_mode_profiles_then_enforces_on_the_jetson_table() {
         "{text}"
     );
 }
+
+/// `vkecho` in world `w`: (exit code, stdout, stderr).
+fn vkecho(w: &World, args: &[&str]) -> (i32, String, String) {
+    let out = w
+        .command(&echo_tests::world::artifact("vkecho"), args)
+        .output()
+        .expect("vkecho runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn stats_lines(path: &Path) -> Vec<Stats> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Issue 27, a fleet of identical boards: board A profiles in auto mode; its plan, exported and
+/// imported on board B (same model, driver and memory table, another UUID), is enforced there
+/// by auto mode; board C (a newer driver) refuses it, at import and in enforce, saying why.
+#[test]
+fn a_plan_made_on_one_board_applies_on_another_of_the_same_model() {
+    let reference = plain().sample(&args("saxpy")).checksum();
+    // Each board is a world of its own: another machine, another cache.
+    let board = |uuid: &str| {
+        let w = jetson(Some("auto")).set("VK_ECHO_TEST_UUID", uuid.repeat(16));
+        let stats = w.dir.join("stats.jsonl");
+        (w.set("VK_ECHO_STATS", stats.display().to_string()), stats)
+    };
+    let (a, a_stats) = board("aa");
+    assert_eq!(a.sample(&args("saxpy")).checksum(), reference);
+    assert_eq!(stats_lines(&a_stats)[0].mode, "profile");
+    let entries = echo_analyzer::cache::list(&a.dir.join("cache/vk-echo"));
+    let entry = entries
+        .iter()
+        .find(|e| e.plan.is_some())
+        .expect("auto mode wrote a plan into board A's cache");
+    let made = entry.read_plan().unwrap();
+    assert!(!made.groups.is_empty(), "{:?}", made.rejected);
+    assert_eq!(made.context.device_uuid, "aa".repeat(16));
+    assert!(echo_analyzer::context::keyed_by_model(&made.context));
+    let file = a.dir.join("work/saxpy-plan.json");
+    let (code, _, err) = vkecho(
+        &a,
+        &[
+            "plan",
+            "export",
+            &entry.name,
+            "-o",
+            &file.display().to_string(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("every device of that model"), "{err}");
+    let file_s = file.display().to_string();
+
+    // Board B: same model, another UUID. Import checks this machine's devices.
+    let (b, b_stats) = board("bb");
+    let (code, out, err) = vkecho(&b, &["plan", "import", &file_s]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("is of the plan's model"), "{err}");
+    assert!(out.contains("imported"), "{out}");
+    let run = b.sample(&args("saxpy"));
+    assert_eq!(run.checksum(), reference);
+    let s = stats_lines(&b_stats);
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0].mode, "enforce", "board B profiled instead: {s:?}");
+    assert!(
+        s[0].groups_applied > 0 && s[0].copies_elided > 0,
+        "{:?}",
+        s[0]
+    );
+
+    // Board C: a newer driver. Import refuses, and so does enforce, naming the driver version.
+    let (c, _) = board("cc");
+    let c = c.set("VK_ECHO_TEST_DRIVER_VERSION", "4242");
+    let (code, _, err) = vkecho(&c, &["plan", "import", &file_s]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("another driver version") && err.contains("this run has '4242'"),
+        "{err}"
+    );
+    assert!(
+        echo_analyzer::cache::list(&c.dir.join("cache/vk-echo")).is_empty(),
+        "a refused import leaves the cache alone"
+    );
+    let run = c
+        .set("VK_ECHO_MODE", "enforce")
+        .set("VK_ECHO_PLAN", &file_s)
+        .sample(&args("saxpy"));
+    assert_eq!(run.checksum(), reference);
+    let warned = echo_tests::world::echo_warnings(&run);
+    assert!(
+        warned.iter().any(
+            |w| w.contains("not used: the plan was made for another driver version")
+                && w.contains("same model, driver and memory table")
+        ),
+        "{}",
+        run.stderr
+    );
+}

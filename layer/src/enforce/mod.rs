@@ -24,7 +24,7 @@ use crate::log;
 use crate::process::AutoChoice;
 use ash::vk;
 use echo_analyzer::apply::PlanIndex;
-use echo_analyzer::context::{cache_paths_for, plan_applies_in};
+use echo_analyzer::context::{cache_paths_for, legacy_cache_paths_for, plan_applies_in};
 use echo_analyzer::plan::{parse_plan, Plan};
 use echo_analyzer::settings::ContextMode;
 use echo_analyzer::settings::{Mode, Settings};
@@ -96,7 +96,16 @@ pub fn start(
     ctx: &Context,
     device_index: u32,
 ) -> Start {
-    let (trace_path, cached_plan) = cache_paths_for(&settings.cache_dir, ctx, settings.context);
+    let (mut trace_path, mut cached_plan) =
+        cache_paths_for(&settings.cache_dir, ctx, settings.context);
+    if !cached_plan.exists() {
+        // A cache written before issue 27 keyed its entries by the device UUID: its plans (whose
+        // context names that UUID, `plan_applies_in`) are still found and used.
+        let (lt, lp) = legacy_cache_paths_for(&settings.cache_dir, ctx, settings.context);
+        if lp.exists() {
+            (trace_path, cached_plan) = (lt, lp);
+        }
+    }
     let path = match decision.mode {
         Mode::Enforce => settings.plan.clone().unwrap_or(cached_plan),
         Mode::Auto => {
