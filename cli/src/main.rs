@@ -12,6 +12,7 @@ mod launch;
 mod paths;
 mod plan;
 mod profile;
+mod report;
 mod run;
 
 const USAGE: &str = "\
@@ -33,6 +34,8 @@ commands:
   cache list|show NAME|clear [NAME...]    auto mode's cache: entries, one entry's plan, remove
   plan export NAME [-o F] | import F      move a plan to another board of the same model, driver
                                           and memory table (import checks this machine's devices)
+  report [-o FILE]                        one archive to send with a problem: doctor, the cache's
+                                          plans and run records, versions, the last run's warnings
   demo [--size-mib N] [--iters N] [--samples a,b]
                                           profile, analyze and enforce every sample; print a results table
   help                                    this text
@@ -56,6 +59,7 @@ fn main() {
         "demo" => demo::main(rest),
         "cache" => cache::main(rest),
         "plan" => plan::main(rest),
+        "report" => report::main(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0

@@ -440,3 +440,142 @@ fn a_plan_made_on_one_board_applies_on_another_of_the_same_model() {
         run.stderr
     );
 }
+
+/// `echo-samples saxpy` in `w` with `extra` variables set.
+fn sample_with(w: &World, extra: &[(&str, &str)]) -> SampleRun {
+    let mut c = w.command(&echo_tests::samples::samples_bin(), &args("saxpy"));
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    echo_tests::samples::run_command(c)
+}
+
+/// Issue 27, `vkecho report`: after auto-mode runs (one with a bad setting, one refusing a plan
+/// named outside the cache), the archive holds exactly the named files — doctor, versions, the
+/// cached plan, the run records, the last run's warnings — and nothing planted around them: not
+/// a file outside the cache, not a foreign file inside it, not an environment variable, not a
+/// path outside the cache.
+#[test]
+fn the_report_holds_what_it_names_and_nothing_else() {
+    const SECRET: &str = "TOPSECRET-7f3a";
+    let w = jetson(Some("auto")).set("MY_API_TOKEN", format!("{SECRET}-env"));
+    let cache = w.dir.join("cache/vk-echo");
+    std::fs::write(w.dir.join("home/notes.txt"), format!("{SECRET}-file")).unwrap();
+    let first = sample_with(&w, &[("VK_ECHO_MIN_COPIES", "banana")]);
+    assert!(
+        echo_tests::world::echo_warnings(&first)
+            .iter()
+            .any(|l| l.contains("banana")),
+        "{}",
+        first.stderr
+    );
+    w.sample(&args("saxpy")); // enforced
+    std::fs::write(cache.join("notes.txt"), format!("{SECRET}-in-cache")).unwrap();
+    let elsewhere = w.dir.join(format!("home/{SECRET}-dir/plan.json"));
+    let elsewhere = elsewhere.display().to_string();
+    let refused = sample_with(
+        &w,
+        &[("VK_ECHO_MODE", "enforce"), ("VK_ECHO_PLAN", &elsewhere)],
+    );
+    assert!(
+        !echo_tests::world::echo_warnings(&refused).is_empty(),
+        "{}",
+        refused.stderr
+    );
+
+    let tar = w.dir.join("work/report.tar");
+    let (code, out, err) = vkecho(&w, &["report", "-o", &tar.display().to_string()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let list = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(&tar)
+        .output()
+        .unwrap();
+    assert!(list.status.success(), "tar cannot read it: {list:?}");
+    let names: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let entry = echo_analyzer::cache::list(&cache)
+        .into_iter()
+        .find(|e| e.plan.is_some())
+        .expect("auto mode made a plan");
+    let mut want = vec![
+        "vkecho-report/README.txt".to_string(),
+        "vkecho-report/doctor.json".into(),
+        "vkecho-report/versions.json".into(),
+        format!("vkecho-report/cache/{}/plan.json", entry.name),
+        "vkecho-report/cache/runs.jsonl".into(),
+        "vkecho-report/last-run-warnings.txt".into(),
+    ];
+    want.sort();
+    let mut got = names.clone();
+    got.sort();
+    assert_eq!(got, want);
+    let file = |n: &str| {
+        let o = std::process::Command::new("tar")
+            .arg("-xOf")
+            .arg(&tar)
+            .arg(format!("vkecho-report/{n}"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{n}: {o:?}");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let mut everything = String::new();
+    for n in &names {
+        everything.push_str(&file(n.trim_start_matches("vkecho-report/")));
+    }
+    assert!(
+        !everything.contains(SECRET),
+        "a planted secret is in the report"
+    );
+    assert!(
+        !everything.contains("MY_API_TOKEN"),
+        "the environment is in the report"
+    );
+    // What it names, it holds.
+    let plan = file(&format!("cache/{}/plan.json", entry.name));
+    assert_eq!(plan, std::fs::read_to_string(entry.plan.unwrap()).unwrap());
+    let doctor: Value = serde_json::from_str(&file("doctor.json")).unwrap();
+    assert!(
+        doctor["devices"].as_array().is_some_and(|d| !d.is_empty()),
+        "{doctor}"
+    );
+    let v: Value = serde_json::from_str(&file("versions.json")).unwrap();
+    assert_eq!(v["echo"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        v["glibc"].as_str().is_some_and(|g| g.starts_with("2.")),
+        "{v}"
+    );
+    assert!(
+        v["kernel"]["release"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{v}"
+    );
+    assert!(
+        v["loader"].as_str().is_some_and(|l| l.starts_with("1.")),
+        "{v}"
+    );
+    assert!(v["drivers"][0]["driver_version"].is_string(), "{v}");
+    let runs: Vec<Value> = file("cache/runs.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let modes: Vec<&str> = runs
+        .iter()
+        .map(|r| r["stats"]["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes[..2], ["profile", "enforce"], "{runs:?}");
+    assert!(
+        runs[0]["warnings"].to_string().contains("banana"),
+        "{runs:?}"
+    );
+    let last = file("last-run-warnings.txt");
+    assert!(
+        last.contains("warn: plan <outside the cache>: No such file")
+            && last.contains("mode enforce, refused"),
+        "{last}"
+    );
+}

@@ -420,6 +420,38 @@ pub fn finish_device(dev: &DeviceData, ended: &str) {
     if let Some(p) = &dev.settings.stats {
         write_stats(p, &stats);
     }
+    record_run(dev, &stats);
+}
+
+/// The cache's record of this device's run (`echo_analyzer::cache::record_run`, for `vkecho
+/// report`): written in auto mode, and in other modes where the cache already exists; never
+/// creates a cache otherwise.
+fn record_run(dev: &DeviceData, stats: &Stats) {
+    let dir = &dev.settings.cache_dir;
+    if dev.decision.mode == Mode::Auto {
+        let _ = echo_analyzer::cache::ensure_tag(dir);
+    }
+    if !echo_analyzer::cache::is_tagged(dir) {
+        return;
+    }
+    let program = std::fs::read_link("/proc/self/exe")
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let rec = echo_analyzer::cache::RunRecord {
+        unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        program,
+        pid: std::process::id(),
+        layer_version: env!("CARGO_PKG_VERSION").into(),
+        stats: stats.clone(),
+        warnings: log::recent_warnings(),
+    };
+    if let Err(e) = echo_analyzer::cache::record_run(dir, &rec, echo_analyzer::cache::RUNS_KEPT) {
+        log::debug!("cache: cannot record the run in {}: {e}", dir.display());
+    }
 }
 
 /// The statistics record of a device.
