@@ -7,6 +7,8 @@
 //!   profiles it is going (deleted once its plan is made, unless `keep_traces`);
 //! - `traces/<program>-<pid>.jsonl` — **trace entries**: profile mode's traces when no `trace`
 //!   setting names a file;
+//! - `runs.jsonl` — the record of recent runs ([`record_run`]: statistics and warnings per
+//!   device, the newest [`RUNS_KEPT`]), for `vkecho report`; not an entry;
 //! - `CACHEDIR.TAG` — the standard tag (backup tools skip the directory), written with the first
 //!   entry. Eviction and `vkecho cache clear` only ever delete inside a directory that has echo's
 //!   tag, and only entries shaped like echo's (a name `<program>-<16 hex>` holding nothing but
@@ -310,6 +312,69 @@ pub fn clear(dir: &Path) -> Result<Vec<(String, u64)>, String> {
     Ok(out)
 }
 
+/// The cache's record of the runs that used it (issue 27, `vkecho report`): one JSON line per
+/// device of a run (a [`RunRecord`]), the newest [`RUNS_KEPT`] lines. Not an entry: eviction and
+/// `list` leave it alone.
+pub const RUNS_FILE: &str = "runs.jsonl";
+/// Lines [`record_run`] keeps.
+pub const RUNS_KEPT: usize = 64;
+
+/// One device of one run, as the layer recorded it at the device's end.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunRecord {
+    /// Seconds since the epoch when the device ended.
+    pub unix: u64,
+    /// The executable's file name (no directory).
+    pub program: String,
+    pub pid: u32,
+    pub layer_version: String,
+    /// The device's statistics (what `stats` would write).
+    pub stats: crate::stats::Stats,
+    /// The warnings and errors the layer logged in this process so far (at most 32, each cut at
+    /// 1000 characters), whatever the `log` level printed.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Appends `rec` to [`RUNS_FILE`] in `dir` (a tagged cache), keeping the newest `keep` lines;
+/// the file is replaced whole (0600), so a reader never sees half a line. Two processes ending at
+/// once may lose one of their lines, never the file.
+pub fn record_run(dir: &Path, rec: &RunRecord, keep: usize) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !is_tagged(dir) {
+        return Err(std::io::Error::other("not echo's cache"));
+    }
+    let path = dir.join(RUNS_FILE);
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let mut lines: Vec<&str> = old.lines().filter(|l| !l.trim().is_empty()).collect();
+    let line = serde_json::to_string(rec).map_err(std::io::Error::other)?;
+    lines.push(&line);
+    let from = lines.len().saturating_sub(keep.max(1));
+    let tmp = dir.join(format!(".{RUNS_FILE}.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    for l in &lines[from..] {
+        f.write_all(l.as_bytes())?;
+        f.write_all(b"\n")?;
+    }
+    drop(f);
+    std::fs::rename(&tmp, &path)
+}
+
+/// The records of [`RUNS_FILE`] in `dir`, oldest first; lines that do not parse are skipped.
+pub fn read_runs(dir: &Path) -> Vec<RunRecord> {
+    std::fs::read_to_string(dir.join(RUNS_FILE))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,6 +416,31 @@ mod tests {
         assert!(evict(&d, 1, &[]).removed.is_empty());
         assert!(clear(&d).unwrap_err().contains(TAG_FILE));
         assert!(e.join(PLAN_FILE).exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_run_record_keeps_the_newest_lines_and_only_in_a_tagged_cache() {
+        let d = tmp("runs");
+        let rec = |pid| RunRecord {
+            pid,
+            program: "app".into(),
+            warnings: vec![format!("warning of {pid}")],
+            ..Default::default()
+        };
+        assert!(
+            record_run(&d, &rec(1), 3).is_err(),
+            "untagged: nothing written"
+        );
+        assert!(!d.join(RUNS_FILE).exists());
+        ensure_tag(&d).unwrap();
+        for pid in 1..=5 {
+            record_run(&d, &rec(pid), 3).unwrap();
+        }
+        let runs = read_runs(&d);
+        assert_eq!(runs.iter().map(|r| r.pid).collect::<Vec<_>>(), [3, 4, 5]);
+        assert_eq!(runs[2].warnings, ["warning of 5"]);
+        assert!(list(&d).is_empty(), "the record is no entry");
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -111,31 +111,95 @@ pub fn args_hash<S: AsRef<[u8]>>(args: &[S]) -> String {
     format!("{:016x}", fnv1a64(&bytes))
 }
 
+/// The memory table of a device as one line, the form [`Context::memory_table`] records:
+/// `heaps SIZE/0xFLAGS,...; types 0xFLAGS@HEAP,...` (heaps as `(size, flags)`, types as
+/// `(heapIndex, propertyFlags)`, in the device's order). Two devices with the same text present
+/// the same table.
+pub fn memory_table_text(
+    heaps: impl IntoIterator<Item = (u64, u32)>,
+    types: impl IntoIterator<Item = (u32, u32)>,
+) -> String {
+    let heaps: Vec<String> = heaps
+        .into_iter()
+        .map(|(size, flags)| format!("{size}/0x{flags:x}"))
+        .collect();
+    let types: Vec<String> = types
+        .into_iter()
+        .map(|(heap, flags)| format!("0x{flags:x}@{heap}"))
+        .collect();
+    format!("heaps {}; types {}", heaps.join(","), types.join(","))
+}
+
 /// Whether a plan made in `plan` may be enforced in `now`. The error says which field differs.
 /// The executable path may differ (a program may be moved); its identity may not.
 pub fn plan_applies(plan: &Context, now: &Context) -> Result<(), String> {
     plan_applies_in(plan, now, ContextMode::Arguments)
 }
 
+/// Whether a plan's context names the device by its model (issue 27: name, vendor and device id,
+/// driver version, memory table, pipeline cache UUID) rather than by one board's UUID. Plans
+/// written before issue 27 have no memory table and stay keyed by the UUID.
+pub fn keyed_by_model(plan: &Context) -> bool {
+    !plan.memory_table.is_empty()
+}
+
 /// [`plan_applies`] under a `context` setting: with [`ContextMode::Program`] the arguments may
 /// differ (the plan's buffers are matched by identity at creation, `crate::program`).
+///
+/// A plan that records the device model ([`keyed_by_model`]) applies on every device of the same
+/// model, driver and memory table — another board of a fleet, a replaced board — whatever its
+/// `device_uuid`; an older plan only on the device whose UUID it names.
 pub fn plan_applies_in(plan: &Context, now: &Context, mode: ContextMode) -> Result<(), String> {
     type Field<'a> = (&'a str, &'a dyn Fn(&Context) -> String);
-    let fields: [Field; 5] = [
+    let by_model = keyed_by_model(plan);
+    let mut fields: Vec<Field> = vec![
         ("executable", &|c| c.exe_id.clone()),
         ("arguments", &|c| c.args_hash.clone()),
         ("device", &|c| c.device_name.clone()),
-        ("device UUID", &|c| c.device_uuid.clone()),
-        ("driver version", &|c| c.driver_version.to_string()),
     ];
+    if by_model {
+        fields.extend([
+            (
+                "device model (vendor:device id)",
+                &(|c: &Context| format!("0x{:04x}:0x{:04x}", c.vendor_id, c.device_id))
+                    as &dyn Fn(&Context) -> String,
+            ),
+            ("driver version", &|c: &Context| {
+                c.driver_version.to_string()
+            }),
+            ("memory table", &|c: &Context| c.memory_table.clone()),
+        ]);
+        if !plan.pipeline_cache_uuid.is_empty() {
+            fields.push(("driver build (pipeline cache UUID)", &|c: &Context| {
+                c.pipeline_cache_uuid.clone()
+            }));
+        }
+    } else {
+        fields.extend([
+            (
+                "device UUID",
+                &(|c: &Context| c.device_uuid.clone()) as &dyn Fn(&Context) -> String,
+            ),
+            ("driver version", &|c: &Context| {
+                c.driver_version.to_string()
+            }),
+        ]);
+    }
     for (what, get) in fields {
         if what == "arguments" && mode == ContextMode::Program {
             continue;
         }
         let (a, b) = (get(plan), get(now));
         if a != b {
+            let hint = match what {
+                "executable" | "arguments" => "",
+                _ if by_model => {
+                    "; a plan travels only between devices of the same model, driver and memory table"
+                }
+                _ => "; this plan predates model keys and applies only to the device it was made on",
+            };
             return Err(format!(
-                "the plan was made for another {what} ('{a}', this run has '{b}')"
+                "the plan was made for another {what} ('{a}', this run has '{b}'){hint}"
             ));
         }
     }
@@ -143,14 +207,14 @@ pub fn plan_applies_in(plan: &Context, now: &Context, mode: ContextMode) -> Resu
 }
 
 /// Where auto mode keeps the trace and plan of a context (DESIGN §6): one directory per
-/// (executable, arguments, device, driver), so a plan is only ever found by the run it fits.
+/// (executable, arguments, device model, driver, memory table), so a plan is only ever found by
+/// the run it fits — on this board or on any other of the same model ([`plan_applies_in`]).
 pub fn cache_paths(cache_dir: &Path, c: &Context) -> (PathBuf, PathBuf) {
     cache_paths_for(cache_dir, c, ContextMode::Arguments)
 }
 
-/// [`cache_paths`] under a `context` setting: with [`ContextMode::Program`] one directory per
-/// (executable, device, driver), whatever the arguments.
-pub fn cache_paths_for(cache_dir: &Path, c: &Context, mode: ContextMode) -> (PathBuf, PathBuf) {
+/// The entry's directory name: `<program>-<16 hex>` of `key`.
+fn entry_dir(cache_dir: &Path, c: &Context, key: &str) -> (PathBuf, PathBuf) {
     let exe = Path::new(&c.exe_path)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -165,6 +229,38 @@ pub fn cache_paths_for(cache_dir: &Path, c: &Context, mode: ContextMode) -> (Pat
             }
         })
         .collect();
+    let id = fnv1a64(key.as_bytes());
+    let dir = cache_dir.join(format!("{safe}-{id:016x}"));
+    (dir.join("trace.jsonl"), dir.join("plan.json"))
+}
+
+/// [`cache_paths`] under a `context` setting: with [`ContextMode::Program`] one directory per
+/// (executable, device model, driver, table), whatever the arguments. The board's UUID is no part
+/// of the key (issue 27): an entry copied to another board of the same model is found there.
+pub fn cache_paths_for(cache_dir: &Path, c: &Context, mode: ContextMode) -> (PathBuf, PathBuf) {
+    let device = format!(
+        "model\0{}\0{:04x}:{:04x}\0{}\0{}\0{}",
+        c.device_name,
+        c.vendor_id,
+        c.device_id,
+        c.driver_version,
+        c.memory_table,
+        c.pipeline_cache_uuid
+    );
+    let key = match mode {
+        ContextMode::Arguments => format!("{}\0{}\0{device}", c.exe_id, c.args_hash),
+        ContextMode::Program => format!("program\0{}\0{device}", c.exe_id),
+    };
+    entry_dir(cache_dir, c, &key)
+}
+
+/// Where a layer before issue 27 kept the entry of a context (keyed by the device UUID): enforce
+/// still finds a plan there when the current entry has none, so a cache survives the upgrade.
+pub fn legacy_cache_paths_for(
+    cache_dir: &Path,
+    c: &Context,
+    mode: ContextMode,
+) -> (PathBuf, PathBuf) {
     let key = match mode {
         ContextMode::Arguments => format!(
             "{}\0{}\0{}\0{}\0{}",
@@ -175,9 +271,7 @@ pub fn cache_paths_for(cache_dir: &Path, c: &Context, mode: ContextMode) -> (Pat
             c.exe_id, c.device_name, c.device_uuid, c.driver_version
         ),
     };
-    let id = fnv1a64(key.as_bytes());
-    let dir = cache_dir.join(format!("{safe}-{id:016x}"));
-    (dir.join("trace.jsonl"), dir.join("plan.json"))
+    entry_dir(cache_dir, c, &key)
 }
 
 #[cfg(test)]
@@ -222,6 +316,87 @@ mod tests {
         let mut c = a.clone();
         c.args_hash = args_hash(&["--iters", "3"]);
         assert!(plan_applies(&a, &c).unwrap_err().contains("arguments"));
+    }
+
+    /// A board of a fleet: the Jetson Nano's model, driver and table, and its own UUID.
+    fn board(uuid: &str) -> Context {
+        Context {
+            exe_path: "/opt/app/infer".into(),
+            exe_id: "build-id:aa".into(),
+            device_name: "NVIDIA Tegra X1 (nvgpu)".into(),
+            device_uuid: uuid.into(),
+            driver_version: 0x7c_c0_00_00,
+            vendor_id: 0x10de,
+            device_id: 0x92ba_03d7,
+            memory_table: memory_table_text([(4_156_002_304, 1)], [(0, 0), (0, 1), (0, 7)]),
+            pipeline_cache_uuid: "c0ffee".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_plan_travels_to_another_board_of_the_same_model_but_not_to_another_driver() {
+        let a = board("0000000000000000000000000000000a");
+        let b = board("0000000000000000000000000000000b");
+        assert!(keyed_by_model(&a));
+        assert_eq!(plan_applies(&a, &b), Ok(()), "another UUID, same model");
+        assert_eq!(
+            cache_paths(Path::new("/c"), &a),
+            cache_paths(Path::new("/c"), &b),
+            "the cache entry is the model's, not the board's"
+        );
+        for mode in [ContextMode::Arguments, ContextMode::Program] {
+            assert_ne!(
+                legacy_cache_paths_for(Path::new("/c"), &a, mode),
+                legacy_cache_paths_for(Path::new("/c"), &b, mode)
+            );
+        }
+        let mut newer = b.clone();
+        newer.driver_version += 1;
+        let e = plan_applies(&a, &newer).unwrap_err();
+        assert!(e.contains("another driver version"), "{e}");
+        assert!(e.contains("same model, driver and memory table"), "{e}");
+        assert_ne!(
+            cache_paths(Path::new("/c"), &a),
+            cache_paths(Path::new("/c"), &newer)
+        );
+        let mut table = b.clone();
+        table.memory_table = memory_table_text([(4_156_002_304, 1)], [(0, 1), (0, 7)]);
+        assert!(plan_applies(&a, &table)
+            .unwrap_err()
+            .contains("another memory table"));
+        let mut ids = b.clone();
+        ids.device_id = 1;
+        assert!(plan_applies(&a, &ids)
+            .unwrap_err()
+            .contains("vendor:device id"));
+        let mut build = b.clone();
+        build.pipeline_cache_uuid = "decaf".into();
+        assert!(plan_applies(&a, &build)
+            .unwrap_err()
+            .contains("pipeline cache UUID"));
+    }
+
+    #[test]
+    fn an_old_plan_without_a_model_stays_keyed_by_its_uuid() {
+        // As a plan written before issue 27 reads: no ids, table or pipeline cache UUID.
+        let json = r#"{"exe_path":"/opt/app/infer","exe_id":"build-id:aa","args_hash":"",
+            "layer_version":"0.1.0","device_name":"NVIDIA Tegra X1 (nvgpu)",
+            "device_uuid":"0000000000000000000000000000000a","driver_version":2092957696}"#;
+        let old: Context = serde_json::from_str(json).unwrap();
+        assert!(!keyed_by_model(&old));
+        let same = board("0000000000000000000000000000000a");
+        assert_eq!(plan_applies(&old, &same), Ok(()));
+        let e = plan_applies(&old, &board("0000000000000000000000000000000b")).unwrap_err();
+        assert!(
+            e.contains("another device UUID") && e.contains("predates"),
+            "{e}"
+        );
+        // Its cache entry was found under the UUID key, and still is.
+        assert_ne!(
+            legacy_cache_paths_for(Path::new("/c"), &same, ContextMode::Arguments),
+            cache_paths(Path::new("/c"), &same)
+        );
     }
 
     #[test]

@@ -41,6 +41,19 @@ pub struct Context {
     pub device_uuid: String,
     /// `VkPhysicalDeviceProperties::driverVersion`.
     pub driver_version: u32,
+    /// `VkPhysicalDeviceProperties::vendorID` and `deviceID` (0 in older traces).
+    #[serde(default)]
+    pub vendor_id: u32,
+    #[serde(default)]
+    pub device_id: u32,
+    /// The device's memory table as [`crate::context::memory_table_text`] writes it: heaps
+    /// (size, flags) and types (flags, heap). Empty in older traces; a plan that has it is keyed by
+    /// the device *model* (name, ids, driver, table), not by this board's `device_uuid`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub memory_table: String,
+    /// `VkPhysicalDeviceProperties::pipelineCacheUUID`, hex (the driver build); empty when unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pipeline_cache_uuid: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

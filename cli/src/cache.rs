@@ -68,7 +68,7 @@ pub fn main(args: &[String]) -> i32 {
 }
 
 /// The settings the layer would resolve in this environment (no application settings).
-fn settings_here() -> Settings {
+pub(crate) fn settings_here() -> Settings {
     let env = |k: &str| std::env::var(k).ok();
     let file = crate::doctor::settings_file(&env)
         .and_then(|p| std::fs::read_to_string(p).ok())
@@ -206,7 +206,7 @@ fn list(dir: &std::path::Path, limit: u64, json_out: bool) {
 }
 
 /// The one entry `name` names: its exact name, else the only one it is a prefix of.
-fn find(dir: &std::path::Path, name: &str) -> Result<Entry, String> {
+pub(crate) fn find(dir: &std::path::Path, name: &str) -> Result<Entry, String> {
     let entries = cache::list(dir);
     if let Some(e) = entries.iter().find(|e| e.name == name) {
         return Ok(e.clone());

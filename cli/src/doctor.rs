@@ -70,6 +70,23 @@ pub fn main(args: &[String]) -> i32 {
             }
         }
     }
+    let report = report_here();
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    } else {
+        print!("{}", render(&report));
+    }
+    if report["problems"].as_array().is_some_and(|p| !p.is_empty()) {
+        1
+    } else {
+        0
+    }
+}
+
+/// What `vkecho doctor --json` prints, for this process's environment (also `vkecho report`).
+/// Changes this process's environment to keep echo out of its own instance: call it before any
+/// other thread starts.
+pub fn report_here() -> Value {
     // The user's environment, as it was, before doctor changes its own.
     let snapshot: BTreeMap<String, String> = std::env::vars().collect();
     let env = |k: &str| snapshot.get(k).cloned();
@@ -83,17 +100,7 @@ pub fn main(args: &[String]) -> i32 {
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
         std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
     }
-    let report = build_report(&env);
-    if json_out {
-        println!("{}", serde_json::to_string_pretty(&report).unwrap());
-    } else {
-        print!("{}", render(&report));
-    }
-    if report["problems"].as_array().is_some_and(|p| !p.is_empty()) {
-        1
-    } else {
-        0
-    }
+    build_report(&env)
 }
 
 fn build_report(env: paths::Env) -> Value {

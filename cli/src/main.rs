@@ -10,7 +10,9 @@ mod doctor;
 mod install;
 mod launch;
 mod paths;
+mod plan;
 mod profile;
+mod report;
 mod run;
 
 const USAGE: &str = "\
@@ -30,6 +32,10 @@ commands:
   calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD
                                           time CMD without and with the plan; keep the plan only if faster
   cache list|show NAME|clear [NAME...]    auto mode's cache: entries, one entry's plan, remove
+  plan export NAME [-o F] | import F      move a plan to another board of the same model, driver
+                                          and memory table (import checks this machine's devices)
+  report [-o FILE]                        one archive to send with a problem: doctor, the cache's
+                                          plans and run records, versions, the last run's warnings
   demo [--size-mib N] [--iters N] [--samples a,b]
                                           profile, analyze and enforce every sample; print a results table
   help                                    this text
@@ -52,6 +58,8 @@ fn main() {
         "calibrate" => calibrate::main(rest),
         "demo" => demo::main(rest),
         "cache" => cache::main(rest),
+        "plan" => plan::main(rest),
+        "report" => report::main(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0

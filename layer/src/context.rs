@@ -1,12 +1,13 @@
 //! The run context (DESIGN §5) of a device: which program, with which arguments, on which
-//! device and driver, recorded by which layer. Profile mode writes it into the trace header;
+//! device (its model: name, ids, driver, memory table; and its UUID) and driver, recorded by
+//! which layer. Profile mode writes it into the trace header;
 //! enforce mode compares it with a plan's (`echo_analyzer::context::plan_applies`).
 
 #![allow(dead_code)] // called by profile and enforce start-up
 
 use crate::dispatch::InstanceData;
 use ash::vk;
-use echo_analyzer::context::{args_hash, exe_identity};
+use echo_analyzer::context::{args_hash, exe_identity, memory_table_text};
 use echo_analyzer::trace::Context;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -67,7 +68,28 @@ pub fn gather(inst: &InstanceData, pd: vk::PhysicalDevice) -> Context {
         unsafe { gpdp2(pd, &mut p2) };
         device_uuid = id.device_uuid.iter().map(|b| format!("{b:02x}")).collect();
     }
+    let mut mem = vk::PhysicalDeviceMemoryProperties::default();
+    // SAFETY: pd belongs to this instance; the out struct is valid.
+    unsafe { (inst.fp.get_physical_device_memory_properties)(pd, &mut mem) };
+    // The device model (issue 27): a plan travels to every device with the same name, ids,
+    // driver and memory table, whatever its UUID.
+    let memory_table = memory_table_text(
+        mem.memory_heaps_as_slice()
+            .iter()
+            .map(|h| (h.size, h.flags.as_raw())),
+        mem.memory_types_as_slice()
+            .iter()
+            .map(|t| (t.heap_index, t.property_flags.as_raw())),
+    );
     Context {
+        vendor_id: props.vendor_id,
+        device_id: props.device_id,
+        memory_table,
+        pipeline_cache_uuid: props
+            .pipeline_cache_uuid
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
         exe_path,
         exe_id,
         args_hash: args,

@@ -18,8 +18,37 @@ pub fn enabled(level: LogLevel) -> bool {
     level as u8 <= LEVEL.load(Ordering::Relaxed)
 }
 
+/// Warnings and errors of this process, for the cache's run record (`vkecho report`, issue 27):
+/// the first [`RECENT_MAX`], each cut at [`RECENT_CHARS`] characters.
+static RECENT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+const RECENT_MAX: usize = 32;
+const RECENT_CHARS: usize = 1000;
+
+/// The warnings and errors logged so far (printed or not).
+pub fn recent_warnings() -> Vec<String> {
+    match RECENT.lock() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    }
+}
+
 /// Prints one line (use the `error!`/`warn!`/`info!`/`debug!` macros).
 pub fn write(level: LogLevel, msg: std::fmt::Arguments<'_>) {
+    if level as u8 <= LogLevel::Warn as u8 {
+        // Not a hot path: warnings are rare. Never from the signal handler (it logs nothing).
+        let mut g = match RECENT.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if g.len() < RECENT_MAX {
+            let tag = if level == LogLevel::Error {
+                "error"
+            } else {
+                "warn"
+            };
+            g.push(format!("{tag}: {msg}").chars().take(RECENT_CHARS).collect());
+        }
+    }
     if !enabled(level) {
         return;
     }

@@ -90,10 +90,14 @@ fn broken_plans_are_refused_with_one_warning() {
     v["version"] = Value::from(99);
     cases.push(("future-version", v.to_string()));
     v["version"] = serde_json::from_str::<Value>(&text).unwrap()["version"].clone();
-    // Foreign: another device UUID, another executable.
+    // Foreign: another device model (memory table), driver, executable. Another UUID alone is
+    // another board of the same model, which the plan applies on (issue 27).
     let mut f = v.clone();
-    f["context"]["device_uuid"] = Value::from("00112233445566778899aabbccddeeff");
+    f["context"]["memory_table"] = Value::from("heaps 1024/0x1; types 0x1@0");
     cases.push(("foreign-device", f.to_string()));
+    let mut f = v.clone();
+    f["context"]["driver_version"] = Value::from(4242);
+    cases.push(("foreign-driver", f.to_string()));
     let mut f = v.clone();
     f["context"]["exe_id"] = Value::from("build-id:0123456789abcdef");
     cases.push(("foreign-executable", f.to_string()));

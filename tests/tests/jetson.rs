@@ -333,3 +333,249 @@ fn auto_mode_profiles_then_enforces_on_the_jetson_table() {
         "{text}"
     );
 }
+
+/// `vkecho` in world `w`: (exit code, stdout, stderr).
+fn vkecho(w: &World, args: &[&str]) -> (i32, String, String) {
+    let out = w
+        .command(&echo_tests::world::artifact("vkecho"), args)
+        .output()
+        .expect("vkecho runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn stats_lines(path: &Path) -> Vec<Stats> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Issue 27, a fleet of identical boards: board A profiles in auto mode; its plan, exported and
+/// imported on board B (same model, driver and memory table, another UUID), is enforced there
+/// by auto mode; board C (a newer driver) refuses it, at import and in enforce, saying why.
+#[test]
+fn a_plan_made_on_one_board_applies_on_another_of_the_same_model() {
+    let reference = plain().sample(&args("saxpy")).checksum();
+    // Each board is a world of its own: another machine, another cache.
+    let board = |uuid: &str| {
+        let w = jetson(Some("auto")).set("VK_ECHO_TEST_UUID", uuid.repeat(16));
+        let stats = w.dir.join("stats.jsonl");
+        (w.set("VK_ECHO_STATS", stats.display().to_string()), stats)
+    };
+    let (a, a_stats) = board("aa");
+    assert_eq!(a.sample(&args("saxpy")).checksum(), reference);
+    assert_eq!(stats_lines(&a_stats)[0].mode, "profile");
+    let entries = echo_analyzer::cache::list(&a.dir.join("cache/vk-echo"));
+    let entry = entries
+        .iter()
+        .find(|e| e.plan.is_some())
+        .expect("auto mode wrote a plan into board A's cache");
+    let made = entry.read_plan().unwrap();
+    assert!(!made.groups.is_empty(), "{:?}", made.rejected);
+    assert_eq!(made.context.device_uuid, "aa".repeat(16));
+    assert!(echo_analyzer::context::keyed_by_model(&made.context));
+    let file = a.dir.join("work/saxpy-plan.json");
+    let (code, _, err) = vkecho(
+        &a,
+        &[
+            "plan",
+            "export",
+            &entry.name,
+            "-o",
+            &file.display().to_string(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("every device of that model"), "{err}");
+    let file_s = file.display().to_string();
+
+    // Board B: same model, another UUID. Import checks this machine's devices.
+    let (b, b_stats) = board("bb");
+    let (code, out, err) = vkecho(&b, &["plan", "import", &file_s]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("is of the plan's model"), "{err}");
+    assert!(out.contains("imported"), "{out}");
+    let run = b.sample(&args("saxpy"));
+    assert_eq!(run.checksum(), reference);
+    let s = stats_lines(&b_stats);
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0].mode, "enforce", "board B profiled instead: {s:?}");
+    assert!(
+        s[0].groups_applied > 0 && s[0].copies_elided > 0,
+        "{:?}",
+        s[0]
+    );
+
+    // Board C: a newer driver. Import refuses, and so does enforce, naming the driver version.
+    let (c, _) = board("cc");
+    let c = c.set("VK_ECHO_TEST_DRIVER_VERSION", "4242");
+    let (code, _, err) = vkecho(&c, &["plan", "import", &file_s]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("another driver version") && err.contains("this run has '4242'"),
+        "{err}"
+    );
+    assert!(
+        echo_analyzer::cache::list(&c.dir.join("cache/vk-echo")).is_empty(),
+        "a refused import leaves the cache alone"
+    );
+    let run = c
+        .set("VK_ECHO_MODE", "enforce")
+        .set("VK_ECHO_PLAN", &file_s)
+        .sample(&args("saxpy"));
+    assert_eq!(run.checksum(), reference);
+    let warned = echo_tests::world::echo_warnings(&run);
+    assert!(
+        warned.iter().any(
+            |w| w.contains("not used: the plan was made for another driver version")
+                && w.contains("same model, driver and memory table")
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
+/// `echo-samples saxpy` in `w` with `extra` variables set.
+fn sample_with(w: &World, extra: &[(&str, &str)]) -> SampleRun {
+    let mut c = w.command(&echo_tests::samples::samples_bin(), &args("saxpy"));
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    echo_tests::samples::run_command(c)
+}
+
+/// Issue 27, `vkecho report`: after auto-mode runs (one with a bad setting, one refusing a plan
+/// named outside the cache), the archive holds exactly the named files — doctor, versions, the
+/// cached plan, the run records, the last run's warnings — and nothing planted around them: not
+/// a file outside the cache, not a foreign file inside it, not an environment variable, not a
+/// path outside the cache.
+#[test]
+fn the_report_holds_what_it_names_and_nothing_else() {
+    const SECRET: &str = "TOPSECRET-7f3a";
+    let w = jetson(Some("auto")).set("MY_API_TOKEN", format!("{SECRET}-env"));
+    let cache = w.dir.join("cache/vk-echo");
+    std::fs::write(w.dir.join("home/notes.txt"), format!("{SECRET}-file")).unwrap();
+    let first = sample_with(&w, &[("VK_ECHO_MIN_COPIES", "banana")]);
+    assert!(
+        echo_tests::world::echo_warnings(&first)
+            .iter()
+            .any(|l| l.contains("banana")),
+        "{}",
+        first.stderr
+    );
+    w.sample(&args("saxpy")); // enforced
+    std::fs::write(cache.join("notes.txt"), format!("{SECRET}-in-cache")).unwrap();
+    let elsewhere = w.dir.join(format!("home/{SECRET}-dir/plan.json"));
+    let elsewhere = elsewhere.display().to_string();
+    let refused = sample_with(
+        &w,
+        &[("VK_ECHO_MODE", "enforce"), ("VK_ECHO_PLAN", &elsewhere)],
+    );
+    assert!(
+        !echo_tests::world::echo_warnings(&refused).is_empty(),
+        "{}",
+        refused.stderr
+    );
+
+    let tar = w.dir.join("work/report.tar");
+    let (code, out, err) = vkecho(&w, &["report", "-o", &tar.display().to_string()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let list = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(&tar)
+        .output()
+        .unwrap();
+    assert!(list.status.success(), "tar cannot read it: {list:?}");
+    let names: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let entry = echo_analyzer::cache::list(&cache)
+        .into_iter()
+        .find(|e| e.plan.is_some())
+        .expect("auto mode made a plan");
+    let mut want = vec![
+        "vkecho-report/README.txt".to_string(),
+        "vkecho-report/doctor.json".into(),
+        "vkecho-report/versions.json".into(),
+        format!("vkecho-report/cache/{}/plan.json", entry.name),
+        "vkecho-report/cache/runs.jsonl".into(),
+        "vkecho-report/last-run-warnings.txt".into(),
+    ];
+    want.sort();
+    let mut got = names.clone();
+    got.sort();
+    assert_eq!(got, want);
+    let file = |n: &str| {
+        let o = std::process::Command::new("tar")
+            .arg("-xOf")
+            .arg(&tar)
+            .arg(format!("vkecho-report/{n}"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{n}: {o:?}");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let mut everything = String::new();
+    for n in &names {
+        everything.push_str(&file(n.trim_start_matches("vkecho-report/")));
+    }
+    assert!(
+        !everything.contains(SECRET),
+        "a planted secret is in the report"
+    );
+    assert!(
+        !everything.contains("MY_API_TOKEN"),
+        "the environment is in the report"
+    );
+    // What it names, it holds.
+    let plan = file(&format!("cache/{}/plan.json", entry.name));
+    assert_eq!(plan, std::fs::read_to_string(entry.plan.unwrap()).unwrap());
+    let doctor: Value = serde_json::from_str(&file("doctor.json")).unwrap();
+    assert!(
+        doctor["devices"].as_array().is_some_and(|d| !d.is_empty()),
+        "{doctor}"
+    );
+    let v: Value = serde_json::from_str(&file("versions.json")).unwrap();
+    assert_eq!(v["echo"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        v["glibc"].as_str().is_some_and(|g| g.starts_with("2.")),
+        "{v}"
+    );
+    assert!(
+        v["kernel"]["release"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{v}"
+    );
+    assert!(
+        v["loader"].as_str().is_some_and(|l| l.starts_with("1.")),
+        "{v}"
+    );
+    assert!(v["drivers"][0]["driver_version"].is_string(), "{v}");
+    let runs: Vec<Value> = file("cache/runs.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let modes: Vec<&str> = runs
+        .iter()
+        .map(|r| r["stats"]["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes[..2], ["profile", "enforce"], "{runs:?}");
+    assert!(
+        runs[0]["warnings"].to_string().contains("banana"),
+        "{runs:?}"
+    );
+    let last = file("last-run-warnings.txt");
+    assert!(
+        last.contains("warn: plan <outside the cache>: No such file")
+            && last.contains("mode enforce, refused"),
+        "{last}"
+    );
+}

@@ -24,7 +24,7 @@ use crate::log;
 use crate::process::AutoChoice;
 use ash::vk;
 use echo_analyzer::apply::PlanIndex;
-use echo_analyzer::context::{cache_paths_for, plan_applies_in};
+use echo_analyzer::context::{cache_paths_for, legacy_cache_paths_for, plan_applies_in};
 use echo_analyzer::plan::{parse_plan, Plan};
 use echo_analyzer::settings::ContextMode;
 use echo_analyzer::settings::{Mode, Settings};
@@ -96,7 +96,16 @@ pub fn start(
     ctx: &Context,
     device_index: u32,
 ) -> Start {
-    let (trace_path, cached_plan) = cache_paths_for(&settings.cache_dir, ctx, settings.context);
+    let (mut trace_path, mut cached_plan) =
+        cache_paths_for(&settings.cache_dir, ctx, settings.context);
+    if !cached_plan.exists() {
+        // A cache written before issue 27 keyed its entries by the device UUID: its plans (whose
+        // context names that UUID, `plan_applies_in`) are still found and used.
+        let (lt, lp) = legacy_cache_paths_for(&settings.cache_dir, ctx, settings.context);
+        if lp.exists() {
+            (trace_path, cached_plan) = (lt, lp);
+        }
+    }
     let path = match decision.mode {
         Mode::Enforce => settings.plan.clone().unwrap_or(cached_plan),
         Mode::Auto => {
@@ -410,6 +419,38 @@ pub fn finish_device(dev: &DeviceData, ended: &str) {
     }
     if let Some(p) = &dev.settings.stats {
         write_stats(p, &stats);
+    }
+    record_run(dev, &stats);
+}
+
+/// The cache's record of this device's run (`echo_analyzer::cache::record_run`, for `vkecho
+/// report`): written in auto mode, and in other modes where the cache already exists; never
+/// creates a cache otherwise.
+fn record_run(dev: &DeviceData, stats: &Stats) {
+    let dir = &dev.settings.cache_dir;
+    if dev.decision.mode == Mode::Auto {
+        let _ = echo_analyzer::cache::ensure_tag(dir);
+    }
+    if !echo_analyzer::cache::is_tagged(dir) {
+        return;
+    }
+    let program = std::fs::read_link("/proc/self/exe")
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let rec = echo_analyzer::cache::RunRecord {
+        unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        program,
+        pid: std::process::id(),
+        layer_version: env!("CARGO_PKG_VERSION").into(),
+        stats: stats.clone(),
+        warnings: log::recent_warnings(),
+    };
+    if let Err(e) = echo_analyzer::cache::record_run(dir, &rec, echo_analyzer::cache::RUNS_KEPT) {
+        log::debug!("cache: cannot record the run in {}: {e}", dir.display());
     }
 }
 

@@ -33,6 +33,10 @@
 //! driver's own mapping` line (a test can see it). `VK_ECHO_TEST_JETSON_MAP=driver` turns this
 //! off, to show what it avoids (lavapipe's threads then fault on pages protected for the host).
 //!
+//! In every mode `VK_ECHO_TEST_UUID=<32 hex digits>` replaces the `deviceUUID` of
+//! `VkPhysicalDeviceIDProperties` and `VK_ECHO_TEST_DRIVER_VERSION=N` the `driverVersion` (issue 27:
+//! two boards of one model, or one board after a driver update).
+//!
 //! Fault injection (issue 8): `VK_ECHO_TEST_FAIL=entry[,entry...]`, each entry
 //! `COMMAND[:FILTER]@N` (fail the Nth matching call, 1-based), `COMMAND[:FILTER]@N+` (the Nth and
 //! every later one) or `COMMAND[:FILTER]@*` (every one). COMMAND is one of `vkAllocateMemory`,
@@ -771,7 +775,41 @@ unsafe extern "system" fn destroy_instance(
     }
 }
 
+/// `VK_ECHO_TEST_DRIVER_VERSION=N`: the `driverVersion` presented (any mode; issue 27).
+fn driver_version() -> Option<u32> {
+    static V: OnceLock<Option<u32>> = OnceLock::new();
+    *V.get_or_init(|| {
+        let v = std::env::var("VK_ECHO_TEST_DRIVER_VERSION").ok()?;
+        v.parse()
+            .ok()
+            .or_else(|| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+    })
+}
+
+/// `VK_ECHO_TEST_UUID=<32 hex digits>`: the `deviceUUID` presented (any mode; issue 27: two
+/// boards of one model).
+fn device_uuid() -> Option<[u8; vk::UUID_SIZE]> {
+    static U: OnceLock<Option<[u8; vk::UUID_SIZE]>> = OnceLock::new();
+    *U.get_or_init(|| {
+        let v = std::env::var("VK_ECHO_TEST_UUID").ok()?;
+        let mut out = [0u8; vk::UUID_SIZE];
+        if v.len() != 2 * vk::UUID_SIZE {
+            eprintln!(
+                "[VK_LAYER_ECHO_test_discrete] VK_ECHO_TEST_UUID: not 32 hex digits, ignored"
+            );
+            return None;
+        }
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(v.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(out)
+    })
+}
+
 fn make_discrete(p: &mut vk::PhysicalDeviceProperties) {
+    if let Some(v) = driver_version() {
+        p.driver_version = v;
+    }
     if real() {
         return;
     }
@@ -819,6 +857,16 @@ unsafe extern "system" fn get_properties2(
             None => (i.fp.get_physical_device_properties)(pd, &mut (*out).properties),
         }
         make_discrete(&mut (*out).properties);
+        if let Some(uuid) = device_uuid() {
+            // SAFETY: the application's chain of output structures, each starting with sType/pNext.
+            let mut next = (*out).p_next as *mut vk::BaseOutStructure<'_>;
+            while !next.is_null() {
+                if (*next).s_type == vk::StructureType::PHYSICAL_DEVICE_ID_PROPERTIES {
+                    (*(next as *mut vk::PhysicalDeviceIDProperties<'_>)).device_uuid = uuid;
+                }
+                next = (*next).p_next;
+            }
+        }
     }
 }
 

@@ -1,0 +1,404 @@
+//! `vkecho report [-o FILE]`: one archive a user can send back (issue 27).
+//!
+//! A plain ustar archive (`tar -tf` lists it) holding exactly:
+//!
+//! - `vkecho-report/README.txt` — what the archive holds and what it leaves out;
+//! - `vkecho-report/doctor.json` — what `vkecho doctor --json` prints here;
+//! - `vkecho-report/versions.json` — echo, the Vulkan loader, each device's driver, the kernel
+//!   (`uname`), glibc;
+//! - `vkecho-report/cache/<entry>/plan.json` — every plan of auto mode's cache (`cache_dir`);
+//! - `vkecho-report/cache/runs.jsonl` — the cache's record of the runs that used it (statistics
+//!   and warnings per device, `echo_analyzer::cache::RUNS_FILE`);
+//! - `vkecho-report/last-run-warnings.txt` — the warnings of the last run recorded there.
+//!
+//! Nothing else of the machine: no environment dump (doctor names only the variables that decide
+//! where Vulkan looks), no traces, no file outside the cache. Paths outside the cache that the
+//! run records mention (a `plan` setting, a trace elsewhere) are replaced by `<outside the
+//! cache>`.
+
+use echo_analyzer::cache::{self, EntryKind, RunRecord};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+const USAGE: &str = "\
+usage: vkecho report [-o FILE] [--dir DIR]
+  writes one archive (tar) to send with a problem report: `vkecho doctor --json`, the plans and
+  run statistics of auto mode's cache (`cache_dir`, or DIR), versions (echo, Vulkan loader,
+  drivers, kernel, glibc) and the last run's warnings. Nothing else: no environment dump, no
+  traces, no file outside the cache. Default FILE: vkecho-report-<seconds>.tar here.";
+
+/// Stand-in for a path outside the cache in what the archive quotes.
+pub const OUTSIDE: &str = "<outside the cache>";
+
+pub fn main(args: &[String]) -> i32 {
+    let (mut out, mut dir) = (None, None);
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-o" | "--out" => match args.get(i + 1) {
+                Some(f) => {
+                    out = Some(PathBuf::from(f));
+                    i += 1;
+                }
+                None => {
+                    eprintln!("vkecho report: -o needs a file\n{USAGE}");
+                    return 2;
+                }
+            },
+            "--dir" => match args.get(i + 1) {
+                Some(d) => {
+                    dir = Some(PathBuf::from(d));
+                    i += 1;
+                }
+                None => {
+                    eprintln!("vkecho report: --dir needs a directory\n{USAGE}");
+                    return 2;
+                }
+            },
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return 0;
+            }
+            o => {
+                eprintln!("vkecho report: unknown argument '{o}'\n{USAGE}");
+                return 2;
+            }
+        }
+        i += 1;
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let out = out.unwrap_or_else(|| PathBuf::from(format!("vkecho-report-{now}.tar")));
+    let dir = dir.unwrap_or_else(|| crate::cache::settings_here().cache_dir);
+    // Doctor first: it adjusts this process's environment before the loader is loaded.
+    let doctor = crate::doctor::report_here();
+    let files = contents(&dir, &doctor, now);
+    let mut tar = Vec::new();
+    for (name, bytes) in &files {
+        if let Err(e) = ustar_append(&mut tar, name, bytes, now) {
+            eprintln!("vkecho report: {e}");
+            return 1;
+        }
+    }
+    tar.extend_from_slice(&[0u8; 1024]); // two zero blocks end the archive
+    if let Err(e) = write_private_bytes(&out, &tar) {
+        eprintln!("vkecho report: {e}");
+        return 1;
+    }
+    println!(
+        "vkecho report: wrote {} ({} files, {} bytes); list it with `tar -tvf {}`",
+        out.display(),
+        files.len(),
+        tar.len(),
+        out.display()
+    );
+    0
+}
+
+/// Every file of the archive: (name in it, bytes).
+fn contents(dir: &Path, doctor: &Value, now: u64) -> Vec<(String, Vec<u8>)> {
+    let root = "vkecho-report";
+    let mut files = Vec::new();
+    let pretty = |v: &Value| {
+        let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+        s.push('\n');
+        s.into_bytes()
+    };
+    files.push((format!("{root}/doctor.json"), pretty(doctor)));
+    files.push((format!("{root}/versions.json"), pretty(&versions(doctor))));
+    let mut plans = 0;
+    for e in cache::list(dir) {
+        if e.kind != EntryKind::Context {
+            continue; // traces stay home: they name every buffer and call of a program
+        }
+        let Some(p) = &e.plan else { continue };
+        if let Ok(bytes) = std::fs::read(p) {
+            files.push((format!("{root}/cache/{}/plan.json", e.name), bytes));
+            plans += 1;
+        }
+    }
+    let runs: Vec<RunRecord> = if cache::is_tagged(dir) {
+        cache::read_runs(dir)
+            .into_iter()
+            .map(|r| redact_run(r, dir))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !runs.is_empty() {
+        let mut text = String::new();
+        for r in &runs {
+            text.push_str(&serde_json::to_string(r).unwrap_or_default());
+            text.push('\n');
+        }
+        files.push((format!("{root}/cache/runs.jsonl"), text.into_bytes()));
+    }
+    let last = runs.last().map(|l| {
+        // The last run: its process's records (one per device), the last one holding every
+        // warning of the process.
+        let mine: Vec<&RunRecord> = runs
+            .iter()
+            .filter(|r| r.pid == l.pid && r.program == l.program)
+            .collect();
+        let mut t = format!(
+            "last run: {} (pid {}), ended {} s before this report, echo {}\n",
+            l.program,
+            l.pid,
+            now.saturating_sub(l.unix),
+            l.layer_version
+        );
+        for r in &mine {
+            t.push_str(&format!(
+                "  device {} ({}): mode {}, {}\n",
+                r.stats.device_index, r.stats.device, r.stats.mode, r.stats.plan_status
+            ));
+        }
+        if l.warnings.is_empty() {
+            t.push_str("no warnings\n");
+        }
+        for w in &l.warnings {
+            t.push_str(w);
+            t.push('\n');
+        }
+        t
+    });
+    files.push((
+        format!("{root}/last-run-warnings.txt"),
+        last.unwrap_or_else(|| "no run is recorded in the cache\n".into())
+            .into_bytes(),
+    ));
+    let readme = format!(
+        "VK_LAYER_echo problem report, made by vkecho {} ({now} s since the epoch).\n\
+         \n\
+         doctor.json             `vkecho doctor --json` on this machine\n\
+         versions.json           echo, Vulkan loader, drivers, kernel, glibc\n\
+         cache/*/plan.json       the {plans} plan(s) of auto mode's cache\n\
+         cache/runs.jsonl        the cache's record of recent runs: statistics and warnings per device\n\
+         last-run-warnings.txt   the last recorded run's warnings\n\
+         \n\
+         Nothing else: no environment dump, no traces, no file from outside the cache; paths\n\
+         outside the cache in the run records read {OUTSIDE}.\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    files.insert(0, (format!("{root}/README.txt"), readme.into_bytes()));
+    files
+}
+
+/// Versions of everything between the program and the GPU.
+fn versions(doctor: &Value) -> Value {
+    let drivers: Vec<Value> = doctor["devices"]
+        .as_array()
+        .map(|ds| {
+            ds.iter()
+                .map(|d| {
+                    json!({
+                        "device": d["name"],
+                        "driver_version": d["driver_version"],
+                        "driver_name": d["driver_name"],
+                        "driver_info": d["driver_info"],
+                        "api_version": d["api_version"],
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "echo": env!("CARGO_PKG_VERSION"),
+        "loader": doctor["loader"]["version"],
+        "drivers": drivers,
+        "kernel": kernel(),
+        "glibc": glibc(),
+    })
+}
+
+/// `uname`: system, release, version, machine (not the host name).
+fn kernel() -> Value {
+    // SAFETY: utsname is plain data; uname fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return Value::Null;
+    }
+    let s = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    json!({
+        "sysname": s(&u.sysname),
+        "release": s(&u.release),
+        "version": s(&u.version),
+        "machine": s(&u.machine),
+    })
+}
+
+/// The C library's version (`gnu_get_libc_version`).
+fn glibc() -> Value {
+    extern "C" {
+        fn gnu_get_libc_version() -> *const libc::c_char;
+    }
+    // SAFETY: returns a static NUL-terminated string.
+    let p = unsafe { gnu_get_libc_version() };
+    if p.is_null() {
+        return Value::Null;
+    }
+    // SAFETY: non-null, static, NUL-terminated.
+    Value::from(
+        unsafe { std::ffi::CStr::from_ptr(p) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// `text` with every absolute path that is not under `cache` replaced by [`OUTSIDE`].
+pub fn redact(text: &str, cache: &Path) -> String {
+    let cache = cache.to_string_lossy();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('/') {
+        // A path starts at a '/' at the beginning or after a space, quote or bracket.
+        let starts = at == 0
+            || rest[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_whitespace() || "'\"(=[{:,".contains(c));
+        if !starts {
+            out.push_str(&rest[..=at]);
+            rest = &rest[at + 1..];
+            continue;
+        }
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| c.is_whitespace() || "'\"),;]}".contains(c))
+            .unwrap_or(tail.len());
+        let path = &tail[..end];
+        let path_trim = path.trim_end_matches(['.', ':']);
+        if Path::new(path_trim).starts_with(cache.as_ref()) {
+            out.push_str(path);
+        } else {
+            out.push_str(OUTSIDE);
+            out.push_str(&path[path_trim.len()..]);
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn redact_run(mut r: RunRecord, cache: &Path) -> RunRecord {
+    let path = |p: &mut Option<String>| {
+        if let Some(s) = p {
+            *s = redact(s, cache);
+        }
+    };
+    path(&mut r.stats.plan);
+    path(&mut r.stats.trace);
+    r.stats.plan_status = redact(&r.stats.plan_status, cache);
+    for e in &mut r.stats.errors {
+        *e = redact(e, cache);
+    }
+    for n in &mut r.stats.not_applied {
+        n.reason = redact(&n.reason, cache);
+    }
+    for w in &mut r.warnings {
+        *w = redact(w, cache);
+    }
+    r
+}
+
+/// Appends one file to a ustar archive (POSIX.1-1988 header; names up to 255 bytes, split into
+/// prefix and name at a '/').
+pub fn ustar_append(tar: &mut Vec<u8>, name: &str, data: &[u8], mtime: u64) -> Result<(), String> {
+    let mut h = [0u8; 512];
+    let (prefix, base) = if name.len() <= 100 {
+        ("", name)
+    } else {
+        let split = name[..name.len().min(156)]
+            .rfind('/')
+            .filter(|&i| name.len() - i - 1 <= 100 && i <= 155)
+            .ok_or_else(|| format!("name too long for the archive: {name}"))?;
+        (&name[..split], &name[split + 1..])
+    };
+    let put =
+        |h: &mut [u8; 512], at: usize, bytes: &[u8]| h[at..at + bytes.len()].copy_from_slice(bytes);
+    let octal = |h: &mut [u8; 512], at: usize, width: usize, v: u64| {
+        let s = format!("{v:0w$o}\0", w = width - 1);
+        h[at..at + width].copy_from_slice(s.as_bytes());
+    };
+    put(&mut h, 0, base.as_bytes());
+    octal(&mut h, 100, 8, 0o600);
+    octal(&mut h, 108, 8, 0);
+    octal(&mut h, 116, 8, 0);
+    if data.len() as u64 >= 8u64.pow(11) {
+        return Err(format!("{name}: too large for the archive"));
+    }
+    octal(&mut h, 124, 12, data.len() as u64);
+    octal(&mut h, 136, 12, mtime.min(8u64.pow(11) - 1));
+    h[156] = b'0';
+    put(&mut h, 257, b"ustar\0");
+    put(&mut h, 263, b"00");
+    put(&mut h, 345, prefix.as_bytes());
+    // The checksum is computed with its own field as spaces.
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| b as u32).sum();
+    let s = format!("{sum:06o}\0 ");
+    h[148..156].copy_from_slice(s.as_bytes());
+    tar.extend_from_slice(&h);
+    tar.extend_from_slice(data);
+    let pad = (512 - data.len() % 512) % 512;
+    tar.resize(tar.len() + pad, 0);
+    Ok(())
+}
+
+fn write_private_bytes(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    f.write_all(bytes)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_outside_the_cache_are_replaced() {
+        let c = Path::new("/home/u/.cache/vk-echo");
+        assert_eq!(
+            redact(
+                "plan /home/u/secret/p.json not used; see /home/u/.cache/vk-echo/app-0123456789abcdef/plan.json.",
+                c
+            ),
+            "plan <outside the cache> not used; see /home/u/.cache/vk-echo/app-0123456789abcdef/plan.json."
+        );
+        assert_eq!(
+            redact("trace '/tmp/t.jsonl': 3 MiB/s", c),
+            "trace '<outside the cache>': 3 MiB/s"
+        );
+        assert_eq!(redact("no paths here", c), "no paths here");
+    }
+
+    #[test]
+    fn ustar_headers_are_valid() {
+        let mut t = Vec::new();
+        ustar_append(&mut t, "a/b.txt", b"hello", 1).unwrap();
+        assert_eq!(t.len(), 1024);
+        assert_eq!(&t[257..263], b"ustar\0");
+        let long = format!("{}/{}", "d".repeat(120), "f".repeat(90));
+        ustar_append(&mut t, &long, b"", 1).unwrap();
+        assert_eq!(&t[1024 + 345..1024 + 345 + 120], "d".repeat(120).as_bytes());
+        assert!(ustar_append(&mut t, &"x".repeat(300), b"", 1).is_err());
+    }
+}
