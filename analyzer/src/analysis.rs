@@ -157,6 +157,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
     if devices.len() <= 1 {
         let mut a = explain_device(trace, t, site);
         tag_device(&mut a, devices.first().copied().unwrap_or(0), 0);
+        crate::classes::form(trace, &mut a.plan);
         return a;
     }
     let mut out = Analysis {
@@ -195,6 +196,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
             r
         }));
     }
+    crate::classes::form(trace, &mut out.plan);
     out
 }
 
