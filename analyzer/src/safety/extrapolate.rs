@@ -28,7 +28,7 @@ pub fn check(m: &Model, d: BufId, members: &[&Candidate]) -> Result<(), String> 
         let down = c.links.iter().any(|l| l.way == Way::Down);
         let up = c.links.iter().any(|l| l.way == Way::Up);
         let name = format!("staging buffer #{}", m.buffers[c.staging].number);
-        if down && !(pairing::is_one_time(m, c) && !up) {
+        if down && (up || !pairing::is_one_time(m, c)) {
             return Err(format!(
                 "{name} holds an earlier result while the GPU works (a persistent readback buffer): a host read of it during GPU work, in a run no profile saw, would see the new bytes"
             ));
