@@ -182,6 +182,7 @@ fn device_only_memory(t: &mut T, size: u64, dedicated: Option<u64>) -> u64 {
         dedicated_buffer: dedicated,
         host_visible: false,
         external: false,
+        host_import: false,
     });
     memory
 }
