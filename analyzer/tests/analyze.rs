@@ -355,6 +355,7 @@ fn sparse_protected_and_external_are_s3() {
         dedicated_buffer: None,
         host_visible: true,
         external: true,
+        host_import: false,
     });
     t.bind(buf, mem, 0);
     upload_loop(&mut t, h, Buf { buf, mem }, 3);
