@@ -157,6 +157,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
     if devices.len() <= 1 {
         let mut a = explain_device(trace, t, site);
         tag_device(&mut a, devices.first().copied().unwrap_or(0), 0);
+        crate::classes::form(trace, &mut a.plan);
         return a;
     }
     let mut out = Analysis {
@@ -195,6 +196,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
             r
         }));
     }
+    crate::classes::form(trace, &mut out.plan);
     out
 }
 
@@ -292,6 +294,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
     let mut delta: Vec<Option<i64>> = vec![None; cands.len()];
     for (i, c) in cands.iter().enumerate() {
         let r = (|| {
+            host_import(&ctx, c.staging, c.device)?;
             if let Some(v) = reuse.get(&i) {
                 return Err(v.clone());
             }
@@ -949,6 +952,44 @@ fn identity(
 /// A pair above the thresholds whose buffers were created below the profiling run's
 /// `min_bytes` (an analysis with lower thresholds): they have no identity a later run could
 /// recognise (`ObjectKey::anonymous`).
+/// Memory the application imported from its own pointer (VK_EXT_external_memory_host) is host
+/// memory whose accesses echo does not see: refused first, with that reason, and its buffers
+/// are called host buffers (never "device", whatever their copies look like).
+fn host_import(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
+    let imported = |b: BufId| {
+        ctx.m.buffers[b]
+            .bind
+            .as_ref()
+            .map(|bind| &ctx.m.memories[bind.memory])
+            .filter(|mem| mem.host_import)
+    };
+    for b in [staging, device] {
+        let Some(mem) = imported(b) else { continue };
+        let other = if b == staging { device } else { staging };
+        let other_role = if imported(other).is_some() {
+            "host"
+        } else if b == staging {
+            "device"
+        } else {
+            "staging"
+        };
+        let number = ctx.m.buffers[b].number;
+        return Err(Verdict {
+            condition: Condition::S3,
+            event: Some(mem.allocated),
+            message: format!(
+                "S3: host buffer #{number} lives in host memory the application imported from its own pointer (VK_EXT_external_memory_host, allocated at event {}); the host reads and writes it through that pointer, which echo does not see, so its copies with {} stay",
+                mem.allocated,
+                ctx.name(other, other_role)
+            ),
+            plain: format!(
+                "Host buffer #{number} is memory the program brought in from its own pointer; echo cannot see when the program reads or writes it, so it leaves it as it is."
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn named(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
     for (b, role) in [(staging, "staging"), (device, "device")] {
         let buf = &ctx.m.buffers[b];

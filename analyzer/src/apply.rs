@@ -2,7 +2,7 @@
 //! plan, and whether a redirected bind is allowed. The layer (`layer/src/enforce/`) asks here and
 //! then makes the Vulkan calls; it decides nothing itself.
 
-use crate::plan::{Direction, Plan};
+use crate::plan::{Direction, Group, Plan};
 use crate::trace::{MemReq, ObjectKey};
 use std::collections::HashMap;
 
@@ -33,7 +33,76 @@ impl Role {
 #[derive(Clone, Debug)]
 pub struct PlanIndex {
     by_key: HashMap<ObjectKey, Vec<Role>>,
+    /// Per-call classes that go past the instances profiled (`crate::classes`).
+    classes: Vec<ClassIdx>,
     pub plan: Plan,
+}
+
+/// Group ids of class instances past those profiled: bit 31 set, the class's index in bits
+/// 20–30, the instance past the last profiled one in bits 0–19 (so at most 2^20 of them per
+/// class, and 2^11 classes; more are not matched).
+const BEYOND: u32 = 1 << 31;
+const BEYOND_INSTANCES: u32 = 1 << 20;
+const BEYOND_CLASSES: usize = 1 << 11;
+
+/// A class as enforce matches it: instance 0's group and how many instances the profile saw.
+#[derive(Clone, Debug)]
+struct ClassIdx {
+    template: Group,
+    profiled: u32,
+}
+
+impl ClassIdx {
+    /// The instance a key of this class (but for the ordinal) belongs to: `(n, roles)` where
+    /// the role's `group` is still instance 0's id.
+    fn instance_of(&self, key: &ObjectKey) -> Vec<(u32, Role)> {
+        let b = crate::classes::base(key);
+        let g = &self.template;
+        let mut out = Vec::new();
+        if crate::classes::base(&g.device.key) == b && key.ordinal >= g.device.key.ordinal {
+            out.push((
+                key.ordinal - g.device.key.ordinal,
+                Role::Device {
+                    group: g.id,
+                    direction: g.direction,
+                },
+            ));
+        }
+        for (i, m) in g.members.iter().enumerate() {
+            if crate::classes::base(&m.staging.key) == b && key.ordinal >= m.staging.key.ordinal {
+                out.push((
+                    key.ordinal - m.staging.key.ordinal,
+                    Role::Staging {
+                        group: g.id,
+                        member: i,
+                        delta: m.delta,
+                        direction: g.direction,
+                    },
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn with_group(r: Role, id: u32) -> Role {
+    match r {
+        Role::Device { direction, .. } => Role::Device {
+            group: id,
+            direction,
+        },
+        Role::Staging {
+            member,
+            delta,
+            direction,
+            ..
+        } => Role::Staging {
+            group: id,
+            member,
+            delta,
+            direction,
+        },
+    }
 }
 
 /// Whether one buffer may play all of `roles`: only a staging buffer that hosts the device
@@ -105,7 +174,95 @@ impl PlanIndex {
             roles.retain(|r| !bad_groups.contains(&r.group()));
         }
         by_key.retain(|_, r| !r.is_empty());
-        (PlanIndex { by_key, plan }, conflicts)
+        // Classes whose every instance group is indexed (none left out above, none filtered
+        // away before) and that may go past the instances profiled.
+        let indexed: std::collections::BTreeSet<u32> =
+            by_key.values().flatten().map(|r| r.group()).collect();
+        let classes = plan
+            .classes
+            .iter()
+            .filter(|c| c.beyond && c.groups.len() >= 2)
+            .filter(|c| c.groups.iter().all(|id| indexed.contains(id)))
+            .filter_map(|c| {
+                let template = plan.groups.iter().find(|g| g.id == c.groups[0])?.clone();
+                Some(ClassIdx {
+                    template,
+                    profiled: c.groups.len() as u32,
+                })
+            })
+            .take(BEYOND_CLASSES)
+            .collect();
+        (
+            PlanIndex {
+                by_key,
+                classes,
+                plan,
+            },
+            conflicts,
+        )
+    }
+
+    /// The roles of a buffer that is an instance of a per-call class past those the profile saw
+    /// (issue 24), each in a group of its own whose id [`PlanIndex::beyond_group`] resolves.
+    /// Empty when the key is one the plan names (see [`PlanIndex::roles`]) or no class's.
+    pub fn beyond_roles(&self, key: &ObjectKey) -> Vec<Role> {
+        if self.by_key.contains_key(key) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (c, class) in self.classes.iter().enumerate() {
+            for (n, role) in class.instance_of(key) {
+                let past = n.checked_sub(class.profiled);
+                if let Some(p) = past.filter(|&p| p < BEYOND_INSTANCES) {
+                    out.push(with_group(role, BEYOND | (c as u32) << 20 | p));
+                }
+            }
+        }
+        // One buffer in two instances is ambiguous: no role.
+        if out.len() > 1 {
+            out.clear();
+        }
+        out
+    }
+
+    /// The group of a class instance past those profiled, by the id [`PlanIndex::beyond_roles`]
+    /// gave (its keys are instance 0's with every ordinal moved up).
+    pub fn beyond_group(&self, id: u32) -> Option<Group> {
+        if id & BEYOND == 0 {
+            return None;
+        }
+        let class = self.classes.get(((id & !BEYOND) >> 20) as usize)?;
+        let n = class.profiled.checked_add(id & (BEYOND_INSTANCES - 1))?;
+        let mut g = crate::classes::instance(&class.template, n)?;
+        g.id = id;
+        Some(g)
+    }
+
+    /// The class instance past those profiled whose member's own allocation has key `key`:
+    /// `(group id, member)`.
+    pub fn beyond_memory(&self, key: &ObjectKey) -> Option<(u32, usize)> {
+        let b = crate::classes::base(key);
+        for (c, class) in self.classes.iter().enumerate() {
+            for (i, m) in class.template.members.iter().enumerate() {
+                let Some(k0) = &m.memory else { continue };
+                if crate::classes::base(k0) != b || key.ordinal < k0.ordinal {
+                    continue;
+                }
+                let Some(p) = (key.ordinal - k0.ordinal).checked_sub(class.profiled) else {
+                    continue;
+                };
+                if p < BEYOND_INSTANCES && class.template.direction == Direction::StagingIntoDevice
+                {
+                    return Some((BEYOND | (c as u32) << 20 | p, i));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether a group id names a class instance past those profiled.
+    pub fn is_beyond(id: u32) -> bool {
+        id & BEYOND != 0
     }
 
     /// The buffer's role (the first, for a staging buffer that hosts several groups).

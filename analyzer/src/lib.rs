@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod apply;
 pub mod cache;
+pub mod classes;
 pub mod context;
 pub mod elf;
 pub mod model;

@@ -60,6 +60,8 @@ pub struct Memory {
     pub dedicated_buffer: Option<BufId>,
     pub host_visible: bool,
     pub external: bool,
+    /// Imported by the application from its own pointer (VK_EXT_external_memory_host).
+    pub host_import: bool,
     pub allocated: u64,
     pub freed: Option<u64>,
     /// `(seq, offset, size)` of every `vkMapMemory` (size already resolved from `VK_WHOLE_SIZE`).
@@ -374,6 +376,7 @@ impl Model {
                     dedicated_buffer,
                     host_visible,
                     external,
+                    host_import,
                 } => {
                     let id = m.memories.len();
                     let dedicated = dedicated_buffer.and_then(|h| buf_of.get(&h).copied());
@@ -384,7 +387,8 @@ impl Model {
                         size: *size,
                         dedicated_buffer: dedicated,
                         host_visible: *host_visible,
-                        external: *external,
+                        external: *external || *host_import,
+                        host_import: *host_import,
                         allocated: seq,
                         freed: None,
                         maps: Vec::new(),

@@ -1,11 +1,13 @@
-//! The plan format (version 1): which buffers may share memory, and why every other candidate was
+//! The plan format (version 2; version 1 plans, which have no classes, are read too): which buffers may share memory, and why every other candidate was
 //! rejected. The analyzer writes it; the layer's enforce mode reads it. Documented for people in
 //! `docs/plan-format.md`; keep the two in step.
 
 use crate::trace::{Context, ObjectKey};
 use serde::{Deserialize, Serialize};
 
-pub const PLAN_VERSION: u32 = 1;
+pub const PLAN_VERSION: u32 = 2;
+/// The oldest plan version this build reads (version 1 has no `classes`).
+pub const PLAN_VERSION_MIN: u32 = 1;
 pub const PLAN_FORMAT: &str = "vk-echo-plan";
 
 /// A buffer as the plan names it: its stable key plus what a person needs to find it.
@@ -130,6 +132,35 @@ pub struct Group {
     pub not_extrapolable: String,
 }
 
+/// A per-call pair class (issue 24): one call site that makes a fresh pair on every call
+/// (downloads per call, per-frame uploads). Its instances are groups of the plan, instance `n` =
+/// `groups[n]`, and each names the keys of instance 0 with every ordinal (device buffer, each
+/// member, each member's allocation, the device buffer's allocation) moved up by `n`. Formed
+/// only when every instance the trace holds of those keys (but for the ordinal) was accepted
+/// alike: same direction, sizes, usage, flags, offsets (delta, memory offset), roles.
+///
+/// Enforce matches instance `n ≥ groups.len()` (past those profiled) by the same rule, only
+/// where `beyond` is true: every instance is `extrapolable` (issue 22), and, where
+/// `guard_needed`, with the runtime guard on. Instances the profile saw are matched by their
+/// groups as always.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Class {
+    pub id: u32,
+    #[serde(default)]
+    pub device_index: u32,
+    /// Group ids of the profiled instances, in instance order (at least 2).
+    pub groups: Vec<u32>,
+    /// Whether enforce applies the class to instances past those profiled.
+    pub beyond: bool,
+    /// Why not, when `beyond` is false (one sentence).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub not_beyond: String,
+    /// Past those profiled only with the runtime guard on: some member is not a one-time
+    /// download (whose unseen hazards cannot occur in a correct program).
+    #[serde(default)]
+    pub guard_needed: bool,
+}
+
 /// The allocation of a `device_into_staging` group's device buffer that enforce makes only in
 /// part: bytes `[window_lo, window_hi)` (empty: none at all).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,6 +268,9 @@ pub struct Plan {
     /// whether the last profiles agreed. Absent in plans made under `context=arguments`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
+    /// Per-call pair classes (version 2; absent in version 1 plans).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<Class>,
 }
 
 /// The profiles a `context=program` plan merges (`crate::program`).
@@ -262,6 +296,7 @@ impl Plan {
             rejected: Vec::new(),
             calibration: None,
             evidence: None,
+            classes: Vec::new(),
         }
     }
 
@@ -290,7 +325,7 @@ impl std::fmt::Display for PlanError {
             PlanError::Bad(w) => write!(f, "not a valid plan: {w}"),
             PlanError::Version { found } => write!(
                 f,
-                "plan format version {found} is not supported (this build reads version {PLAN_VERSION}); analyze the trace again"
+                "plan format version {found} is not supported (this build reads versions {PLAN_VERSION_MIN} to {PLAN_VERSION}); analyze the trace again"
             ),
         }
     }
@@ -306,7 +341,7 @@ pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
         return Err(PlanError::Bad(format!("no \"format\": \"{PLAN_FORMAT}\"")));
     }
     match v.get("version").and_then(|x| x.as_u64()) {
-        Some(x) if x == PLAN_VERSION as u64 => {}
+        Some(x) if (PLAN_VERSION_MIN as u64..=PLAN_VERSION as u64).contains(&x) => {}
         Some(x) => {
             return Err(PlanError::Version {
                 found: x.min(u32::MAX as u64) as u32,
@@ -337,5 +372,9 @@ mod tests {
         p.version = 7;
         let e = parse_plan(&p.to_json()).unwrap_err();
         assert!(e.to_string().contains("version 7"));
+        // A version 1 plan (no classes) still reads.
+        p.version = 1;
+        let q = parse_plan(&p.to_json()).unwrap();
+        assert!(q.classes.is_empty());
     }
 }

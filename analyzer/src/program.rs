@@ -163,6 +163,36 @@ pub fn extrapolate(plan: &mut Plan, observed: bool, guard: bool) -> Vec<(u32, St
     out
 }
 
+/// Which per-call classes enforce may apply past the instances profiled (`crate::classes`):
+/// those whose instances are all still in the plan (after [`extrapolate`]), that say `beyond`,
+/// and, where they need it, with the runtime guard on (`guard`). The others are removed; returns
+/// each removed class, with why. Instances the profile saw stay matched by their groups.
+pub fn classes_beyond(plan: &mut Plan, guard: bool) -> Vec<(u32, String)> {
+    let ids: BTreeSet<u32> = plan.groups.iter().map(|g| g.id).collect();
+    let mut out = Vec::new();
+    plan.classes.retain(|c| {
+        let why = if !c.groups.iter().all(|g| ids.contains(g)) {
+            "some of its instance groups are not applied in this run".to_string()
+        } else if !c.beyond {
+            if c.not_beyond.is_empty() {
+                "the plan does not let it go past the instances profiled".to_string()
+            } else {
+                c.not_beyond.clone()
+            }
+        } else if c.guard_needed && !guard {
+            "the runtime guard is off (guard=off), and it is what catches the host writes an instance no profile saw may make".to_string()
+        } else {
+            return true;
+        };
+        out.push((
+            c.id,
+            format!("class {} stays at the {} instances profiled: {why}", c.id, c.groups.len()),
+        ));
+        false
+    });
+    out
+}
+
 /// The first plan of a program: `new` with its argument list as the only evidence.
 pub fn first(mut new: Plan) -> Plan {
     new.evidence = Some(Evidence {
@@ -251,9 +281,42 @@ pub fn merge(old: &Plan, new: &Plan) -> Plan {
     }
     let mut groups: Vec<Group> = by_id.into_values().collect();
     groups.sort_by_key(|g| (g.device_index, g.id));
+    // The newest profile's classes, their groups renumbered; a class with an instance left out
+    // is dropped.
+    let identity: BTreeMap<u32, String> = new
+        .groups
+        .iter()
+        .map(|g| (g.id, format!("{:?}", group_id(g))))
+        .collect();
+    let mut renumber: BTreeMap<String, u32> = BTreeMap::new();
     for (i, g) in groups.iter_mut().enumerate() {
+        renumber.insert(format!("{:?}", group_id(g)), i as u32 + 1);
         g.id = i as u32 + 1;
     }
+    out.classes = new
+        .classes
+        .iter()
+        .filter_map(|c| {
+            let ids: Option<Vec<u32>> = c
+                .groups
+                .iter()
+                .map(|id| identity.get(id).and_then(|k| renumber.get(k)).copied())
+                .collect();
+            let mut c = c.clone();
+            c.groups = ids?;
+            // Extrapolable only if every profile that formed the instances says so.
+            if c.beyond {
+                if let Some(g) = groups
+                    .iter()
+                    .find(|g| c.groups.contains(&g.id) && !g.extrapolable)
+                {
+                    c.beyond = false;
+                    c.not_beyond = g.not_extrapolable.clone();
+                }
+            }
+            Some(c)
+        })
+        .collect();
     let ids = |gs: &[Group]| -> BTreeSet<String> {
         gs.iter().map(|g| format!("{:?}", group_id(g))).collect()
     };

@@ -35,6 +35,10 @@ pub struct Stats {
     pub plan_status: String,
     pub groups_planned: u32,
     pub groups_applied: u32,
+    /// Instances of per-call classes past those profiled (issue 24) that were applied: groups
+    /// the plan does not list one by one, so not in `groups_planned`/`groups_applied`.
+    #[serde(default)]
+    pub class_instances_applied: u32,
     #[serde(default)]
     pub not_applied: Vec<NotApplied>,
     /// `vkCmdCopyBuffer*` calls whose every region was a self-copy (and so dropped).
@@ -136,6 +140,7 @@ impl Stats {
         for s in all {
             t.groups_planned += s.groups_planned;
             t.groups_applied += s.groups_applied;
+            t.class_instances_applied += s.class_instances_applied;
             t.copies_elided += s.copies_elided;
             t.regions_elided += s.regions_elided;
             t.bytes_elided += s.bytes_elided;

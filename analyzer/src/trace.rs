@@ -253,6 +253,11 @@ pub enum Event {
         /// Exported/imported external memory or device-address capture: not aliasable.
         #[serde(default)]
         external: bool,
+        /// The application imported this allocation from its own pointer
+        /// (`VkImportMemoryHostPointerInfoEXT`, VK_EXT_external_memory_host): host memory
+        /// whose accesses echo does not see (issue 24). Absent in older traces: false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        host_import: bool,
     },
     MemoryFree {
         memory: u64,

@@ -182,6 +182,7 @@ fn device_only_memory(t: &mut T, size: u64, dedicated: Option<u64>) -> u64 {
         dedicated_buffer: dedicated,
         host_visible: false,
         external: false,
+        host_import: false,
     });
     memory
 }
@@ -354,6 +355,7 @@ fn sparse_protected_and_external_are_s3() {
         dedicated_buffer: None,
         host_visible: true,
         external: true,
+        host_import: false,
     });
     t.bind(buf, mem, 0);
     upload_loop(&mut t, h, Buf { buf, mem }, 3);

@@ -1,5 +1,7 @@
-/* (issue 12) c_download ok|clear [SPV]: one-time downloads, as a test program that computes
- * several results (an FFT's spectra, a solver's fields) and reads each back once.
+/* (issue 12) c_download ok|clear [RESULTS] [SPV]: one-time downloads, as a test program that computes
+ * several results (an FFT's spectra, a solver's fields) and reads each back once. RESULTS (digits
+ * only, default 3) is how many; a second argument that is not a number is the SPIR-V path, as
+ * before RESULTS existed (issue 24: a plan profiled at N results applies at 2N).
  *
  * The input is uploaded once: a staging buffer `u` written by the host, copied into the device
  * buffer `in`, and kept until the end. Then for each of NRES results j: a dispatch of
@@ -21,7 +23,7 @@
  */
 #include "common.h"
 
-#define NRES 3
+#define NRES_DEFAULT 3
 #define SIZE (2 * MIB)
 
 static void begin(VkCommandBuffer cmd)
@@ -50,11 +52,17 @@ static void submit_wait(const struct gpu *g, VkCommandBuffer cmd, VkFence fence)
 int main(int argc, char **argv)
 {
     if (argc < 2 || (strcmp(argv[1], "ok") != 0 && strcmp(argv[1], "clear") != 0)) {
-        fprintf(stderr, "usage: c_download ok|clear [SPV]\n");
+        fprintf(stderr, "usage: c_download ok|clear [RESULTS] [SPV]\n");
         return 1;
     }
     const int clear = strcmp(argv[1], "clear") == 0;
-    const char *spv = spv_path(argc, argv, 2);
+    int spv_arg = 2;
+    uint32_t NRES = NRES_DEFAULT;
+    if (argc > 2 && argv[2][0] && strspn(argv[2], "0123456789") == strlen(argv[2])) {
+        NRES = parse_iters(argv[2]);
+        spv_arg = 3;
+    }
+    const char *spv = spv_path(argc, argv, spv_arg);
     VkInstance inst = create_instance(VK_API_VERSION_1_1, NULL, 0, NULL, 0, NULL);
     struct gpu g = gpu_create(inst);
 
@@ -68,9 +76,13 @@ int main(int argc, char **argv)
     struct buffer u = buffer_create(&g, SIZE, src, MEM_STAGING);
     fill_pattern(&g, u.mem, SIZE, 7);
     struct buffer in = buffer_create(&g, SIZE, dst | ssbo, MEM_DEVICE);
-    struct buffer d[NRES];
-    struct pipeline pl[NRES];
-    for (int j = 0; j < NRES; j++) {
+    struct buffer *d = calloc(NRES, sizeof *d);
+    struct pipeline *pl = calloc(NRES, sizeof *pl);
+    if (!d || !pl) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    for (uint32_t j = 0; j < NRES; j++) {
         d[j] = buffer_create(&g, SIZE, src | ssbo, MEM_DEVICE);
         pl[j] = pipeline_create(&g, spv, &in, &d[j]);
     }
@@ -129,14 +141,16 @@ int main(int argc, char **argv)
         vkUnmapMemory(g.dev, r.mem);
         buffer_destroy(&g, &r);
     }
-    printf("results %d\nchecksum %016llx\n", NRES, (unsigned long long)checksum);
+    printf("results %u\nchecksum %016llx\n", NRES, (unsigned long long)checksum);
 
     vkDestroyFence(g.dev, fence, NULL);
     vkDestroyCommandPool(g.dev, pool, NULL);
-    for (int j = 0; j < NRES; j++) {
+    for (uint32_t j = 0; j < NRES; j++) {
         pipeline_destroy(&g, &pl[j]);
         buffer_destroy(&g, &d[j]);
     }
+    free(pl);
+    free(d);
     buffer_destroy(&g, &in);
     buffer_destroy(&g, &u);
     vkDestroyDevice(g.dev, NULL);

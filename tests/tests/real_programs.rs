@@ -109,6 +109,10 @@ const IMAGE_DEVICE_BLOCK: Prog = prog("c_image_in_block", &["device", "3"]);
 /// (`late`: the twin that records it after the partner is bound).
 const DEFERRED_EARLY: Prog = prog("c_deferred_ref", &["early", "3"]);
 const DEFERRED_LATE: Prog = prog("c_deferred_ref", &["late", "3"]);
+/// The same programs at twice the calls (issue 24: a plan profiled at 3 applies at 6).
+const DOWNLOAD_6: Prog = prog("c_download", &["ok", "6"]);
+const WRITEONLY_6: Prog = prog("c_writeonly_download", &["write", "6"]);
+const WRITEONLY_READS_6: Prog = prog("c_writeonly_download", &["read", "6"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -1390,5 +1394,91 @@ fn writeonly_download_reading_kernel_is_refused_for_s1() {
             .all(|(_, m)| m["role"] != "readback"),
         "{label}: {:#}",
         f.plan
+    );
+}
+
+// ------------------------------------------------- (issue 24) per-call pair classes
+
+/// Profiles `short` (3 calls), analyzes, then runs `long` (the same program at 6 calls, an
+/// argument list no profile saw) under `context=program` with that plan: returns the plan, the
+/// baseline of `long` and its enforced run.
+fn profiled_short_enforced_long(short: Prog, long: Prog) -> (Case, Value, String, Out) {
+    let case = Case::new(short, "class");
+    let s = |p: &Path| p.display().to_string();
+    let trace = case.path("trace.jsonl");
+    case.run(Some("profile"), false, &[("VK_ECHO_TRACE", s(&trace))]);
+    let plan_file = case.path("plan.json");
+    let plan = case.analyze(&trace, &plan_file);
+    let long_case = Case::new(long, "class-long");
+    let baseline = long_case.run(None, false, &[]).stdout;
+    let out = long_case.run(
+        Some("enforce"),
+        false,
+        &[
+            ("VK_ECHO_PLAN", s(&plan_file)),
+            ("VK_ECHO_CONTEXT", "program".into()),
+            ("VK_ECHO_STATS", s(&long_case.path("stats.jsonl"))),
+        ],
+    );
+    same_stdout(&long_case, "enforce, plan of 3 calls", &baseline, &out);
+    (case, plan, baseline, out)
+}
+
+/// Issue 24's case 2: a program that makes a fresh download pair on every call, profiled at 3
+/// calls and run at 6. The plan holds one class of the three download groups (past those
+/// profiled: one-time downloads, no guard needed), and enforce elides every one of the six
+/// downloads — counted per submission — with the output identical. Before classes the plan
+/// named ordinals 0–2 only: calls 3–5 kept their copies (3 of 6 downloads elided).
+fn class_applies_past_profiled(short: Prog, long: Prog) {
+    let (case, plan, _, out) = profiled_short_enforced_long(short, long);
+    let label = case.label(Some("enforce at 6 calls"));
+    let classes = plan["classes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(classes.len(), 1, "{label}: want one class: {plan:#}");
+    assert_eq!(
+        classes[0]["groups"].as_array().map_or(0, Vec::len),
+        3,
+        "{label}: {plan:#}"
+    );
+    assert_eq!(classes[0]["beyond"], true, "{label}: {plan:#}");
+    assert_eq!(classes[0]["guard_needed"], false, "{label}: {plan:#}");
+    let stats = &out.stats;
+    assert_eq!(
+        sum(stats, "class_instances_applied"),
+        3,
+        "{label}: calls 3..5 are class instances past those profiled: {stats:?}"
+    );
+    let downloads = 6 * DOWNLOAD_BYTES;
+    // Every download elided as it ran (the upload, when applied, adds one more copy).
+    assert!(
+        sum(stats, "bytes_elided_run") >= downloads && sum(stats, "copies_elided_run") >= 6,
+        "{label}: every call's download is elided: {stats:?}"
+    );
+}
+
+#[test]
+fn download_class_applies_past_profiled() {
+    class_applies_past_profiled(DOWNLOAD, DOWNLOAD_6);
+}
+
+#[test]
+fn writeonly_download_class_applies_past_profiled() {
+    class_applies_past_profiled(WRITEONLY, WRITEONLY_6);
+}
+
+/// The reading kernel's downloads stay refused: no group, so no class, and nothing is elided at
+/// 6 calls either (output identical).
+#[test]
+fn writeonly_download_reading_kernel_has_no_class() {
+    let (case, plan, _, out) = profiled_short_enforced_long(WRITEONLY_READS, WRITEONLY_READS_6);
+    let label = case.label(Some("enforce at 6 calls"));
+    assert!(
+        plan["classes"].as_array().is_none_or(Vec::is_empty),
+        "{label}: {plan:#}"
+    );
+    assert_eq!(sum(&out.stats, "class_instances_applied"), 0, "{label}");
+    assert!(
+        sum(&out.stats, "bytes_elided_run") < 2 * DOWNLOAD_BYTES,
+        "{label}: no download may be elided: {:?}",
+        out.stats
     );
 }

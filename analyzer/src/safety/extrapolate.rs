@@ -28,14 +28,23 @@ pub fn check(m: &Model, d: BufId, members: &[&Candidate]) -> Result<(), String> 
         let down = c.links.iter().any(|l| l.way == Way::Down);
         let up = c.links.iter().any(|l| l.way == Way::Up);
         let name = format!("staging buffer #{}", m.buffers[c.staging].number);
-        if down && !(pairing::is_one_time(m, c) && !up) {
+        if down && (up || !pairing::is_one_time(m, c)) {
             return Err(format!(
                 "{name} holds an earlier result while the GPU works (a persistent readback buffer): a host read of it during GPU work, in a run no profile saw, would see the new bytes"
             ));
         }
     }
     // Upload-only members: the device buffer's bytes are the members' own unless the GPU
-    // writes it otherwise.
+    // writes it otherwise. A group of one-time downloads only (every member a fresh staging
+    // buffer whose bytes are undefined until its download completes) has no member a correct
+    // program reads while the GPU writes the device buffer: the GPU's writes are what the
+    // download delivers.
+    let downloads_only = members
+        .iter()
+        .all(|c| pairing::is_one_time(m, c) && c.links.iter().all(|l| l.way == Way::Down));
+    if downloads_only {
+        return Ok(());
+    }
     for (s, _) in m.submissions.iter().enumerate() {
         for op in m.ops(s) {
             let own_copy = matches!(&op.kind, OpKind::Copy { src, dst, .. } if *dst == d && staging.contains(src));

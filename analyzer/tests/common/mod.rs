@@ -176,6 +176,7 @@ impl T {
             dedicated_buffer: dedicated,
             host_visible: true,
             external: false,
+            host_import: false,
         });
         memory
     }

@@ -221,6 +221,28 @@ pub struct Enforcer {
     pub(super) left_out: Vec<NotApplied>,
 }
 
+/// The runtime state of a planned group, before any of its buffers exists.
+fn group_rt(g: &echo_analyzer::plan::Group) -> GroupRt {
+    GroupRt {
+        direction: g.direction,
+        device_mapped: g.device_mapped,
+        device: None,
+        device_seen: false,
+        members: g
+            .members
+            .iter()
+            .map(|m| MemberRt {
+                delta: m.delta,
+                skip_allocation: m.skip_allocation,
+                buffer: None,
+                seen: false,
+                outcome: None,
+                memory_offset: m.memory_offset,
+            })
+            .collect(),
+    }
+}
+
 fn req_of(r: &vk::MemoryRequirements) -> MemReq {
     MemReq {
         size: r.size,
@@ -246,34 +268,12 @@ impl Enforcer {
                     *e = None;
                 }
             }
-            let members = g
-                .members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    if let (Direction::StagingIntoDevice, Some(k)) = (g.direction, &m.memory) {
-                        staging_memory.insert(k.clone(), (g.id, i));
-                    }
-                    MemberRt {
-                        delta: m.delta,
-                        skip_allocation: m.skip_allocation,
-                        buffer: None,
-                        seen: false,
-                        outcome: None,
-                        memory_offset: m.memory_offset,
-                    }
-                })
-                .collect();
-            groups.insert(
-                g.id,
-                GroupRt {
-                    direction: g.direction,
-                    device_mapped: g.device_mapped,
-                    device: None,
-                    device_seen: false,
-                    members,
-                },
-            );
+            for (i, m) in g.members.iter().enumerate() {
+                if let (Direction::StagingIntoDevice, Some(k)) = (g.direction, &m.memory) {
+                    staging_memory.insert(k.clone(), (g.id, i));
+                }
+            }
+            groups.insert(g.id, group_rt(g));
         }
         let alias_type = echo_analyzer::topology::classify(table).alias_type;
         Enforcer {
@@ -411,6 +411,32 @@ impl Enforcer {
             .is_some_and(|gb| ga.iter().any(|g| gb.contains(g)))
     }
 
+    /// A class instance past those profiled (issue 24) gets its group's runtime state when its
+    /// first buffer or allocation appears; whether `id` now has one.
+    fn ensure_group(&self, inner: &mut Inner, id: u32) -> bool {
+        if inner.groups.contains_key(&id) {
+            return true;
+        }
+        let Some(g) = self.index.beyond_group(id) else {
+            return false;
+        };
+        log::debug!(
+            "enforce: group {id:#x} is an instance of a per-call class past those profiled (device {})",
+            g.device.key
+        );
+        inner.groups.insert(id, group_rt(&g));
+        true
+    }
+
+    /// The (group, member) whose own allocation has key `k`: a planned member's, or a class
+    /// instance's past those profiled.
+    fn member_of_memory(&self, k: &ObjectKey) -> Option<(u32, usize)> {
+        self.staging_memory
+            .get(k)
+            .copied()
+            .or_else(|| self.index.beyond_memory(k))
+    }
+
     fn base(buffer: bool, k: &ObjectKey) -> Base {
         (buffer, k.site.clone(), k.size, k.usage, k.flags)
     }
@@ -450,14 +476,20 @@ impl Enforcer {
     /// `vkCreateBuffer` succeeded with stable key `key`.
     pub fn buffer_created(&self, buffer: u64, key: &ObjectKey) {
         self.note_creator(true, key);
-        let roles = self.index.roles(key);
+        let mut roles = self.index.roles(key).to_vec();
+        if roles.is_empty() {
+            roles = self.index.beyond_roles(key);
+        }
         if roles.is_empty() {
             return;
         }
         let mut inner = self.lock();
         let mut slots = Vec::new();
         let mut guest = None;
-        for role in roles {
+        for role in &roles {
+            if !self.ensure_group(&mut inner, role.group()) {
+                continue;
+            }
             let Some(g) = inner.groups.get_mut(&role.group()) else {
                 continue;
             };
@@ -557,13 +589,16 @@ impl Enforcer {
         if let Some(k) = &key {
             self.note_creator(false, k);
         }
-        if let Some(owner) = key.and_then(|k| self.staging_memory.get(&k).copied()) {
+        if let Some(owner) = key.and_then(|k| self.member_of_memory(&k)) {
             log::debug!(
                 "enforce: allocation {memory:#x} is the own allocation of group {} member {}",
                 owner.0,
                 owner.1
             );
-            self.lock().mems.entry(memory).or_default().owner = Some(owner);
+            let mut inner = self.lock();
+            if self.ensure_group(&mut inner, owner.0) {
+                inner.mems.entry(memory).or_default().owner = Some(owner);
+            }
         }
     }
 
@@ -1578,7 +1613,9 @@ impl Enforcer {
                     None => reasons.push((Some(i), "never bound".into())),
                 }
             }
-            if reasons.is_empty() {
+            if reasons.is_empty() && PlanIndex::is_beyond(*id) {
+                s.class_instances_applied += 1;
+            } else if reasons.is_empty() {
                 s.groups_applied += 1;
             } else {
                 s.not_applied.push(NotApplied {

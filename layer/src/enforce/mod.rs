@@ -213,6 +213,12 @@ pub fn start(
     for (group, why) in &left_out {
         log::info!("plan {}: group {group} left out: {why}", path.display());
     }
+    // Per-call classes (issue 24): past the instances profiled only where that cannot go wrong
+    // unseen, or the guard catches it.
+    plan.classes.retain(|c| c.device_index == device_index);
+    for (_, why) in echo_analyzer::program::classes_beyond(&mut plan, settings.guard_on()) {
+        log::info!("plan {}: {why}", path.display());
+    }
     let (index, conflicts) = PlanIndex::for_device(plan, device_index);
     if !conflicts.is_empty() {
         log::warn!("plan {}: {}", path.display(), conflicts.join("; "));

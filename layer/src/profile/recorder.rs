@@ -512,6 +512,7 @@ impl Profiler {
             dedicated_buffer: m.dedicated_buffer,
             host_visible,
             external: is_external(info, m.alloc_flags),
+            host_import: is_host_import(info),
         });
     }
 
@@ -1604,6 +1605,22 @@ unsafe fn is_external(info: &vk::MemoryAllocateInfo<'_>, alloc_flags: u32) -> bo
             | vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO
             | vk::StructureType::MEMORY_PRIORITY_ALLOCATE_INFO_EXT => {}
             _ => return true,
+        }
+        p = (*p).p_next;
+    }
+    false
+}
+
+/// Whether the application's allocate info imports its own host pointer
+/// (`VkImportMemoryHostPointerInfoEXT`).
+///
+/// # Safety
+/// `info` and its `pNext` chain must be valid.
+unsafe fn is_host_import(info: &vk::MemoryAllocateInfo<'_>) -> bool {
+    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        if (*p).s_type == vk::StructureType::IMPORT_MEMORY_HOST_POINTER_INFO_EXT {
+            return true;
         }
         p = (*p).p_next;
     }

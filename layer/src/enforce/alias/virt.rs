@@ -169,11 +169,14 @@ impl Enforcer {
         if self.block_memory.contains_key(key) {
             return self.skip_block(dev, key, info, chain, callbacks_of(alloc), take_key);
         }
-        let Some(&(g, m)) = self.staging_memory.get(key) else {
+        let Some((g, m)) = self.member_of_memory(key) else {
             return Err(None);
         };
         self.note_creator(false, key);
         let mut inner = self.lock();
+        if !self.ensure_group(&mut inner, g) {
+            return Err(None);
+        }
         let checked = self.may_skip(dev, &inner, key, info, chain, (g, m));
         let (h, target, shift, lo, hi) = match checked {
             Ok(x) => x,
