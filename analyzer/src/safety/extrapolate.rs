@@ -35,7 +35,14 @@ pub fn check(m: &Model, d: BufId, members: &[&Candidate]) -> Result<(), String> 
         }
     }
     // Upload-only members: the device buffer's bytes are the members' own unless the GPU
-    // writes it otherwise.
+    // writes it otherwise. (A fresh download's bytes are undefined until it completes: the GPU
+    // may write its device buffer as it likes.)
+    let uploads = members
+        .iter()
+        .any(|c| c.links.iter().all(|l| l.way == Way::Up));
+    if !uploads {
+        return Ok(());
+    }
     for (s, _) in m.submissions.iter().enumerate() {
         for op in m.ops(s) {
             let own_copy = matches!(&op.kind, OpKind::Copy { src, dst, .. } if *dst == d && staging.contains(src));
