@@ -51,20 +51,9 @@ int main(int argc, char **argv)
     struct buffer s = buffer_create(&g, size, src | dst, MEM_DEVICE);
     struct buffer d = buffer_create(&g, size, src | dst, MEM_DEVICE);
 
-    VkCommandPoolCreateInfo cpci = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-        .queueFamilyIndex = g.family,
-    };
-    VkCommandPool pool;
-    CHECK(vkCreateCommandPool(g.dev, &cpci, NULL, &pool));
-    VkCommandBufferAllocateInfo cbai = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .commandPool = pool,
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 2,
-    };
-    VkCommandBuffer cmd[2];
-    CHECK(vkAllocateCommandBuffers(g.dev, &cbai, cmd));
+    struct cmds cb = cmds_create(&g, 2);
+    VkCommandBuffer *cmd = cb.cmd;
+    VkFence fence = cb.fence;
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     const VkPipelineStageFlags xfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
     VkBufferCopy region = {0, 0, size};
@@ -111,9 +100,6 @@ int main(int argc, char **argv)
                    VK_PIPELINE_STAGE_HOST_BIT);
     CHECK(vkEndCommandBuffer(cmd[1]));
 
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    VkFence fence;
-    CHECK(vkCreateFence(g.dev, &fci, NULL, &fence));
     uint64_t h = FNV_OFFSET;
     for (uint32_t i = 0; i < rounds; i++) {
         VkSubmitInfo si = {
@@ -128,8 +114,7 @@ int main(int argc, char **argv)
     }
     printf("rounds %u\nchecksum %016llx\n", rounds, (unsigned long long)h);
     vkUnmapMemory(g.dev, block);
-    vkDestroyFence(g.dev, fence, NULL);
-    vkDestroyCommandPool(g.dev, pool, NULL);
+    cmds_destroy(&g, &cb);
     vkDestroyBuffer(g.dev, r, NULL);
     vkDestroyBuffer(g.dev, x, NULL);
     vkFreeMemory(g.dev, block, NULL);

@@ -108,24 +108,9 @@ int main(int argc, char **argv)
         CHECK(vkMapMemory(g.dev, m_rb, 0, VK_WHOLE_SIZE, 0, (void **)&p_rb));
     }
 
-    VkCommandPoolCreateInfo cpci = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-        .queueFamilyIndex = g.family,
-    };
-    VkCommandPool pool;
-    CHECK(vkCreateCommandPool(g.dev, &cpci, NULL, &pool));
-    VkCommandBufferAllocateInfo cbai = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .commandPool = pool,
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 1,
-    };
-    VkCommandBuffer cmd;
-    CHECK(vkAllocateCommandBuffers(g.dev, &cbai, &cmd));
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    VkFence fence;
-    CHECK(vkCreateFence(g.dev, &fci, NULL, &fence));
+    struct cmds cb = cmds_create(&g, 1);
+    VkCommandBuffer cmd = cb.cmd[0];
+    VkFence fence = cb.fence;
 
     const VkPipelineStageFlags xfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
     uint64_t h = FNV_OFFSET;
@@ -186,8 +171,7 @@ int main(int argc, char **argv)
         h = fnv1a(h, p_rb, (size_t)bytes);
     }
     printf("rounds %u\nchecksum %016llx\n", rounds, (unsigned long long)h);
-    vkDestroyFence(g.dev, fence, NULL);
-    vkDestroyCommandPool(g.dev, pool, NULL);
+    cmds_destroy(&g, &cb);
     vkDestroyImage(g.dev, img, NULL);
     vkDestroyBuffer(g.dev, stg, NULL);
     vkDestroyBuffer(g.dev, rb, NULL);

@@ -68,24 +68,9 @@ int main(int argc, char **argv)
     CHECK(vkMapMemory(g.dev, r.mem, 0, VK_WHOLE_SIZE, 0, (void **)&p));
     memset(p, 0x5a, (size_t)SIZE); /* r's first "previous result" */
 
-    VkCommandPoolCreateInfo cpci = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-        .queueFamilyIndex = g.family,
-    };
-    VkCommandPool pool;
-    CHECK(vkCreateCommandPool(g.dev, &cpci, NULL, &pool));
-    VkCommandBuffer cmd;
-    VkCommandBufferAllocateInfo cbai = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .commandPool = pool,
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 1,
-    };
-    CHECK(vkAllocateCommandBuffers(g.dev, &cbai, &cmd));
-    VkFence fence;
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    CHECK(vkCreateFence(g.dev, &fci, NULL, &fence));
+    struct cmds cb = cmds_create(&g, 1);
+    VkCommandBuffer cmd = cb.cmd[0];
+    VkFence fence = cb.fence;
     VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
     VkEvent e1, e2;
     CHECK(vkCreateEvent(g.dev, &eci, NULL, &e1));
@@ -121,8 +106,7 @@ int main(int argc, char **argv)
     vkUnmapMemory(g.dev, r.mem);
     vkDestroyEvent(g.dev, e1, NULL);
     vkDestroyEvent(g.dev, e2, NULL);
-    vkDestroyFence(g.dev, fence, NULL);
-    vkDestroyCommandPool(g.dev, pool, NULL);
+    cmds_destroy(&g, &cb);
     buffer_destroy(&g, &r);
     buffer_destroy(&g, &d);
     vkDestroyDevice(g.dev, NULL);

@@ -152,24 +152,9 @@ int main(int argc, char **argv)
 
     struct buffer d = {b.buf[zero ? H : D], b.mem, size}, o = {b.buf[zero ? R : O], b.mem, size};
     struct pipeline pl = pipeline_create(&g, spv, &d, &o);
-    VkCommandPoolCreateInfo cpci = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-        .queueFamilyIndex = g.family,
-    };
-    VkCommandPool pool;
-    CHECK(vkCreateCommandPool(g.dev, &cpci, NULL, &pool));
-    VkCommandBuffer cmd[2];
-    VkCommandBufferAllocateInfo cbai = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .commandPool = pool,
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 2,
-    };
-    CHECK(vkAllocateCommandBuffers(g.dev, &cbai, cmd));
-    VkFence fence;
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    CHECK(vkCreateFence(g.dev, &fci, NULL, &fence));
+    struct cmds cb = cmds_create(&g, 2);
+    VkCommandBuffer *cmd = cb.cmd;
+    VkFence fence = cb.fence;
 
     const VkPipelineStageFlags xfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
     const VkPipelineStageFlags cs = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
@@ -228,8 +213,7 @@ int main(int argc, char **argv)
     }
     printf("iterations %u\nchecksum %016llx\n", iters, (unsigned long long)checksum);
 
-    vkDestroyFence(g.dev, fence, NULL);
-    vkDestroyCommandPool(g.dev, pool, NULL);
+    cmds_destroy(&g, &cb);
     pipeline_destroy(&g, &pl);
     for (int i = 0; i < NBUF; i++)
         vkDestroyBuffer(g.dev, b.buf[i], NULL);

@@ -216,6 +216,43 @@ static inline void buffer_destroy(const struct gpu *g, struct buffer *b)
     vkFreeMemory(g->dev, b->mem, NULL);
 }
 
+/* A command pool whose buffers can be reset, `n` (1 to 4) primary command buffers from it and a
+ * fence: what the test programs record and submit with. */
+struct cmds {
+    VkCommandPool pool;
+    VkCommandBuffer cmd[4];
+    VkFence fence;
+};
+
+static inline struct cmds cmds_create(const struct gpu *g, uint32_t n)
+{
+    REQUIRE(n >= 1 && n <= 4);
+    struct cmds c;
+    memset(&c, 0, sizeof c);
+    VkCommandPoolCreateInfo cpci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = g->family,
+    };
+    CHECK(vkCreateCommandPool(g->dev, &cpci, NULL, &c.pool));
+    VkCommandBufferAllocateInfo cbai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = c.pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = n,
+    };
+    CHECK(vkAllocateCommandBuffers(g->dev, &cbai, c.cmd));
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    CHECK(vkCreateFence(g->dev, &fci, NULL, &c.fence));
+    return c;
+}
+
+static inline void cmds_destroy(const struct gpu *g, struct cmds *c)
+{
+    vkDestroyFence(g->dev, c->fence, NULL);
+    vkDestroyCommandPool(g->dev, c->pool, NULL);
+}
+
 /* Fills mapped memory with pattern `seed`: word i = seed * 2654435761 + i * 7. */
 static inline void fill_pattern(const struct gpu *g, VkDeviceMemory mem, VkDeviceSize size,
                                 uint32_t seed)

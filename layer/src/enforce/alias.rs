@@ -187,6 +187,8 @@ pub struct Enforcer {
     group_of: HandleMap<u64, Vec<u32>>,
     /// Per command buffer: the copies dropped while recording it (`copy.rs`).
     pub(super) elided_in: HandleMap<u64, super::copy::Elided>,
+    /// Some copy was ever elided (`elided_in` is worth looking at).
+    pub(super) any_elided: AtomicBool,
     /// Per creation key without its ordinal (buffers and allocations): the thread that created
     /// the first one, and whether another thread created one too. Ordinals count creations, so
     /// when several threads create objects with the same key concurrently the ordinals follow
@@ -293,6 +295,7 @@ impl Enforcer {
             }),
             group_of: HandleMap::default(),
             elided_in: HandleMap::default(),
+            any_elided: AtomicBool::new(false),
             bases: Mutex::new(HashMap::new()),
             any_alias: AtomicBool::new(false),
             pending: AtomicUsize::new(0),

@@ -109,12 +109,13 @@ impl Enforcer {
         t.copies += u64::from(all);
         t.regions += dropped;
         t.bytes += bytes;
+        self.any_elided.store(true, Ordering::Release);
     }
 
     /// `vkBeginCommandBuffer`, `vkResetCommandBuffer`, a pool reset or free: `cbs` hold no
     /// elided copy any more.
     pub fn on_reset(&self, cbs: &[u64]) {
-        if !self.elided_in.is_empty() {
+        if self.elides() {
             for cb in cbs {
                 self.elided_in.remove(cb);
             }
@@ -123,7 +124,7 @@ impl Enforcer {
 
     /// `vkCmdExecuteCommands`: the secondaries' elided copies run with `cb`.
     pub fn on_execute(&self, cb: u64, secondaries: &[u64]) {
-        if self.elided_in.is_empty() {
+        if !self.elides() {
             return;
         }
         let mut sum = Elided::default();
@@ -137,16 +138,17 @@ impl Enforcer {
         }
     }
 
-    /// Some recorded command buffer holds an elided copy (else submissions skip the tally).
+    /// Some command buffer was recorded with an elided copy (else recording and submissions
+    /// skip the tally: one relaxed load).
     #[inline]
     pub fn elides(&self) -> bool {
-        !self.elided_in.is_empty()
+        self.any_elided.load(Ordering::Relaxed)
     }
 
     /// A submission of `cbs` went down successfully: their elided copies did not run this time
     /// (bytes elided count what ran: a command buffer submitted N times elides N times).
     pub fn on_submit(&self, cbs: impl Iterator<Item = u64>) {
-        if self.elided_in.is_empty() {
+        if !self.elides() {
             return;
         }
         for cb in cbs {
