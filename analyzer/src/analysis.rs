@@ -21,7 +21,9 @@ use crate::plan::{
     BufferRef, Condition, DeviceMemory, Direction, Group, Member, Plan, Rejection, Role,
     SubstituteSync, Thresholds,
 };
-use crate::safety::{compat, s1_value, s2_order, s3_pointer, s4_lifetime, Ctx, GroupSpec, Verdict};
+use crate::safety::{
+    compat, s1_value, s2_order, s3_pointer, s4_lifetime, Cause, Ctx, GroupSpec, Verdict,
+};
 use crate::trace::{Frame, ObjectKey, Trace};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -52,6 +54,13 @@ pub enum Decision {
         /// The same in plain words (issue 16).
         #[serde(default)]
         plain: String,
+        /// The cause's key (issue 24): the copy summary counts this pair under the reason of
+        /// the same name (`CopySummary::reasons[].reason`). Absent in older output.
+        #[serde(default)]
+        reason: String,
+        /// What would change the decision, from the same cause as `condition` and `reason`.
+        #[serde(default)]
+        remedy: String,
     },
 }
 
@@ -236,7 +245,7 @@ fn tag_device(a: &mut Analysis, device: u32, first_id: u32) {
 fn evidence(trace: &Trace, m: &Model) -> Result<(), Verdict> {
     let refuse = |event: Option<u64>, message: String, plain: String| {
         Err(Verdict {
-            condition: Condition::Evidence,
+            cause: Cause::Evidence,
             event,
             message,
             plain,
@@ -316,7 +325,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                 }
                 if let Some((seq, why)) = m.unwatched.get(&b) {
                     return Err(Verdict {
-                        condition: Condition::Evidence,
+                        cause: Cause::EvidenceSampled,
                         event: Some(*seq),
                         message: why.clone(),
                         plain: format!(
@@ -330,7 +339,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             evidence(trace, &m)?;
             if let Some((seq, why)) = m.unvalidated.get(&c.staging) {
                 return Err(Verdict {
-                    condition: Condition::Evidence,
+                    cause: Cause::Evidence,
                     event: Some(*seq),
                     message: format!(
                         "evidence: the host's accesses to {} were not seen while profiling ({why}), so S1/S2 cannot be checked",
@@ -347,7 +356,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             if m.host_mapped(c.device) {
                 if let Some((seq, why)) = m.unvalidated.get(&c.device) {
                     return Err(Verdict {
-                        condition: Condition::Evidence,
+                        cause: Cause::Evidence,
                         event: Some(*seq),
                         message: format!(
                             "evidence: {} is mapped, and the host's accesses to it were not seen while profiling ({why}), so it is not known that the host leaves it alone",
@@ -416,29 +425,37 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             direction = Direction::DeviceIntoStaging;
             for &i in &idx {
                 if pairing::is_one_time(&m, &cands[i]) && t.min_copies > 1 {
-                    let reason = why
-                        .get(&i)
-                        .map(|v| format!(" ({})", v.message))
-                        .unwrap_or_else(|| {
-                            " (it is sub-allocated or shared with other partners)".into()
-                        });
-                    why.insert(i, Verdict {
-                        condition: Condition::Threshold,
-                        event: cands[i].links.first().map(|l| l.recorded),
-                        message: format!(
-                            "threshold: a single {} {} device buffer #{dnum}, then the staging buffer is destroyed; worth it only with the staging buffer bound into the device buffer's memory, which is not possible here{reason}; binding the device buffer into the staging allocation would keep that alive and raise the footprint",
-                            if cands[i].role() == Role::Readback { "download into" } else { "upload from" },
-                            if cands[i].role() == Role::Readback {
-                                format!("{} from", ctx.name(cands[i].staging, "staging"))
-                            } else {
-                                format!("{} into", ctx.name(cands[i].staging, "staging"))
-                            }
-                        ),
-                        plain: format!(
-                            "{} fills device buffer #{dnum} once and is then destroyed. Sharing memory pays off only by placing the staging buffer inside the device buffer's memory, which is not possible here; the other way round would keep the staging memory alive and use more memory, not less.",
-                            crate::safety::upper(&ctx.short(cands[i].staging, "staging"))
-                        ),
-                    });
+                    let download = cands[i].role() == Role::Readback;
+                    let v = match why.remove(&i) {
+                        // Its own allocation, refused staging into device: that is the cause;
+                        // the other direction is not tried for a single transfer.
+                        Some(first) => Verdict {
+                            message: format!(
+                                "{}; device into staging is not tried for a single transfer: binding the device buffer into the staging allocation would keep that alive and raise the footprint",
+                                first.message
+                            ),
+                            ..first
+                        },
+                        None => Verdict {
+                            cause: Cause::OneTime,
+                            event: cands[i].links.first().map(|l| l.recorded),
+                            message: format!(
+                                "threshold: a single {} {} device buffer #{dnum}, then the staging buffer is destroyed; worth it only with the staging buffer bound into the device buffer's memory, which is not possible here (it is sub-allocated or exchanges data with other buffers); binding the device buffer into the staging allocation would keep that alive and raise the footprint",
+                                if download { "download into" } else { "upload from" },
+                                if download {
+                                    format!("{} from", ctx.name(cands[i].staging, "staging"))
+                                } else {
+                                    format!("{} into", ctx.name(cands[i].staging, "staging"))
+                                }
+                            ),
+                            plain: format!(
+                                "{} {} device buffer #{dnum} once and is then destroyed, and it shares its memory with other buffers (sub-allocated, or it exchanges data with other buffers too). Sharing memory pays off only by placing the staging buffer inside the device buffer's memory, which is not possible here; the other way round would keep the staging memory alive and use more memory, not less.",
+                                crate::safety::upper(&ctx.short(cands[i].staging, "staging")),
+                                if download { "takes the contents of" } else { "fills" }
+                            ),
+                        },
+                    };
+                    why.insert(i, v);
                     continue;
                 }
                 match dir_checks(i, Direction::DeviceIntoStaging) {
@@ -450,7 +467,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                         // Both directions failed: keep the preferred one's condition, say both.
                         let v = match why.remove(&i) {
                             Some(first) => Verdict {
-                                condition: first.condition,
+                                cause: first.cause,
                                 event: first.event,
                                 message: format!(
                                     "{} — and device into staging fails too: {}",
@@ -522,7 +539,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                 accepted.insert(i, (gid, direction));
             } else {
                 verdict[i] = Some(why.remove(&i).unwrap_or_else(|| Verdict {
-                    condition: Condition::Compat,
+                    cause: Cause::CompatTaken,
                     event: None,
                     message: format!(
                         "compat: device buffer #{dnum} already shares memory with staging {} ({}); {} cannot share it too{}",
@@ -567,7 +584,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                     device_index: 0,
                     device: buffer_ref(&ctx, c.device),
                     staging: buffer_ref(&ctx, c.staging),
-                    condition: v.condition,
+                    condition: v.condition(),
                     event: v.event,
                     message: v.message.clone(),
                     plain: v.plain.clone(),
@@ -575,10 +592,12 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
                     bytes: c.bytes(),
                 });
                 Decision::Rejected {
-                    condition: v.condition,
+                    condition: v.condition(),
                     event: v.event,
                     message: v.message.clone(),
                     plain: v.plain.clone(),
+                    reason: v.cause.key().into(),
+                    remedy: v.cause.remedy(t),
                 }
             }
             (None, Some(&(group, direction))) => Decision::Accepted {
@@ -648,10 +667,11 @@ fn summarize(
         s.copies += k.copies;
         s.bytes = s.bytes.saturating_add(k.bytes);
     }
-    // reason → (pairs, copies, bytes, the candidates or skipped entries)
-    let mut by: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
-    let mut add = |r: &str, new_pair: bool, copies: u64, bytes: u64| {
-        let e = by.entry(r.to_string()).or_default();
+    // cause → (pairs, copies, bytes). A refused pair is counted under its verdict's cause, the
+    // one its row shows: never recomputed here.
+    let mut by: BTreeMap<Cause, (u64, u64, u64)> = BTreeMap::new();
+    let mut add = |r: Cause, new_pair: bool, copies: u64, bytes: u64| {
+        let e = by.entry(r).or_default();
         e.0 += new_pair as u64;
         e.1 += copies;
         e.2 = e.2.saturating_add(bytes);
@@ -663,93 +683,62 @@ fn summarize(
                 s.accepted_copies += c.copies();
                 s.accepted_bytes = s.accepted_bytes.saturating_add(c.bytes());
             }
-            Some(v) if v.condition == Condition::Threshold && pairing::is_one_time(m, c) => {
-                add("one_time", true, c.copies(), c.bytes())
+            Some(v) => {
+                if v.cause == Cause::Threshold {
+                    below.push(c);
+                }
+                add(v.cause, true, c.copies(), c.bytes())
             }
-            Some(v) if v.condition == Condition::Threshold => {
-                below.push(c);
-                add("threshold", true, c.copies(), c.bytes())
-            }
-            Some(v) => add(v.condition.as_str(), true, c.copies(), c.bytes()),
         }
     }
     let mut unobserved: BTreeSet<BufId> = BTreeSet::new();
     let mut small_largest = 0u64;
     // Both ways between two buffers are one pair.
-    let mut pairs_seen: BTreeSet<(&'static str, BufId, BufId)> = BTreeSet::new();
+    let mut pairs_seen: BTreeSet<(Cause, BufId, BufId)> = BTreeSet::new();
     for k in skipped {
         let r = match k.reason {
-            pairing::Skip::GpuOnly => "gpu_only",
-            pairing::Skip::HostBoth => "host_both",
-            pairing::Skip::HostNeither => "host_neither",
+            pairing::Skip::GpuOnly => Cause::GpuOnly,
+            pairing::Skip::HostBoth => Cause::HostBoth,
+            pairing::Skip::HostNeither => Cause::HostNeither,
             // Too small to be armed, and below the thresholds anyway: say that first.
             pairing::Skip::NoEvidence(_) if k.largest < t.min_bytes => {
                 small_largest = small_largest.max(k.largest);
-                "small_unwatched"
+                Cause::SmallUnwatched
             }
             pairing::Skip::NoEvidence(b) => {
                 unobserved.insert(b);
-                "no_evidence"
+                Cause::NoEvidence
             }
-            pairing::Skip::SameBuffer => "same_buffer",
+            pairing::Skip::SameBuffer => Cause::SameBuffer,
         };
         let new_pair = pairs_seen.insert((r, k.src.min(k.dst), k.src.max(k.dst)));
         add(r, new_pair, k.copies, k.bytes);
     }
     if m.unknown_copies.0 > 0 {
-        let e = by.entry("unknown_buffer".into()).or_default();
+        let e = by.entry(Cause::UnknownBuffer).or_default();
         e.1 += m.unknown_copies.0;
         e.2 = e.2.saturating_add(m.unknown_copies.1);
     }
-    for (reason, (pairs, copies, bytes)) in by {
-        let (explanation, remedy) = match reason.as_str() {
-            "threshold" => threshold_remedy(&below, t),
-            "one_time" => (
-                "single transfers (one upload or download, then the staging buffer is destroyed) through a staging buffer that is sub-allocated or exchanges data with other buffers, so it cannot be bound into the device buffer's memory".into(),
-                format!(
-                    "give each such staging buffer its own allocation (code change); or min_copies=1, which tries the device buffer bound into the staging range instead (then the staging range must stay valid while the device buffer is used, S4, and its allocation stays alive) (min_copies is {} now)",
-                    t.min_copies
-                ),
-            ),
-            "reuse" => (
-                "a shared staging buffer feeds several destinations through the same bytes (a staging ring): its bytes are needed by more than one partner".into(),
-                "none as a setting — refusing is correct; a code change that gives each destination its own staging buffer or its own stable sub-range makes each a pair".into(),
-            ),
-            "offset" => (
-                "the copies between a pair move the bytes at a different offset from one copy to the next (a ring of staging slots)".into(),
-                "a code change that keeps one offset per destination".into(),
-            ),
-            "gpu_only" => (
-                "neither side is ever mapped: GPU-to-GPU copies, with no staging buffer to share memory with".into(),
-                "none: these are not staging traffic".into(),
-            ),
-            "host_both" => {
+    for (cause, (pairs, copies, bytes)) in by {
+        // The cause's own words, then what this trace's numbers add.
+        let (more_explanation, more_remedy) = match cause {
+            Cause::Threshold => threshold_remedy(m, &below, t),
+            Cause::HostBoth => {
                 let shared = skipped
                     .iter()
                     .filter(|k| k.reason == pairing::Skip::HostBoth)
                     .filter(|k| m.host_shared_page(k.src) || m.host_shared_page(k.dst))
                     .count();
-                (
-                    format!(
-                        "both sides are mapped and the host touches both, so neither is only the partner the GPU uses{}",
-                        if shared > 0 {
-                            format!("; for {shared} of these copy directions a side was touched through a page it shares with other watched memory (a `readwrite` host record: sub-allocations closer than a page; an access that opened the page left the rest of it unseen, so it counts as touched)")
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    if shared > 0 {
-                        "a code change in which the host reads and writes only one side of each copy, and sub-allocations with different roles do not share a page (align them to the page size)".into()
-                    } else {
-                        "a code change in which the host reads and writes only one side of each copy".into()
-                    },
-                )
+                if shared > 0 {
+                    (
+                        format!("for {shared} of these copy directions a side was touched through a page it shares with other watched memory (a `readwrite` host record: sub-allocations closer than a page; an access that opened the page left the rest of it unseen, so it counts as touched)"),
+                        "and sub-allocations with different roles must not share a page (align them to the page size)".into(),
+                    )
+                } else {
+                    (String::new(), String::new())
+                }
             }
-            "host_neither" => (
-                "both sides are mapped and the trace shows no host access to either: no staging behaviour was seen".into(),
-                "none if these are GPU-side copies; if the host writes one side, profile a run in which it does (the first writes before a buffer is bound and mapped are not seen)".into(),
-            ),
-            "no_evidence" => {
+            Cause::NoEvidence => {
                 let smallest = unobserved
                     .iter()
                     .map(|&b| m.buffers[b].size)
@@ -757,53 +746,36 @@ fn summarize(
                     .unwrap_or(0);
                 (
                     format!(
-                        "both sides are mapped, but the host's accesses to {} of their buffers were not observed (they were not armed while profiling: smaller than the profile's min_bytes, or a trace from a layer that watched only staging buffers copied to or from unmapped ones), so which side is the staging buffer is not known (fail closed)",
-                        unobserved.len()
+                        "{} buffer{} not observed",
+                        unobserved.len(),
+                        if unobserved.len() == 1 { "" } else { "s" }
                     ),
                     format!(
-                        "profile again with this layer and min_bytes at most {} ({})",
-                        smallest,
+                        "here min_bytes at most {smallest} ({})",
                         human_bytes(smallest)
                     ),
                 )
             }
-            "small_unwatched" => (
-                format!(
-                    "copies smaller than min_bytes={} (the largest {}) between mapped buffers whose host accesses were not watched (too small to be armed while profiling): below the thresholds, and which side is the staging buffer is not known",
-                    t.min_bytes,
-                    human_bytes(small_largest)
-                ),
-                format!(
-                    "min_bytes at most {small_largest} when profiling and analyzing, if copies that small are worth sharing memory for"
-                ),
+            Cause::SmallUnwatched => (
+                format!("the largest {}", human_bytes(small_largest)),
+                format!("here min_bytes at most {small_largest}"),
             ),
-            "same_buffer" => (
-                "copies from a buffer into itself".into(),
-                "none: there is no second buffer to share memory with".into(),
-            ),
-            "unknown_buffer" => (
-                "recorded copies name a buffer the trace does not know (created before tracing began, imported, or made by a layer below); each is explained once in the warnings".into(),
-                "profile from the program's start, with echo as the layer nearest the application".into(),
-            ),
-            other => (
-                format!("refused by the {other} condition (each pair's reason is under \"why rejected\")"),
-                match other {
-                    "S1" => "a code change: the program relies on the two buffers holding different bytes at once".into(),
-                    "S2" => "a code change: wait for the submission's fence before the host touches the staging buffer".into(),
-                    "S3" => "a code change: no device address, sparse, protected or external buffers in a pair".into(),
-                    "S4" => "a code change: keep both buffers' memory alive and the range unshared while both live".into(),
-                    "evidence" => "profile again with validate=true and a trace_max_bytes large enough for the whole run".into(),
-                    _ => "see each pair's reason".into(),
-                },
-            ),
+            _ => (String::new(), String::new()),
+        };
+        let join = |base: String, more: String| {
+            if more.is_empty() {
+                base
+            } else {
+                format!("{base}; {more}")
+            }
         };
         s.reasons.push(ReasonSummary {
-            reason,
+            reason: cause.key().into(),
             pairs,
             copies,
             bytes,
-            explanation,
-            remedy,
+            explanation: join(cause.explanation(t), more_explanation),
+            remedy: join(cause.remedy(t), more_remedy),
         });
     }
     s.reasons.sort_by_key(|r| std::cmp::Reverse(r.bytes));
@@ -811,22 +783,17 @@ fn summarize(
 }
 
 /// Below thresholds: which `min_bytes` or `min_copies` would admit them.
-fn threshold_remedy(below: &[&Candidate], t: Thresholds) -> (String, String) {
-    use crate::report::human_bytes;
-    let explanation = format!(
-        "fewer than min_copies={} copies of at least min_bytes={} ({}) between the pair, and not a one-time transfer",
-        t.min_copies,
-        t.min_bytes,
-        human_bytes(t.min_bytes)
-    );
+fn threshold_remedy(m: &Model, below: &[&Candidate], t: Thresholds) -> (String, String) {
+    use crate::report::{human_bytes, plural};
     let k = t.min_copies.max(1) as usize;
-    // min_bytes that would admit a pair: its k-th largest copy.
+    // min_bytes that would admit a pair: its k-th largest copy (a one-time transfer: its copy).
     let by_bytes: Vec<u64> = below
         .iter()
         .filter_map(|c| {
             let mut v: Vec<u64> = c.links.iter().map(|l| l.bytes).collect();
             v.sort_unstable_by(|a, b| b.cmp(a));
-            v.get(k - 1).copied().filter(|&b| b > 0)
+            let need = if pairing::is_one_time(m, c) { 0 } else { k - 1 };
+            v.get(need).copied().filter(|&b| b > 0)
         })
         .collect();
     // min_copies that would admit a pair: how many of its copies reach min_bytes.
@@ -839,17 +806,15 @@ fn threshold_remedy(below: &[&Candidate], t: Thresholds) -> (String, String) {
     if let Some(&v) = by_bytes.iter().max() {
         let all = by_bytes.iter().copied().min().unwrap_or(v);
         parts.push(format!(
-            "min_bytes={v} ({}) admits {} of the {} pair{}{}",
+            "here min_bytes={v} ({}) admits {} of the {}{}",
             human_bytes(v),
             by_bytes.iter().filter(|&&b| b >= v).count(),
-            below.len(),
-            if below.len() == 1 { "" } else { "s" },
+            plural(below.len() as u64, "pair", "pairs"),
             if all < v {
                 format!(
-                    ", min_bytes={all} ({}) all {} with {} copies",
+                    ", min_bytes={all} ({}) all {}",
                     human_bytes(all),
-                    by_bytes.len(),
-                    k
+                    by_bytes.len()
                 )
             } else {
                 String::new()
@@ -862,16 +827,7 @@ fn threshold_remedy(below: &[&Candidate], t: Thresholds) -> (String, String) {
             by_copies.iter().filter(|&&x| x >= n).count()
         ));
     }
-    let remedy = if parts.is_empty() {
-        "none: each pair has too few copies for min_copies and none of them is a one-time transfer"
-            .into()
-    } else {
-        format!(
-            "{} — set at analysis (vkecho analyze --min-bytes/--min-copies) and when profiling, so the buffers get identities",
-            parts.join("; ")
-        )
-    };
-    (explanation, remedy)
+    (String::new(), parts.join("; "))
 }
 
 fn buffer_ref(ctx: &Ctx, b: BufId) -> BufferRef {
@@ -933,7 +889,7 @@ fn identity(
         };
         if let Some(what) = what {
             return Err(Verdict {
-                condition: Condition::Compat,
+                cause: Cause::CompatIdentity,
                 event: Some(buf.created),
                 message: format!(
                     "compat: {} cannot be recognised in a later run: objects created like {what} (same call site, size, usage) are created on several threads, so their order depends on the scheduler",
@@ -975,7 +931,7 @@ fn host_import(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> 
         };
         let number = ctx.m.buffers[b].number;
         return Err(Verdict {
-            condition: Condition::S3,
+            cause: Cause::HostImport,
             event: Some(mem.allocated),
             message: format!(
                 "S3: host buffer #{number} lives in host memory the application imported from its own pointer (VK_EXT_external_memory_host, allocated at event {}); the host reads and writes it through that pointer, which echo does not see, so its copies with {} stay",
@@ -995,7 +951,7 @@ fn named(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
         let buf = &ctx.m.buffers[b];
         if buf.key.is_anonymous() {
             return Err(Verdict {
-                condition: Condition::Compat,
+                cause: Cause::CompatAnonymous,
                 event: Some(buf.created),
                 message: format!(
                     "compat: {} has no identity: it was smaller than min_bytes while profiling, so its creation site was not taken and a later run cannot recognise it; re-profile with min_bytes at most {}",

@@ -5,7 +5,8 @@
 //! offset, and the thresholds (with the one-time-transfer exception).
 
 use crate::model::{BufId, Model, OpKind, SubId};
-use crate::plan::{Condition, Role, Thresholds};
+use crate::plan::{Role, Thresholds};
+use crate::safety::Cause;
 use crate::safety::Verdict;
 use std::collections::BTreeMap;
 
@@ -253,7 +254,7 @@ pub fn reuse(m: &Model, cands: &[Candidate]) -> BTreeMap<usize, Verdict> {
             out.insert(
                 i,
                 Verdict {
-                    condition: Condition::Reuse,
+                    cause: Cause::Reuse,
                     event,
                     message: format!(
                         "reuse: staging buffer #{} carries data for device buffer #{} and also, in overlapping bytes [{lo}, {hi}), for {} over time; its bytes are needed by more than one partner, so it cannot share memory with any of them (give each destination its own staging buffer or its own sub-range)",
@@ -284,7 +285,7 @@ pub fn offset(m: &Model, c: &Candidate) -> Result<i64, Verdict> {
                 None => delta = Some((d, l.recorded)),
                 Some((d0, first)) if d0 != d => {
                     return Err(Verdict {
-                        condition: Condition::Offset,
+                        cause: Cause::Offset,
                         event: Some(l.recorded),
                         message: format!(
                             "offset: the copy recorded at event {} maps byte i of device buffer #{} to byte i{:+} of staging buffer #{}, but the copy recorded at event {first} used i{d0:+}; the two cannot share one range (a ring of staging slots?)",
@@ -327,7 +328,7 @@ pub fn threshold(m: &Model, c: &Candidate, t: Thresholds) -> Result<(), Verdict>
     }
     let largest = c.links.iter().map(|l| l.bytes).max().unwrap_or(0);
     Err(Verdict {
-        condition: Condition::Threshold,
+        cause: Cause::Threshold,
         event: c.links.first().map(|l| l.recorded),
         message: format!(
             "threshold: {} cop{} between staging buffer #{} and device buffer #{} (largest {}), {big} of at least {} bytes; a pair needs {} such copies (settings min_copies/min_bytes), or one upload or download after which the staging buffer is destroyed",

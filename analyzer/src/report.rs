@@ -23,6 +23,22 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// `1 copy`, `2 copies`.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The thresholds in words: `2 copies of ≥ 256 KiB`, `1 copy of ≥ 4 KiB`; a zero `min_bytes` is
+/// left out (`2 copies`, never `≥ 0 B`).
+pub fn copies_of(min_copies: u64, min_bytes: u64) -> String {
+    let n = plural(min_copies, "copy", "copies");
+    if min_bytes == 0 {
+        n
+    } else {
+        format!("{n} of ≥ {}", human_bytes(min_bytes))
+    }
+}
+
 /// `VkBufferUsageFlags` in short words: `SRC|STORAGE`.
 pub fn usage_names(usage: u32) -> String {
     const NAMES: [(u32, &str); 10] = [
@@ -88,21 +104,19 @@ pub fn table(a: &Analysis, source: &str) -> String {
         .iter()
         .filter(|c| matches!(c.decision, Decision::Accepted { .. }))
         .count();
-    let _ = writeln!(
+    let _ =
+        writeln!(
         s,
-        "vkecho analyze: {source}{}\n  {} candidate pair{}, {accepted} accepted in {} group{}, {} rejected; thresholds: {} copies of ≥ {}",
+        "vkecho analyze: {source}{}\n  {}, {accepted} accepted in {}, {} rejected; thresholds: {}",
         if ctx.device_name.is_empty() {
             String::new()
         } else {
             format!(" (device \"{}\", {})", ctx.device_name, ctx.exe_path)
         },
-        a.candidates.len(),
-        if a.candidates.len() == 1 { "" } else { "s" },
-        a.plan.groups.len(),
-        if a.plan.groups.len() == 1 { "" } else { "s" },
+        plural(a.candidates.len() as u64, "candidate pair", "candidate pairs"),
+        plural(a.plan.groups.len() as u64, "group", "groups"),
         a.plan.rejected.len(),
-        a.plan.thresholds.min_copies,
-        human_bytes(a.plan.thresholds.min_bytes),
+        copies_of(a.plan.thresholds.min_copies, a.plan.thresholds.min_bytes),
     );
     for w in &a.warnings {
         let _ = writeln!(s, "  warning: {w}");
@@ -111,7 +125,14 @@ pub fn table(a: &Analysis, source: &str) -> String {
     if a.candidates.is_empty() {
         let _ = writeln!(
             s,
-            "\nno candidates: no executed copy has one side the host touches and one it leaves alone (reasons above)"
+            "\nno candidates: {}",
+            if a.copies.copies == 0 && a.copies.unknown_copies == 0 {
+                "the trace holds no executed buffer copy"
+            } else if a.copies.reasons.is_empty() {
+                "no executed copy has one side the host touches and one it leaves alone"
+            } else {
+                "no executed copy has one side the host touches and one it leaves alone (reasons above)"
+            }
         );
         return s;
     }
@@ -245,7 +266,7 @@ pub fn table(a: &Analysis, source: &str) -> String {
         for g in &a.plan.groups {
             let _ = writeln!(
                 s,
-                "  group {}{}: {}, {} member{}, saves {} per iteration ({} copies, {} in the trace), {} of buffer memory",
+                "  group {}{}: {}, {}, saves {} per iteration ({}, {} in the trace), {} of buffer memory",
                 g.id,
                 if multi {
                     format!(" (device {})", g.device_index)
@@ -253,10 +274,9 @@ pub fn table(a: &Analysis, source: &str) -> String {
                     String::new()
                 },
                 direction_words(g.direction),
-                g.members.len(),
-                if g.members.len() == 1 { "" } else { "s" },
+                plural(g.members.len() as u64, "member", "members"),
                 human_bytes(g.bytes_saved_per_iter),
-                g.copies_total,
+                plural(g.copies_total, "copy", "copies"),
                 human_bytes(g.bytes_total),
                 human_bytes(g.memory_saved)
             );
@@ -307,7 +327,14 @@ pub fn table(a: &Analysis, source: &str) -> String {
 /// One rejection for people (issue 16): first in plain words, then where the two buffers were
 /// created, then the detail with the condition and the events that showed it.
 pub fn rejection(i: usize, c: &crate::analysis::CandidateRow) -> String {
-    let Decision::Rejected { message, plain, .. } = &c.decision else {
+    let Decision::Rejected {
+        message,
+        plain,
+        reason,
+        remedy,
+        ..
+    } = &c.decision
+    else {
         return String::new();
     };
     let mut s = String::new();
@@ -330,6 +357,9 @@ pub fn rejection(i: usize, c: &crate::analysis::CandidateRow) -> String {
     if !plain.is_empty() {
         let _ = writeln!(s, "       detail: {message}");
     }
+    if !remedy.is_empty() {
+        let _ = writeln!(s, "       to change ({reason}): {remedy}");
+    }
     s
 }
 
@@ -339,17 +369,20 @@ pub fn copies_summary(a: &Analysis) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\ncopies: the trace holds {} executed buffer cop{} ({}), {} of them ({}) in accepted pairs{}",
-        c.copies,
-        if c.copies == 1 { "y" } else { "ies" },
+        "\ncopies: the trace holds {} ({}), {} of them ({}) in accepted pairs{}",
+        plural(c.copies, "executed buffer copy", "executed buffer copies"),
         human_bytes(c.bytes),
         c.accepted_copies,
         human_bytes(c.accepted_bytes),
         if c.unknown_copies > 0 {
             format!(
-                "; {} more recorded cop{} name a buffer the trace does not know",
+                "; {} more recorded {} a buffer the trace does not know",
                 c.unknown_copies,
-                if c.unknown_copies == 1 { "y" } else { "ies" }
+                if c.unknown_copies == 1 {
+                    "copy names"
+                } else {
+                    "copies name"
+                }
             )
         } else {
             String::new()
@@ -360,16 +393,15 @@ pub fn copies_summary(a: &Analysis) -> String {
     }
     for r in &c.reasons {
         let pairs = if r.pairs > 0 {
-            format!(", {} pair{}", r.pairs, if r.pairs == 1 { "" } else { "s" })
+            format!(", {}", plural(r.pairs, "pair", "pairs"))
         } else {
             String::new()
         };
         let _ = writeln!(
             s,
-            "  {}: {} cop{} ({}){pairs}: {}\n    to change: {}",
+            "  {}: {} ({}){pairs}: {}\n    to change: {}",
             r.reason,
-            r.copies,
-            if r.copies == 1 { "y" } else { "ies" },
+            plural(r.copies, "copy", "copies"),
             human_bytes(r.bytes),
             r.explanation,
             r.remedy

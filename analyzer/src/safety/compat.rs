@@ -11,10 +11,10 @@
 //! [`held_back`] refuses a group whose guest buffer is named by a command recorded before the
 //! buffer it is bound into is bound (enforce holds the guest's bind back until then).
 
-use super::{upper, Ctx, Verdict};
+use super::{upper, Cause, Ctx, Verdict};
 use crate::apply::{check_map_redirect, check_redirect, Refusal, Target};
 use crate::model::{BufId, OpKind};
-use crate::plan::{Condition, Direction};
+use crate::plan::Direction;
 use crate::trace::UseKind;
 
 /// An untracked use of either buffer, in any submitted command.
@@ -39,7 +39,7 @@ pub fn untracked(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict
                         "staging"
                     };
                     return Err(Verdict {
-                        condition: Condition::Compat,
+                        cause: Cause::CompatUntracked,
                         event: Some(op.recorded),
                         message: format!(
                             "compat: {command} (recorded at event {}) uses {} in a way the layer cannot follow (descriptor buffer, acceleration structure, …); its memory must stay as it is",
@@ -60,7 +60,7 @@ pub fn untracked(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict
 
 fn verdict(event: Option<u64>, message: String, plain: String) -> Verdict {
     Verdict {
-        condition: Condition::Compat,
+        cause: Cause::CompatMemory,
         event,
         message,
         plain,

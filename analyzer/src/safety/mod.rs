@@ -1,6 +1,7 @@
 //! The safety conditions of DESIGN §5, one file each. Every check returns `Ok(())` or a
 //! [`Verdict`]: the condition, the trace event that showed it, and a sentence a person can act on.
 
+pub mod cause;
 pub mod compat;
 pub mod extrapolate;
 pub mod s1_value;
@@ -10,10 +11,12 @@ pub mod s4_lifetime;
 
 use crate::model::{BufId, Model};
 use crate::plan::Condition;
+pub use cause::Cause;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
-    pub condition: Condition,
+    /// Why: the condition, the summary key and the remedy all come from it (issue 24).
+    pub cause: Cause,
     pub event: Option<u64>,
     /// The detail: the condition, the events and buffers that showed it, what to change.
     pub message: String,
@@ -21,6 +24,15 @@ pub struct Verdict {
     /// program does and what sharing memory would change. Names buffers by number only; the
     /// report adds where each was created.
     pub plain: String,
+}
+
+impl Verdict {
+    /// The pair's condition, from its cause.
+    pub fn condition(&self) -> Condition {
+        self.cause
+            .condition()
+            .expect("a verdict refuses a pair, so its cause has a condition")
+    }
 }
 
 /// "staging buffer #2" → "Staging buffer #2" (plain words start a sentence).

@@ -18,9 +18,8 @@
 //! (in both worlds): a later value in the device buffer that clobbers it is then caught, instead
 //! of passing as "undefined".
 
-use super::{Ctx, GroupSpec, Verdict};
+use super::{Cause, Ctx, GroupSpec, Verdict};
 use crate::model::{BufId, OpKind, Step};
-use crate::plan::Condition;
 
 type Ver = u32;
 
@@ -235,7 +234,7 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                 if access.reads() {
                     if let Some((x, y)) = sim.read(slot, a, b) {
                         return Err(Verdict {
-                            condition: Condition::S1,
+                            cause: Cause::S1HostRead,
                             event: Some(*seq),
                             message: format!(
                                 "S1: the host read {} at event {seq}; the original program reads there {}, but sharing memory with the group it would read {} (the host expects the buffers to hold different data at once)",
@@ -372,7 +371,7 @@ fn gpu_verdict(
     merged: &str,
 ) -> Verdict {
     Verdict {
-        condition: Condition::S1,
+        cause: Cause::S1GpuRead,
         event: Some(sub_seq),
         message: format!(
             "S1: {command} (recorded at event {recorded}) in submission {sub_seq} reads {buf}; in the original program it holds {orig}, but sharing memory it would hold {merged} (a value still live on the device was overwritten through the staging buffer, or the reverse)"

@@ -9,9 +9,8 @@
 //! A member bound into memory the host mapped before the bind counts as written by the host at
 //! its bind: enforce carries those bytes into the shared range right there.
 
-use super::{Ctx, GroupSpec, Verdict};
+use super::{Cause, Ctx, GroupSpec, Verdict};
 use crate::model::{Step, SubId};
-use crate::plan::Condition;
 use crate::trace::Access;
 use std::collections::BTreeSet;
 
@@ -91,7 +90,7 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                     None => "the host never observed its completion".to_string(),
                 };
                 return Err(Verdict {
-                    condition: Condition::S2,
+                    cause: Cause::S2,
                     event: Some(*seq),
                     message: format!(
                         "S2: host {verb} {} at event {seq} while submission {} using {what} was in flight ({seen}); sharing memory, that access would race with the GPU — wait for the submission's fence before touching the staging buffer",

@@ -1,9 +1,8 @@
 //! S3 pointer: nothing may be able to tell the two buffers apart or pin their memory: no device
 //! address taken of either, no sparse, protected or capture-replay buffers, no external memory.
 
-use super::{upper, Ctx, Verdict};
+use super::{upper, Cause, Ctx, Verdict};
 use crate::model::BufId;
-use crate::plan::Condition;
 
 pub const SPARSE_BINDING: u32 = 0x1;
 pub const SPARSE_RESIDENCY: u32 = 0x2;
@@ -18,7 +17,7 @@ pub fn check(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
         let buf = &ctx.m.buffers[b];
         if let Some(seq) = buf.address_taken {
             return Err(Verdict {
-                condition: Condition::S3,
+                cause: Cause::S3Address,
                 event: Some(seq),
                 message: format!(
                     "S3: the application took the device address of {} at event {seq} (vkGetBufferDeviceAddress); code holding that address can tell the two buffers apart, so they must stay distinct",
@@ -41,7 +40,7 @@ pub fn check(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
         for (bits, what) in bad {
             if buf.flags & bits != 0 {
                 return Err(Verdict {
-                    condition: Condition::S3,
+                    cause: Cause::S3Special,
                     event: Some(buf.created),
                     message: format!(
                         "S3: {} is a {what} buffer (create flags {:#x}); its memory cannot be shared",
@@ -64,7 +63,7 @@ pub fn check(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
                     "capture-replay memory"
                 };
                 return Err(Verdict {
-                    condition: Condition::S3,
+                    cause: Cause::S3Special,
                     event: Some(mem.allocated),
                     message: format!(
                         "S3: {} lives in {what} allocated at event {}; another process or API may see its bytes, so it must stay as it is",

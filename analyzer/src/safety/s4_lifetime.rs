@@ -10,9 +10,9 @@
 //!   gone (DESIGN §5), so only a shared (sub-allocated) device allocation fails; for
 //!   `DeviceIntoStaging` a staging allocation freed before the device buffer's last use fails.
 
-use super::{Ctx, Verdict};
+use super::{Cause, Ctx, Verdict};
 use crate::model::{BufId, Step};
-use crate::plan::{Condition, Direction};
+use crate::plan::Direction;
 
 /// Last `seq` at which the buffer is used: its submissions (until observed complete) and host
 /// accesses.
@@ -70,7 +70,7 @@ pub fn check(
         let x_to = xb.destroyed.unwrap_or(u64::MAX);
         if xs < end && start < xe && seq < g_to && g_from < x_to {
             return Err(Verdict {
-                condition: Condition::S4,
+                cause: Cause::S4,
                 event: Some(seq),
                 message: format!(
                     "S4: at event {seq} the range of {} in its memory was bound to buffer #{} while {} (which would live there) was still alive; a sub-allocator recycled the range, so the shared bytes would be overwritten",
@@ -94,7 +94,7 @@ pub fn check(
             if let Some(last) = last_use(ctx, guest) {
                 if freed < last {
                     return Err(Verdict {
-                        condition: Condition::S4,
+                        cause: Cause::S4,
                         event: Some(freed),
                         message: format!(
                             "S4: the memory of {} was freed at event {freed}, but {} that would live in it is used until event {last}; keep the staging allocation alive as long as the device buffer, or let the pair go",

@@ -392,6 +392,7 @@ impl T {
         let again = echo_analyzer::plan::parse_plan(&a.plan.to_json()).expect("plan parses");
         assert_eq!(again, a.plan);
         assert_plain_words(&a);
+        assert_causes_agree(&a, t);
         // Every copy is accounted for: in an accepted pair, or under exactly one reason.
         let c = &a.copies;
         let explained: u64 = c
@@ -402,6 +403,91 @@ impl T {
             .sum();
         assert_eq!(c.accepted_copies + explained, c.copies, "{c:#?}");
         a
+    }
+}
+
+/// Issue 24, one cause, one name: for every refused pair, its condition, the summary reason it
+/// is counted under, the summary's explanation and remedy, its own remedy and the report's lines
+/// all come from one [`Cause`], so they agree.
+pub fn assert_causes_agree(a: &Analysis, t: Thresholds) {
+    use echo_analyzer::safety::Cause;
+    let table = echo_analyzer::report::table(a, "test");
+    let mut pairs_by_reason: std::collections::BTreeMap<String, u64> = Default::default();
+    for (i, c) in a.candidates.iter().enumerate() {
+        let Decision::Rejected {
+            condition,
+            message,
+            reason,
+            remedy,
+            ..
+        } = &c.decision
+        else {
+            continue;
+        };
+        let cause = Cause::ALL
+            .into_iter()
+            .find(|x| x.key() == reason)
+            .unwrap_or_else(|| panic!("row {}: no cause named {reason:?}", i + 1));
+        assert_eq!(
+            cause.condition(),
+            Some(*condition),
+            "row {}: {message}",
+            i + 1
+        );
+        assert!(
+            message.starts_with(&format!("{}: ", condition.as_str())),
+            "row {}: the detail starts with its condition: {message}",
+            i + 1
+        );
+        assert_eq!(remedy, &cause.remedy(t), "row {}", i + 1);
+        let r = a
+            .copies
+            .reasons
+            .iter()
+            .find(|r| &r.reason == reason)
+            .unwrap_or_else(|| {
+                panic!("row {}: no summary reason {reason}: {:#?}", i + 1, a.copies)
+            });
+        assert!(
+            r.explanation.contains(&cause.explanation(t)),
+            "{reason}: {}",
+            r.explanation
+        );
+        assert!(
+            r.remedy.contains(&cause.remedy(t)),
+            "{reason}: {}",
+            r.remedy
+        );
+        assert!(
+            table.contains(&format!("to change ({reason}): {remedy}")),
+            "row {}: the report shows the pair's remedy:\n{table}",
+            i + 1
+        );
+        *pairs_by_reason.entry(reason.clone()).or_default() += 1;
+    }
+    // The summary counts exactly the refused pairs of each pair cause, no other.
+    for r in &a.copies.reasons {
+        let cause = Cause::ALL.into_iter().find(|x| x.key() == r.reason);
+        let cause = cause.unwrap_or_else(|| panic!("summary reason {:?} has no cause", r.reason));
+        if cause.condition().is_some() {
+            assert_eq!(
+                pairs_by_reason.get(&r.reason).copied().unwrap_or(0),
+                r.pairs,
+                "{}: {:#?}",
+                r.reason,
+                a.copies
+            );
+        }
+    }
+    // Grammar.
+    for bad in ["1 copies", "≥ 0 B", " 1 pairs", " 1 members"] {
+        assert!(!table.contains(bad), "{bad:?} in\n{table}");
+    }
+    if table.contains("(reasons above)") {
+        assert!(
+            table.contains("not in accepted pairs, by reason:"),
+            "{table}"
+        );
     }
 }
 
