@@ -11,12 +11,13 @@
 #   valgrind                   scripts/leaks.sh (its short run is part of the test suite)
 #   binutils                   readelf: tests/tests/symbols.rs reads the layer's relocations
 #   g++                        tests/vma-app's vk-mem builds VMA's C++ with `cc` (issue 12)
+#   libvkfft-dev glslang-dev   VkFFT (header-only) and glslang as a library for tests/c/c_vkfft.c (issue 26)
 #
 # Extra packages can be added with ECHO_EXTRA_PACKAGES="valgrind binutils".
 set -euo pipefail
 
 packages=(libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
-          glslang-tools spirv-tools valgrind binutils g++)
+          glslang-tools spirv-tools valgrind binutils g++ libvkfft-dev glslang-dev)
 # shellcheck disable=SC2206
 packages+=(${ECHO_EXTRA_PACKAGES:-})
 

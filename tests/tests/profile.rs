@@ -446,7 +446,11 @@ fn a_late_one_off_race_is_refused_watched_or_sampled() {
     for at in 3..=10 {
         let at_s = at.to_string();
         let (t, d, cov) = race_decision("12", &["--race-at", &at_s], &[]);
-        assert_eq!(unobserved_windows(&t), 0, "race at {at}: the default watches all");
+        assert_eq!(
+            unobserved_windows(&t),
+            0,
+            "race at {at}: the default watches all"
+        );
         assert!(
             matches!(
                 &d,
@@ -517,12 +521,19 @@ fn sampling_only_ever_refuses_more_than_watching_every_window() {
             sampled_somewhere += 1;
         }
         for (pair, d) in &sampled {
-            let f = full.iter().find(|(p, _)| p == pair).map(|(_, d)| d.as_str());
+            let f = full
+                .iter()
+                .find(|(p, _)| p == pair)
+                .map(|(_, d)| d.as_str());
             if d == "accepted" && f != Some("accepted") {
-                wrong.push(format!("{name}: {pair} accepted sampled, {f:?} fully watched"));
+                wrong.push(format!(
+                    "{name}: {pair} accepted sampled, {f:?} fully watched"
+                ));
             }
             if f == Some("accepted") && d != "accepted" && d != "evidence" {
-                wrong.push(format!("{name}: {pair} accepted fully watched, {d} sampled"));
+                wrong.push(format!(
+                    "{name}: {pair} accepted fully watched, {d} sampled"
+                ));
             }
         }
     }
