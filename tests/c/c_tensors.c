@@ -19,12 +19,15 @@
  * mapped and used directly; OpTensorSyncDevice/Local record no copy (OpTensorSyncLocal keeps its
  * shader write -> host read barrier).
  *
+ * stderr: `loop_ms T`, the wall time of the loop (scripts/real-libs.sh reads it).
  * stdout: the FNV-1a checksum over every iteration's out bytes, identical in every mode and in
  * both variants. SPIR-V: argv[4], else c_tensors.spv beside $ECHO_C_SPV.
  *
  * gate-args: staging 2 1
  * gate-args: zero 2 1 */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 #include "common.h"
+#include <time.h>
 
 struct tensor {
     VkDeviceSize size;
@@ -236,6 +239,8 @@ int main(int argc, char **argv)
 
     uint64_t sum = FNV_OFFSET;
     const VkDeviceSize words = size / 4;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (uint32_t it = 0; it < iters; it++) {
         for (VkDeviceSize i = 0; i < words; i++) { /* tensor->data() = ... */
             a.data[i] = (uint32_t)i * 7u + it;
@@ -268,6 +273,10 @@ int main(int argc, char **argv)
         CHECK(vkWaitForFences(g.dev, 1, &fence, VK_TRUE, UINT64_MAX));
         sum = fnv1a(sum, out.data, (size_t)size); /* out->vector() */
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* stderr (not compared between modes): the loop's wall time, for scripts/real-libs.sh */
+    fprintf(stderr, "loop_ms %.3f\n",
+            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
     printf("tensors 3 x %ld MiB, %u iterations: checksum %016llx\n", mib, iters,
            (unsigned long long)sum);
 

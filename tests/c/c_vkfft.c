@@ -15,7 +15,8 @@
  * `zero` is the zero-copy twin: `buffer` is allocated HOST_VISIBLE|HOST_COHERENT (DEVICE_LOCAL
  * too where a type has both), written and read through its own mapping; no staging, no copies.
  *
- * stdout: per case, the FNV-1a checksum of every iteration's result bytes and the largest
+ * stderr: `loop_ms T`, the wall time of the iterations without the host's checks
+ * (scripts/real-libs.sh reads it). stdout: per case, the FNV-1a checksum of every iteration's result bytes and the largest
  * |inverse(forward(x)) - x| over the case ("roundtrip ok" below 1e-3); identical in every mode and
  * in both variants. The gate runs it small:
  * gate-args: staging 2 small
@@ -33,6 +34,7 @@
 #include <vkFFT.h>
 
 #include "common.h"
+#include <time.h>
 
 struct fft_case {
     const char *name;
@@ -51,6 +53,8 @@ static const struct fft_case LARGE[] = {
 };
 
 static int zero_copy;
+/* Wall time of the timed part (transfers and FFTs; the checks excluded), all cases. */
+static double loop_ms;
 
 static VkCommandBuffer begin_one(const struct gpu *g, VkCommandPool pool)
 {
@@ -168,6 +172,8 @@ static void run_case(struct gpu *g, VkCommandPool pool, VkFence fence, const str
     REQUIRE(in && out);
     uint64_t sum = FNV_OFFSET;
     double max_err = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (uint32_t it = 0; it < iters; it++) {
         for (uint64_t i = 0; i < 2 * n; i++)
             in[i] = (float)((i * 7 + it * 13) % 1024) / 512.0f - 1.0f;
@@ -181,12 +187,15 @@ static void run_case(struct gpu *g, VkCommandPool pool, VkFence fence, const str
             memcpy(out, mapped, (size_t)size);
         else
             transfer(g, pool, fence, b.buf, out, size, 0);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        loop_ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
         sum = fnv1a(sum, out, (size_t)size);
         for (uint64_t i = 0; i < 2 * n; i++) {
             double e = fabs((double)out[i] - (double)in[i]);
             if (e > max_err)
                 max_err = e;
         }
+        clock_gettime(CLOCK_MONOTONIC, &t0);
     }
     printf("%s %llu bytes: checksum %016llx roundtrip %s\n", c->name, (unsigned long long)size,
            (unsigned long long)sum, max_err < 1e-3 ? "ok" : "FAILED");
@@ -225,6 +234,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         run_case(&g, pool, fence, &cases[i], iters);
     glslang_finalize_process();
+    fprintf(stderr, "loop_ms %.3f\n", loop_ms);
     vkDestroyFence(g.dev, fence, NULL);
     vkDestroyCommandPool(g.dev, pool, NULL);
     vkDestroyDevice(g.dev, NULL);

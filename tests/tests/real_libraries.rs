@@ -174,7 +174,7 @@ fn kompute_style_tensors_every_mode_and_twin() {
         "c_tensors",
         &["staging", "3", "1"],
         &["zero", "3", "1"],
-        3 * 3 << 20,
+        (3 * 3) << 20,
     );
     assert!(
         out.starts_with("tensors 3 x 1 MiB, 3 iterations: checksum "),
