@@ -1,7 +1,9 @@
 //! Compiles `shaders/*.comp` (GLSL) to SPIR-V in OUT_DIR with glslangValidator (Debian package
 //! `glslang-tools`, as for the samples), for the test programs in src/bin and tests/c; and the C
 //! corpus `c/*.c` (issue 11) with the system C compiler into OUT_DIR, each linked with plain
-//! `-lvulkan` (not dlopen: the loader's symbols in the global scope is the point of the corpus).
+//! `-lvulkan` (not dlopen: the loader's symbols in the global scope is the point of the corpus),
+//! plus the `cc-args:` / `link-args:` a source names; c_vkfft (issue 26) against a patched copy
+//! of Debian's VkFFT header (see `vkfft_header`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -107,11 +109,41 @@ fn build_c(out: &std::path::Path) {
     for src in sources {
         println!("cargo:rerun-if-changed={}", src.display());
         let exe = out.join(src.file_stem().unwrap());
+        let text = std::fs::read_to_string(&src).unwrap_or_default();
+        // A program may add compiler and linker arguments with `cc-args:` / `link-args:` lines
+        // in its source (c_vkfft links glslang and SPIRV-Tools).
+        let extra = |key: &str| -> Vec<String> {
+            text.lines()
+                .filter_map(|l| l.split_once(key).map(|(_, rest)| rest))
+                .flat_map(|rest| rest.split_whitespace().map(str::to_string))
+                .collect()
+        };
+        let mut cc_args = extra("cc-args:");
+        if text.contains("#include <vkFFT.h>") {
+            match vkfft_header(out) {
+                Some(dir) => {
+                    cc_args.push("-isystem".into());
+                    cc_args.push(dir.display().to_string());
+                }
+                None => {
+                    println!(
+                        "cargo:warning={} not built: /usr/include/vkFFT.h or glslang's headers \
+                         are missing (Debian: apt-get install libvkfft-dev glslang-dev, or \
+                         scripts/deps.sh)",
+                        src.display()
+                    );
+                    continue;
+                }
+            }
+        }
         let o = Command::new(&cc)
-            .args(["-O1", "-Wall", "-Werror", "-std=c11", "-o"])
+            .args(["-O1", "-Wall", "-Werror", "-std=c11"])
+            .args(&cc_args)
+            .arg("-o")
             .arg(&exe)
             .arg(&src)
             .arg("-lvulkan")
+            .args(extra("link-args:"))
             .output()
             .unwrap_or_else(|e| {
                 panic!("cannot run the C compiler `{cc}` (install gcc, or set CC): {e}")
@@ -125,4 +157,32 @@ fn build_c(out: &std::path::Path) {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+}
+
+/// VkFFT 1.2.26 as Debian ships it (libvkfft-dev), patched into `OUT_DIR/vkfft/vkFFT.h` in two
+/// places so that its Vulkan backend builds as C against Debian bookworm's glslang 12 (`None` when
+/// the header or glslang's is missing):
+/// - `VkCommandBuffer commandBuffer = {};` (three times) is an empty scalar initializer, an error
+///   in C before C23 (gcc 12): `= VK_NULL_HANDLE`;
+/// - its own `glslang_resource_t` literal predates glslang 12's struct (new fields before
+///   `limits`), so the limits land zeroed and glslang rejects every VkFFT shader
+///   ("'limitations' : Non-constant-index-expression"): glslang's own
+///   `glslang_default_resource()` (libglslang-default-resource-limits) instead.
+fn vkfft_header(out: &std::path::Path) -> Option<PathBuf> {
+    let src = std::path::Path::new("/usr/include/vkFFT.h");
+    println!("cargo:rerun-if-changed={}", src.display());
+    if !std::path::Path::new("/usr/include/glslang/Public/resource_limits_c.h").exists() {
+        return None;
+    }
+    let text = std::fs::read_to_string(src).ok()?;
+    let patched = text
+        .replace(
+            "VkCommandBuffer commandBuffer = {};",
+            "VkCommandBuffer commandBuffer = VK_NULL_HANDLE;",
+        )
+        .replace("&default_resource,", "glslang_default_resource(),");
+    let dir = out.join("vkfft");
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::write(dir.join("vkFFT.h"), patched).ok()?;
+    Some(dir)
 }

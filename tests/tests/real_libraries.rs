@@ -1,0 +1,202 @@
+//! Programs on real libraries (issue 26), each beside its zero-copy twin: `c_vkfft` (VkFFT from
+//! Debian's libvkfft-dev, staging transfers as VkFFT's sample code does them) and `c_tensors`
+//! (Kompute's tensor layout: a device buffer and a staging buffer per tensor). Both are corpus
+//! programs (tests/c, built by tests/build.rs), so the validation gate (validation_all.rs) also
+//! runs them in every mode under validation with the `gate-args:` their sources declare.
+//!
+//! Here, at small sizes: the output is identical without echo, in profile, enforce and auto
+//! (twice), and in the zero-copy twin; enforce applies every planned group and elides bytes (so
+//! a plan that stopped pairing these libraries' buffers fails the test); VkFFT's inverse
+//! reproduces its input.
+
+use echo_tests::world::{artifact, run_within, Layers, World};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// c_vkfft compiles its shaders at run time (glslang, then llvmpipe): slower than the others.
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn program(name: &str) -> PathBuf {
+    let p = Path::new(env!("OUT_DIR")).join(name);
+    assert!(
+        p.exists(),
+        "{} was not built: tests/build.rs skips c_vkfft when Debian's libvkfft-dev or \
+         glslang-dev is missing (scripts/deps.sh installs them)",
+        p.display()
+    );
+    p
+}
+
+struct Run {
+    stdout: String,
+    stats: Vec<Value>,
+}
+
+fn run(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    mode: Option<&'static str>,
+    env: &[(&str, String)],
+) -> Run {
+    let mut w = World::new(Layers {
+        echo: mode,
+        test_layer: false,
+        validation: false,
+    })
+    .set(
+        "ECHO_C_SPV",
+        Path::new(env!("OUT_DIR"))
+            .join("c_double.spv")
+            .display()
+            .to_string(),
+    );
+    for (k, v) in env {
+        w = w.set(k, v);
+    }
+    let stats = dir.join(format!("stats-{}.jsonl", mode.unwrap_or("none")));
+    let _ = std::fs::remove_file(&stats);
+    w = w.set("VK_ECHO_STATS", stats.display().to_string());
+    let label = format!(
+        "{name} {} (echo {})",
+        args.join(" "),
+        mode.unwrap_or("not installed")
+    );
+    let r = run_within(w.command(&program(name), args), LIMIT);
+    assert!(
+        r.status.success(),
+        "{label} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        r.status,
+        r.stdout,
+        r.stderr
+    );
+    let stats = std::fs::read_to_string(&stats)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("stats line is JSON"))
+        .collect();
+    Run {
+        stdout: r.stdout,
+        stats,
+    }
+}
+
+fn sum(stats: &[Value], field: &str) -> u64 {
+    stats.iter().map(|s| s[field].as_u64().unwrap_or(0)).sum()
+}
+
+/// Every mode and the twin print the baseline's stdout; enforce applies all its groups and
+/// elides at least `min_elided` bytes. Returns the baseline's stdout.
+fn every_mode_and_twin(name: &str, staging: &[&str], zero: &[&str], min_elided: u64) -> String {
+    let dir = std::env::temp_dir().join(format!("echo-reallib-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = |p: PathBuf| p.display().to_string();
+    let base = run(&dir, name, staging, None, &[]).stdout;
+    assert!(!base.is_empty(), "{name}: no output");
+    let same = |what: &str, out: &str| {
+        assert!(
+            out == base,
+            "{name} {what}: stdout differs from the baseline's\nbaseline:\n{base}\nthis run:\n{out}"
+        );
+    };
+    let trace = dir.join("trace.jsonl");
+    let profile = run(
+        &dir,
+        name,
+        staging,
+        Some("profile"),
+        &[("VK_ECHO_TRACE", s(trace.clone()))],
+    );
+    same("profile", &profile.stdout);
+    let plan = dir.join("plan.json");
+    let mut cmd = Command::new(artifact("vkecho"));
+    cmd.arg("analyze").arg(&trace).arg("-o").arg(&plan);
+    let a = run_within(cmd, LIMIT);
+    assert!(
+        a.status.success(),
+        "{name}: vkecho analyze failed:\n{}{}",
+        a.stdout,
+        a.stderr
+    );
+
+    let enforce = run(
+        &dir,
+        name,
+        staging,
+        Some("enforce"),
+        &[("VK_ECHO_PLAN", s(plan))],
+    );
+    same("enforce", &enforce.stdout);
+    let (planned, applied) = (
+        sum(&enforce.stats, "groups_planned"),
+        sum(&enforce.stats, "groups_applied"),
+    );
+    assert!(
+        planned >= 1 && applied == planned,
+        "{name}: {applied} of {planned} planned groups applied; plan analysis:\n{}\nstats: {:?}",
+        a.stdout,
+        enforce.stats
+    );
+    let elided = sum(&enforce.stats, "bytes_elided");
+    assert!(
+        elided >= min_elided,
+        "{name}: enforce elided {elided} bytes, want at least {min_elided}; stats: {:?}",
+        enforce.stats
+    );
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    for n in 1..=2 {
+        let auto = run(
+            &dir,
+            name,
+            staging,
+            Some("auto"),
+            &[("VK_ECHO_CACHE_DIR", s(cache.clone()))],
+        );
+        same(&format!("auto (run {n})"), &auto.stdout);
+    }
+    let twin = run(&dir, name, zero, None, &[]);
+    same("zero-copy twin", &twin.stdout);
+    if std::env::var_os("ECHO_KEEP_TEST_DIRS").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    base
+}
+
+#[test]
+fn kompute_style_tensors_every_mode_and_twin() {
+    // 3 iterations of 3 tensors of 1 MiB: a and b uploaded, out read back, each iteration.
+    let out = every_mode_and_twin(
+        "c_tensors",
+        &["staging", "3", "1"],
+        &["zero", "3", "1"],
+        (3 * 3) << 20,
+    );
+    assert!(
+        out.starts_with("tensors 3 x 1 MiB, 3 iterations: checksum "),
+        "{out}"
+    );
+}
+
+#[test]
+fn vkfft_every_mode_and_twin() {
+    // 2 iterations of three FFT cases; the 2D (512 KiB) and the 1D batch (2 MiB) are above the
+    // pairing threshold (256 KiB): their upload and download per iteration must go.
+    let out = every_mode_and_twin(
+        "c_vkfft",
+        &["staging", "2", "small"],
+        &["zero", "2", "small"],
+        2 * 2 * (512 << 10) + 2 * 2 * (2 << 20),
+    );
+    assert_eq!(out.lines().count(), 3, "{out}");
+    for l in out.lines() {
+        assert!(
+            l.ends_with("roundtrip ok"),
+            "VkFFT's inverse did not give back its input: {l}"
+        );
+    }
+}
