@@ -41,8 +41,8 @@
 //! through `BUSY`, so a handler and normal code never re-map a view at once.
 
 use crate::dispatch::DeviceData;
+use crate::hostmem::memfd::DoubleMap;
 use crate::log;
-use crate::profile::memfd::DoubleMap;
 use ash::vk;
 use ash::vk::Handle;
 use std::collections::{HashMap, HashSet};
@@ -129,7 +129,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_
                 let start = s.start.load(Ordering::Acquire);
                 let len = s.len.load(Ordering::Acquire);
                 if addr >= start && addr < start + len {
-                    on_fault(s, crate::profile::guard::fault_is_write(ctx));
+                    on_fault(s, crate::hostmem::fault::fault_is_write(ctx));
                     *errno_ptr() = saved;
                     return;
                 }
@@ -533,7 +533,7 @@ pub fn untrusted_marker(plan: &std::path::Path) -> std::path::PathBuf {
 
 /// Why guarded enforce cannot run on a device (`Err`), else the guard.
 pub fn start(dev: &DeviceData, plan: &std::path::Path) -> Result<Guard, String> {
-    let ext = crate::profile::recorder::EXT_MEMORY_HOST;
+    let ext = crate::hostmem::import::EXT_MEMORY_HOST;
     if !dev.extensions.contains(ext.to_str().unwrap_or_default()) {
         return Err(format!(
             "the device does not offer {} (needed to double-map guarded memory)",
@@ -543,7 +543,7 @@ pub fn start(dev: &DeviceData, plan: &std::path::Path) -> Result<Guard, String> 
     let props = dev
         .next_proc(c"vkGetMemoryHostPointerPropertiesEXT")
         .ok_or("vkGetMemoryHostPointerPropertiesEXT is missing")?;
-    let align = crate::profile::recorder::import_alignment(dev);
+    let align = crate::hostmem::import::import_alignment(dev);
     if !align.is_power_of_two() {
         return Err(format!(
             "minImportedHostPointerAlignment {align} is not a power of two"
