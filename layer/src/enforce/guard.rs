@@ -632,38 +632,21 @@ impl Guard {
         dev: &DeviceData,
         info: &vk::MemoryAllocateInfo<'_>,
     ) -> Option<Box<Import>> {
-        let mut flags = None;
-        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-        while !p.is_null() {
-            match (*p).s_type {
-                vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO => {
-                    let mut f = *(p as *const vk::MemoryAllocateFlagsInfo<'static>);
-                    f.p_next = std::ptr::null();
-                    flags = Some(f);
-                }
-                // A host-pointer import may not be dedicated (VUID-VkMemoryAllocateInfo-
-                // pNext-02806): the dedication of a buffer is a hint, dropped.
-                vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO => {
-                    let d = &*(p as *const vk::MemoryDedicatedAllocateInfo<'_>);
-                    if d.image != vk::Image::null() {
-                        return None;
-                    }
-                }
-                _ => return None,
-            }
-            p = (*p).p_next;
+        let chain = crate::hostmem::import::importable_chain(info)?;
+        if chain.priority.is_some() {
+            return None; // not carried into guarded imports
         }
+        let flags = chain.flags;
         let map = DoubleMap::new(info.allocation_size as usize, self.align as usize)
             .map_err(|e| log::warn!("guard: no double mapping ({e})"))
             .ok()?;
-        let mut props = vk::MemoryHostPointerPropertiesEXT::default();
-        let r = (self.host_ptr_props)(
+        let ptr = map.driver_ptr() as *const c_void;
+        if let Err((r, _)) = crate::hostmem::import::can_import(
+            self.host_ptr_props,
             dev.handle,
-            vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
-            map.driver_ptr() as *const c_void,
-            &mut props,
-        );
-        if r != vk::Result::SUCCESS || props.memory_type_bits & (1 << info.memory_type_index) == 0 {
+            ptr,
+            info.memory_type_index,
+        ) {
             log::warn!(
                 "guard: memory type {} cannot import host pointers ({r:?}); its group is not guarded",
                 info.memory_type_index

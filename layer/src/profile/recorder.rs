@@ -348,33 +348,7 @@ impl Profiler {
         if ty.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() == 0 {
             return None;
         }
-        let mut flags = None;
-        let mut priority = None;
-        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-        while !p.is_null() {
-            match (*p).s_type {
-                vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO => {
-                    let mut f = *(p as *const vk::MemoryAllocateFlagsInfo<'static>);
-                    f.p_next = std::ptr::null();
-                    flags = Some(f);
-                }
-                vk::StructureType::MEMORY_PRIORITY_ALLOCATE_INFO_EXT => {
-                    let mut f = *(p as *const vk::MemoryPriorityAllocateInfoEXT<'static>);
-                    f.p_next = std::ptr::null();
-                    priority = Some(f);
-                }
-                vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO => {
-                    // A host-pointer import may not be dedicated (VUID-VkMemoryAllocateInfo-
-                    // pNext-02806): drop it for buffers (a hint), keep images off the path.
-                    let d = &*(p as *const vk::MemoryDedicatedAllocateInfo<'_>);
-                    if d.image != vk::Image::null() {
-                        return None;
-                    }
-                }
-                _ => return None, // export/import/capture-replay or unknown: leave it alone
-            }
-            p = (*p).p_next;
-        }
+        let chain = crate::hostmem::import::importable_chain(info)?;
         let map = DoubleMap::new(
             info.allocation_size as usize,
             self.min_import_alignment as usize,
@@ -382,26 +356,21 @@ impl Profiler {
         .map_err(|e| log::debug!("profile: no double mapping ({e})"))
         .ok()?;
         let get = self.host_ptr_props?;
-        let mut props = vk::MemoryHostPointerPropertiesEXT::default();
-        let r = get(
-            dev.handle,
-            vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
-            map.driver_ptr() as *const c_void,
-            &mut props,
-        );
-        if r != vk::Result::SUCCESS || props.memory_type_bits & (1 << info.memory_type_index) == 0 {
+        let ptr = map.driver_ptr() as *const c_void;
+        if let Err((r, bits)) =
+            crate::hostmem::import::can_import(get, dev.handle, ptr, info.memory_type_index)
+        {
             log::debug!(
-                "profile: memory type {} cannot import host pointers ({r:?}, bits {:#x}); plain allocation",
-                info.memory_type_index,
-                props.memory_type_bits
+                "profile: memory type {} cannot import host pointers ({r:?}, bits {bits:#x}); plain allocation",
+                info.memory_type_index
             );
             return None;
         }
         let mut b = Box::new(Import {
             info: vk::MemoryAllocateInfo::default(),
             import: vk::ImportMemoryHostPointerInfoEXT::default(),
-            flags,
-            priority,
+            flags: chain.flags,
+            priority: chain.priority,
             driver_ptr: map.driver_ptr() as usize,
             len: map.len(),
         });
