@@ -186,7 +186,7 @@ pub struct PanicAt {
 #[allow(dead_code)] // fields read by profile and enforce mode
 pub struct DeviceData {
     pub handle: vk::Device,
-    /// Creation index in the process (`crate::process`): traces and plans name devices by it.
+    /// Creation index in the process (`crate::lifetime`): traces and plans name devices by it.
     pub index: u32,
     /// Its statistics were written (at `vkDestroyDevice` or at exit): once only.
     pub stats_written: AtomicBool,

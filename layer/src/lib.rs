@@ -6,14 +6,17 @@
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
+mod callsite;
 mod context;
+mod coordinator;
 mod dispatch;
 mod enforce;
-mod guard;
+mod ffi_guard;
 mod hooks;
+mod hostmem;
+mod lifetime;
 mod loader;
 mod log;
-mod process;
 mod profile;
 mod reflect;
 mod settings;
@@ -23,7 +26,7 @@ mod state;
 mod testutil;
 
 use ash::vk;
-use guard::guard_value;
+use ffi_guard::guard_value;
 use hooks::instance;
 use loader::{VkNegotiateLayerInterface, VkNegotiateLayerStructType};
 use std::ffi::c_char;

@@ -41,8 +41,8 @@
 //! through `BUSY`, so a handler and normal code never re-map a view at once.
 
 use crate::dispatch::DeviceData;
+use crate::hostmem::memfd::DoubleMap;
 use crate::log;
-use crate::profile::memfd::DoubleMap;
 use ash::vk;
 use ash::vk::Handle;
 use std::collections::{HashMap, HashSet};
@@ -129,7 +129,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_
                 let start = s.start.load(Ordering::Acquire);
                 let len = s.len.load(Ordering::Acquire);
                 if addr >= start && addr < start + len {
-                    on_fault(s, crate::profile::guard::fault_is_write(ctx));
+                    on_fault(s, crate::hostmem::fault::fault_is_write(ctx));
                     *errno_ptr() = saved;
                     return;
                 }
@@ -533,7 +533,7 @@ pub fn untrusted_marker(plan: &std::path::Path) -> std::path::PathBuf {
 
 /// Why guarded enforce cannot run on a device (`Err`), else the guard.
 pub fn start(dev: &DeviceData, plan: &std::path::Path) -> Result<Guard, String> {
-    let ext = crate::profile::recorder::EXT_MEMORY_HOST;
+    let ext = crate::hostmem::import::EXT_MEMORY_HOST;
     if !dev.extensions.contains(ext.to_str().unwrap_or_default()) {
         return Err(format!(
             "the device does not offer {} (needed to double-map guarded memory)",
@@ -543,7 +543,7 @@ pub fn start(dev: &DeviceData, plan: &std::path::Path) -> Result<Guard, String> 
     let props = dev
         .next_proc(c"vkGetMemoryHostPointerPropertiesEXT")
         .ok_or("vkGetMemoryHostPointerPropertiesEXT is missing")?;
-    let align = crate::profile::recorder::import_alignment(dev);
+    let align = crate::hostmem::import::import_alignment(dev);
     if !align.is_power_of_two() {
         return Err(format!(
             "minImportedHostPointerAlignment {align} is not a power of two"
@@ -632,38 +632,21 @@ impl Guard {
         dev: &DeviceData,
         info: &vk::MemoryAllocateInfo<'_>,
     ) -> Option<Box<Import>> {
-        let mut flags = None;
-        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-        while !p.is_null() {
-            match (*p).s_type {
-                vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO => {
-                    let mut f = *(p as *const vk::MemoryAllocateFlagsInfo<'static>);
-                    f.p_next = std::ptr::null();
-                    flags = Some(f);
-                }
-                // A host-pointer import may not be dedicated (VUID-VkMemoryAllocateInfo-
-                // pNext-02806): the dedication of a buffer is a hint, dropped.
-                vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO => {
-                    let d = &*(p as *const vk::MemoryDedicatedAllocateInfo<'_>);
-                    if d.image != vk::Image::null() {
-                        return None;
-                    }
-                }
-                _ => return None,
-            }
-            p = (*p).p_next;
+        let chain = crate::hostmem::import::importable_chain(info)?;
+        if chain.priority.is_some() {
+            return None; // not carried into guarded imports
         }
+        let flags = chain.flags;
         let map = DoubleMap::new(info.allocation_size as usize, self.align as usize)
             .map_err(|e| log::warn!("guard: no double mapping ({e})"))
             .ok()?;
-        let mut props = vk::MemoryHostPointerPropertiesEXT::default();
-        let r = (self.host_ptr_props)(
+        let ptr = map.driver_ptr() as *const c_void;
+        if let Err((r, _)) = crate::hostmem::import::can_import(
+            self.host_ptr_props,
             dev.handle,
-            vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
-            map.driver_ptr() as *const c_void,
-            &mut props,
-        );
-        if r != vk::Result::SUCCESS || props.memory_type_bits & (1 << info.memory_type_index) == 0 {
+            ptr,
+            info.memory_type_index,
+        ) {
             log::warn!(
                 "guard: memory type {} cannot import host pointers ({r:?}); its group is not guarded",
                 info.memory_type_index

@@ -2,8 +2,8 @@
 //!
 //! - [`start`] (at `vkCreateDevice`): find the plan (the `plan` setting, else the cache entry of
 //!   this context), refuse it with one warning when it is unsafe to read, corrupt, of another
-//!   version or another context, or turned off by calibration; `auto` mode profiles instead when
-//!   no plan exists yet and analyzes at `vkDestroyDevice` ([`finish_auto`]).
+//!   version or another context, or turned off by calibration. Auto mode's choice (profile or
+//!   enforce) is the coordinator's (`crate::coordinator`), above both modes.
 //! - [`Enforcer`] (`alias.rs`): binds planned buffers into their partner's memory (both
 //!   directions), redirects maps of staging allocations, defers binds until the partner is bound
 //!   (first use at the latest) and frees while a guest still lives in the memory.
@@ -21,7 +21,6 @@ pub use alias::{Enforcer, FreeAction, Unmap};
 
 use crate::dispatch::{Decision, DeviceData, InstanceData};
 use crate::log;
-use crate::process::AutoChoice;
 use ash::vk;
 use echo_analyzer::apply::PlanIndex;
 use echo_analyzer::context::{cache_paths_for, legacy_cache_paths_for, plan_applies_in};
@@ -85,7 +84,21 @@ pub fn load_plan_in(path: &Path, now: &Context, mode: ContextMode) -> Result<Pla
     Ok(plan)
 }
 
-/// Decides enforce/auto start-up for an active device. `ctx` is this run's context.
+/// The cache entry of this context: `(trace, plan)` paths. A cache written before issue 27
+/// keyed its entries by the device UUID: its plans (whose context names that UUID,
+/// `plan_applies_in`) are still found and used.
+pub fn cache_entry(settings: &Settings, ctx: &Context) -> (PathBuf, PathBuf) {
+    let (trace, plan) = cache_paths_for(&settings.cache_dir, ctx, settings.context);
+    if !plan.exists() {
+        let (lt, lp) = legacy_cache_paths_for(&settings.cache_dir, ctx, settings.context);
+        if lp.exists() {
+            return (lt, lp);
+        }
+    }
+    (trace, plan)
+}
+
+/// Enforce start-up for an active device (auto mode: with the plan the coordinator chose). `ctx` is this run's context.
 /// `device_index` is the device's creation index in the process: only the plan's groups of that
 /// device apply.
 pub fn start(
@@ -95,77 +108,24 @@ pub fn start(
     settings: &Settings,
     ctx: &Context,
     device_index: u32,
+    auto_plan: Option<PathBuf>,
 ) -> Start {
-    let (mut trace_path, mut cached_plan) =
-        cache_paths_for(&settings.cache_dir, ctx, settings.context);
-    if !cached_plan.exists() {
-        // A cache written before issue 27 keyed its entries by the device UUID: its plans (whose
-        // context names that UUID, `plan_applies_in`) are still found and used.
-        let (lt, lp) = legacy_cache_paths_for(&settings.cache_dir, ctx, settings.context);
-        if lp.exists() {
-            (trace_path, cached_plan) = (lt, lp);
-        }
-    }
     let path = match decision.mode {
-        Mode::Enforce => settings.plan.clone().unwrap_or(cached_plan),
-        Mode::Auto => {
-            let p = settings.plan.clone().unwrap_or(cached_plan);
-            // One decision per context and process (`crate::process`): later devices of this
-            // run follow the first one's, even once a checkpoint has written a plan.
-            let choice = crate::process::auto_choice(&p).unwrap_or_else(|| {
-                let profile = || AutoChoice::Profile {
-                    trace: settings.trace.clone().unwrap_or(trace_path),
-                };
-                // A guarded run that could not keep the program's semantics marked the plan
-                // untrusted: profile again (the fresh plan removes the marker).
-                let untrusted = guard::untrusted_marker(&p);
-                let untrusted = p.exists() && untrusted.exists() && {
-                    log::info!(
-                        "auto mode: {} says a guarded run could not keep the program's semantics; profiling again",
-                        untrusted.display()
-                    );
-                    true
-                };
-                // `context=program`: a plan made under other arguments is profiled again until
-                // it is stable (`echo_analyzer::program`); the new profile merges into it.
-                let (c, base) = if !p.exists() || untrusted {
-                    (profile(), None)
-                } else if settings.context == ContextMode::Program {
-                    match load_plan_in(&p, ctx, settings.context) {
-                        Ok(plan)
-                            if echo_analyzer::program::auto_should_profile(
-                                &plan,
-                                &ctx.args_hash,
-                            ) =>
-                        {
-                            log::info!(
-                                "auto mode (context=program): the plan {} is not stable yet and these arguments were not profiled; profiling them",
-                                p.display()
-                            );
-                            (profile(), Some(plan))
-                        }
-                        _ => (AutoChoice::Enforce, None),
-                    }
-                } else {
-                    (AutoChoice::Enforce, None)
-                };
-                crate::process::set_auto_choice(&p, c, settings, base)
-            });
-            match choice {
-                AutoChoice::Profile { trace } => {
-                    log::info!(
-                        "auto mode: no plan for this program and device at {}; profiling into {} (the plan is made when the last instance is destroyed, or at exit)",
-                        p.display(),
-                        trace.display()
-                    );
-                    return Start::Profile { trace, plan: p };
-                }
-                AutoChoice::Enforce => {
-                    log::info!("auto mode: enforcing the plan {}", p.display());
-                    p
+        Mode::Enforce => settings
+            .plan
+            .clone()
+            .unwrap_or_else(|| cache_entry(settings, ctx).1),
+        // Auto mode's choice is the coordinator's (`crate::coordinator`): here only the plan it
+        // decided to enforce.
+        Mode::Auto => match auto_plan {
+            Some(p) => p,
+            None => {
+                return Start::Passthrough {
+                    plan: None,
+                    why: "auto mode: no plan chosen".into(),
                 }
             }
-        }
+        },
         _ => {
             return Start::Passthrough {
                 plan: None,
@@ -330,14 +290,14 @@ pub unsafe fn touch_writes(
     }
 }
 
-/// `vkCreateDevice` glue, after the device record exists: enforce and auto mode decide here
-/// (auto without a plan starts profile mode into the cache's trace path).
-pub fn on_create_device(dev: &DeviceData) {
-    if !dev.is_active() || !matches!(dev.decision.mode, Mode::Enforce | Mode::Auto) {
-        return;
-    }
+/// `vkCreateDevice` glue (through `crate::coordinator`), after the device record exists: enforce start-up for an active device in enforce mode, or in auto mode with the plan the
+/// coordinator chose (`auto_plan`): the [`Start`] to install.
+pub fn on_create_device(dev: &DeviceData, auto_plan: Option<PathBuf>) -> Start {
     let Some(inst) = dev.instance.as_ref() else {
-        return;
+        return Start::Passthrough {
+            plan: None,
+            why: "no instance".into(),
+        };
     };
     let ctx = crate::context::gather(inst, dev.physical_device);
     let mut s = start(
@@ -347,6 +307,7 @@ pub fn on_create_device(dev: &DeviceData) {
         &dev.settings,
         &ctx,
         dev.index,
+        auto_plan,
     );
     if let Start::Enforce(e) = &mut s {
         if dev.settings.guard_on() {
@@ -368,35 +329,7 @@ pub fn on_create_device(dev: &DeviceData) {
             dev.api_version,
         ));
     }
-    if let Start::Profile { trace, .. } = &s {
-        if let Some(other) = crate::profile::sink::global()
-            .and_then(|g| g.path())
-            .filter(|p| *p != trace.as_path())
-        {
-            // One trace per process: a second context cannot be profiled beside the first.
-            log::warn!(
-                "auto mode: this process already profiles another device context into {}; device '{}' passes through unchanged",
-                other.display(),
-                dev.decision.name
-            );
-            let _ = dev.enforce.set(Start::Passthrough {
-                plan: None,
-                why: format!(
-                    "auto mode: the process already profiles another context into {}",
-                    other.display()
-                ),
-            });
-            return;
-        }
-        if !crate::profile::start(dev, Some(trace)) {
-            let _ = dev.enforce.set(Start::Passthrough {
-                plan: None,
-                why: "auto mode: profiling could not start".into(),
-            });
-            return;
-        }
-    }
-    let _ = dev.enforce.set(s);
+    s
 }
 
 /// `vkDestroyDevice` glue, before the call goes down: deferred frees, then the statistics.
@@ -410,9 +343,9 @@ pub fn on_destroy_device(dev: &DeviceData) {
 /// The statistics of a device, once (the `stats` setting, and a summary line at `info`), when it
 /// is destroyed or, for a device the program never destroyed, at exit (`ended` says which).
 /// Auto mode's plan is not made here but when the last instance goes, or at exit
-/// (`crate::process`): a later device of the process may still be profiled.
+/// (`crate::coordinator`): a later device of the process may still be profiled.
 pub fn finish_device(dev: &DeviceData, ended: &str) {
-    if !crate::process::claim_stats(dev) {
+    if !crate::lifetime::claim_stats(dev) {
         return;
     }
     let mut stats = device_stats(dev);
@@ -506,70 +439,8 @@ pub fn device_stats(dev: &DeviceData) -> Stats {
     s
 }
 
-/// `auto` mode when the last instance is destroyed and at exit (`crate::process`): analyze the
-/// trace recorded so far and write the plan (0600, atomic rename) for the next run. Returns
-/// whether the plan was written.
-pub fn finish_auto(
-    trace: &Path,
-    plan_path: &Path,
-    settings: &Settings,
-    base: Option<&Plan>,
-) -> bool {
-    if let Some(s) = crate::profile::sink::global() {
-        s.flush();
-    }
-    let file = match std::fs::File::open(trace) {
-        Ok(f) => f,
-        Err(e) => {
-            log::warn!(
-                "auto mode: cannot read the trace {} ({e}); no plan made",
-                trace.display()
-            );
-            return false;
-        }
-    };
-    let t = match echo_analyzer::trace::read_trace(std::io::BufReader::new(file)) {
-        Ok(t) => t,
-        Err(e) => {
-            log::warn!("auto mode: trace {}: {e}; no plan made", trace.display());
-            return false;
-        }
-    };
-    let thresholds = echo_analyzer::plan::Thresholds {
-        min_bytes: settings.min_bytes,
-        min_copies: settings.min_copies,
-    };
-    let mut plan = echo_analyzer::analysis::analyze(&t, thresholds);
-    if settings.context == ContextMode::Program {
-        // Argument lists are evidence: merge into the program's plan so far.
-        plan = match base {
-            Some(b) => echo_analyzer::program::merge(b, &plan),
-            None => echo_analyzer::program::first(plan),
-        };
-    }
-    match write_private(plan_path, plan.to_json().as_bytes()) {
-        Ok(()) => {
-            let _ = std::fs::remove_file(guard::untrusted_marker(plan_path));
-            log::info!(
-                "auto mode: plan {} written ({} group(s), {} candidate(s) rejected); later runs enforce it",
-                plan_path.display(),
-                plan.groups.len(),
-                plan.rejected.len()
-            );
-            true
-        }
-        Err(e) => {
-            log::warn!(
-                "auto mode: cannot write the plan {}: {e}",
-                plan_path.display()
-            );
-            false
-        }
-    }
-}
-
 /// Writes `bytes` to `path` with mode 0600 through a temporary file and a rename.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

@@ -21,7 +21,7 @@ hook! {
             None if cx.dev.enforce().is_some_and(|e| e.guard().is_some())
                 && cx.dev.wants_key((*info).size) =>
             {
-                crate::profile::memfd::BufferPatch::host_allocation(&*info)
+                crate::hostmem::memfd::BufferPatch::host_allocation(&*info)
             }
             None => None,
         };
@@ -37,7 +37,7 @@ hook! {
             let mut req = vk::MemoryRequirements::default();
             (cx.dev.fp.get_buffer_memory_requirements)(device, *out, &mut req);
             let (key, stack) = if cx.dev.wants_key(i.size) {
-                let (hash, frames) = crate::profile::callsite::site(cx.dev);
+                let (hash, frames) = crate::callsite::site(cx.dev);
                 let key = cx.dev.state.buffer_keys.key(hash, i.size, i.usage.as_raw(), i.flags.as_raw());
                 (Some(key), frames)
             } else {

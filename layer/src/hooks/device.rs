@@ -4,7 +4,7 @@
 
 use super::HookId;
 use crate::dispatch::{self, cstr, key_of, raw, Decision, DeviceData, InstanceData, PanicAt};
-use crate::guard::{guard_value, layer_failed};
+use crate::ffi_guard::{guard_value, layer_failed};
 use crate::hooks::instance::proc_typed;
 use crate::loader;
 use crate::log;
@@ -135,7 +135,7 @@ pub fn extensions_to_add(
             }
             v.push(c"VK_KHR_external_memory");
         }
-        v.push(crate::profile::recorder::EXT_MEMORY_HOST);
+        v.push(crate::hostmem::import::EXT_MEMORY_HOST);
     }
     v
 }
@@ -329,7 +329,7 @@ pub unsafe extern "system" fn vkCreateDevice(
                 key,
                 DeviceData {
                     handle: device,
-                    index: crate::process::next_device_index(),
+                    index: crate::lifetime::next_device_index(),
                     stats_written: AtomicBool::new(false),
                     key_floor: std::sync::atomic::AtomicU64::new(u64::MAX),
                     physical_device: pd,
@@ -351,7 +351,7 @@ pub unsafe extern "system" fn vkCreateDevice(
                 },
             );
             if let Some(d) = dispatch::device(key) {
-                crate::enforce::on_create_device(&d);
+                crate::coordinator::on_create_device(&d);
                 if d.decision.active && d.decision.mode == Mode::Profile {
                     crate::profile::start(&d, None);
                 }

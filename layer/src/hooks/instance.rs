@@ -2,7 +2,7 @@
 //! introspection queries. Settings are resolved here, once per instance.
 
 use crate::dispatch::{self, cstr, key_of, raw, InstanceData};
-use crate::guard::guard;
+use crate::ffi_guard::guard;
 use crate::loader;
 use crate::settings::{self, LAYER_NAME};
 use ash::vk;
@@ -128,7 +128,7 @@ pub unsafe extern "system" fn vkCreateInstance(
                 None
             };
             if settings.mode != Mode::Off {
-                crate::process::ensure_exit_hook();
+                crate::coordinator::ensure_exit_hook();
             }
             dispatch::insert_instance(
                 key_of(raw(handle)),
@@ -178,7 +178,7 @@ pub unsafe extern "system" fn vkDestroyInstance(
         // Devices the application left alive (invalid, but it happens): their last accesses and
         // statistics go out now, while their records still make sense.
         if inst.settings.mode != Mode::Off {
-            crate::guard::guard_value(
+            crate::ffi_guard::guard_value(
                 "vkDestroyInstance",
                 || (),
                 || {
@@ -195,7 +195,11 @@ pub unsafe extern "system" fn vkDestroyInstance(
         }
         (inst.fp.destroy_instance)(instance, alloc);
         if inst.settings.mode != Mode::Off && dispatch::instance_count() == 0 {
-            crate::guard::guard_value("vkDestroyInstance", || (), crate::process::checkpoint);
+            crate::ffi_guard::guard_value(
+                "vkDestroyInstance",
+                || (),
+                crate::coordinator::checkpoint,
+            );
         }
     }
 }

@@ -44,12 +44,12 @@ macro_rules! hook {
         pub unsafe extern "system" fn $name($first: $fty $(, $arg: $ty)*) $(-> $ret)? {
             type Next = unsafe extern "system" fn($fty $(, $ty)*) $(-> $ret)?;
             type Ret = $crate::hooks::ret_ty!($($ret)?);
-            $crate::guard::device_call::<Next, Ret>(
+            $crate::ffi_guard::device_call::<Next, Ret>(
                 // SAFETY: the first parameter of every hooked command is a dispatchable handle.
                 unsafe { $crate::dispatch::key_of($crate::dispatch::raw($first)) },
                 $crate::hooks::HookId::$name,
                 #[allow(unused_unsafe)]
-                |$cx: &$crate::guard::Call<'_, Next, Ret>| unsafe { $body },
+                |$cx: &$crate::ffi_guard::Call<'_, Next, Ret>| unsafe { $body },
                 |next: Next| unsafe { next($first $(, $arg)*) },
             )
         }

@@ -5,11 +5,12 @@
 //! methods never call Vulkan except echo's own queries (fence status, semaphore counters,
 //! host-pointer properties) through the next layer.
 
-use super::guard::{self, GuardError};
-use super::memfd::{BufferPatch, DoubleMap};
 use super::sink::{self, Sink};
+use super::watch::{self as guard, GuardError};
 use crate::dispatch::{raw, DeviceData};
 use crate::dispatch::{HandleMap, HandleSet};
+use crate::hostmem::import::{import_alignment, EXT_MEMORY_HOST};
+use crate::hostmem::memfd::{BufferPatch, DoubleMap};
 use crate::log;
 use crate::reflect;
 use crate::state::{UpdateTemplate, Written};
@@ -23,9 +24,6 @@ use std::ffi::{c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-
-/// The extension that lets the double mapping be imported (DESIGN §4).
-pub const EXT_MEMORY_HOST: &CStr = c"VK_EXT_external_memory_host";
 
 /// Test-only switch (environment only, never a setting): turn the double mapping off so the
 /// driver's own mapping is protected, as on a device without `VK_EXT_external_memory_host`.
@@ -149,22 +147,6 @@ fn default_trace_path(dev: &DeviceData) -> PathBuf {
         .join(format!("{exe}-{}.jsonl", std::process::id()))
 }
 
-/// `minImportedHostPointerAlignment`, through the next layer (0 when it cannot be asked).
-pub(crate) fn import_alignment(dev: &DeviceData) -> u64 {
-    let Some(inst) = &dev.instance else { return 0 };
-    let Some(gpdp2) = inst.properties2(dev.physical_device) else {
-        return 0;
-    };
-    let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
-    let mut p2 = vk::PhysicalDeviceProperties2 {
-        p_next: &mut host as *mut _ as *mut c_void,
-        ..Default::default()
-    };
-    // SAFETY: valid out chain; the physical device belongs to this instance.
-    unsafe { gpdp2(dev.physical_device, &mut p2) };
-    host.min_imported_host_pointer_alignment
-}
-
 /// Start profiling `dev` (an active device): open the trace (the `trace` setting, else
 /// `<cache_dir>/traces/<exe>-<pid>.jsonl`, or `trace` when given), record `DeviceCreate`.
 /// An unwritable trace is one warning and no profiling: the application runs unchanged.
@@ -184,7 +166,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
             // the cache is bounded when this process exits.
             let mut max_bytes = dev.settings.trace_max_bytes;
             if path.starts_with(&dev.settings.cache_dir) {
-                crate::process::note_cache_write(&dev.settings, &[&path]);
+                crate::lifetime::note_cache_write(&dev.settings, &[&path]);
                 if dev.settings.cache_max_bytes > 0 {
                     max_bytes = max_bytes.min(dev.settings.cache_max_bytes.max(4096));
                 }
@@ -366,33 +348,7 @@ impl Profiler {
         if ty.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() == 0 {
             return None;
         }
-        let mut flags = None;
-        let mut priority = None;
-        let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-        while !p.is_null() {
-            match (*p).s_type {
-                vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO => {
-                    let mut f = *(p as *const vk::MemoryAllocateFlagsInfo<'static>);
-                    f.p_next = std::ptr::null();
-                    flags = Some(f);
-                }
-                vk::StructureType::MEMORY_PRIORITY_ALLOCATE_INFO_EXT => {
-                    let mut f = *(p as *const vk::MemoryPriorityAllocateInfoEXT<'static>);
-                    f.p_next = std::ptr::null();
-                    priority = Some(f);
-                }
-                vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO => {
-                    // A host-pointer import may not be dedicated (VUID-VkMemoryAllocateInfo-
-                    // pNext-02806): drop it for buffers (a hint), keep images off the path.
-                    let d = &*(p as *const vk::MemoryDedicatedAllocateInfo<'_>);
-                    if d.image != vk::Image::null() {
-                        return None;
-                    }
-                }
-                _ => return None, // export/import/capture-replay or unknown: leave it alone
-            }
-            p = (*p).p_next;
-        }
+        let chain = crate::hostmem::import::importable_chain(info)?;
         let map = DoubleMap::new(
             info.allocation_size as usize,
             self.min_import_alignment as usize,
@@ -400,26 +356,21 @@ impl Profiler {
         .map_err(|e| log::debug!("profile: no double mapping ({e})"))
         .ok()?;
         let get = self.host_ptr_props?;
-        let mut props = vk::MemoryHostPointerPropertiesEXT::default();
-        let r = get(
-            dev.handle,
-            vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
-            map.driver_ptr() as *const c_void,
-            &mut props,
-        );
-        if r != vk::Result::SUCCESS || props.memory_type_bits & (1 << info.memory_type_index) == 0 {
+        let ptr = map.driver_ptr() as *const c_void;
+        if let Err((r, bits)) =
+            crate::hostmem::import::can_import(get, dev.handle, ptr, info.memory_type_index)
+        {
             log::debug!(
-                "profile: memory type {} cannot import host pointers ({r:?}, bits {:#x}); plain allocation",
-                info.memory_type_index,
-                props.memory_type_bits
+                "profile: memory type {} cannot import host pointers ({r:?}, bits {bits:#x}); plain allocation",
+                info.memory_type_index
             );
             return None;
         }
         let mut b = Box::new(Import {
             info: vk::MemoryAllocateInfo::default(),
             import: vk::ImportMemoryHostPointerInfoEXT::default(),
-            flags,
-            priority,
+            flags: chain.flags,
+            priority: chain.priority,
             driver_ptr: map.driver_ptr() as usize,
             len: map.len(),
         });
@@ -1562,7 +1513,7 @@ impl Profiler {
         }
         let _ = dev;
         // The trace stays open for the process's later devices; it is finished at exit
-        // (`crate::process`).
+        // (`crate::coordinator`).
         LIVE.fetch_sub(1, Ordering::Relaxed);
     }
 

@@ -351,11 +351,11 @@ fn writer(
 static GLOBAL: OnceLock<Sink> = OnceLock::new();
 
 /// Install `sink` as the process's sink (first call wins; later calls return `false`). It is
-/// finished at exit by `crate::process`, after the last host accesses of live devices went in.
+/// finished at exit by `crate::coordinator`, after the last host accesses of live devices went in.
 pub fn install_global(sink: Sink) -> bool {
     let ok = GLOBAL.set(sink).is_ok();
     if ok {
-        crate::process::ensure_exit_hook();
+        crate::lifetime::ensure_exit_hook();
     }
     ok
 }

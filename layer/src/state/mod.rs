@@ -6,8 +6,8 @@
 //! destroy/free call that ended it; destroying a command pool ends its command buffers. Every
 //! map is a `DashMap`, so recording from many threads takes no global lock.
 
+use crate::callsite::KeyAllocator;
 use crate::dispatch::HandleMap;
-use crate::profile::callsite::KeyAllocator;
 use ash::vk;
 use echo_analyzer::trace::{Frame, ObjectKey};
 use std::collections::HashSet;

@@ -132,10 +132,10 @@ fn jetson() -> bool {
     *J.get_or_init(|| std::env::var("VK_ECHO_TEST_TABLE").is_ok_and(|v| v == "jetson-nano"))
 }
 
-/// Echo's double mapping (one memfd, two views), reused as is (`profile::memfd`, so its tests
+/// Echo's double mapping (one memfd, two views), reused as is (`hostmem::memfd`, so its tests
 /// find themselves by the same name).
-mod profile;
-use profile::memfd::DoubleMap;
+mod hostmem;
+use hostmem::memfd::DoubleMap;
 
 const EXT_MEMORY_HOST: &CStr = c"VK_EXT_external_memory_host";
 const EXT_EXTERNAL_MEMORY: &CStr = c"VK_KHR_external_memory";

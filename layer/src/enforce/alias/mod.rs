@@ -1569,7 +1569,7 @@ impl Enforcer {
         self.count(&mut s);
         // At exit the thread that calls exit() may be inside a callback while echo holds the lock
         // further up its own stack: wait a bounded time, then report the counters alone.
-        let inner = if crate::process::exiting() {
+        let inner = if crate::lifetime::exiting() {
             let mut got = None;
             for _ in 0..100 {
                 match self.inner.try_lock() {

@@ -40,6 +40,7 @@ pub struct CallSite {
 
 impl CallSite {
     /// The site as the trace writes it: 16 lowercase hex digits.
+    #[cfg(test)]
     pub fn hex(&self) -> String {
         format!("{:016x}", self.hash)
     }
@@ -370,6 +371,7 @@ pub struct KeyAllocator {
 }
 
 impl KeyAllocator {
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
     }
@@ -461,7 +463,7 @@ mod tests {
     fn run_child() -> (String, String, String, String) {
         let out = crate::testutil::self_command()
             .args([
-                "profile::callsite::tests::aslr_child_prints_sites",
+                "callsite::tests::aslr_child_prints_sites",
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",

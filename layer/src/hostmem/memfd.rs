@@ -292,7 +292,7 @@ mod tests {
             };
             let out = cmd
                 .args([
-                    "profile::memfd::tests::drop_unmaps_and_closes",
+                    "hostmem::memfd::tests::drop_unmaps_and_closes",
                     "--exact",
                     "--nocapture",
                     "--test-threads=1",

@@ -1,0 +1,241 @@
+//! Which way a page fault went (read or write), from the signal context: shared by profile's
+//! host-access watch (`profile/watch.rs`) and enforce's runtime guard (`enforce/guard.rs`).
+//! Async-signal-safe: atomics and, on aarch64 without an `esr_context`, reading the faulting
+//! instruction through a pipe.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How each fault's direction was known: from the fault context (x86_64: the page-fault error
+/// code; aarch64: ESR_EL1 in the signal frame's `esr_context`), or by decoding the faulting
+/// instruction (aarch64 without an `esr_context`, e.g. under qemu-user 7.2).
+pub static BY_CONTEXT: AtomicU64 = AtomicU64::new(0);
+pub static BY_INSTRUCTION: AtomicU64 = AtomicU64::new(0);
+
+/// Normal code, before a handler that classifies faults is installed: on aarch64, the pipe the
+/// instruction decoder reads through (elsewhere nothing).
+pub fn setup() {
+    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+    code::setup();
+}
+
+/// Did the faulting instruction write? `None` when the context does not say.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(crate) unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
+    if ctx.is_null() {
+        return None;
+    }
+    let uc = &*(ctx as *const libc::ucontext_t);
+    // Page-fault error code: bit 1 = write access.
+    BY_CONTEXT.fetch_add(1, Ordering::Relaxed);
+    Some(uc.uc_mcontext.gregs[libc::REG_ERR as usize] & 2 != 0)
+}
+
+#[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+pub(crate) unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
+    if ctx.is_null() {
+        return None;
+    }
+    let uc = &*(ctx as *const libc::ucontext_t);
+    // `__reserved` (private in the libc crate) follows `pstate`, 16-byte aligned.
+    let after = std::ptr::addr_of!(uc.uc_mcontext.pstate) as usize + 8;
+    let reserved = (after + 15) & !15;
+    let end = (&uc.uc_mcontext as *const libc::mcontext_t as usize)
+        + std::mem::size_of::<libc::mcontext_t>();
+    if let Some(w) = aarch64_esr_is_write(reserved as *const u8, end.saturating_sub(reserved)) {
+        BY_CONTEXT.fetch_add(1, Ordering::Relaxed);
+        return Some(w);
+    }
+    // No esr_context (qemu-user 7.2 writes none): decode the instruction that faulted.
+    let w = code::word_at(uc.uc_mcontext.pc as usize).and_then(a64_access_is_write);
+    if w.is_some() {
+        BY_INSTRUCTION.fetch_add(1, Ordering::Relaxed);
+    }
+    w
+}
+
+/// Reading the faulting instruction inside the SIGSEGV handler without faulting again (a fault
+/// there, with SIGSEGV blocked, would kill the process): the word is passed through a pipe the
+/// guard owns, so an unreadable address is an `EFAULT` from `write`, not a signal. Pipe set up
+/// at install; a spin flag serialises handlers on several threads; before each use the fds are
+/// checked (`fstat`) to still be that pipe, in case the application closed and reused them, and
+/// the process to be the one that made it (a forked child shares the pipe but not the flag: it
+/// gets no decoding, i.e. a write).
+#[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+mod code {
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+
+    static READ_FD: AtomicI32 = AtomicI32::new(-1);
+    static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
+    static INODE: AtomicU64 = AtomicU64::new(0);
+    static OWNER: AtomicI32 = AtomicI32::new(0);
+    static BUSY: AtomicBool = AtomicBool::new(false);
+
+    /// Create the pipe (normal code, once, before the handler is installed).
+    pub fn setup() {
+        if READ_FD.load(Ordering::Acquire) >= 0 {
+            return;
+        }
+        let mut fds = [-1 as libc::c_int; 2];
+        // SAFETY: a two-element array for pipe2.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            return;
+        }
+        let Some(ino) = inode(fds[0]) else { return };
+        INODE.store(ino, Ordering::Relaxed);
+        // SAFETY: getpid has no preconditions.
+        OWNER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+        WRITE_FD.store(fds[1], Ordering::Relaxed);
+        READ_FD.store(fds[0], Ordering::Release);
+    }
+
+    fn inode(fd: libc::c_int) -> Option<u64> {
+        // SAFETY: fstat into a zeroed struct; async-signal-safe.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+            return None;
+        }
+        Some(st.st_ino as u64)
+    }
+
+    /// The 32-bit word at `pc`, if it can be read. Async-signal-safe.
+    pub unsafe fn word_at(pc: usize) -> Option<u32> {
+        let (r, w) = (
+            READ_FD.load(Ordering::Acquire),
+            WRITE_FD.load(Ordering::Relaxed),
+        );
+        if r < 0 || pc & 3 != 0 || libc::getpid() != OWNER.load(Ordering::Relaxed) {
+            return None;
+        }
+        let ino = INODE.load(Ordering::Relaxed);
+        if inode(r) != Some(ino) || inode(w) != Some(ino) {
+            return None; // not our pipe any more
+        }
+        let mut spins = 0u32;
+        while BUSY
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins += 1;
+            if spins > 1 << 20 {
+                return None;
+            }
+            std::hint::spin_loop();
+        }
+        let mut word = 0u32;
+        let ok = libc::write(w, pc as *const libc::c_void, 4) == 4
+            && libc::read(r, &mut word as *mut u32 as *mut libc::c_void, 4) == 4;
+        BUSY.store(false, Ordering::Release);
+        ok.then_some(word)
+    }
+}
+
+#[cfg(not(any(
+    all(target_arch = "x86_64", target_os = "linux"),
+    all(target_arch = "aarch64", target_os = "linux")
+)))]
+pub(crate) unsafe fn fault_is_write(_ctx: *mut c_void) -> Option<bool> {
+    None
+}
+
+/// Walk the aarch64 signal-frame records in `__reserved` for `esr_context` (magic 0x45535201)
+/// and read ESR_EL1: for a data abort (EC 0x24/0x25) bit 6 (WnR) says write. Pure, so it is
+/// unit-tested on every architecture.
+#[allow(dead_code)]
+pub(crate) unsafe fn aarch64_esr_is_write(reserved: *const u8, len: usize) -> Option<bool> {
+    const ESR_MAGIC: u32 = 0x4553_5201;
+    let mut off = 0usize;
+    while off + 8 <= len {
+        let magic = std::ptr::read_unaligned(reserved.add(off) as *const u32);
+        let size = std::ptr::read_unaligned(reserved.add(off + 4) as *const u32) as usize;
+        if magic == 0 || size < 8 || off + size > len {
+            return None;
+        }
+        if magic == ESR_MAGIC && size >= 16 {
+            let esr = std::ptr::read_unaligned(reserved.add(off + 8) as *const u64);
+            let ec = (esr >> 26) & 0x3f;
+            if ec == 0x24 || ec == 0x25 {
+                return Some(esr & (1 << 6) != 0);
+            }
+            return None;
+        }
+        off += size;
+    }
+    None
+}
+
+/// Does the A64 instruction `i` write memory? `Some(false)` for a load (or a prefetch), `None`
+/// for anything that is not a plain data access this knows (the caller then takes a write).
+/// Covers what touches a mapped buffer in practice: loads and stores of every size and addressing
+/// mode (general and SIMD/FP registers, pairs, unprivileged, exclusive, acquire/release, RCpc),
+/// SIMD structure loads/stores, LSE atomics and compare-and-swap (read-modify-write: a write),
+/// `DC ZVA` (glibc's memset zeroes with it), and SVE contiguous/gather loads and stores. Pure, so
+/// it is unit-tested on every architecture with assembled encodings.
+#[allow(dead_code)]
+pub(crate) fn a64_access_is_write(i: u32) -> Option<bool> {
+    let bit = |n: u32| (i >> n) & 1;
+    let bits = |hi: u32, lo: u32| (i >> lo) & ((1 << (hi - lo + 1)) - 1);
+    // DC ZVA / DC GZVA: zeroing stores.
+    if i & 0xFFFF_FFE0 == 0xD50B_7420 || i & 0xFFFF_FFE0 == 0xD50B_7480 {
+        return Some(true);
+    }
+    // SVE memory (op0 = 0010): bits 31:29 = 111 are the stores.
+    if bits(28, 25) == 0b0010 {
+        return match bits(31, 29) {
+            0b100..=0b110 => Some(false),
+            0b111 => Some(true),
+            _ => None,
+        };
+    }
+    // Loads and stores: op0 = x1x0.
+    if bit(27) != 1 || bit(25) != 0 {
+        return None;
+    }
+    let load = bit(22) == 1; // L, where the class has one
+    let simd = bit(26) == 1;
+    // Size/opc classes: a general-register store is opc 00; a SIMD/FP store has opc<0> = 0.
+    let sized = || {
+        if simd {
+            Some(bit(22) == 0)
+        } else {
+            Some(bits(23, 22) == 0b00)
+        }
+    };
+    match bits(29, 27) {
+        0b001 if simd => (bit(31) == 0).then_some(!load), // structures (LD1…/ST1…)
+        0b001 => {
+            if bit(24) != 0 {
+                return None;
+            }
+            // CAS (o2 = 1, o1 = 1) and CASP (size 0x, o2 = 0, o1 = 1): read-modify-write.
+            if bit(21) == 1 && (bit(23) == 1 || bit(31) == 0) {
+                return Some(true);
+            }
+            Some(!load) // exclusive, acquire/release
+        }
+        0b011 => {
+            if bit(24) == 0 {
+                return Some(false); // load literal
+            }
+            if !simd && bit(21) == 0 && bits(11, 10) == 0 {
+                return Some(bits(23, 22) == 0b00); // RCpc unscaled: STLUR / LDAPUR
+            }
+            None
+        }
+        0b101 => Some(!load), // pairs (LDP/STP, LDNP/STNP, LDPSW, STGP)
+        0b111 => {
+            if bit(24) == 1 || bit(21) == 0 {
+                return sized(); // unsigned offset, unscaled, pre/post index, unprivileged
+            }
+            match bits(11, 10) {
+                0b10 => sized(), // register offset
+                0b00 if simd => None,
+                // Atomics are read-modify-write, but LDAPR (o3 = 1, opc = 100) is a load.
+                0b00 => Some(!(bit(15) == 1 && bits(14, 12) == 0b100)),
+                _ if simd => None,
+                _ => Some(false), // LDRAA / LDRAB
+            }
+        }
+        _ => None,
+    }
+}
