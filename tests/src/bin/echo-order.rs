@@ -43,6 +43,96 @@ fn pattern(i: usize, it: u32) -> u32 {
     (i as u32).wrapping_mul(2654435761) ^ it.wrapping_mul(0x9e37_79b9)
 }
 
+fn vkerr(e: vk::Result) -> String {
+    format!("{e}")
+}
+
+/// The FNV-1a hash of every word read back and the count of those that are not what was written.
+struct Tally {
+    hash: u64,
+    mismatches: u64,
+}
+
+impl Tally {
+    fn fold(&mut self, v: u32, want: u32) {
+        if v != want {
+            self.mismatches += 1;
+        }
+        for b in v.to_le_bytes() {
+            self.hash = (self.hash ^ b as u64).wrapping_mul(0x100000001b3);
+        }
+    }
+
+    /// Folds `words` words at `p`, each checked against [`pattern`]`(i, it)`.
+    unsafe fn words(&mut self, p: *const u32, words: usize, it: u32) {
+        for i in 0..words {
+            self.fold(*p.add(i), pattern(i, it));
+        }
+    }
+}
+
+/// Writes [`pattern`]`(i, it)` into `words` words at `p`.
+unsafe fn fill(p: *mut u32, words: usize, it: u32) {
+    for i in 0..words {
+        *p.add(i) = pattern(i, it);
+    }
+}
+
+/// The three buffers, by their index in [`Step`]s.
+const D: usize = 0;
+const UP: usize = 1;
+const DOWN: usize = 2;
+
+/// What `--order` does before the loop, one step at a time.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Allocates the buffer's memory (d: device-local, the staging buffers: host-visible).
+    Alloc(usize),
+    Bind(usize),
+    Map(usize),
+    /// Writes `up` through its mapping (0xa5 bytes).
+    Scribble,
+}
+
+fn steps(order: &str) -> Option<&'static [Step]> {
+    use Step::*;
+    Some(match order {
+        "host-late" => &[
+            Alloc(UP),
+            Bind(UP),
+            Alloc(DOWN),
+            Bind(DOWN),
+            Alloc(D),
+            Bind(D),
+            Map(UP),
+            Map(DOWN),
+        ],
+        // `up` is written before the device buffer has memory.
+        "map-early" => &[
+            Alloc(UP),
+            Bind(UP),
+            Map(UP),
+            Scribble,
+            Alloc(D),
+            Bind(D),
+            Alloc(DOWN),
+            Map(DOWN),
+            Bind(DOWN),
+        ],
+        "normal" | "free-early" => &[
+            Alloc(D),
+            Bind(D),
+            Alloc(UP),
+            Map(UP),
+            Bind(UP),
+            Alloc(DOWN),
+            Map(DOWN),
+            Bind(DOWN),
+        ],
+        _ => return None,
+    })
+}
+
 fn main() {
     let order = arg("--order", "normal");
     let iters: u32 = arg("--iters", "3").parse().expect("--iters N");
@@ -75,7 +165,7 @@ unsafe fn run(
         .map_err(|e| format!("vkCreateInstance: {e}"))?;
     let pd = *instance
         .enumerate_physical_devices()
-        .map_err(|e| format!("{e}"))?
+        .map_err(vkerr)?
         .first()
         .ok_or("no physical device")?;
     let mem = instance.get_physical_device_memory_properties(pd);
@@ -132,41 +222,19 @@ unsafe fn run(
     let d = create(U::TRANSFER_SRC | U::TRANSFER_DST | U::STORAGE_BUFFER)?;
     let up = create(U::TRANSFER_SRC)?;
     let down = create(U::TRANSFER_DST)?;
-    let (d_mem, up_mem, down_mem, up_p, down_p);
-    match order {
-        "host-late" => {
-            up_mem = alloc(up, hv)?;
-            bind(up, up_mem)?;
-            down_mem = alloc(down, hv)?;
-            bind(down, down_mem)?;
-            d_mem = alloc(d, F::DEVICE_LOCAL)?;
-            bind(d, d_mem)?;
-            up_p = map(up_mem)?;
-            down_p = map(down_mem)?;
+    let bufs = [d, up, down];
+    let mut mems = [vk::DeviceMemory::null(); 3];
+    let mut ptrs = [std::ptr::null_mut::<u32>(); 3];
+    for &step in steps(order).ok_or_else(|| format!("unknown --order {order}"))? {
+        match step {
+            Step::Alloc(b) => mems[b] = alloc(bufs[b], if b == D { F::DEVICE_LOCAL } else { hv })?,
+            Step::Bind(b) => bind(bufs[b], mems[b])?,
+            Step::Map(b) => ptrs[b] = map(mems[b])?,
+            Step::Scribble => ptrs[UP].write_bytes(0xa5, n),
         }
-        "map-early" => {
-            up_mem = alloc(up, hv)?;
-            bind(up, up_mem)?;
-            up_p = map(up_mem)?;
-            up_p.write_bytes(0xa5, n); // written before the device buffer has memory
-            d_mem = alloc(d, F::DEVICE_LOCAL)?;
-            bind(d, d_mem)?;
-            down_mem = alloc(down, hv)?;
-            down_p = map(down_mem)?;
-            bind(down, down_mem)?;
-        }
-        "normal" | "free-early" => {
-            d_mem = alloc(d, F::DEVICE_LOCAL)?;
-            bind(d, d_mem)?;
-            up_mem = alloc(up, hv)?;
-            up_p = map(up_mem)?;
-            bind(up, up_mem)?;
-            down_mem = alloc(down, hv)?;
-            down_p = map(down_mem)?;
-            bind(down, down_mem)?;
-        }
-        o => return Err(format!("unknown --order {o}")),
     }
+    let [d_mem, up_mem, down_mem] = mems;
+    let [_, up_p, down_p] = ptrs;
 
     let pool = dev
         .create_command_pool(
@@ -175,121 +243,89 @@ unsafe fn run(
                 .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
             None,
         )
-        .map_err(|e| format!("{e}"))?;
+        .map_err(vkerr)?;
     let cb = dev
         .allocate_command_buffers(
             &vk::CommandBufferAllocateInfo::default()
                 .command_pool(pool)
                 .command_buffer_count(1),
         )
-        .map_err(|e| format!("{e}"))?[0];
+        .map_err(vkerr)?[0];
     let fence = dev
         .create_fence(&vk::FenceCreateInfo::default(), None)
-        .map_err(|e| format!("{e}"))?;
+        .map_err(vkerr)?;
     let queue = dev.get_device_queue(0, 0);
     let region = [vk::BufferCopy {
         src_offset: 0,
         dst_offset: 0,
         size: bytes,
     }];
-    let barrier = |src: vk::AccessFlags, dst: vk::AccessFlags, s: vk::PipelineStageFlags, t| {
+    use vk::AccessFlags as A;
+    use vk::PipelineStageFlags as S;
+    // A global memory barrier in `c`.
+    let barrier = |c, src: A, dst: A, s: S, t: S| {
         let mb = [vk::MemoryBarrier::default()
             .src_access_mask(src)
             .dst_access_mask(dst)];
-        dev.cmd_pipeline_barrier(cb, s, t, vk::DependencyFlags::empty(), &mb, &[], &[]);
+        dev.cmd_pipeline_barrier(c, s, t, vk::DependencyFlags::empty(), &mb, &[], &[]);
     };
-    use vk::AccessFlags as A;
-    use vk::PipelineStageFlags as S;
-    let mut hash: u64 = 0xcbf29ce484222325;
-    let mut mismatches = 0u64;
-    for it in 0..iters {
-        for i in 0..n {
-            *up_p.add(i) = pattern(i, it);
-        }
+    // Resets and begins `cb`.
+    let begin = || -> Result<(), String> {
         dev.reset_command_buffer(cb, vk::CommandBufferResetFlags::empty())
-            .map_err(|e| format!("{e}"))?;
+            .map_err(vkerr)?;
         dev.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
-            .map_err(|e| format!("{e}"))?;
-        dev.cmd_copy_buffer(cb, up, d, &region);
-        barrier(
-            A::TRANSFER_WRITE,
-            A::TRANSFER_READ,
-            S::TRANSFER,
-            S::TRANSFER,
-        );
-        dev.cmd_copy_buffer(cb, d, down, &region);
-        barrier(A::TRANSFER_WRITE, A::HOST_READ, S::TRANSFER, S::HOST);
-        dev.end_command_buffer(cb).map_err(|e| format!("{e}"))?;
-        let cbs = [cb];
-        dev.queue_submit(
-            queue,
-            &[vk::SubmitInfo::default().command_buffers(&cbs)],
-            fence,
-        )
-        .map_err(|e| format!("{e}"))?;
+            .map_err(vkerr)
+    };
+    let submit = |c: vk::CommandBuffer, f: vk::Fence| {
+        let cbs = [c];
+        dev.queue_submit(queue, &[vk::SubmitInfo::default().command_buffers(&cbs)], f)
+            .map_err(vkerr)
+    };
+    // Waits for `fence` and resets it.
+    let wait = || -> Result<(), String> {
         dev.wait_for_fences(&[fence], true, u64::MAX)
-            .map_err(|e| format!("{e}"))?;
-        dev.reset_fences(&[fence]).map_err(|e| format!("{e}"))?;
+            .map_err(vkerr)?;
+        dev.reset_fences(&[fence]).map_err(vkerr)
+    };
+    // Records `f` in `cb` and a barrier to the host's reads, submits it, waits.
+    let once = |f: &dyn Fn(vk::CommandBuffer)| -> Result<(), String> {
+        begin()?;
+        f(cb);
+        barrier(cb, A::TRANSFER_WRITE, A::HOST_READ, S::TRANSFER, S::HOST);
+        dev.end_command_buffer(cb).map_err(vkerr)?;
+        submit(cb, fence)?;
+        wait()
+    };
+    let mut tally = Tally {
+        hash: 0xcbf29ce484222325,
+        mismatches: 0,
+    };
+    for it in 0..iters {
+        fill(up_p, n, it);
+        once(&|cb| {
+            dev.cmd_copy_buffer(cb, up, d, &region);
+            barrier(
+                cb,
+                A::TRANSFER_WRITE,
+                A::TRANSFER_READ,
+                S::TRANSFER,
+                S::TRANSFER,
+            );
+            dev.cmd_copy_buffer(cb, d, down, &region);
+        })?;
         if order == "free-early" && it + 1 == iters {
             // The device buffer and its memory go away before the result is read.
             dev.destroy_buffer(d, None);
             dev.free_memory(d_mem, None);
         }
-        for i in 0..n {
-            let v = *down_p.add(i);
-            if v != pattern(i, it) {
-                mismatches += 1;
-            }
-            for b in v.to_le_bytes() {
-                hash = (hash ^ b as u64).wrapping_mul(0x100000001b3);
-            }
-        }
+        tally.words(down_p, n, it);
     }
-    let mut fold = |v: u32, want: u32| {
-        if v != want {
-            mismatches += 1;
-        }
-        for b in v.to_le_bytes() {
-            hash = (hash ^ b as u64).wrapping_mul(0x100000001b3);
-        }
-    };
     let last = iters.saturating_sub(1);
     // A host-visible buffer of its own to read results through (no plan names it).
     let check = create(U::TRANSFER_DST)?;
     let check_mem = alloc(check, hv)?;
     bind(check, check_mem)?;
     let check_p = map(check_mem)?;
-    // Records `f`, submits it, waits.
-    let once = |f: &dyn Fn(vk::CommandBuffer)| -> Result<(), String> {
-        dev.reset_command_buffer(cb, vk::CommandBufferResetFlags::empty())
-            .map_err(|e| format!("{e}"))?;
-        dev.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
-            .map_err(|e| format!("{e}"))?;
-        f(cb);
-        let mb = [vk::MemoryBarrier::default()
-            .src_access_mask(A::TRANSFER_WRITE)
-            .dst_access_mask(A::HOST_READ)];
-        dev.cmd_pipeline_barrier(
-            cb,
-            S::TRANSFER,
-            S::HOST,
-            vk::DependencyFlags::empty(),
-            &mb,
-            &[],
-            &[],
-        );
-        dev.end_command_buffer(cb).map_err(|e| format!("{e}"))?;
-        let cbs = [cb];
-        dev.queue_submit(
-            queue,
-            &[vk::SubmitInfo::default().command_buffers(&cbs)],
-            fence,
-        )
-        .map_err(|e| format!("{e}"))?;
-        dev.wait_for_fences(&[fence], true, u64::MAX)
-            .map_err(|e| format!("{e}"))?;
-        dev.reset_fences(&[fence]).map_err(|e| format!("{e}"))
-    };
     let mut down_alive = true;
     match surprise {
         "" => {}
@@ -301,19 +337,13 @@ unsafe fn run(
             let again = create(U::TRANSFER_SRC)?;
             bind(again, down_mem)?;
             once(&|cb| dev.cmd_copy_buffer(cb, again, check, &region))?;
-            for i in 0..n {
-                fold(*check_p.add(i), pattern(i, last));
-            }
+            tally.words(check_p, n, last);
             // New bytes through a new map reach the new buffer.
             let p = map(down_mem)?;
-            for i in 0..n {
-                *p.add(i) = pattern(i, 1000);
-            }
+            fill(p, n, 1000);
             dev.unmap_memory(down_mem);
             once(&|cb| dev.cmd_copy_buffer(cb, again, check, &region))?;
-            for i in 0..n {
-                fold(*check_p.add(i), pattern(i, 1000));
-            }
+            tally.words(check_p, n, 1000);
             dev.destroy_buffer(again, None);
         }
         "image" => {
@@ -406,7 +436,7 @@ unsafe fn run(
                 dev.cmd_copy_image_to_buffer(cb, image, L::TRANSFER_SRC_OPTIMAL, check, &[copy]);
             })?;
             for i in 0..(w * h) as usize {
-                fold(*check_p.add(i), u32::from_le_bytes([1, 2, 3, 4]));
+                tally.fold(*check_p.add(i), u32::from_le_bytes([1, 2, 3, 4]));
             }
             dev.destroy_image(image, None);
         }
@@ -423,20 +453,14 @@ unsafe fn run(
                     .map_err(|e| format!("vkMapMemory of the slack ({s}): {e}"))
             };
             let p = tail(1)?;
-            for i in 0..words {
-                *p.add(i) = pattern(i, 2000);
-            }
+            fill(p, words, 2000);
             dev.unmap_memory(down_mem);
             let p = tail(2)?;
-            for i in 0..words {
-                fold(*p.add(i), pattern(i, 2000));
-            }
+            tally.words(p, words, 2000);
             dev.unmap_memory(down_mem);
             // down's own bytes are still its last readback.
             let p = map(down_mem)?;
-            for i in 0..n {
-                fold(*p.add(i), pattern(i, last));
-            }
+            tally.words(p, n, last);
         }
         "guard-foreign" => {
             // A buffer no plan names is bound over d (aliasing it, as a program may) and written
@@ -444,35 +468,20 @@ unsafe fn run(
             // still pending; a later copy out of it must see those bytes.
             let extra = create(U::TRANSFER_SRC | U::TRANSFER_DST)?;
             bind(extra, d_mem)?;
-            dev.reset_command_buffer(cb, vk::CommandBufferResetFlags::empty())
-                .map_err(|e| format!("{e}"))?;
-            dev.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
-                .map_err(|e| format!("{e}"))?;
+            begin()?;
             dev.cmd_copy_buffer(cb, extra, check, &region);
-            dev.end_command_buffer(cb).map_err(|e| format!("{e}"))?;
-            let cbs = [cb];
-            dev.queue_submit(
-                queue,
-                &[vk::SubmitInfo::default().command_buffers(&cbs)],
-                fence,
-            )
-            .map_err(|e| format!("{e}"))?;
+            dev.end_command_buffer(cb).map_err(vkerr)?;
+            submit(cb, fence)?;
             let p = dev
                 .map_memory(d_mem, 0, bytes, vk::MemoryMapFlags::empty())
                 .map_err(|e| format!("vkMapMemory of d's memory: {e}"))?
                 as *mut u32;
             let next = last + 1;
-            for i in 0..n {
-                *p.add(i) = pattern(i, next);
-            }
-            dev.wait_for_fences(&[fence], true, u64::MAX)
-                .map_err(|e| format!("{e}"))?;
-            dev.reset_fences(&[fence]).map_err(|e| format!("{e}"))?;
+            fill(p, n, next);
+            wait()?;
             dev.unmap_memory(d_mem);
             once(&|cb| dev.cmd_copy_buffer(cb, extra, check, &region))?;
-            for i in 0..n {
-                fold(*check_p.add(i), pattern(i, next));
-            }
+            tally.words(check_p, n, next);
             dev.destroy_buffer(extra, None);
         }
         "guard-wait" => {
@@ -482,92 +491,55 @@ unsafe fn run(
             // before the host continues: its bounded wait times out (reported), never hangs.
             let event = dev
                 .create_event(&vk::EventCreateInfo::default(), None)
-                .map_err(|e| format!("{e}"))?;
+                .map_err(vkerr)?;
             let more = dev
                 .allocate_command_buffers(
                     &vk::CommandBufferAllocateInfo::default()
                         .command_pool(pool)
                         .command_buffer_count(2),
                 )
-                .map_err(|e| format!("{e}"))?;
+                .map_err(vkerr)?;
             let (read, upload) = (more[0], more[1]);
             let fence2 = dev
                 .create_fence(&vk::FenceCreateInfo::default(), None)
-                .map_err(|e| format!("{e}"))?;
-            let host_read = [vk::MemoryBarrier::default()
-                .src_access_mask(A::TRANSFER_WRITE)
-                .dst_access_mask(A::HOST_READ)];
+                .map_err(vkerr)?;
             let begin = vk::CommandBufferBeginInfo::default();
-            dev.begin_command_buffer(read, &begin)
-                .map_err(|e| format!("{e}"))?;
+            dev.begin_command_buffer(read, &begin).map_err(vkerr)?;
             let after_host = [vk::MemoryBarrier::default()
                 .src_access_mask(A::HOST_WRITE)
                 .dst_access_mask(A::TRANSFER_READ)];
             dev.cmd_wait_events(read, &[event], S::HOST, S::TRANSFER, &after_host, &[], &[]);
             dev.cmd_copy_buffer(read, d, check, &region);
-            dev.cmd_pipeline_barrier(
-                read,
-                S::TRANSFER,
-                S::HOST,
-                vk::DependencyFlags::empty(),
-                &host_read,
-                &[],
-                &[],
-            );
-            dev.end_command_buffer(read).map_err(|e| format!("{e}"))?;
-            dev.begin_command_buffer(upload, &begin)
-                .map_err(|e| format!("{e}"))?;
+            barrier(read, A::TRANSFER_WRITE, A::HOST_READ, S::TRANSFER, S::HOST);
+            dev.end_command_buffer(read).map_err(vkerr)?;
+            dev.begin_command_buffer(upload, &begin).map_err(vkerr)?;
             dev.cmd_copy_buffer(upload, up, d, &region);
-            dev.cmd_pipeline_barrier(
+            barrier(
                 upload,
+                A::TRANSFER_WRITE,
+                A::TRANSFER_READ,
                 S::TRANSFER,
                 S::TRANSFER,
-                vk::DependencyFlags::empty(),
-                &[vk::MemoryBarrier::default()
-                    .src_access_mask(A::TRANSFER_WRITE)
-                    .dst_access_mask(A::TRANSFER_READ)],
-                &[],
-                &[],
             );
             dev.cmd_copy_buffer(upload, d, down, &region);
-            dev.cmd_pipeline_barrier(
+            barrier(
                 upload,
+                A::TRANSFER_WRITE,
+                A::HOST_READ,
                 S::TRANSFER,
                 S::HOST,
-                vk::DependencyFlags::empty(),
-                &host_read,
-                &[],
-                &[],
             );
-            dev.end_command_buffer(upload).map_err(|e| format!("{e}"))?;
-            let r = [read];
-            dev.queue_submit(
-                queue,
-                &[vk::SubmitInfo::default().command_buffers(&r)],
-                vk::Fence::null(),
-            )
-            .map_err(|e| format!("{e}"))?;
+            dev.end_command_buffer(upload).map_err(vkerr)?;
+            submit(read, vk::Fence::null())?;
             let next = last + 1;
-            for i in 0..n {
-                *up_p.add(i) = pattern(i, next);
-            }
-            let u = [upload];
-            dev.queue_submit(
-                queue,
-                &[vk::SubmitInfo::default().command_buffers(&u)],
-                fence2,
-            )
-            .map_err(|e| format!("{e}"))?;
-            dev.set_event(event).map_err(|e| format!("{e}"))?;
+            fill(up_p, n, next);
+            submit(upload, fence2)?;
+            dev.set_event(event).map_err(vkerr)?;
             dev.wait_for_fences(&[fence2], true, u64::MAX)
-                .map_err(|e| format!("{e}"))?;
+                .map_err(vkerr)?;
             // The read saw d before the upload: the last iteration's input.
-            for i in 0..n {
-                fold(*check_p.add(i), pattern(i, last));
-            }
-            for i in 0..n {
-                fold(*down_p.add(i), pattern(i, next));
-            }
+            tally.words(check_p, n, last);
+            tally.words(down_p, n, next);
             dev.destroy_fence(fence2, None);
             dev.destroy_event(event, None);
         }
@@ -595,7 +567,7 @@ unsafe fn run(
     instance.destroy_instance(None);
     println!(
         "{}",
-        json!({"checksum": format!("{hash:016x}"), "mismatches": mismatches})
+        json!({"checksum": format!("{:016x}", tally.hash), "mismatches": tally.mismatches})
     );
     Ok(())
 }
