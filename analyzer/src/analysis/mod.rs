@@ -15,6 +15,7 @@
 //! 6. [`CopySummary`]: every copy of the trace, and by reason why those outside accepted pairs
 //!    stayed out, with the setting or code change that would change it.
 
+mod pair_rules;
 mod summary;
 
 use crate::model::{BufId, Model};
@@ -23,9 +24,7 @@ use crate::plan::{
     BufferRef, Condition, DeviceMemory, Direction, Group, Member, Plan, Rejection, Role,
     SubstituteSync, Thresholds,
 };
-use crate::safety::{
-    compat, s1_value, s2_order, s3_pointer, s4_lifetime, Cause, Ctx, GroupSpec, Verdict,
-};
+use crate::safety::{compat, s1_value, s2_order, s4_lifetime, Cause, Ctx, GroupSpec, Verdict};
 use crate::trace::{Frame, ObjectKey, Trace};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -240,54 +239,6 @@ fn tag_device(a: &mut Analysis, device: u32, first_id: u32) {
     }
 }
 
-/// Fail closed (DESIGN §5): S1 and S2 are checked against the host accesses the trace holds;
-/// when the trace cannot vouch that it holds all of them — host-access validation off, unknown
-/// or lost during the run, or the trace cut short — a candidate is refused, never accepted with
-/// a warning.
-fn evidence(trace: &Trace, m: &Model) -> Result<(), Verdict> {
-    let refuse = |event: Option<u64>, message: String, plain: String| {
-        Err(Verdict {
-            cause: Cause::Evidence,
-            event,
-            message,
-            plain,
-        })
-    };
-    if trace.truncated {
-        return refuse(
-            Some(m.last_seq),
-            format!(
-                "evidence: the trace was cut at the size limit after event {}, so a host access or GPU use after the cut would go unseen; re-profile with a larger trace_max_bytes",
-                m.last_seq
-            ),
-            "The profile ends early (the trace reached its size limit), so echo did not see everything the program did with these buffers; it refuses rather than guess.".into(),
-        );
-    }
-    let validated = match m.validation.as_str() {
-        "double-map" | "driver-map" => true,
-        // A version 1 trace does not say per device; its header's settings do.
-        "" => trace.header.settings.get("validate").map(String::as_str) == Some("true"),
-        _ => false,
-    };
-    if !validated {
-        return refuse(
-            None,
-            "evidence: host-access validation was off while profiling (validate=false, or the device could not be validated), so the host's reads and writes of the staging buffer were not seen and S1/S2 cannot be checked; re-profile with validate=true".into(),
-            "Echo did not watch when the program reads and writes its staging buffers while profiling, so it cannot tell whether sharing memory is safe; it refuses rather than guess.".into(),
-        );
-    }
-    if let Some((seq, why)) = &m.validation_lost {
-        return refuse(
-            Some(*seq),
-            format!(
-                "evidence: host-access validation stopped at event {seq} ({why}), so later host accesses were not seen and S1/S2 cannot be checked"
-            ),
-            "Echo stopped seeing the program's reads and writes of staging buffers partway through profiling, so it cannot tell whether sharing memory is safe; it refuses rather than guess.".into(),
-        );
-    }
-    Ok(())
-}
-
 /// [`explain`] for the records of one device.
 fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) -> Analysis {
     let m = Model::build(trace);
@@ -298,84 +249,9 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
     };
     let (cands, skipped) = pairing::candidates(&m);
     let reuse = pairing::reuse(&m, &cands);
-    let racy = racy_bases(trace);
 
     // Step 3: per-pair rules.
-    let mut verdict: Vec<Option<Verdict>> = vec![None; cands.len()];
-    let mut delta: Vec<Option<i64>> = vec![None; cands.len()];
-    for (i, c) in cands.iter().enumerate() {
-        let r = (|| {
-            host_import(&ctx, c.staging, c.device)?;
-            if let Some(v) = reuse.get(&i) {
-                return Err(v.clone());
-            }
-            identity(&ctx, &racy, c.staging, c.device)?;
-            let dl = pairing::offset(&m, c)?;
-            delta[i] = Some(dl);
-            pairing::threshold(&m, c, t)?;
-            named(&ctx, c.staging, c.device)?;
-            s3_pointer::check(&ctx, c.staging, c.device)?;
-            compat::untracked(&ctx, c.staging, c.device)?;
-            let g = GroupSpec::single(c.device, c.staging, dl);
-            s2_order::check(&ctx, &g)?;
-            // A race seen is a race whatever was not seen; S1 needs every host access, so a
-            // window that was not watched (sampled validation) refuses the pair, for the
-            // staging buffer and for a mapped partner alike.
-            for (b, what) in [(c.staging, "staging"), (c.device, "device")] {
-                if what == "device" && !m.host_mapped(b) {
-                    continue;
-                }
-                if let Some((seq, why)) = m.unwatched.get(&b) {
-                    return Err(Verdict {
-                        cause: Cause::EvidenceSampled,
-                        event: Some(*seq),
-                        message: why.clone(),
-                        plain: format!(
-                            "Echo watched the program's reads and writes of {} only in some rounds of its loop (sampled validation), and it never accepts a pair from rounds it did not watch: profile with every round watched (validate_sample_every=1, the default).",
-                            ctx.short(b, what)
-                        ),
-                    });
-                }
-            }
-            s1_value::check(&ctx, &g)?;
-            evidence(trace, &m)?;
-            if let Some((seq, why)) = m.unvalidated.get(&c.staging) {
-                return Err(Verdict {
-                    cause: Cause::Evidence,
-                    event: Some(*seq),
-                    message: format!(
-                        "evidence: the host's accesses to {} were not seen while profiling ({why}), so S1/S2 cannot be checked",
-                        ctx.name(c.staging, "staging")
-                    ),
-                    plain: format!(
-                        "Echo could not watch the program's reads and writes of {} while profiling, so it cannot tell whether sharing memory with {} is safe.",
-                        ctx.short(c.staging, "staging"),
-                        ctx.short(c.device, "device")
-                    ),
-                });
-            }
-            // A mapped partner: that the host never touches it is itself evidence.
-            if m.host_mapped(c.device) {
-                if let Some((seq, why)) = m.unvalidated.get(&c.device) {
-                    return Err(Verdict {
-                        cause: Cause::Evidence,
-                        event: Some(*seq),
-                        message: format!(
-                            "evidence: {} is mapped, and the host's accesses to it were not seen while profiling ({why}), so it is not known that the host leaves it alone",
-                            ctx.name(c.device, "device")
-                        ),
-                        plain: format!(
-                            "The program maps the memory of {}, and echo could not watch the program's reads and writes of it while profiling, so it cannot tell whether the program leaves it alone while {} shares its memory.",
-                            ctx.short(c.device, "device"),
-                            ctx.short(c.staging, "staging")
-                        ),
-                    });
-                }
-            }
-            Ok(())
-        })();
-        verdict[i] = r.err();
-    }
+    let (mut verdict, delta) = pair_rules::verdicts(trace, &ctx, &cands, &reuse, t);
 
     // Partners per staging buffer, over every candidate.
     let mut partners: BTreeMap<BufId, BTreeSet<BufId>> = BTreeMap::new();
@@ -654,135 +530,6 @@ fn buffer_ref(ctx: &Ctx, b: BufId) -> BufferRef {
         usage: buf.usage,
         created_at: ctx.created_at[b].clone(),
     }
-}
-
-/// Key (without its ordinal) of a buffer (`true`) or allocation (`false`).
-type Base = (bool, String, u64, u32, u32);
-
-fn base(buffer: bool, k: &ObjectKey) -> Base {
-    (buffer, k.site.clone(), k.size, k.usage, k.flags)
-}
-
-/// Keys (without the ordinal) whose objects were created on more than one thread: their
-/// ordinals follow the scheduler, so a later run cannot tell those objects apart.
-fn racy_bases(trace: &Trace) -> BTreeSet<Base> {
-    use crate::trace::Event;
-    let mut first: BTreeMap<Base, u32> = BTreeMap::new();
-    let mut racy = BTreeSet::new();
-    for r in &trace.records {
-        let b = match &r.event {
-            Event::BufferCreate { key, .. } => base(true, key),
-            Event::MemoryAlloc { key, .. } => base(false, key),
-            _ => continue,
-        };
-        if *first.entry(b.clone()).or_insert(r.thread) != r.thread {
-            racy.insert(b);
-        }
-    }
-    racy
-}
-
-/// Identity: enforce finds buffers (and the staging buffer's allocation) by key; a key created
-/// on several threads is not a stable identity.
-fn identity(
-    ctx: &Ctx,
-    racy: &BTreeSet<Base>,
-    staging: BufId,
-    device: BufId,
-) -> Result<(), Verdict> {
-    if racy.is_empty() {
-        return Ok(());
-    }
-    let m = ctx.m;
-    for (b, role) in [(staging, "staging"), (device, "device")] {
-        let buf = &m.buffers[b];
-        let mem = buf.bind.as_ref().map(|x| &m.memories[x.memory].key);
-        let what = if racy.contains(&base(true, &buf.key)) {
-            Some("it")
-        } else if mem.is_some_and(|k| racy.contains(&base(false, k))) {
-            Some("its allocation")
-        } else {
-            None
-        };
-        if let Some(what) = what {
-            return Err(Verdict {
-                cause: Cause::CompatIdentity,
-                event: Some(buf.created),
-                message: format!(
-                    "compat: {} cannot be recognised in a later run: objects created like {what} (same call site, size, usage) are created on several threads, so their order depends on the scheduler",
-                    ctx.name(b, role)
-                ),
-                plain: format!(
-                    "Several threads create buffers like {} from the same place, so a later run cannot tell which one is which.",
-                    ctx.short(b, role)
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// A pair above the thresholds whose buffers were created below the profiling run's
-/// `min_bytes` (an analysis with lower thresholds): they have no identity a later run could
-/// recognise (`ObjectKey::anonymous`).
-/// Memory the application imported from its own pointer (VK_EXT_external_memory_host) is host
-/// memory whose accesses echo does not see: refused first, with that reason, and its buffers
-/// are called host buffers (never "device", whatever their copies look like).
-fn host_import(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
-    let imported = |b: BufId| {
-        ctx.m.buffers[b]
-            .bind
-            .as_ref()
-            .map(|bind| &ctx.m.memories[bind.memory])
-            .filter(|mem| mem.host_import)
-    };
-    for b in [staging, device] {
-        let Some(mem) = imported(b) else { continue };
-        let other = if b == staging { device } else { staging };
-        let other_role = if imported(other).is_some() {
-            "host"
-        } else if b == staging {
-            "device"
-        } else {
-            "staging"
-        };
-        let number = ctx.m.buffers[b].number;
-        return Err(Verdict {
-            cause: Cause::HostImport,
-            event: Some(mem.allocated),
-            message: format!(
-                "S3: host buffer #{number} lives in host memory the application imported from its own pointer (VK_EXT_external_memory_host, allocated at event {}); the host reads and writes it through that pointer, which echo does not see, so its copies with {} stay",
-                mem.allocated,
-                ctx.name(other, other_role)
-            ),
-            plain: format!(
-                "Host buffer #{number} is memory the program brought in from its own pointer; echo cannot see when the program reads or writes it, so it leaves it as it is."
-            ),
-        });
-    }
-    Ok(())
-}
-
-fn named(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
-    for (b, role) in [(staging, "staging"), (device, "device")] {
-        let buf = &ctx.m.buffers[b];
-        if buf.key.is_anonymous() {
-            return Err(Verdict {
-                cause: Cause::CompatAnonymous,
-                event: Some(buf.created),
-                message: format!(
-                    "compat: {} has no identity: it was smaller than min_bytes while profiling, so its creation site was not taken and a later run cannot recognise it; re-profile with min_bytes at most {}",
-                    ctx.name(b, role),
-                    buf.size
-                ),
-                plain: format!(
-                    "{} was too small to be followed while profiling, so a later run could not recognise it.",
-                    crate::safety::upper(&ctx.short(b, role))
-                ),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// The key of `b`'s allocation and `b`'s offset in it, when `b` is the only buffer bound there.
