@@ -15,19 +15,20 @@
 //! 6. [`CopySummary`]: every copy of the trace, and by reason why those outside accepted pairs
 //!    stayed out, with the setting or code change that would change it.
 
+mod grouping;
+mod memory;
 mod pair_rules;
 mod summary;
 
+pub use memory::WINDOW_ALIGN;
+
 use crate::model::{BufId, Model};
-use crate::pairing::{self, Candidate};
-use crate::plan::{
-    BufferRef, Condition, DeviceMemory, Direction, Group, Member, Plan, Rejection, Role,
-    SubstituteSync, Thresholds,
-};
-use crate::safety::{compat, s1_value, s2_order, s4_lifetime, Cause, Ctx, GroupSpec, Verdict};
+use crate::pairing;
+use crate::plan::{BufferRef, Condition, Direction, Plan, Rejection, Role, Thresholds};
+use crate::safety::Ctx;
 use crate::trace::{Frame, ObjectKey, Trace};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// A buffer as reports show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -253,193 +254,9 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
     // Step 3: per-pair rules.
     let (mut verdict, delta) = pair_rules::verdicts(trace, &ctx, &cands, &reuse, t);
 
-    // Partners per staging buffer, over every candidate.
-    let mut partners: BTreeMap<BufId, BTreeSet<BufId>> = BTreeMap::new();
-    for c in &cands {
-        partners.entry(c.staging).or_default().insert(c.device);
-    }
-
     // Step 4–5: groups per device buffer.
-    let mut by_device: BTreeMap<BufId, Vec<usize>> = BTreeMap::new();
-    for (i, c) in cands.iter().enumerate() {
-        if verdict[i].is_none() {
-            by_device.entry(c.device).or_default().push(i);
-        }
-    }
-    let mut accepted: BTreeMap<usize, (u32, Direction)> = BTreeMap::new();
-    let mut groups: Vec<Group> = Vec::new();
-    let mut group_devices: Vec<BufId> = Vec::new();
-    for (d, mut idx) in by_device {
-        idx.sort_by_key(|&i| std::cmp::Reverse(cands[i].bytes()));
-        let dnum = m.buffers[d].number;
-        let own = |i: usize| {
-            let h = cands[i].staging;
-            partners[&h].len() == 1
-                && m.buffers[h]
-                    .bind
-                    .as_ref()
-                    .is_some_and(|b| m.memories[b.memory].owned_by(h))
-        };
-        let dir_checks = |i: usize, dir: Direction| -> Result<(), Verdict> {
-            let c = &cands[i];
-            let dl = delta[i].unwrap_or(0);
-            compat::check(&ctx, c.staging, c.device, dl, dir)?;
-            compat::held_back(&ctx, c.staging, c.device, dir)?;
-            s4_lifetime::check(&ctx, c.staging, c.device, dl, dir)?;
-            Ok(())
-        };
-        let mut members: Vec<usize> = Vec::new();
-        let mut direction = Direction::StagingIntoDevice;
-        let mut why: BTreeMap<usize, Verdict> = BTreeMap::new();
-        for &i in idx.iter().filter(|&&i| own(i)) {
-            match dir_checks(i, Direction::StagingIntoDevice) {
-                Ok(()) => members.push(i),
-                Err(v) => {
-                    why.insert(i, v);
-                }
-            }
-        }
-        if members.is_empty() {
-            direction = Direction::DeviceIntoStaging;
-            for &i in &idx {
-                if pairing::is_one_time(&m, &cands[i]) && t.min_copies > 1 {
-                    let download = cands[i].role() == Role::Readback;
-                    let v = match why.remove(&i) {
-                        // Its own allocation, refused staging into device: that is the cause;
-                        // the other direction is not tried for a single transfer.
-                        Some(first) => Verdict {
-                            message: format!(
-                                "{}; device into staging is not tried for a single transfer: binding the device buffer into the staging allocation would keep that alive and raise the footprint",
-                                first.message
-                            ),
-                            ..first
-                        },
-                        None => Verdict {
-                            cause: Cause::OneTime,
-                            event: cands[i].links.first().map(|l| l.recorded),
-                            message: format!(
-                                "threshold: a single {} {} device buffer #{dnum}, then the staging buffer is destroyed; worth it only with the staging buffer bound into the device buffer's memory, which is not possible here (it is sub-allocated or exchanges data with other buffers); binding the device buffer into the staging allocation would keep that alive and raise the footprint",
-                                if download { "download into" } else { "upload from" },
-                                if download {
-                                    format!("{} from", ctx.name(cands[i].staging, "staging"))
-                                } else {
-                                    format!("{} into", ctx.name(cands[i].staging, "staging"))
-                                }
-                            ),
-                            plain: format!(
-                                "{} {} device buffer #{dnum} once and is then destroyed, and it shares its memory with other buffers (sub-allocated, or it exchanges data with other buffers too). Sharing memory pays off only by placing the staging buffer inside the device buffer's memory, which is not possible here; the other way round would keep the staging memory alive and use more memory, not less.",
-                                crate::safety::upper(&ctx.short(cands[i].staging, "staging")),
-                                if download { "takes the contents of" } else { "fills" }
-                            ),
-                        },
-                    };
-                    why.insert(i, v);
-                    continue;
-                }
-                match dir_checks(i, Direction::DeviceIntoStaging) {
-                    Ok(()) => {
-                        members.push(i);
-                        break;
-                    }
-                    Err(v) => {
-                        // Both directions failed: keep the preferred one's condition, say both.
-                        let v = match why.remove(&i) {
-                            Some(first) => Verdict {
-                                cause: first.cause,
-                                event: first.event,
-                                message: format!(
-                                    "{} — and device into staging fails too: {}",
-                                    first.message, v.message
-                                ),
-                                plain: first.plain,
-                            },
-                            None => v,
-                        };
-                        why.insert(i, v);
-                    }
-                }
-            }
-        }
-        // Group-wide S1/S2, greedily.
-        let mut spec = GroupSpec {
-            device: d,
-            members: Vec::new(),
-        };
-        let mut kept: Vec<usize> = Vec::new();
-        for &i in &members {
-            let mut trial = spec.clone();
-            trial
-                .members
-                .push((cands[i].staging, delta[i].unwrap_or(0)));
-            let r = if trial.members.len() == 1 {
-                Ok(())
-            } else {
-                s2_order::check(&ctx, &trial).and_then(|_| s1_value::check(&ctx, &trial))
-            };
-            match r {
-                Ok(()) => {
-                    spec = trial;
-                    kept.push(i);
-                }
-                Err(mut v) => {
-                    let others: Vec<String> = spec
-                        .members
-                        .iter()
-                        .map(|x| format!("#{}", m.buffers[x.0].number))
-                        .collect();
-                    v.message = format!(
-                        "{} [as a member of the group of device buffer #{dnum} with staging {}]",
-                        v.message,
-                        others.join(", ")
-                    );
-                    v.plain = format!(
-                        "{} (This is about sharing device buffer #{dnum}'s memory with staging {} as well.)",
-                        v.plain,
-                        others.join(", ")
-                    );
-                    why.insert(i, v);
-                }
-            }
-        }
-        if kept.is_empty() {
-            for &i in &idx {
-                verdict[i] = why.remove(&i);
-            }
-            continue;
-        }
-        let gid = groups.len() as u32 + 1;
-        let partner_list: Vec<String> = kept
-            .iter()
-            .map(|&i| format!("#{}", m.buffers[cands[i].staging].number))
-            .collect();
-        for &i in &idx {
-            if kept.contains(&i) {
-                accepted.insert(i, (gid, direction));
-            } else {
-                verdict[i] = Some(why.remove(&i).unwrap_or_else(|| Verdict {
-                    cause: Cause::CompatTaken,
-                    event: None,
-                    message: format!(
-                        "compat: device buffer #{dnum} already shares memory with staging {} ({}); {} cannot share it too{}",
-                        partner_list.join(", "),
-                        match direction {
-                            Direction::DeviceIntoStaging => "bound into that staging range",
-                            Direction::StagingIntoDevice => "bound into the device allocation",
-                        },
-                        ctx.name(cands[i].staging, "staging"),
-                        if own(i) { "" } else { " (it is sub-allocated or exchanges data with other buffers, so it cannot be bound into the device buffer's memory)" }
-                    ),
-                    plain: format!(
-                        "Device buffer #{dnum} already shares its memory with staging {}; {} cannot share it as well.",
-                        partner_list.join(", "),
-                        ctx.short(cands[i].staging, "staging")
-                    ),
-                }));
-            }
-        }
-        groups.push(make_group(&ctx, gid, d, &cands, &kept, &delta, direction));
-        group_devices.push(d);
-    }
+    let formed = grouping::form(&ctx, &cands, &delta, t, &mut verdict);
+    let (accepted, mut groups, group_devices) = (formed.accepted, formed.groups, formed.devices);
 
     // Rows and rejections.
     let desc = |b: BufId| {
@@ -500,7 +317,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
             decision,
         });
     }
-    device_memories(&m, &mut groups, &group_devices);
+    memory::device_memories(&m, &mut groups, &group_devices);
     plan.groups = groups;
 
     let mut warnings = m.warnings.clone();
@@ -523,236 +340,11 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
     }
 }
 
-fn buffer_ref(ctx: &Ctx, b: BufId) -> BufferRef {
+pub(super) fn buffer_ref(ctx: &Ctx, b: BufId) -> BufferRef {
     let buf = &ctx.m.buffers[b];
     BufferRef {
         key: buf.key.clone(),
         usage: buf.usage,
         created_at: ctx.created_at[b].clone(),
-    }
-}
-
-/// The key of `b`'s allocation and `b`'s offset in it, when `b` is the only buffer bound there.
-fn own_memory(m: &Model, b: BufId) -> Option<(ObjectKey, u64)> {
-    let bind = m.buffers[b].bind.as_ref()?;
-    let mem = &m.memories[bind.memory];
-    (mem.owned_by(b) && !mem.key.is_anonymous()).then(|| (mem.key.clone(), bind.offset))
-}
-
-/// Whether enforce may leave staging buffer `h`'s own allocation unmade (DESIGN §6 "Memory"):
-/// `h` is a `staging_into_device` member of device buffer `d` at `delta`, and the trace shows
-/// that every byte of the allocation the application used is one of `h`'s, that enforce can
-/// recognise the allocation when it is made (its key, `h` already created, `d` already bound),
-/// and that all of it fits in `d`'s allocation where `h`'s bytes will live. The error says, for
-/// people, why the allocation is still made.
-fn skip_allocation(m: &Model, d: BufId, h: BufId, delta: i64) -> Result<(), String> {
-    let hb = &m.buffers[h];
-    let bind = hb
-        .bind
-        .as_ref()
-        .ok_or("the staging buffer was never bound")?;
-    let mem = &m.memories[bind.memory];
-    if !mem.owned_by(h) || mem.key.is_anonymous() {
-        return Err("its allocation holds other buffers too, or has no identity".into());
-    }
-    if mem.external {
-        return Err(
-            "its allocation is external memory or has a capture address, which only the driver can provide"
-                .into(),
-        );
-    }
-    if mem.key.flags != 0 {
-        return Err(format!(
-            "its allocation has allocate flags {:#x} (device address or device mask)",
-            mem.key.flags
-        ));
-    }
-    if !mem.host_visible {
-        return Err("its allocation is not host-visible".into());
-    }
-    if mem.dedicated_buffer.is_some_and(|x| x != h) {
-        return Err("its allocation is dedicated to another buffer".into());
-    }
-    let (lo, hi) = (bind.offset, bind.offset.saturating_add(hb.bound_len()));
-    if let Some(&(seq, off, len)) = mem
-        .maps
-        .iter()
-        .find(|&&(_, off, len)| off < lo || off.saturating_add(len) > hi)
-    {
-        return Err(format!(
-            "the host mapped bytes [{off}, {}) of its allocation at event {seq}, outside the staging buffer's range [{lo}, {hi})",
-            off.saturating_add(len)
-        ));
-    }
-    if hb.created > mem.allocated {
-        return Err(format!(
-            "its allocation was made (event {}) before the staging buffer was created (event {}); enforce recognises the allocation by its buffer",
-            mem.allocated, hb.created
-        ));
-    }
-    let db = m.buffers[d]
-        .bind
-        .as_ref()
-        .ok_or("the device buffer was never bound")?;
-    if db.seq > mem.allocated {
-        return Err(format!(
-            "its allocation was made (event {}) before the device buffer was bound (event {}), so where its bytes would live was not known yet",
-            mem.allocated, db.seq
-        ));
-    }
-    let dmem = &m.memories[db.memory];
-    let shift = db.offset as i128 - delta as i128 - bind.offset as i128;
-    if shift < 0 || shift + mem.size as i128 > dmem.size as i128 {
-        return Err(format!(
-            "its {}-byte allocation would lie at [{shift}, {}) of the {}-byte device allocation",
-            mem.size,
-            shift + mem.size as i128,
-            dmem.size
-        ));
-    }
-    Ok(())
-}
-
-/// The window of a partly made allocation starts at a multiple of this (so a buffer keeps its
-/// alignment when its offset moves down by the window's start).
-pub const WINDOW_ALIGN: u64 = 1 << 16;
-
-/// `device_into_staging` groups whose device buffer's allocation enforce need not make in full
-/// (DESIGN §6 "Memory", plan `device_memory`).
-fn device_memories(m: &Model, groups: &mut [Group], devices: &[BufId]) {
-    let members: BTreeSet<BufId> = groups
-        .iter()
-        .zip(devices)
-        .filter(|(g, _)| g.direction == Direction::DeviceIntoStaging)
-        .map(|(_, &d)| d)
-        .collect();
-    for (g, &d) in groups.iter_mut().zip(devices) {
-        if g.direction == Direction::DeviceIntoStaging {
-            g.device_memory = device_memory(m, &members, d).ok();
-        }
-    }
-}
-
-/// Whether enforce may make only part of device buffer `d`'s allocation: the trace shows it
-/// never mapped, not external, without allocate flags, host-visible (a late allocation must be
-/// able to take its bytes), dedicated to nothing but a member; every buffer bound into it outside
-/// one window `[lo, hi)` is the device buffer of a `device_into_staging` group (`members`). The
-/// window is the hull of the other buffers' ranges (empty when there are none), its start
-/// rounded down to [`WINDOW_ALIGN`]; it must leave something out.
-fn device_memory(m: &Model, members: &BTreeSet<BufId>, d: BufId) -> Result<DeviceMemory, String> {
-    let bind = m.buffers[d].bind.as_ref().ok_or("never bound")?;
-    let mem = &m.memories[bind.memory];
-    if mem.key.is_anonymous() || mem.external || mem.key.flags != 0 || !mem.host_visible {
-        return Err("no identity, external, allocate flags or not host-visible".into());
-    }
-    if !mem.maps.is_empty() {
-        return Err("mapped by the host".into());
-    }
-    if mem.dedicated_buffer.is_some_and(|b| !members.contains(&b)) {
-        return Err("dedicated to another buffer".into());
-    }
-    let mut window: Option<(u64, u64)> = None;
-    for &(b, off, _) in &mem.binds {
-        if members.contains(&b) {
-            continue;
-        }
-        let end = off.saturating_add(m.buffers[b].bound_len());
-        window = Some(match window {
-            None => (off, end),
-            Some((lo, hi)) => (lo.min(off), hi.max(end)),
-        });
-    }
-    let (lo, hi) = window.map_or((0, 0), |(lo, hi)| (lo - lo % WINDOW_ALIGN, hi));
-    if hi > mem.size || hi - lo >= mem.size {
-        return Err("the other buffers span the allocation".into());
-    }
-    Ok(DeviceMemory {
-        key: mem.key.clone(),
-        window_lo: lo,
-        window_hi: hi,
-    })
-}
-
-fn make_group(
-    ctx: &Ctx,
-    id: u32,
-    d: BufId,
-    cands: &[Candidate],
-    kept: &[usize],
-    delta: &[Option<i64>],
-    direction: Direction,
-) -> Group {
-    let m = ctx.m;
-    let members: Vec<Member> = kept
-        .iter()
-        .map(|&i| {
-            let c = &cands[i];
-            let memory = own_memory(m, c.staging);
-            let skip = match (direction, &memory) {
-                (Direction::StagingIntoDevice, Some(_)) => {
-                    skip_allocation(m, d, c.staging, delta[i].unwrap_or(0))
-                }
-                _ => Err(String::new()),
-            };
-            Member {
-                staging: buffer_ref(ctx, c.staging),
-                delta: delta[i].unwrap_or(0),
-                role: c.role(),
-                copies: c.copies(),
-                bytes: c.bytes(),
-                one_time: pairing::is_one_time(m, c),
-                memory: memory.as_ref().map(|(k, _)| k.clone()),
-                memory_offset: memory.as_ref().map_or(0, |(_, o)| *o),
-                skip_allocation: skip.is_ok(),
-                allocation_note: skip.err().unwrap_or_default(),
-            }
-        })
-        .collect();
-    let copies_total = members
-        .iter()
-        .map(|x| x.copies)
-        .fold(0u64, u64::saturating_add);
-    let bytes_total = members
-        .iter()
-        .map(|x| x.bytes)
-        .fold(0u64, u64::saturating_add);
-    // Steady state: the repeated members' bytes over the submissions that carried them.
-    let mut subs = BTreeSet::new();
-    let mut loop_bytes = 0u64;
-    for &i in kept {
-        if !pairing::is_one_time(m, &cands[i]) {
-            subs.extend(cands[i].links.iter().map(|l| l.submission));
-            loop_bytes = loop_bytes.saturating_add(cands[i].bytes());
-        }
-    }
-    let bytes_saved_per_iter = if subs.is_empty() {
-        bytes_total
-    } else {
-        loop_bytes / subs.len() as u64
-    };
-    let members_c: Vec<&Candidate> = kept.iter().map(|&i| &cands[i]).collect();
-    let extrapolation = crate::safety::extrapolate::check(m, d, &members_c);
-    let memory_saved = match direction {
-        Direction::StagingIntoDevice => kept
-            .iter()
-            .map(|&i| m.buffers[cands[i].staging].bound_len())
-            .fold(0u64, u64::saturating_add),
-        Direction::DeviceIntoStaging => m.buffers[d].bound_len(),
-    };
-    Group {
-        device_index: 0,
-        id,
-        device: buffer_ref(ctx, d),
-        members,
-        direction,
-        sync: SubstituteSync::MemoryBarrier,
-        bytes_saved_per_iter,
-        copies_total,
-        bytes_total,
-        memory_saved,
-        device_memory: None,
-        device_mapped: m.host_mapped(d),
-        extrapolable: extrapolation.is_ok(),
-        not_extrapolable: extrapolation.err().unwrap_or_default(),
     }
 }
