@@ -4,27 +4,31 @@
 //! 2. [`pairing::candidates`]: every (staging, partner) pair linked by executed copies, roles from
 //!    behaviour (the side the host touches is staging); the copies that made no pair, by reason.
 //! 3. Per candidate, in this order, the first failing rule rejects it: reuse over time, one
-//!    constant offset, thresholds, S3 pointer, untracked uses, S2 order and S1 value for the pair.
+//!    constant offset, thresholds, S3 pointer, untracked uses, S2 order and S1 value for the pair
+//!    (`pair_rules`).
 //! 4. Per device buffer, its surviving candidates become one group. `StagingIntoDevice` when the
 //!    staging buffers have their own allocations and no other partner (then several members, each
 //!    checked for compatibility and S4 in that direction); otherwise `DeviceIntoStaging` with the one
 //!    member that passes compatibility and S4 in that direction. One-time uploads are only taken
-//!    `StagingIntoDevice` (the other direction would keep the staging allocation alive).
+//!    `StagingIntoDevice` (the other direction would keep the staging allocation alive) (`grouping`).
 //! 5. Members join a group one by one (largest traffic first) as long as S1 and S2 hold for the
-//!    group as a whole: members share bytes with each other, not only with the device buffer.
+//!    group as a whole: members share bytes with each other, not only with the device buffer
+//!    (`grouping`); which allocations enforce may leave unmade (`memory`); one row per
+//!    candidate and the plan's rejections (`rows`).
 //! 6. [`CopySummary`]: every copy of the trace, and by reason why those outside accepted pairs
-//!    stayed out, with the setting or code change that would change it.
+//!    stayed out, with the setting or code change that would change it (`summary`).
 
 mod grouping;
 mod memory;
 mod pair_rules;
+mod rows;
 mod summary;
 
 pub use memory::WINDOW_ALIGN;
 
 use crate::model::{BufId, Model};
 use crate::pairing;
-use crate::plan::{BufferRef, Condition, Direction, Plan, Rejection, Role, Thresholds};
+use crate::plan::{BufferRef, Condition, Direction, Plan, Role, Thresholds};
 use crate::safety::Ctx;
 use crate::trace::{Frame, ObjectKey, Trace};
 use serde::{Deserialize, Serialize};
@@ -240,6 +244,21 @@ fn tag_device(a: &mut Analysis, device: u32, first_id: u32) {
     }
 }
 
+/// The model's warnings, after a word on a truncated trace.
+fn warnings(trace: &Trace, m: &Model) -> Vec<String> {
+    let mut warnings = m.warnings.clone();
+    if trace.truncated {
+        warnings.insert(
+            0,
+            format!(
+                "the trace was truncated (last event {}): the analysis covers only what was recorded, and a hazard after the cut would go unseen; re-profile with a larger trace_max_bytes",
+                m.last_seq
+            ),
+        );
+    }
+    warnings
+}
+
 /// [`explain`] for the records of one device.
 fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) -> Analysis {
     let m = Model::build(trace);
@@ -255,81 +274,16 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
     let (mut verdict, delta) = pair_rules::verdicts(trace, &ctx, &cands, &reuse, t);
 
     // Step 4–5: groups per device buffer.
-    let formed = grouping::form(&ctx, &cands, &delta, t, &mut verdict);
-    let (accepted, mut groups, group_devices) = (formed.accepted, formed.groups, formed.devices);
+    let mut formed = grouping::form(&ctx, &cands, &delta, t, &mut verdict);
 
     // Rows and rejections.
-    let desc = |b: BufId| {
-        let buf = &m.buffers[b];
-        BufferDesc {
-            number: buf.number,
-            key: buf.key.clone(),
-            size: buf.size,
-            usage: buf.usage,
-            created_at: created_at[b].clone(),
-        }
-    };
     let mut plan = Plan::empty(trace.header.context.clone(), t);
-    let mut rows = Vec::new();
-    for (i, c) in cands.iter().enumerate() {
-        let iterations = c.iterations().max(1);
-        let decision = match (&verdict[i], accepted.get(&i)) {
-            (Some(v), _) => {
-                plan.rejected.push(Rejection {
-                    device_index: 0,
-                    device: buffer_ref(&ctx, c.device),
-                    staging: buffer_ref(&ctx, c.staging),
-                    condition: v.condition(),
-                    event: v.event,
-                    message: v.message.clone(),
-                    plain: v.plain.clone(),
-                    copies: c.copies(),
-                    bytes: c.bytes(),
-                });
-                Decision::Rejected {
-                    condition: v.condition(),
-                    event: v.event,
-                    message: v.message.clone(),
-                    plain: v.plain.clone(),
-                    reason: v.cause.key().into(),
-                    remedy: v.cause.remedy(t),
-                }
-            }
-            (None, Some(&(group, direction))) => Decision::Accepted {
-                group,
-                direction,
-                one_time: pairing::is_one_time(&m, c),
-            },
-            (None, None) => unreachable!("every candidate is accepted or rejected"),
-        };
-        rows.push(CandidateRow {
-            device_index: 0,
-            staging: desc(c.staging),
-            device: desc(c.device),
-            role: c.role(),
-            delta: delta[i],
-            copies: c.copies(),
-            bytes: c.bytes(),
-            iterations,
-            copies_per_iter: c.copies() as f64 / iterations as f64,
-            bytes_per_iter: c.bytes() / iterations,
-            host_coverage: m.coverage.get(&c.staging).copied(),
-            decision,
-        });
-    }
-    memory::device_memories(&m, &mut groups, &group_devices);
-    plan.groups = groups;
+    let (rows, rejected) = rows::rows(&ctx, &cands, &verdict, &formed.accepted, &delta, t);
+    plan.rejected = rejected;
+    memory::device_memories(&m, &mut formed.groups, &formed.devices);
+    plan.groups = formed.groups;
 
-    let mut warnings = m.warnings.clone();
-    if trace.truncated {
-        warnings.insert(
-            0,
-            format!(
-                "the trace was truncated (last event {}): the analysis covers only what was recorded, and a hazard after the cut would go unseen; re-profile with a larger trace_max_bytes",
-                m.last_seq
-            ),
-        );
-    }
+    let warnings = warnings(trace, &m);
     let copies = summary::summarize(&m, &cands, &skipped, &verdict, t);
     Analysis {
         plan,
