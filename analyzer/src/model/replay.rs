@@ -444,10 +444,9 @@ impl Replay {
                     self.m.unvalidated.entry(b).or_insert((seq, reason.clone()));
                 }
             }
-            Event::ValidationLost { reason } => {
-                if self.m.validation_lost.is_none() {
-                    self.m.validation_lost = Some((seq, reason.clone()));
-                }
+            // The first loss is the one that counts.
+            Event::ValidationLost { reason } if self.m.validation_lost.is_none() => {
+                self.m.validation_lost = Some((seq, reason.clone()));
             }
             Event::Watch { buffer } => match self.buf_of.get(buffer) {
                 Some(&b) => {
