@@ -388,6 +388,7 @@ impl T {
 
     pub fn analyze_with(&self, t: Thresholds) -> Analysis {
         let a = explain(&self.trace(), t, &plain_site);
+        dump_golden(&self.text(), t, &a);
         // Every plan the analyzer writes must read back.
         let again = echo_analyzer::plan::parse_plan(&a.plan.to_json()).expect("plan parses");
         assert_eq!(again, a.plan);
@@ -404,6 +405,27 @@ impl T {
         assert_eq!(c.accepted_copies + explained, c.copies, "{c:#?}");
         a
     }
+}
+
+/// With `ECHO_GOLDEN_DIR` set, every analysis a test makes is written there as JSON, one file
+/// per (trace, thresholds): a refactoring that must not change behaviour runs the tests before
+/// and after and compares the two folders byte for byte.
+fn dump_golden(text: &str, t: Thresholds, a: &Analysis) {
+    use std::hash::{Hash, Hasher};
+    let Some(dir) = std::env::var_os("ECHO_GOLDEN_DIR") else {
+        return;
+    };
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    format!("{t:?}").hash(&mut h);
+    let name = format!("{:016x}", h.finish());
+    let dir = std::path::Path::new(&dir);
+    std::fs::create_dir_all(dir).expect("golden folder");
+    let json = serde_json::to_string_pretty(a).expect("analysis serializes");
+    // Tests run in parallel and may analyze the same trace: write aside, then rename.
+    let tmp = dir.join(format!("{name}.{:?}.tmp", std::thread::current().id()));
+    std::fs::write(&tmp, format!("{json}\n")).expect("golden write");
+    std::fs::rename(&tmp, dir.join(format!("{name}.json"))).expect("golden rename");
 }
 
 /// Issue 24, one cause, one name: for every refused pair, its condition, the summary reason it
