@@ -71,6 +71,8 @@ for t in "${targets[@]}"; do
     set -e
     wall=$(($(date +%s) - start))
     n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+    # From the final stats, else from libFuzzer's "Done N runs in S second(s)" line.
+    [ -z "$n" ] && n=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -n 1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
     rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -n 1)
     cov=$(grep -E '^#[0-9]+' "$log" | tail -n 1 | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[0-9a-zA-Z]+' || true)
