@@ -127,6 +127,195 @@ fn seed() -> String {
     t.text()
 }
 
+/// A second seed with the events [`seed`] lacks: sampled validation (`watch`, `window`),
+/// `watched`, secondary command buffers, timeline semaphores, resets, flushes, external memory,
+/// a second device whose validation is lost, an unvalidated buffer, and the truncation marker.
+fn seed_sampled_two_devices() -> String {
+    use echo_analyzer::trace::{Access, BufferUse, CopyRegion, Event, SubmitBatch, UseKind};
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    let r = t.staging(MIB);
+    let pool = t.pool(4 * MIB);
+    let w = t.sub_watched(pool, MIB, MIB, 0x3);
+    t.push(Event::Watch { buffer: h.buf });
+    let sem = t.handle();
+    let sec = t.handle();
+    t.push(Event::CmdBegin {
+        cmd: sec,
+        one_time: false,
+    });
+    t.push(Event::CmdUse {
+        cmd: sec,
+        command: "vkCmdFillBuffer".into(),
+        uses: vec![BufferUse {
+            buffer: w.buf,
+            offset: 0,
+            size: 4096,
+            access: Access::Write,
+            kind: UseKind::Fill,
+        }],
+    });
+    t.push(Event::CmdEnd { cmd: sec });
+    for i in 0..4u64 {
+        t.host_write(h.buf);
+        t.push(Event::FlushRanges {
+            ranges: vec![(h.mem, 0, MIB)],
+        });
+        let cmd = t.handle();
+        t.push(Event::CmdBegin {
+            cmd,
+            one_time: true,
+        });
+        t.push(Event::CmdCopyBuffer {
+            cmd,
+            src: h.buf,
+            dst: d.buf,
+            regions: vec![CopyRegion {
+                src_offset: 0,
+                dst_offset: 0,
+                size: MIB,
+            }],
+        });
+        t.push(Event::CmdBarrier { cmd });
+        t.push(Event::CmdUse {
+            cmd,
+            command: "vkCmdDrawIndexedIndirect".into(),
+            uses: vec![
+                BufferUse {
+                    buffer: d.buf,
+                    offset: 0,
+                    size: u64::MAX,
+                    access: Access::Read,
+                    kind: UseKind::Index,
+                },
+                BufferUse {
+                    buffer: d.buf,
+                    offset: 256,
+                    size: 64,
+                    access: Access::Read,
+                    kind: UseKind::Indirect,
+                },
+                BufferUse {
+                    buffer: d.buf,
+                    offset: 0,
+                    size: 4096,
+                    access: Access::ReadWrite,
+                    kind: UseKind::Descriptor,
+                },
+            ],
+        });
+        t.push(Event::CmdExecute {
+            cmd,
+            secondaries: vec![sec],
+        });
+        t.push(Event::CmdCopyBuffer {
+            cmd,
+            src: d.buf,
+            dst: r.buf,
+            regions: vec![
+                CopyRegion {
+                    src_offset: 0,
+                    dst_offset: 0,
+                    size: MIB / 2,
+                },
+                CopyRegion {
+                    src_offset: MIB / 2,
+                    dst_offset: MIB / 2,
+                    size: MIB / 2,
+                },
+            ],
+        });
+        t.push(Event::CmdEnd { cmd });
+        let queue = t.queue;
+        t.push(Event::QueueSubmit {
+            queue,
+            batches: vec![SubmitBatch {
+                command_buffers: vec![cmd],
+                waits: vec![(sem, i)],
+                signals: vec![(sem, i + 1)],
+            }],
+            fence: None,
+        });
+        t.push(Event::Window {
+            unobserved: if i % 2 == 1 { vec![h.buf] } else { vec![] },
+        });
+        t.push(Event::SemaphoreReached {
+            semaphores: vec![(sem, i + 1)],
+        });
+        t.push(Event::Window { unobserved: vec![] });
+        t.push(Event::InvalidateRanges {
+            ranges: vec![(r.mem, 0, u64::MAX)],
+        });
+        t.host_read(r.buf);
+        t.push(Event::CmdReset { cmd });
+    }
+    t.push(Event::SemaphoreSignal {
+        semaphore: sem,
+        value: 100,
+    });
+    t.push(Event::QueueWaitIdle { queue: t.queue });
+    t.push(Event::CmdFree { cmd: sec });
+    t.push(Event::UnmapMemory { memory: h.mem });
+    t.push(Event::Unvalidated {
+        buffer: r.buf,
+        reason: "mprotect failed".into(),
+    });
+    // A second device, with handles that collide with the first one's.
+    t.new_device(1, "driver-map");
+    let h2 = t.staging(MIB);
+    let d2 = t.device(MIB);
+    let ext = t.handle();
+    t.push(Event::MemoryAlloc {
+        memory: ext,
+        key: echo_analyzer::trace::ObjectKey::anonymous(MIB, 1, 0),
+        type_index: 1,
+        size: MIB,
+        dedicated_buffer: None,
+        host_visible: false,
+        external: true,
+    });
+    for _ in 0..3 {
+        t.host_write(h2.buf);
+        let (_, f) = t.submit(&[Cmd::Copy(h2.buf, d2.buf, MIB), Cmd::Read(d2.buf)]);
+        t.push(Event::FenceSignaled { fences: vec![f] });
+        t.push(Event::FenceReset { fences: vec![f] });
+    }
+    t.push(Event::ValidationLost {
+        reason: "SIGSEGV handler replaced".into(),
+    });
+    t.push(Event::DeviceWaitIdle);
+    t.push(Event::DeviceDestroy { device: 0xd0 });
+    t.push(Event::Truncated {
+        dropped_after_bytes: 1 << 30,
+    });
+    t.text()
+}
+
+/// [`seed`] as a version 1 trace (one device, no `dev`, validation unknown).
+fn seed_v1() -> String {
+    let text = seed();
+    let mut lines = text.lines();
+    let mut h: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    h["version"] = 1.into();
+    let mut out = h.to_string();
+    for l in lines {
+        let mut r: serde_json::Value = serde_json::from_str(l).unwrap();
+        if let Some(o) = r.as_object_mut() {
+            o.remove("dev");
+            o.remove("device_index");
+            o.remove("name");
+            o.remove("validation");
+            o.remove("external");
+            o.remove("stack");
+        }
+        out.push('\n');
+        out.push_str(&r.to_string());
+    }
+    out.push('\n');
+    out
+}
+
 /// Structural mutations that keep each line JSON: drop, duplicate or swap lines, or replace a
 /// number somewhere in a record with an interesting value (0, max, another line's handle …).
 fn mutate_lines(rng: &mut Rng, lines: &mut Vec<String>) {
@@ -308,10 +497,35 @@ fn write_seeds() {
     std::fs::create_dir_all(dir.join("trace_reader")).unwrap();
     std::fs::create_dir_all(dir.join("plan_reader")).unwrap();
     let trace = seed();
-    std::fs::write(dir.join("trace_reader/seed.jsonl"), &trace).unwrap();
-    let t = read_trace(trace.as_bytes()).unwrap();
-    let plan = explain(&t, Thresholds::default(), &|_| String::new()).plan;
-    std::fs::write(dir.join("plan_reader/seed.json"), plan.to_json()).unwrap();
+    for (name, trace) in [
+        ("seed", trace),
+        ("seed-sampled-two-devices", seed_sampled_two_devices()),
+        ("seed-v1", seed_v1()),
+    ] {
+        std::fs::write(dir.join(format!("trace_reader/{name}.jsonl")), &trace).unwrap();
+        let t = read_trace(trace.as_bytes()).unwrap();
+        let mut plan = explain(&t, Thresholds::default(), &|_| String::new()).plan;
+        if name == "seed" {
+            // The optional parts an analyzed trace leaves out: calibration, program evidence.
+            plan.calibration = Some(echo_analyzer::plan::Calibration {
+                trials: 3,
+                baseline_ms_median: 12.5,
+                plan_ms_median: 9.25,
+                enabled: true,
+            });
+            plan.evidence = Some(echo_analyzer::plan::Evidence {
+                profiles: vec!["00000000deadbeef".into(), "0123456789abcdef".into()],
+                stable: true,
+            });
+        }
+        std::fs::write(dir.join(format!("plan_reader/{name}.json")), plan.to_json()).unwrap();
+    }
     std::fs::create_dir_all(dir.join("settings")).unwrap();
     std::fs::write(dir.join("settings/seed.txt"), settings_seed()).unwrap();
+    // The settings `settings_seed` leaves out, in other spellings (suffixes, cases, `${}`).
+    let rest = "echo.cache_max_bytes = 512MiB\necho.keep_traces = Yes\necho.context = program\n\
+                echo.guard = auto\necho.validate_full_windows = 0\necho.validate_sample_every = 8\n\
+                echo.mode = PROFILE\necho.log = warning\necho.cache_dir = ~\necho.plan = ${HOME\n\
+                echo.stats = $XDG_DATA_HOME/$/s.json\necho.min_bytes = 18446744073709551615G\n";
+    std::fs::write(dir.join("settings/seed-rest.txt"), rest).unwrap();
 }
