@@ -42,12 +42,13 @@
 
 use crate::dispatch::DeviceData;
 use crate::hostmem::memfd::DoubleMap;
+use crate::hostmem::signal::{segv_handler_is, Previous};
 use crate::log;
 use ash::vk;
 use ash::vk::Handle;
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
-use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Guarded allocations at once (more are not guarded: their groups are refused).
@@ -104,7 +105,8 @@ static CLAIM: Mutex<()> = Mutex::new(());
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Mutex<()> = Mutex::new(());
-static mut PREV: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::zeroed();
+/// The handler that was installed before this one.
+static PREV: Previous = Previous::new();
 
 fn errno_ptr() -> *mut libc::c_int {
     // SAFETY: returns the calling thread's errno location.
@@ -227,66 +229,23 @@ unsafe fn on_fault(s: &Slot, write: Option<bool>) {
     }
 }
 
-/// Hand a fault that is not ours to the previous disposition (as `profile/guard.rs` does).
+/// Hand a fault that is not ours to the previous disposition.
 unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    let prev = (*std::ptr::addr_of!(PREV)).assume_init_ref();
-    let h = prev.sa_sigaction;
-    if h == libc::SIG_DFL || h == libc::SIG_IGN {
-        let user_sent = !info.is_null() && (*info).si_code <= 0;
-        if h == libc::SIG_IGN && user_sent {
-            return;
-        }
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigemptyset(&mut dfl.sa_mask);
-        libc::sigaction(libc::SIGSEGV, &dfl, std::ptr::null_mut());
-        if user_sent {
-            libc::raise(libc::SIGSEGV);
-        }
-        return;
-    }
-    if prev.sa_flags & libc::SA_SIGINFO != 0 {
-        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) =
-            std::mem::transmute(h);
-        f(sig, info, ctx);
-    } else {
-        let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
-        f(sig);
-    }
+    PREV.chain_segv(sig, info, ctx);
 }
 
 /// Installs the handler once per process (chained to whatever was installed before), and checks
 /// that it is still the current one.
 pub fn install() -> Result<(), String> {
     let _l = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: plain sigaction calls with valid structs.
-    unsafe {
-        if INSTALLED.load(Ordering::Acquire) {
-            let mut cur: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut cur) == 0
-                && cur.sa_sigaction != handler as *const () as usize
-            {
-                return Err("another SIGSEGV handler replaced echo's guard handler".into());
-            }
-            return Ok(());
+    if INSTALLED.load(Ordering::Acquire) {
+        if !segv_handler_is(handler as *const () as usize) {
+            return Err("another SIGSEGV handler replaced echo's guard handler".into());
         }
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = handler as *const () as usize;
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        let mut prev: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut prev) != 0 {
-            return Err(std::io::Error::last_os_error().to_string());
-        }
-        std::ptr::addr_of_mut!(PREV).write(std::mem::MaybeUninit::new(prev));
-        fence(Ordering::SeqCst);
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGSEGV, &sa, &mut old) != 0 {
-            return Err(std::io::Error::last_os_error().to_string());
-        }
-        std::ptr::addr_of_mut!(PREV).write(std::mem::MaybeUninit::new(old));
-        fence(Ordering::SeqCst);
+        return Ok(());
     }
+    // SAFETY: once (INSTALLED, under INSTALL), from normal code, before any fault of ours.
+    unsafe { PREV.install_segv(handler as *const () as usize) }?;
     INSTALLED.store(true, Ordering::Release);
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! Host memory below both modes (issue 25): what profile's host-access watch and enforce's
 //! runtime guard share, written once — the memfd double mapping ([`memfd`]), importing it into
 //! Vulkan ([`import`]: the extension, the alignment; the create-info patches for buffers and
-//! images live with the double mapping), and which way a page fault went ([`fault`]).
+//! images live with the double mapping), which way a page fault went ([`fault`]), and installing and chaining the SIGSEGV handlers
+//! ([`signal`]).
 //! Nothing here knows about traces, plans or either mode.
 
 pub mod fault;
 pub mod import;
 pub mod memfd;
+pub mod signal;

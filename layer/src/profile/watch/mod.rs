@@ -41,6 +41,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ord
 use std::sync::Mutex;
 
 use crate::hostmem::fault::fault_is_write;
+use crate::hostmem::signal::{call_handler, segv_handler_is, Previous};
 use echo_analyzer::trace::Access;
 
 /// Armed ranges the table holds at once.
@@ -225,8 +226,8 @@ fn pop() -> Option<(u64, u8, u64)> {
 // ---------------------------------------------------------------- installation and chaining
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
-/// The handler that was installed before ours. Written once before ours is installed.
-static mut PREV: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::zeroed();
+/// The handler that was installed before ours.
+static PREV: Previous = Previous::new();
 
 /// Why the guard cannot arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,10 +260,7 @@ impl std::fmt::Display for GuardError {
 fn install() -> Result<(), GuardError> {
     if INSTALLED.load(Ordering::Acquire) {
         // Still ours? (an app may install its own after us)
-        let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
-        if unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut cur) } == 0
-            && cur.sa_sigaction != handler as *const () as usize
-        {
+        if !segv_handler_is(handler as *const () as usize) {
             return Err(GuardError::Replaced);
         }
         return Ok(());
@@ -270,33 +268,8 @@ fn install() -> Result<(), GuardError> {
     ring_init();
     page_size();
     crate::hostmem::fault::setup();
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = handler as *const () as usize;
-        // SA_ONSTACK: run on the thread's alternate stack if it has one (a stack overflow is not
-        // ours, and the app's handler we chain to may need that stack). No SA_NODEFER: SIGSEGV
-        // stays blocked while we run, as a chained app handler expects, and a fault inside the
-        // handler kills the process instead of recursing.
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        let mut prev: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut prev) != 0 {
-            return Err(GuardError::Install(
-                std::io::Error::last_os_error().to_string(),
-            ));
-        }
-        std::ptr::addr_of_mut!(PREV).write(std::mem::MaybeUninit::new(prev));
-        fence(Ordering::SeqCst);
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGSEGV, &sa, &mut old) != 0 {
-            return Err(GuardError::Install(
-                std::io::Error::last_os_error().to_string(),
-            ));
-        }
-        // Keep whatever was current at the swap (a racing installer wins over our snapshot).
-        std::ptr::addr_of_mut!(PREV).write(std::mem::MaybeUninit::new(old));
-        fence(Ordering::SeqCst);
-    }
+    // SAFETY: once (INSTALLED), from normal code, before any fault of ours.
+    unsafe { PREV.install_segv(handler as *const () as usize) }.map_err(GuardError::Install)?;
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     step::install();
     INSTALLED.store(true, Ordering::Release);
@@ -306,43 +279,7 @@ fn install() -> Result<(), GuardError> {
 /// Hand a fault that is not ours to the previous disposition.
 unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     CHAINED.fetch_add(1, Ordering::Relaxed);
-    let prev = (*std::ptr::addr_of!(PREV)).assume_init_ref();
-    let h = prev.sa_sigaction;
-    if h == libc::SIG_DFL || h == libc::SIG_IGN {
-        let user_sent = !info.is_null() && (*info).si_code <= 0;
-        if h == libc::SIG_IGN && user_sent {
-            return; // an ignored kill(SIGSEGV): ignore it
-        }
-        // Restore the default and let the fault happen again (hardware faults re-execute; a
-        // sent signal is raised again, pending until we return since SIGSEGV is blocked).
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigemptyset(&mut dfl.sa_mask);
-        libc::sigaction(libc::SIGSEGV, &dfl, std::ptr::null_mut());
-        if user_sent {
-            libc::raise(libc::SIGSEGV);
-        }
-        return;
-    }
-    call_handler(prev, sig, info, ctx);
-}
-
-/// Call an installed handler (`SA_SIGINFO` or plain) as the kernel would have.
-unsafe fn call_handler(
-    prev: &libc::sigaction,
-    sig: libc::c_int,
-    info: *mut libc::siginfo_t,
-    ctx: *mut c_void,
-) {
-    let h = prev.sa_sigaction;
-    if prev.sa_flags & libc::SA_SIGINFO != 0 {
-        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) =
-            std::mem::transmute(h);
-        f(sig, info, ctx);
-    } else {
-        let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
-        f(sig);
-    }
+    PREV.chain_segv(sig, info, ctx);
 }
 
 // -------------------------------------------------------------------------------- handler
