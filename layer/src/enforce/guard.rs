@@ -244,6 +244,9 @@ pub fn install() -> Result<(), String> {
         }
         return Ok(());
     }
+    // The direction of a fault where the signal frame has no ESR (aarch64 under qemu-user):
+    // without it every write would count as a read first.
+    crate::hostmem::fault::setup();
     // SAFETY: once (INSTALLED, under INSTALL), from normal code, before any fault of ours.
     unsafe { PREV.install_segv(handler as *const () as usize) }?;
     INSTALLED.store(true, Ordering::Release);
