@@ -31,7 +31,7 @@ cargo build --release -p vk-layer-echo
 
 echo "== cargo test --workspace $*"
 status=0
-cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
 
 # Summary over every test binary's "test result:" line.
 passed=0 failed=0 ignored=0 binaries=0
