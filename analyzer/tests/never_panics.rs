@@ -274,6 +274,7 @@ fn seed_sampled_two_devices() -> String {
         dedicated_buffer: None,
         host_visible: false,
         external: true,
+        host_import: false,
     });
     for _ in 0..3 {
         t.host_write(h2.buf);
