@@ -14,7 +14,11 @@
  *
  * `late` is the twin that records A only after r is bound (same buffers, same creation sites, so
  * the same buffer keys): its plan's group is fine, and forced onto `early` it shows the layer's
- * backstop (a held-back bind happens at the first command that names the buffer). */
+ * backstop (a held-back bind happens at the first command that names the buffer).
+ *
+ * gate-args: early 3
+ * gate-args: late 3
+ */
 #include "common.h"
 
 /* A: fill s on the GPU, copy s -> d, with barriers on d before and after. */

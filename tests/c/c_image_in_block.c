@@ -12,7 +12,11 @@
  * `device`: the image shares a device block with a device buffer d instead (VMA-style), the
  * staging buffer h and the readback buffer have allocations of their own. Each round: the host
  * writes h, copy h -> d -> image -> readback. The plan binds h into d's block (staging into
- * device); guarded enforce (`guard=on`) imports that block, so the same rule applies there. */
+ * device); guarded enforce (`guard=on`) imports that block, so the same rule applies there.
+ *
+ * gate-args: slab 3
+ * gate-args: device 3
+ */
 #include "common.h"
 
 static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
