@@ -98,6 +98,9 @@ const SLOT_INIT: Slot = Slot {
 };
 
 static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
+/// Some host read inside a window was counted in this process (normal code looks further only
+/// then: one relaxed load per submission and completion).
+static ANY_READ: AtomicBool = AtomicBool::new(false);
 /// Normal code claims a FREE slot under this lock (the handler never takes it).
 static CLAIM: Mutex<()> = Mutex::new(());
 
@@ -162,6 +165,7 @@ unsafe fn on_fault(s: &Slot, write: Option<bool>) {
                     continue;
                 }
                 s.reads.fetch_add(1, Ordering::Relaxed);
+                ANY_READ.store(true, Ordering::Relaxed);
                 libc::mprotect(start as *mut c_void, len, libc::PROT_READ);
                 s.state.store(
                     if st == PROT { PROT_R } else { SPLIT_PROT_R },
@@ -570,6 +574,9 @@ impl Guard {
     /// Normal code after the handler may have counted reads: the first time there are any, warn
     /// in plain words and mark the plan untrusted (auto mode profiles again).
     pub fn note_reads(&self) {
+        if !ANY_READ.load(Ordering::Relaxed) {
+            return;
+        }
         let n = self.reads();
         if n == 0 || self.reads_reported.swap(n, Ordering::AcqRel) != 0 {
             return;
