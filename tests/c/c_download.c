@@ -26,29 +26,6 @@
 #define NRES_DEFAULT 3
 #define SIZE (2 * MIB)
 
-static void begin(VkCommandBuffer cmd)
-{
-    CHECK(vkResetCommandBuffer(cmd, 0));
-    VkCommandBufferBeginInfo bi = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-    };
-    CHECK(vkBeginCommandBuffer(cmd, &bi));
-}
-
-static void submit_wait(const struct gpu *g, VkCommandBuffer cmd, VkFence fence)
-{
-    CHECK(vkEndCommandBuffer(cmd));
-    VkSubmitInfo si = {
-        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-        .commandBufferCount = 1,
-        .pCommandBuffers = &cmd,
-    };
-    CHECK(vkResetFences(g->dev, 1, &fence));
-    CHECK(vkQueueSubmit(g->queue, 1, &si, fence));
-    CHECK(vkWaitForFences(g->dev, 1, &fence, VK_TRUE, UINT64_MAX));
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2 || (strcmp(argv[1], "ok") != 0 && strcmp(argv[1], "clear") != 0)) {
@@ -108,21 +85,21 @@ int main(int argc, char **argv)
     const VkBufferCopy region = {0, 0, SIZE};
 
     /* The upload, once. */
-    begin(cmd);
+    cmd_begin(cmd);
     vkCmdCopyBuffer(cmd, u.buf, in.buf, 1, &region);
     buffer_barrier(cmd, in.buf, VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT, xfer, cs);
-    submit_wait(&g, cmd, fence);
+    cmd_submit_wait(&g, cmd, fence);
 
     uint64_t checksum = FNV_OFFSET;
     for (uint32_t j = 0; j < NRES; j++) {
         /* Result j on the device. */
-        begin(cmd);
+        cmd_begin(cmd);
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl[j].pipe);
         vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl[j].layout, 0, 1,
                                 &pl[j].set, 0, NULL);
         vkCmdPushConstants(cmd, pl[j].layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &j);
         vkCmdDispatch(cmd, (uint32_t)(SIZE / 4 / 64), 1, 1);
-        submit_wait(&g, cmd, fence);
+        cmd_submit_wait(&g, cmd, fence);
 
         /* Read it back once through a fresh staging buffer, then drop that buffer. */
         struct buffer r = buffer_create(&g, SIZE, dst, MEM_READBACK);
@@ -130,13 +107,13 @@ int main(int argc, char **argv)
         CHECK(vkMapMemory(g.dev, r.mem, 0, VK_WHOLE_SIZE, 0, &p));
         if (clear)
             memset(p, 0xa5, (size_t)SIZE);
-        begin(cmd);
+        cmd_begin(cmd);
         buffer_barrier(cmd, d[j].buf, VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_TRANSFER_READ_BIT, cs,
                        xfer);
         vkCmdCopyBuffer(cmd, d[j].buf, r.buf, 1, &region);
         buffer_barrier(cmd, r.buf, VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT, xfer,
                        VK_PIPELINE_STAGE_HOST_BIT);
-        submit_wait(&g, cmd, fence);
+        cmd_submit_wait(&g, cmd, fence);
         checksum = fnv1a(checksum, p, (size_t)SIZE);
         vkUnmapMemory(g.dev, r.mem);
         buffer_destroy(&g, &r);

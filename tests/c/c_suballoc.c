@@ -73,16 +73,6 @@ static void submit_wait(const struct gpu *g, VkCommandBuffer cmd, VkFence fence,
         CHECK(vkWaitForFences(g->dev, 1, &fence, VK_TRUE, UINT64_MAX));
 }
 
-static void begin(VkCommandBuffer cmd)
-{
-    CHECK(vkResetCommandBuffer(cmd, 0));
-    VkCommandBufferBeginInfo bi = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-    };
-    CHECK(vkBeginCommandBuffer(cmd, &bi));
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[1], "loop") != 0 && strcmp(argv[1], "race") != 0 &&
@@ -164,7 +154,7 @@ int main(int argc, char **argv)
     for (uint32_t it = 0; it < iters; it++) {
         if (zero) {
             /* The zero-copy twin: one submission, the shader reads h and writes r. */
-            begin(cmd[1]);
+            cmd_begin(cmd[1]);
             vkCmdBindPipeline(cmd[1], VK_PIPELINE_BIND_POINT_COMPUTE, pl.pipe);
             vkCmdBindDescriptorSets(cmd[1], VK_PIPELINE_BIND_POINT_COMPUTE, pl.layout, 0, 1,
                                     &pl.set, 0, NULL);
@@ -179,7 +169,7 @@ int main(int argc, char **argv)
             continue;
         }
         /* Upload: h -> d (after the previous dispatch's reads of d). */
-        begin(cmd[0]);
+        cmd_begin(cmd[0]);
         buffer_barrier(cmd[0], b.buf[D], VK_ACCESS_SHADER_READ_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
                        cs, xfer);
         vkCmdCopyBuffer(cmd[0], b.buf[H], b.buf[D], 1, &region);
@@ -187,7 +177,7 @@ int main(int argc, char **argv)
         submit_wait(&g, cmd[0], fence, 1);
 
         /* Dispatch d -> o, readback o -> r. */
-        begin(cmd[1]);
+        cmd_begin(cmd[1]);
         buffer_barrier(cmd[1], b.buf[D], VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_SHADER_READ_BIT,
                        xfer, cs);
         buffer_barrier(cmd[1], b.buf[O], VK_ACCESS_TRANSFER_READ_BIT, VK_ACCESS_SHADER_WRITE_BIT,

@@ -247,6 +247,31 @@ static inline struct cmds cmds_create(const struct gpu *g, uint32_t n)
     return c;
 }
 
+/* Resets `cmd` and begins it for one submission. */
+static inline void cmd_begin(VkCommandBuffer cmd)
+{
+    CHECK(vkResetCommandBuffer(cmd, 0));
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    CHECK(vkBeginCommandBuffer(cmd, &bi));
+}
+
+/* Ends `cmd`, submits it alone with `fence` (reset first) and waits for the fence. */
+static inline void cmd_submit_wait(const struct gpu *g, VkCommandBuffer cmd, VkFence fence)
+{
+    CHECK(vkEndCommandBuffer(cmd));
+    VkSubmitInfo si = {
+        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+        .commandBufferCount = 1,
+        .pCommandBuffers = &cmd,
+    };
+    CHECK(vkResetFences(g->dev, 1, &fence));
+    CHECK(vkQueueSubmit(g->queue, 1, &si, fence));
+    CHECK(vkWaitForFences(g->dev, 1, &fence, VK_TRUE, UINT64_MAX));
+}
+
 static inline void cmds_destroy(const struct gpu *g, struct cmds *c)
 {
     vkDestroyFence(g->dev, c->fence, NULL);

@@ -1214,18 +1214,7 @@ mod tests {
     fn write_in_window_splits_and_merge_brings_it_back() {
         // In a child process: other tests of this binary replace the SIGSEGV handler.
         if std::env::var_os("ECHO_GUARD_CHILD").is_none() {
-            let exe = std::env::current_exe().unwrap();
-            let runner = std::env::var("ECHO_TEST_RUNNER").unwrap_or_default();
-            let mut words = runner.split_whitespace();
-            let mut cmd = match words.next() {
-                Some(program) => {
-                    let mut c = std::process::Command::new(program);
-                    c.args(words).arg(&exe);
-                    c
-                }
-                None => std::process::Command::new(&exe),
-            };
-            let out = cmd
+            let out = crate::testutil::self_command()
                 .args([
                     "enforce::guard::tests::write_in_window_splits_and_merge_brings_it_back",
                     "--exact",
