@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Per-call costs in instructions (issue 15): callgrind counts the loops of tests/c/c_calls.c with
 # no layer, echo mode=off and mode=enforce (release library); tests/tests/costs.rs prints the
-# table and checks the budgets (mode=off: 0 instructions inside echo; small buffers and command
-# recording under enforce: at most 2x no layer). Writes bench/instructions.md, which echo-bench
+# table and checks the budgets (mode=off: 0 instructions inside echo; under enforce at most 250 of
+# echo's own per hooked call, and recording at most 2x no layer). Writes bench/instructions.md, which echo-bench
 # carries into bench/RESULTS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 cargo test -p echo-tests --test costs -- --nocapture >"$log" 2>&1 || status=$?
-grep -E '^\||panicked|want 0|> 2 ×' "$log" || true
+grep -E '^\||panicked|want 0|> 2 ×|per hooked call' "$log" || true
 if [ "$status" -ne 0 ]; then
     echo "scripts/costs.sh: the budgets are not met (log above); bench/instructions.md not written" >&2
     exit 1
@@ -28,10 +28,13 @@ fi
     echo "Instructions per iteration on the calling thread, counted by callgrind inside the loop of"
     echo "\`tests/c/c_calls.c\` (a C program linked with \`-lvulkan\`; difference of 300 and 100 iterations,"
     echo "so start-up cancels); echo is the release library; \"in echo\": instructions executed inside"
-    echo "libVkLayer_echo.so. Deterministic up to the fence wait of the submit loop, whose totals move by a"
-    echo "few per cent between runs with or without echo. Budgets, checked by \`tests/tests/costs.rs\` in the"
-    echo "test command: mode=off runs 0 instructions in echo; under enforce, small buffers (below"
-    echo "\`min_bytes\`) and command recording cost at most 2× no layer."
+    echo "libVkLayer_echo.so (exclusive cost of every function in that object). The \"in echo\" counts are"
+    echo "exact. The totals are not: most of the create loop is glibc's calloc inside lavapipe, whose cost"
+    echo "follows the heap's layout (the same code counted 798 with no layer on the CI machine and 1057"
+    echo "here), and the fence wait of the submit loop sleeps or not. Budgets, checked by"
+    echo "\`tests/tests/costs.rs\` in the test command: mode=off runs 0 instructions in echo; under enforce"
+    echo "echo runs at most 250 instructions of its own per hooked call (small buffers, below"
+    echo "\`min_bytes\`, need no call-site identity), and command recording costs at most 2× no layer."
     echo
     grep -E '^\|' "$log"
 } > bench/instructions.md

@@ -318,11 +318,136 @@ pub fn device_link(key: Key) -> Option<vk::PFN_vkGetDeviceProcAddr> {
     device_links().get(&key).map(|r| *r.value())
 }
 pub fn insert_device(key: Key, data: DeviceData) {
-    devices().insert(key, Arc::new(data));
+    let data = Arc::new(data);
+    let ptr = Arc::as_ptr(&data).cast_mut();
+    // A slot never outlives the map entry that owns its device: cleared before the entry goes.
+    fast::clear(key);
+    devices().insert(key, data);
+    fast::claim(key, ptr);
 }
+
+/// The device a hook runs on: a lock-free borrow from [`fast`] for the first devices, a shared
+/// reference from the map for the others.
+pub enum DeviceRef {
+    /// Owned by `devices()`: its entry outlives every call on the device (the application may
+    /// not call a device while or after destroying it).
+    Fast(std::ptr::NonNull<DeviceData>),
+    Shared(Arc<DeviceData>),
+}
+
+impl std::ops::Deref for DeviceRef {
+    type Target = DeviceData;
+    #[inline]
+    fn deref(&self) -> &DeviceData {
+        match self {
+            // SAFETY: see the variant: the map entry that owns it is alive for this call.
+            DeviceRef::Fast(p) => unsafe { p.as_ref() },
+            DeviceRef::Shared(a) => a,
+        }
+    }
+}
+
+/// The device behind dispatch key `key`, for the duration of one call on it.
+#[inline]
+pub fn device_for_call(key: Key) -> Option<DeviceRef> {
+    match fast::find(key) {
+        Some(p) => Some(DeviceRef::Fast(p)),
+        None => device(key).map(DeviceRef::Shared),
+    }
+}
+
 #[inline]
 pub fn device(key: Key) -> Option<Arc<DeviceData>> {
     devices().get(&key).map(|r| Arc::clone(r.value()))
+}
+
+/// A few fixed slots `(key, device)` read without a lock on every hooked call: the map's lookup
+/// (hash, shard lock, probe, reference count) was half of a hook's cost (bench/RESULTS.md, per
+/// call costs). A slot is written only when a device is created or destroyed, which the
+/// application may not do concurrently with calls on that device (`vkDestroyDevice`'s external
+/// synchronization); devices beyond the slots use the map.
+mod fast {
+    use super::{DeviceData, Key};
+    use std::ptr::NonNull;
+    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+    const SLOTS: usize = 8;
+
+    struct Slot {
+        /// 0 when free; set after `ptr`, cleared before it.
+        key: AtomicUsize,
+        ptr: AtomicPtr<DeviceData>,
+    }
+
+    static FAST: [Slot; SLOTS] = [const {
+        Slot {
+            key: AtomicUsize::new(0),
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }; SLOTS];
+
+    #[inline]
+    pub(super) fn find(key: Key) -> Option<NonNull<DeviceData>> {
+        if key == 0 {
+            return None;
+        }
+        FAST.iter()
+            .find(|s| s.key.load(Ordering::Acquire) == key)
+            .and_then(|s| NonNull::new(s.ptr.load(Ordering::Acquire)))
+    }
+
+    /// Takes a free slot for `key` (none when all are taken: the map serves it).
+    pub(super) fn claim(key: Key, ptr: *mut DeviceData) {
+        if key == 0 {
+            return;
+        }
+        for s in &FAST {
+            if s.ptr
+                .compare_exchange(std::ptr::null_mut(), ptr, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                s.key.store(key, Ordering::Release);
+                return;
+            }
+        }
+    }
+
+    /// Frees `key`'s slot, if it has one.
+    pub(super) fn clear(key: Key) {
+        if key == 0 {
+            return;
+        }
+        for s in &FAST {
+            if s.key.load(Ordering::Acquire) == key {
+                s.key.store(0, Ordering::Release);
+                s.ptr.store(std::ptr::null_mut(), Ordering::Release);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn slots_are_found_cleared_and_reused() {
+            // Keys no real dispatch table has (odd), so parallel tests cannot collide.
+            let (a, b) = (0x1001, 0x2001);
+            let (pa, pb) = (0x10 as *mut DeviceData, 0x20 as *mut DeviceData);
+            claim(a, pa);
+            claim(b, pb);
+            assert_eq!(find(a).map(|p| p.as_ptr()), Some(pa));
+            assert_eq!(find(b).map(|p| p.as_ptr()), Some(pb));
+            clear(a);
+            assert_eq!(find(a), None);
+            assert_eq!(find(b).map(|p| p.as_ptr()), Some(pb));
+            claim(a, pb);
+            assert_eq!(find(a).map(|p| p.as_ptr()), Some(pb));
+            clear(a);
+            clear(b);
+            assert_eq!((find(a), find(b)), (None, None));
+        }
+    }
 }
 /// Every live device, in no particular order (for the exit-time path).
 pub fn live_devices() -> Vec<Arc<DeviceData>> {
@@ -335,6 +460,7 @@ pub fn instance_count() -> usize {
 }
 
 pub fn remove_device(key: Key) -> Option<Arc<DeviceData>> {
+    fast::clear(key);
     device_links().remove(&key);
     devices().remove(&key).map(|(_, v)| v)
 }

@@ -122,7 +122,7 @@ pub fn device_call<F: Copy, R: Fallback>(
     pass: impl FnOnce(F) -> R,
 ) -> R {
     let outer = catch_unwind(AssertUnwindSafe(|| {
-        let Some(dev) = dispatch::device(key) else {
+        let Some(dev) = dispatch::device_for_call(key) else {
             log::warn_once(
                 id.name(),
                 format_args!("{} called on a device echo does not know", id.name()),

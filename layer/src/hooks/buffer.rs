@@ -43,6 +43,7 @@ hook! {
             } else {
                 (None, Vec::new())
             };
+            let planned = if cx.dev.enforce().is_some() { key.clone() } else { None };
             cx.dev.state.buffers.insert(
                 raw(*out),
                 BufferState {
@@ -59,12 +60,9 @@ hook! {
             if let Some(p) = cx.dev.profile() {
                 p.on_create_buffer(cx.dev, raw(*out));
             }
-            if let Some(e) = cx.dev.enforce() {
-                // The key is cloned out first: no map guard may be held while enforce locks.
-                let key = cx.dev.state.buffers.get(&raw(*out)).and_then(|b| b.key.clone());
-                if let Some(k) = key {
-                    e.buffer_created(raw(*out), &k);
-                }
+            // The key was cloned before the insert: no map guard may be held while enforce locks.
+            if let (Some(e), Some(k)) = (cx.dev.enforce(), planned) {
+                e.buffer_created(raw(*out), &k);
             }
         }
         r
