@@ -187,6 +187,13 @@ fn per_call_instruction_budgets() {
                 "{what}: with mode=off, {off_echo} instructions per iteration ran inside echo (want 0)"
             ));
         }
+        // The control: under enforce every loop runs inside echo, so a counter that cannot see
+        // echo (the "0" above would mean nothing) fails here.
+        if enforce_echo == 0 {
+            failures.push(format!(
+                "{what}: under enforce no instruction was counted inside echo: the counter does not see echo's library"
+            ));
+        }
         // Enforce: echo's own work, counted exactly.
         if enforce_echo > OWN_PER_CALL * calls {
             failures.push(format!(
