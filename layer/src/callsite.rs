@@ -461,16 +461,7 @@ mod tests {
     }
 
     fn run_child() -> (String, String, String, String) {
-        let out = crate::testutil::self_command()
-            .args([
-                "callsite::tests::aslr_child_prints_sites",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, "1")
-            .output()
-            .unwrap();
+        let out = crate::testutil::run_alone("callsite::tests::aslr_child_prints_sites", CHILD_ENV);
         assert!(out.status.success(), "{out:?}");
         let text = String::from_utf8_lossy(&out.stdout);
         let line = text

@@ -403,7 +403,12 @@ mod fast {
         }
         for s in &FAST {
             if s.ptr
-                .compare_exchange(std::ptr::null_mut(), ptr, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    ptr,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
             {
                 s.key.store(key, Ordering::Release);

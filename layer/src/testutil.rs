@@ -16,3 +16,39 @@ pub fn self_command() -> std::process::Command {
         None => std::process::Command::new(exe),
     }
 }
+
+/// Runs the unit test `path` (e.g. `"profile::sink::tests::name"`) alone in a fresh process of
+/// this binary with the environment variable `flag` set, and returns what it did.
+pub fn run_alone(path: &str, flag: &str) -> std::process::Output {
+    self_command()
+        .args([path, "--exact", "--nocapture", "--test-threads=1"])
+        .env(flag, "1")
+        .output()
+        .unwrap()
+}
+
+/// For a test that must own its process (a signal handler, a fork): `true` in that process;
+/// elsewhere it runs the test there ([`run_alone`]), asserts that it passed and printed
+/// `CHILD-OK`, and returns `false` (the caller returns).
+pub fn in_own_process(path: &str, flag: &str) -> bool {
+    if std::env::var_os(flag).is_some() {
+        return true;
+    }
+    let out = run_alone(path, flag);
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && so.contains("CHILD-OK"), "{out:?}");
+    false
+}
+
+/// `own_process!(test_fn, "FLAG")` at the top of unit test `test_fn`: the rest of the test runs
+/// only in a process of its own ([`in_own_process`]).
+macro_rules! own_process {
+    ($test:ident, $flag:expr) => {
+        let path = concat!(module_path!(), "::", stringify!($test));
+        let path = path.split_once("::").map_or(path, |(_, p)| p);
+        if !$crate::testutil::in_own_process(path, $flag) {
+            return;
+        }
+    };
+}
+pub(crate) use own_process;

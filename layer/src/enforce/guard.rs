@@ -43,12 +43,13 @@
 use crate::dispatch::DeviceData;
 use crate::hostmem::memfd::DoubleMap;
 use crate::hostmem::signal::{segv_handler_is, Previous};
+use crate::hostmem::slot_state::StateCell;
 use crate::log;
 use ash::vk;
 use ash::vk::Handle;
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Guarded allocations at once (more are not guarded: their groups are refused).
@@ -56,25 +57,29 @@ pub const SLOTS: usize = 64;
 /// How long echo waits for earlier GPU work before a merge.
 const MERGE_WAIT_NS: u64 = 2_000_000_000;
 
-// Slot states.
-const FREE: u8 = 0;
-/// View B shared and writable.
-const OPEN: u8 = 1;
-/// View B shared, `PROT_NONE` (a window is open).
-const PROT: u8 = 2;
-/// View B private (split), writable.
-const SPLIT: u8 = 3;
-/// View B private, `PROT_NONE` (a window is open).
-const SPLIT_PROT: u8 = 4;
-/// A transition is in progress (normal code or a handler); others wait.
-const BUSY: u8 = 5;
-/// View B shared, `PROT_READ`: the host read it inside the window (counted).
-const PROT_R: u8 = 6;
-/// View B private, `PROT_READ`: the host read it inside the window (counted).
-const SPLIT_PROT_R: u8 = 7;
+crate::hostmem::slot_state::slot_states! {
+    /// A guarded allocation's view B.
+    enum View {
+        Free,
+        /// Shared and writable.
+        Open,
+        /// Shared, `PROT_NONE` (a window is open).
+        Prot,
+        /// Private (split), writable.
+        Split,
+        /// Private, `PROT_NONE` (a window is open).
+        SplitProt,
+        /// A transition is in progress (normal code or a handler); others wait.
+        Busy,
+        /// Shared, `PROT_READ`: the host read it inside the window (counted).
+        ProtR,
+        /// Private, `PROT_READ`: the host read it inside the window (counted).
+        SplitProtR,
+    }
+}
 
 struct Slot {
-    state: AtomicU8,
+    state: StateCell<View>,
     /// View B: [start, start + len), the memfd mapped from offset 0.
     start: AtomicUsize,
     len: AtomicUsize,
@@ -88,7 +93,7 @@ struct Slot {
 
 #[allow(clippy::declare_interior_mutable_const)]
 const SLOT_INIT: Slot = Slot {
-    state: AtomicU8::new(FREE),
+    state: StateCell::new(View::Free as u8),
     start: AtomicUsize::new(0),
     len: AtomicUsize::new(0),
     fd: AtomicI32::new(-1),
@@ -128,7 +133,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_
         let user_sent = !info.is_null() && (*info).si_code <= 0;
         if !user_sent && addr != 0 {
             for s in TABLE.iter() {
-                if s.state.load(Ordering::Acquire) == FREE {
+                if s.state.load(Ordering::Acquire) == View::Free {
                     continue;
                 }
                 let start = s.start.load(Ordering::Acquire);
@@ -157,9 +162,9 @@ unsafe fn on_fault(s: &Slot, write: Option<bool>) {
             s.len.load(Ordering::Relaxed),
         );
         match st {
-            PROT | SPLIT_PROT if read => {
+            View::Prot | View::SplitProt if read => {
                 if s.state
-                    .compare_exchange(st, BUSY, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(st, View::Busy, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
                 {
                     continue;
@@ -168,14 +173,18 @@ unsafe fn on_fault(s: &Slot, write: Option<bool>) {
                 ANY_READ.store(true, Ordering::Relaxed);
                 libc::mprotect(start as *mut c_void, len, libc::PROT_READ);
                 s.state.store(
-                    if st == PROT { PROT_R } else { SPLIT_PROT_R },
+                    if st == View::Prot {
+                        View::ProtR
+                    } else {
+                        View::SplitProtR
+                    },
                     Ordering::Release,
                 );
                 return;
             }
-            PROT | PROT_R => {
+            View::Prot | View::ProtR => {
                 if s.state
-                    .compare_exchange(st, BUSY, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(st, View::Busy, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
                 {
                     continue;
@@ -202,16 +211,16 @@ unsafe fn on_fault(s: &Slot, write: Option<bool>) {
                         libc::PROT_READ | libc::PROT_WRITE,
                     );
                     s.failed.fetch_add(1, Ordering::Relaxed);
-                    s.state.store(OPEN, Ordering::Release);
+                    s.state.store(View::Open, Ordering::Release);
                 } else {
                     s.splits.fetch_add(1, Ordering::Relaxed);
-                    s.state.store(SPLIT, Ordering::Release);
+                    s.state.store(View::Split, Ordering::Release);
                 }
                 return;
             }
-            SPLIT_PROT | SPLIT_PROT_R => {
+            View::SplitProt | View::SplitProtR => {
                 if s.state
-                    .compare_exchange(st, BUSY, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(st, View::Busy, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
                 {
                     continue;
@@ -221,10 +230,10 @@ unsafe fn on_fault(s: &Slot, write: Option<bool>) {
                     len,
                     libc::PROT_READ | libc::PROT_WRITE,
                 );
-                s.state.store(SPLIT, Ordering::Release);
+                s.state.store(View::Split, Ordering::Release);
                 return;
             }
-            BUSY => {
+            View::Busy => {
                 libc::sched_yield();
             }
             // Writable already (another thread's fault raced ours), or freed: retry the access.
@@ -261,10 +270,10 @@ pub fn install() -> Result<(), String> {
 
 /// Takes the slot out of `from` states into BUSY (waiting out a handler's BUSY); the state it
 /// was in, or `None` when it is in none of `from`.
-fn take(s: &Slot, from: &[u8]) -> Option<u8> {
+fn take(s: &Slot, from: &[View]) -> Option<View> {
     loop {
         let st = s.state.load(Ordering::Acquire);
-        if st == BUSY {
+        if st == View::Busy {
             std::thread::yield_now();
             continue;
         }
@@ -272,7 +281,7 @@ fn take(s: &Slot, from: &[u8]) -> Option<u8> {
             return None;
         }
         if s.state
-            .compare_exchange(st, BUSY, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(st, View::Busy, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
             return Some(st);
@@ -293,22 +302,32 @@ pub fn register(start: usize, len: usize, fd: i32) -> Option<usize> {
     let (i, s) = TABLE
         .iter()
         .enumerate()
-        .find(|(_, s)| s.state.load(Ordering::Acquire) == FREE)?;
+        .find(|(_, s)| s.state.load(Ordering::Acquire) == View::Free)?;
     s.start.store(start, Ordering::Relaxed);
     s.len.store(len, Ordering::Relaxed);
     s.fd.store(fd, Ordering::Relaxed);
     s.splits.store(0, Ordering::Relaxed);
     s.failed.store(0, Ordering::Relaxed);
     s.reads.store(0, Ordering::Relaxed);
-    s.state.store(OPEN, Ordering::Release);
+    s.state.store(View::Open, Ordering::Release);
     Some(i)
 }
 
 /// Frees a slot (its view opened first); its (splits, failed re-maps, reads in a window).
 pub fn release(i: usize) -> (u64, u64, u64) {
     let s = &TABLE[i];
-    if let Some(st) = take(s, &[OPEN, PROT, SPLIT, SPLIT_PROT, PROT_R, SPLIT_PROT_R]) {
-        if st != OPEN && st != SPLIT {
+    if let Some(st) = take(
+        s,
+        &[
+            View::Open,
+            View::Prot,
+            View::Split,
+            View::SplitProt,
+            View::ProtR,
+            View::SplitProtR,
+        ],
+    ) {
+        if st != View::Open && st != View::Split {
             let (p, n) = span(s);
             // SAFETY: view B is echo's mapping, still mapped.
             unsafe { libc::mprotect(p, n, libc::PROT_READ | libc::PROT_WRITE) };
@@ -319,22 +338,22 @@ pub fn release(i: usize) -> (u64, u64, u64) {
         s.failed.load(Ordering::Relaxed),
         s.reads.load(Ordering::Relaxed),
     );
-    s.state.store(FREE, Ordering::Release);
+    s.state.store(View::Free, Ordering::Release);
     r
 }
 
 /// Takes every access from view B (a window opens); `false` when it already was (no syscall).
 pub fn protect(i: usize) -> bool {
     let s = &TABLE[i];
-    let Some(st) = take(s, &[OPEN, SPLIT]) else {
+    let Some(st) = take(s, &[View::Open, View::Split]) else {
         return false;
     };
     let (p, n) = span(s);
     // SAFETY: view B is echo's mapping.
     let ok = unsafe { libc::mprotect(p, n, libc::PROT_NONE) } == 0;
     let to = match (st, ok) {
-        (OPEN, true) => PROT,
-        (SPLIT, true) => SPLIT_PROT,
+        (View::Open, true) => View::Prot,
+        (View::Split, true) => View::SplitProt,
         (st, false) => st,
         _ => unreachable!(),
     };
@@ -345,17 +364,20 @@ pub fn protect(i: usize) -> bool {
 /// Makes view B readable and writable again (the window ended).
 pub fn unprotect(i: usize) {
     let s = &TABLE[i];
-    let Some(st) = take(s, &[PROT, SPLIT_PROT, PROT_R, SPLIT_PROT_R]) else {
+    let Some(st) = take(
+        s,
+        &[View::Prot, View::SplitProt, View::ProtR, View::SplitProtR],
+    ) else {
         return;
     };
     let (p, n) = span(s);
     // SAFETY: view B is echo's mapping.
     unsafe { libc::mprotect(p, n, libc::PROT_READ | libc::PROT_WRITE) };
     s.state.store(
-        if st == PROT || st == PROT_R {
-            OPEN
+        if st == View::Prot || st == View::ProtR {
+            View::Open
         } else {
-            SPLIT
+            View::Split
         },
         Ordering::Release,
     );
@@ -364,7 +386,7 @@ pub fn unprotect(i: usize) {
 pub fn is_split(i: usize) -> bool {
     matches!(
         TABLE[i].state.load(Ordering::Acquire),
-        SPLIT | SPLIT_PROT | SPLIT_PROT_R
+        View::Split | View::SplitProt | View::SplitProtR
     )
 }
 
@@ -373,11 +395,11 @@ pub fn is_split(i: usize) -> bool {
 /// shared re-map failed (the view then stays split: nothing is lost).
 pub fn merge(i: usize, a: *mut u8, ranges: &[(u64, u64)]) -> bool {
     let s = &TABLE[i];
-    let Some(st) = take(s, &[SPLIT, SPLIT_PROT, SPLIT_PROT_R]) else {
+    let Some(st) = take(s, &[View::Split, View::SplitProt, View::SplitProtR]) else {
         return false;
     };
     let (p, n) = span(s);
-    if st == SPLIT_PROT {
+    if st == View::SplitProt {
         // SAFETY: view B is echo's mapping; readable for the copy below (echo's own read).
         unsafe { libc::mprotect(p, n, libc::PROT_READ) };
     }
@@ -401,12 +423,16 @@ pub fn merge(i: usize, a: *mut u8, ranges: &[(u64, u64)]) -> bool {
     if q == libc::MAP_FAILED {
         // Still split; made readable above when it was protected.
         s.state.store(
-            if st == SPLIT_PROT { SPLIT_PROT_R } else { st },
+            if st == View::SplitProt {
+                View::SplitProtR
+            } else {
+                st
+            },
             Ordering::Release,
         );
         return false;
     }
-    s.state.store(OPEN, Ordering::Release);
+    s.state.store(View::Open, Ordering::Release);
     true
 }
 
@@ -454,15 +480,13 @@ struct State {
 
 /// A double mapping waiting for its allocation (`vkAllocateMemory` in flight).
 pub struct Import {
-    info: vk::MemoryAllocateInfo<'static>,
-    import: vk::ImportMemoryHostPointerInfoEXT<'static>,
-    flags: Option<vk::MemoryAllocateFlagsInfo<'static>>,
+    alloc: Box<crate::hostmem::import::ImportInfo>,
     map: Option<DoubleMap>,
 }
 
 impl Import {
     pub fn info(&self) -> *const vk::MemoryAllocateInfo<'static> {
-        &self.info
+        self.alloc.info()
     }
 }
 
@@ -605,7 +629,6 @@ impl Guard {
         if chain.priority.is_some() {
             return None; // not carried into guarded imports
         }
-        let flags = chain.flags;
         let map = DoubleMap::new(info.allocation_size as usize, self.align as usize)
             .map_err(|e| log::warn!("guard: no double mapping ({e})"))
             .ok()?;
@@ -622,22 +645,16 @@ impl Guard {
             );
             return None;
         }
-        let mut b = Box::new(Import {
-            info: vk::MemoryAllocateInfo::default(),
-            import: vk::ImportMemoryHostPointerInfoEXT::default(),
-            flags,
-            map: None,
-        });
-        b.import.handle_type = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
-        b.import.p_host_pointer = map.driver_ptr() as *mut c_void;
-        if let Some(f) = b.flags.as_ref() {
-            b.import.p_next = f as *const _ as *const c_void;
-        }
-        b.info.p_next = &b.import as *const _ as *const c_void;
-        b.info.allocation_size = map.len() as u64;
-        b.info.memory_type_index = info.memory_type_index;
-        b.map = Some(map);
-        Some(b)
+        let alloc = crate::hostmem::import::ImportInfo::new(
+            chain,
+            map.driver_ptr() as *mut c_void,
+            map.len() as u64,
+            info.memory_type_index,
+        );
+        Some(Box::new(Import {
+            alloc,
+            map: Some(map),
+        }))
     }
 
     /// After the import succeeded: the allocation is guarded; its view B (the application's
@@ -1213,21 +1230,10 @@ mod tests {
     #[test]
     fn write_in_window_splits_and_merge_brings_it_back() {
         // In a child process: other tests of this binary replace the SIGSEGV handler.
-        if std::env::var_os("ECHO_GUARD_CHILD").is_none() {
-            let out = crate::testutil::self_command()
-                .args([
-                    "enforce::guard::tests::write_in_window_splits_and_merge_brings_it_back",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("ECHO_GUARD_CHILD", "1")
-                .output()
-                .unwrap();
-            let so = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success() && so.contains("CHILD-OK"), "{out:?}");
-            return;
-        }
+        crate::testutil::own_process!(
+            write_in_window_splits_and_merge_brings_it_back,
+            "ECHO_GUARD_CHILD"
+        );
         // A handler the application installed before echo's still gets the faults that are not
         // echo's.
         static APP_SAW: AtomicUsize = AtomicUsize::new(0);

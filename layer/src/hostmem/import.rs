@@ -93,3 +93,49 @@ pub unsafe fn can_import(
     }
     Ok(())
 }
+
+/// The `vkAllocateMemory` of an import of echo's host memory at `host_pointer`: the allocate
+/// info, the host-pointer import and what the application's chain keeps ([`Chain`]), linked.
+/// Boxed, so the links stay valid while its owner moves.
+pub struct ImportInfo {
+    info: vk::MemoryAllocateInfo<'static>,
+    import: vk::ImportMemoryHostPointerInfoEXT<'static>,
+    chain: Chain,
+}
+
+impl ImportInfo {
+    /// `len` bytes at `host_pointer` in memory type `memory_type_index`, carrying `chain`.
+    pub fn new(
+        chain: Chain,
+        host_pointer: *mut c_void,
+        len: u64,
+        memory_type_index: u32,
+    ) -> Box<ImportInfo> {
+        let mut b = Box::new(ImportInfo {
+            info: vk::MemoryAllocateInfo::default(),
+            import: vk::ImportMemoryHostPointerInfoEXT::default(),
+            chain,
+        });
+        b.import.handle_type = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+        b.import.p_host_pointer = host_pointer;
+        let mut next: *const c_void = std::ptr::null();
+        if let Some(f) = b.chain.flags.as_mut() {
+            f.p_next = next;
+            next = f as *const _ as *const c_void;
+        }
+        if let Some(f) = b.chain.priority.as_mut() {
+            f.p_next = next;
+            next = f as *const _ as *const c_void;
+        }
+        b.import.p_next = next;
+        b.info.p_next = &b.import as *const _ as *const c_void;
+        b.info.allocation_size = len;
+        b.info.memory_type_index = memory_type_index;
+        b
+    }
+
+    /// The allocate info to pass down (valid while `self` lives).
+    pub fn info(&self) -> *const vk::MemoryAllocateInfo<'static> {
+        &self.info
+    }
+}

@@ -299,18 +299,15 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
 /// A patched `vkAllocateMemory` that imports a double mapping's driver view (the mapping
 /// itself waits in `Profiler::importing`).
 pub struct Import {
-    info: vk::MemoryAllocateInfo<'static>,
-    import: vk::ImportMemoryHostPointerInfoEXT<'static>,
-    flags: Option<vk::MemoryAllocateFlagsInfo<'static>>,
-    priority: Option<vk::MemoryPriorityAllocateInfoEXT<'static>>,
+    alloc: Box<crate::hostmem::import::ImportInfo>,
     driver_ptr: usize,
     len: usize,
 }
 
 impl Import {
-    /// The allocate info to pass down (valid while `self` is not moved).
+    /// The allocate info to pass down (valid while `self` lives).
     pub fn info(&self) -> *const vk::MemoryAllocateInfo<'static> {
-        &self.info
+        self.alloc.info()
     }
 }
 
@@ -366,30 +363,17 @@ impl Profiler {
             );
             return None;
         }
-        let mut b = Box::new(Import {
-            info: vk::MemoryAllocateInfo::default(),
-            import: vk::ImportMemoryHostPointerInfoEXT::default(),
-            flags: chain.flags,
-            priority: chain.priority,
+        let b = Box::new(Import {
+            alloc: crate::hostmem::import::ImportInfo::new(
+                chain,
+                map.driver_ptr() as *mut c_void,
+                map.len() as u64,
+                info.memory_type_index,
+            ),
             driver_ptr: map.driver_ptr() as usize,
             len: map.len(),
         });
         self.importing.insert(b.driver_ptr, map);
-        b.import.handle_type = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
-        b.import.p_host_pointer = b.driver_ptr as *mut c_void;
-        let mut next: *const c_void = std::ptr::null();
-        if let Some(f) = b.flags.as_mut() {
-            f.p_next = next;
-            next = f as *const _ as *const c_void;
-        }
-        if let Some(f) = b.priority.as_mut() {
-            f.p_next = next;
-            next = f as *const _ as *const c_void;
-        }
-        b.import.p_next = next;
-        b.info.p_next = &b.import as *const _ as *const c_void;
-        b.info.allocation_size = b.len as u64;
-        b.info.memory_type_index = info.memory_type_index;
         Some(b)
     }
 

@@ -503,21 +503,7 @@ mod tests {
 
     #[test]
     fn forked_child_neither_writes_nor_waits() {
-        if std::env::var_os("ECHO_SINK_CHILD").is_none() {
-            let out = crate::testutil::self_command()
-                .args([
-                    "profile::sink::tests::forked_child_neither_writes_nor_waits",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("ECHO_SINK_CHILD", "1")
-                .output()
-                .unwrap();
-            let so = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success() && so.contains("CHILD-OK"), "{out:?}");
-            return;
-        }
+        crate::testutil::own_process!(forked_child_neither_writes_nor_waits, "ECHO_SINK_CHILD");
         let dir = tmpdir("fork");
         let path = dir.join("t.jsonl");
         let sink = Sink::open(&path, &header(), 1 << 20).unwrap();

@@ -42,6 +42,7 @@ use std::sync::Mutex;
 
 use crate::hostmem::fault::fault_is_write;
 use crate::hostmem::signal::{call_handler, segv_handler_is, Previous};
+use crate::hostmem::slot_state::StateCell;
 use echo_analyzer::trace::Access;
 
 /// Armed ranges the table holds at once.
@@ -49,23 +50,27 @@ pub const SLOTS: usize = 1024;
 /// Accesses the ring holds between two drains (more are counted as dropped).
 pub const RING: usize = 4096;
 
-// Slot states.
-const FREE: u8 = 0;
-/// Being written by `arm` (under the table mutex); the handler waits for it to finish.
-const BUSY: u8 = 1;
-const ARMED: u8 = 2;
-/// Read fault seen: range is PROT_READ.
-const READ: u8 = 3;
-/// Write fault seen: range is open.
-const WRITTEN: u8 = 4;
-/// Disarmed recently; its range swallows a few faults that raced the disarm.
-const TOMB: u8 = 5;
+crate::hostmem::slot_state::slot_states! {
+    /// An armed range.
+    enum Range {
+        Free,
+        /// Being written by `arm` (under the table mutex); the handler waits for it to finish.
+        Busy,
+        Armed,
+        /// Read fault seen: range is PROT_READ.
+        Read,
+        /// Write fault seen: range is open.
+        Written,
+        /// Disarmed recently; its range swallows a few faults that raced the disarm.
+        Tomb,
+    }
+}
 
 /// How many faults a tombstone swallows before its range stops being ours.
 const TOMB_BUDGET: u64 = 16;
 
 struct Slot {
-    state: AtomicU8,
+    state: StateCell<Range>,
     id: AtomicU64,
     /// Exact byte range [start, end).
     start: AtomicUsize,
@@ -85,7 +90,7 @@ struct Slot {
 
 #[allow(clippy::declare_interior_mutable_const)]
 const SLOT_INIT: Slot = Slot {
-    state: AtomicU8::new(FREE),
+    state: StateCell::new(Range::Free as u8),
     id: AtomicU64::new(0),
     start: AtomicUsize::new(0),
     end: AtomicUsize::new(0),
@@ -300,11 +305,11 @@ unsafe fn set_prot(start: usize, end: usize, prot: libc::c_int) {
 }
 
 /// How far a slot in state `st` lets the pages holding its bytes open; `None`: no constraint.
-fn allowed(st: u8) -> Option<libc::c_int> {
+fn allowed(st: Range) -> Option<libc::c_int> {
     match st {
-        ARMED | BUSY => Some(libc::PROT_NONE),
-        READ => Some(libc::PROT_READ),
-        WRITTEN => Some(libc::PROT_READ | libc::PROT_WRITE),
+        Range::Armed | Range::Busy => Some(libc::PROT_NONE),
+        Range::Read => Some(libc::PROT_READ),
+        Range::Written => Some(libc::PROT_READ | libc::PROT_WRITE),
         _ => None,
     }
 }
@@ -426,16 +431,16 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_
 
 /// Wait (bounded) until slot `s` is not BUSY; returns its state and a consistent snapshot of
 /// its fields `(gen, start, end, pstart, pend, id)`.
-unsafe fn snapshot(s: &Slot) -> Option<(u8, usize, usize, usize, usize, u64)> {
+unsafe fn snapshot(s: &Slot) -> Option<(Range, usize, usize, usize, usize, u64)> {
     let mut deadline: Option<libc::timespec> = None;
     let mut spins = 0u32;
     loop {
         let g1 = s.gen.load(Ordering::SeqCst);
         let st = s.state.load(Ordering::SeqCst);
-        if st == FREE {
+        if st == Range::Free {
             return None;
         }
-        if st != BUSY {
+        if st != Range::Busy {
             let v = (
                 st,
                 s.start.load(Ordering::Relaxed),
@@ -505,7 +510,7 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         if addr < ps0 || addr >= pe0 {
             continue;
         }
-        if st == TOMB {
+        if st == Range::Tomb {
             // A fault that raced disarm (which opened the range before tombstoning it):
             // retry it, a bounded number of times (the range may be reused by someone else).
             let mut b = s.budget.load(Ordering::Relaxed);
@@ -532,16 +537,16 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         // The buffer's first read or first write in this window: record it, and open its
         // range as far as its new state and its neighbours on shared pages allow.
         let (to, acc, prot) = if write() {
-            (WRITTEN, ACC_WRITE, rw)
+            (Range::Written, ACC_WRITE, rw)
         } else {
-            (READ, ACC_READ, libc::PROT_READ)
+            (Range::Read, ACC_READ, libc::PROT_READ)
         };
         // A failed exchange means another thread changed the state meanwhile: a fault of
         // its own (then there is nothing left to record), or a re-arm at a window boundary
         // (then this access is the new window's first): look again.
         let mut st = st;
         for _ in 0..8 {
-            if !(st == ARMED || (st == READ && to == WRITTEN)) {
+            if !(st == Range::Armed || (st == Range::Read && to == Range::Written)) {
                 break;
             }
             if s.state
@@ -594,14 +599,14 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         };
         // Other buffers with bytes on the page: the faulting byte's own was recorded above.
         let held = addr >= st0 && addr < en0;
-        if held || !matches!(st, ARMED | READ) || en0 <= page || st0 >= page + ps {
+        if held || !matches!(st, Range::Armed | Range::Read) || en0 <= page || st0 >= page + ps {
             continue;
         }
         if rank(allowed(st).unwrap_or(rw)) >= rank(need) {
             continue;
         }
         if s.state
-            .compare_exchange(st, WRITTEN, Ordering::AcqRel, Ordering::Relaxed)
+            .compare_exchange(st, Range::Written, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             SHARED_PAGE.fetch_add(1, Ordering::Relaxed);
@@ -664,8 +669,8 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
     let mut tomb = None;
     for (i, s) in TABLE[..high].iter().enumerate() {
         match s.state.load(Ordering::Relaxed) {
-            FREE => free = free.or(Some(i)),
-            TOMB => tomb = tomb.or(Some(i)),
+            Range::Free => free = free.or(Some(i)),
+            Range::Tomb => tomb = tomb.or(Some(i)),
             _ if s.id.load(Ordering::Relaxed) == id => {
                 idx = Some(i);
                 break;
@@ -685,7 +690,7 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
     let s = &TABLE[i];
     let prev_state = s.state.load(Ordering::Relaxed);
     if idx.is_some()
-        && prev_state == ARMED
+        && prev_state == Range::Armed
         && !s.stale.load(Ordering::SeqCst)
         && (
             s.start.load(Ordering::Relaxed),
@@ -703,8 +708,8 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
         s.pend.load(Ordering::Relaxed),
     );
     s.gen.fetch_add(1, Ordering::SeqCst);
-    s.state.store(BUSY, Ordering::SeqCst);
-    if matches!(prev_state, ARMED | READ) && (old0, old1) != (pstart, pend) {
+    s.state.store(Range::Busy, Ordering::SeqCst);
+    if matches!(prev_state, Range::Armed | Range::Read) && (old0, old1) != (pstart, pend) {
         // Re-armed at a new place (remapped): open the old range (but for pages that other
         // armed buffers share), or it stays protected.
         unsafe { reprotect(old0, old1, libc::PROT_READ | libc::PROT_WRITE, Some(i)) };
@@ -722,7 +727,7 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
     let r = unsafe { libc::mprotect(pstart as *mut c_void, pend - pstart, libc::PROT_NONE) };
     if r != 0 {
         let e = std::io::Error::last_os_error();
-        s.state.store(FREE, Ordering::SeqCst);
+        s.state.store(Range::Free, Ordering::SeqCst);
         return Err(GuardError::Protect(e.to_string()));
     }
     // A step that began before this slot was BUSY may have put a shared page back to what it
@@ -732,7 +737,7 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
         MPROTECTS.fetch_add(1, Ordering::Relaxed);
         unsafe { libc::mprotect(pstart as *mut c_void, pend - pstart, libc::PROT_NONE) };
     }
-    s.state.store(ARMED, Ordering::SeqCst);
+    s.state.store(Range::Armed, Ordering::SeqCst);
     Ok(())
 }
 
@@ -742,7 +747,7 @@ pub fn disarm(id: u64) {
     let high = HIGH.load(Ordering::Relaxed);
     for (i, s) in TABLE[..high].iter().enumerate() {
         let st = s.state.load(Ordering::Relaxed);
-        if st == FREE || st == TOMB || s.id.load(Ordering::Relaxed) != id {
+        if st == Range::Free || st == Range::Tomb || s.id.load(Ordering::Relaxed) != id {
             continue;
         }
         let (p0, p1) = (
@@ -755,7 +760,7 @@ pub fn disarm(id: u64) {
         // armed buffers share keep their protection.
         unsafe { reprotect(p0, p1, libc::PROT_READ | libc::PROT_WRITE, Some(i)) };
         s.budget.store(TOMB_BUDGET, Ordering::Relaxed);
-        s.state.store(TOMB, Ordering::SeqCst);
+        s.state.store(Range::Tomb, Ordering::SeqCst);
     }
 }
 
@@ -766,7 +771,7 @@ pub fn still_armed(id: u64, ptr: *const u8, len: usize) -> bool {
     let (start, end) = (ptr as usize, (ptr as usize).saturating_add(len));
     let high = HIGH.load(Ordering::Acquire);
     TABLE[..high].iter().any(|s| {
-        s.state.load(Ordering::SeqCst) == ARMED
+        s.state.load(Ordering::SeqCst) == Range::Armed
             && s.id.load(Ordering::Relaxed) == id
             && !s.stale.load(Ordering::SeqCst)
             && (
@@ -780,7 +785,7 @@ pub fn still_armed(id: u64, ptr: *const u8, len: usize) -> bool {
 pub fn was_touched(id: u64) -> bool {
     let high = HIGH.load(Ordering::Acquire);
     TABLE[..high].iter().any(|s| {
-        matches!(s.state.load(Ordering::SeqCst), READ | WRITTEN)
+        matches!(s.state.load(Ordering::SeqCst), Range::Read | Range::Written)
             && s.id.load(Ordering::Relaxed) == id
     })
 }
@@ -789,8 +794,10 @@ pub fn was_touched(id: u64) -> bool {
 pub fn is_armed(id: u64) -> bool {
     let high = HIGH.load(Ordering::Acquire);
     TABLE[..high].iter().any(|s| {
-        matches!(s.state.load(Ordering::Relaxed), ARMED | READ | WRITTEN)
-            && s.id.load(Ordering::Relaxed) == id
+        matches!(
+            s.state.load(Ordering::Relaxed),
+            Range::Armed | Range::Read | Range::Written
+        ) && s.id.load(Ordering::Relaxed) == id
     })
 }
 
@@ -869,16 +876,7 @@ mod tests {
     /// Run test `name` alone in a fresh process with the child flag set (through
     /// `ECHO_TEST_RUNNER` under an emulator).
     fn child(name: &str) -> std::process::Output {
-        let mut cmd = crate::testutil::self_command();
-        cmd.args([
-            &format!("profile::watch::tests::{name}"),
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .output()
-        .unwrap()
+        crate::testutil::run_alone(&format!("profile::watch::tests::{name}"), CHILD_ENV)
     }
 
     fn in_child() -> bool {
