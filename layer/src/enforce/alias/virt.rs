@@ -26,9 +26,10 @@
 //! translates it first ([`Enforcer::driver_memory`]); devices where some command that takes
 //! memory is not followed never get one (`apply::memory_commands_followed`).
 
+use super::binding::plain_bind;
+use super::mapping::map_whole;
 use super::{
-    check_redirect, map_whole, plain_bind, req_of, Bind, Callbacks, DeferredFree, Enforcer, Inner,
-    Redirect, Slot, Target,
+    check_redirect, req_of, Bind, Callbacks, DeferredFree, Enforcer, Inner, Redirect, Slot, Target,
 };
 use crate::dispatch::DeviceData;
 use crate::log;

@@ -32,7 +32,8 @@
 //! - commitment: the overflow's, else the window's; opaque capture address: 0 (allocations with
 //!   allocate flags are always made).
 
-use super::{map_whole, Callbacks, Enforcer, Inner, Slot};
+use super::mapping::map_whole;
+use super::{Callbacks, Enforcer, Inner, Slot};
 use crate::dispatch::DeviceData;
 use crate::log;
 use crate::state::Mapping;
