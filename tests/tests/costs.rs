@@ -124,7 +124,11 @@ fn self_cost_by_object(text: &str) -> std::collections::HashMap<String, u64> {
             if std::mem::take(&mut after_calls) {
                 continue;
             }
-            if let Some(ir) = line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()) {
+            if let Some(ir) = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+            {
                 *cost.entry(ob.clone()).or_default() += ir;
             }
         }
