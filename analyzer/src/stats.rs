@@ -194,26 +194,26 @@ impl Stats {
         };
         let late = if self.maps_refused > 0 {
             format!(
-                "{late}, {} map(s) across a window refused",
-                self.maps_refused
+                "{late}, {} across a window refused",
+                crate::report::plural(self.maps_refused as u64, "map", "maps")
             )
         } else {
             late
         };
         let guard = if self.guard_windows > 0 {
             format!(
-                ", guard: {} window(s), {} split(s), {} merge(s), {} timeout(s), {} read(s) inside a window",
-                self.guard_windows,
-                self.guard_splits,
-                self.guard_merges,
-                self.guard_timeouts,
-                self.guard_reads
+                ", guard: {}, {}, {}, {}, {} inside a window",
+                crate::report::plural(self.guard_windows as u64, "window", "windows"),
+                crate::report::plural(self.guard_splits as u64, "split", "splits"),
+                crate::report::plural(self.guard_merges as u64, "merge", "merges"),
+                crate::report::plural(self.guard_timeouts as u64, "timeout", "timeouts"),
+                crate::report::plural(self.guard_reads as u64, "read", "reads")
             )
         } else {
             String::new()
         };
         format!(
-            "{} on {} ({}): {}/{} groups applied, {} copies ({} bytes) elided as run ({} copies and {} regions, {} bytes, as recorded), {} barriers inserted, {} bytes not allocated ({} allocation(s) skipped{late}){carried}{guard}",
+            "{} on {} ({}): {}/{} groups applied, {} copies ({} bytes) elided as run ({} copies and {} regions, {} bytes, as recorded), {} barriers inserted, {} bytes not allocated ({} skipped{late}){carried}{guard}",
             self.mode,
             self.device,
             self.class,
@@ -226,7 +226,7 @@ impl Stats {
             self.bytes_elided,
             self.barriers_inserted,
             self.memory_not_allocated,
-            self.allocations_skipped
+            crate::report::plural(self.allocations_skipped as u64, "allocation", "allocations")
         )
     }
 }
@@ -248,7 +248,7 @@ mod tests {
         };
         let line = s.summary();
         assert!(
-            line.contains("4096 bytes not allocated (2 allocation(s) skipped, 1 made in part, 1 made late with 64 bytes carried, 1 map(s) across a window refused)"),
+            line.contains("4096 bytes not allocated (2 allocations skipped, 1 made in part, 1 made late with 64 bytes carried, 1 map across a window refused)"),
             "{line}"
         );
     }

@@ -403,7 +403,7 @@ fn make_plan(o: &Opts, b: &Build, name: &str, size_mib: f64) -> PlanInfo {
             rej.sort();
             rej.dedup();
             info.status = if info.groups > 0 {
-                format!("{} group(s)", info.groups)
+                echo_analyzer::report::plural(info.groups as u64, "group", "groups")
             } else if rej.is_empty() {
                 "no candidates".into()
             } else {

@@ -293,14 +293,17 @@ fn show(dir: &std::path::Path, name: &str) -> Result<i32, String> {
             if cal.enabled { "enabled" } else { "disabled" }
         );
     }
-    println!("  {} group(s):", p.groups.len());
+    println!(
+        "  {}:",
+        echo_analyzer::report::plural(p.groups.len() as u64, "group", "groups")
+    );
     for g in &p.groups {
         println!(
-            "    group {} (device {}): the {}, {} member(s), saves {} per iteration",
+            "    group {} (device {}): the {}, {}, saves {} per iteration",
             g.id,
             g.device_index,
             buffer(&g.device),
-            g.members.len(),
+            echo_analyzer::report::plural(g.members.len() as u64, "member", "members"),
             human_bytes(g.bytes_saved_per_iter)
         );
         for m in &g.members {
@@ -312,7 +315,14 @@ fn show(dir: &std::path::Path, name: &str) -> Result<i32, String> {
             );
         }
     }
-    println!("  {} rejected candidate(s):", p.rejected.len());
+    println!(
+        "  {}:",
+        echo_analyzer::report::plural(
+            p.rejected.len() as u64,
+            "rejected candidate",
+            "rejected candidates"
+        )
+    );
     for r in &p.rejected {
         let headline = if r.plain.is_empty() {
             &r.message

@@ -379,7 +379,10 @@ pub fn main(args: &[String]) -> i32 {
         print_table(&rows);
     }
     if failures > 0 {
-        eprintln!("vkecho demo: {failures} sample(s) failed or changed their output");
+        eprintln!(
+            "vkecho demo: {} failed or changed their output",
+            echo_analyzer::report::plural(failures as u64, "sample", "samples")
+        );
         1
     } else {
         0
@@ -439,7 +442,7 @@ fn print_table(rows: &[Row]) {
     for r in rows {
         let plan = match (r.accepted, r.rejected.is_empty()) {
             (0, true) => "no candidates".to_string(),
-            (n, true) => format!("{n} group(s)"),
+            (n, true) => echo_analyzer::report::plural(n as u64, "group", "groups"),
             (0, false) => format!("refused: {}", r.rejected.join(",")),
             (n, false) => format!("{n} grp; refused {}", r.rejected.join(",")),
         };

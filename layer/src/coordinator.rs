@@ -342,10 +342,14 @@ pub fn finish_auto(
         Ok(()) => {
             let _ = std::fs::remove_file(crate::enforce::guard::untrusted_marker(plan_path));
             log::info!(
-                "auto mode: plan {} written ({} group(s), {} candidate(s) rejected); later runs enforce it",
+                "auto mode: plan {} written ({}, {} rejected); later runs enforce it",
                 plan_path.display(),
-                plan.groups.len(),
-                plan.rejected.len()
+                echo_analyzer::report::plural(plan.groups.len() as u64, "group", "groups"),
+                echo_analyzer::report::plural(
+                    plan.rejected.len() as u64,
+                    "candidate",
+                    "candidates"
+                )
             );
             true
         }

@@ -551,7 +551,7 @@ fn cache_stays_bounded_over_real_runs() {
         shown.contains("plan for:") && shown.contains(&samples),
         "{shown}"
     );
-    assert!(shown.contains("2 group(s)"), "{shown}");
+    assert!(shown.contains("2 groups:"), "{shown}");
     // keep_traces keeps the trace (and the limit still holds).
     let se = saxpy(8, true);
     let kept = plan_of(&se).with_file_name("trace.jsonl");
@@ -639,7 +639,7 @@ fn program_context_enforces_under_other_arguments() {
     );
     // Under context=program enforce runs guarded (guard=auto): the summary counts its windows.
     assert!(
-        third.contains(", guard: ") && third.contains("0 timeout(s)"),
+        third.contains(", guard: ") && third.contains("0 timeouts"),
         "context=program must turn the guard on (guard=auto):\n{third}"
     );
     assert!(

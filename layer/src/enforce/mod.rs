@@ -212,9 +212,9 @@ pub fn start(
         e.leak_handle = true;
     }
     log::info!(
-        "enforce: plan {} with {} group(s) for this context",
+        "enforce: plan {} with {} for this context",
         e.plan_path.display(),
-        e.groups_planned()
+        echo_analyzer::report::plural(e.groups_planned() as u64, "group", "groups")
     );
     Start::Enforce(Box::new(e))
 }
