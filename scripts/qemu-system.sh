@@ -203,7 +203,8 @@ for l in log:
         continue
     if cur:
         runs[cur]["out"].append(l)
-        m = re.match(r'ACCESSPATH kind=(\S+) want=(\S+) got=(\S+) path=(\S+) fault="(.*)"', l)
+        # (libtest's "test <name> ... " may precede the first one on the console)
+        m = re.search(r'ACCESSPATH kind=(\S+) want=(\S+) got=(\S+) path=(\S+) fault="(.*)"', l)
         if m:
             runs[cur]["cases"].append(dict(zip(("kind", "want", "got", "path", "fault"), m.groups())))
 ok = True
