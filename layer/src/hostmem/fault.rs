@@ -29,8 +29,7 @@ pub fn setup() {
 /// does give an `esr_context` (scripts/qemu-system.sh) can show its per-access path check
 /// catching a handler that ignores it.
 #[cfg(all(test, target_arch = "aarch64", target_os = "linux"))]
-static IGNORE_ESR: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+static IGNORE_ESR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Did the faulting instruction write? `None` when the context does not say.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
