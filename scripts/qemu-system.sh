@@ -59,6 +59,9 @@ mkdir -p "$target"
 target=$(cd "$target" && pwd)
 cache=$target/qemu-system
 mkdir -p "$cache/debs" "$cache/arm64debs"
+# One run at a time per target directory (the initramfs and serial log are rebuilt in place).
+exec 9>"$cache/lock"
+flock 9
 
 # ------------------------------------------------------------------ unit tests
 if [ "$build" -eq 1 ]; then
