@@ -7,6 +7,7 @@
 #   scripts/cross.sh --qemu     the same, plus what running the aarch64 build needs here:
 #                               qemu-user-static and arm64 lavapipe (multiarch)
 #   scripts/cross.sh --no-packages   builds only
+#   scripts/cross.sh --unit-tests     only the aarch64 unit-test binary (scripts/qemu-system.sh)
 #
 # What it builds (cargo-zigbuild: zig links against glibc 2.27's symbol versions, so nothing
 # newer than GLIBC_2.27 is required — tests/tests/cross.rs checks the floor):
@@ -30,10 +31,12 @@ cd "$(dirname "$0")/.."
 
 qemu=0
 packages=1
+unit_only=0
 for a in "$@"; do
     case "$a" in
         --qemu) qemu=1 ;;
         --no-packages) packages=0 ;;
+        --unit-tests) unit_only=1; packages=0 ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "scripts/cross.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
     esac
@@ -117,9 +120,11 @@ export PATH="$(cd "$venv/bin" && pwd):$PATH"
 aarch64=aarch64-unknown-linux-gnu
 x86_64=x86_64-unknown-linux-gnu
 
+if [ "$unit_only" -eq 0 ]; then
 step "aarch64 build (glibc $GLIBC_FLOOR): layer, vkecho, samples, test layer"
 cargo zigbuild --release --target "$aarch64.$GLIBC_FLOOR" -p vk-layer-echo -p echo-cli -p echo-samples \
     -p vk-layer-echo-test-discrete
+fi
 
 step "aarch64 build: the layer's unit tests"
 # The test harness binary's name carries a hash; copy it to a stable name.
@@ -128,6 +133,7 @@ unit=$(cargo zigbuild --release --target "$aarch64.$GLIBC_FLOOR" -p vk-layer-ech
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -n "$unit" ] && [ -f "$unit" ] || { echo "scripts/cross.sh: no unit-test binary was built" >&2; exit 1; }
 cp -f "$unit" "$target/$aarch64/release/vk-layer-echo-unit-tests"
+[ "$unit_only" -eq 1 ] && { step "done"; exit 0; }
 
 step "x86_64 build (glibc $GLIBC_FLOOR): layer, vkecho"
 cargo zigbuild --release --target "$x86_64.$GLIBC_FLOOR" -p vk-layer-echo -p echo-cli

@@ -17,7 +17,19 @@ pub static BY_INSTRUCTION: AtomicU64 = AtomicU64::new(0);
 pub fn setup() {
     #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
     code::setup();
+    #[cfg(all(test, target_arch = "aarch64", target_os = "linux"))]
+    IGNORE_ESR.store(
+        std::env::var_os("ECHO_TEST_IGNORE_ESR").is_some_and(|v| v == "1"),
+        Ordering::Relaxed,
+    );
 }
+
+/// Test builds only: `ECHO_TEST_IGNORE_ESR=1` (read in `setup`, normal code) makes the aarch64
+/// handler skip the signal frame's ESR and decode the instruction, so a run on a kernel that
+/// does give an `esr_context` (scripts/qemu-system.sh) can show its per-access path check
+/// catching a handler that ignores it.
+#[cfg(all(test, target_arch = "aarch64", target_os = "linux"))]
+static IGNORE_ESR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Did the faulting instruction write? `None` when the context does not say.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -42,7 +54,16 @@ pub(crate) unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
     let reserved = (after + 15) & !15;
     let end = (&uc.uc_mcontext as *const libc::mcontext_t as usize)
         + std::mem::size_of::<libc::mcontext_t>();
-    if let Some(w) = aarch64_esr_is_write(reserved as *const u8, end.saturating_sub(reserved)) {
+    #[cfg(test)]
+    let use_esr = !IGNORE_ESR.load(Ordering::Relaxed);
+    #[cfg(not(test))]
+    let use_esr = true;
+    let esr = if use_esr {
+        aarch64_esr_is_write(reserved as *const u8, end.saturating_sub(reserved))
+    } else {
+        None
+    };
+    if let Some(w) = esr {
         BY_CONTEXT.fetch_add(1, Ordering::Relaxed);
         return Some(w);
     }
