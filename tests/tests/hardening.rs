@@ -282,6 +282,10 @@ fn echo_environment_is_read_only_through_the_secure_lookup() {
         // Unit tests only (testutil.rs and #[cfg(test)] modules): the emulator a child of the
         // test binary runs under (qemu-user, tests/tests/cross.rs).
         "ECHO_TEST_RUNNER",
+        // Unit tests only (#[cfg(test)]): the aarch64 fault-path switches of
+        // scripts/qemu-system.sh (require the ESR; the planted fault: ignore it).
+        "ECHO_TEST_REQUIRE_ESR",
+        "ECHO_TEST_IGNORE_ESR",
     ];
     let mut bad = Vec::new();
     let mut lookups = 0;
