@@ -18,7 +18,8 @@
 # Instructions (CG=1): callgrind counts every thread of the process (lavapipe's included; run
 # with LP_NUM_THREADS=0 and --fair-sched=yes so it finishes), at two iteration counts N1 < N2;
 # per-iteration instructions = (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up (shader compiles,
-# plan parsing) cancels; recovered = (b - e) / (b - z) on those. It counts work, not time: cache
+# plan parsing) cancels; recovered = (b - e) / (b - z) on those. The three get the same environment
+# variables (getenv's cost follows the environment's length). It counts work, not time: cache
 # misses, memory bandwidth and waiting cost time without instructions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,10 +83,15 @@ for spec in "${PROGS[@]}"; do
     for n in "$n1" "$n2"; do
       plan "$p" ${cs//N/$n}
       for c in base echo twin; do
+        # The same variables in all three (the layer is not loaded with VK_ECHO_DISABLE=1):
+        # getenv walks the environment, and the programs and lavapipe call it ~27 times an
+        # iteration (tests/c/common.h's buffer_barrier, lavapipe's submit), so 2 variables
+        # fewer in base and twin made echo look ~400 instructions an iteration dearer (c_tensors).
+        same=(VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json)
         case $c in
-          base) envs=(VK_ECHO_DISABLE=1); a=${cs//N/$n} ;;
-          echo) envs=(VK_ECHO_ENABLE=1 VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json); a=${cs//N/$n} ;;
-          twin) envs=(VK_ECHO_DISABLE=1); a=${cz//N/$n} ;;
+          base) envs=(VK_ECHO_DISABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
+          echo) envs=(VK_ECHO_ENABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
+          twin) envs=(VK_ECHO_DISABLE=1 "${same[@]}"); a=${cz//N/$n} ;;
         esac
         env "${envs[@]}" LP_NUM_THREADS=0 valgrind --tool=callgrind --fair-sched=yes \
           --callgrind-out-file="$tmp/cg.out" "$C/$p" $a >/dev/null 2>&1
@@ -135,6 +141,8 @@ mib() { python3 -c "print(f'{$1/2**20:.1f} MiB')"; }
     ci="-"; [ "$cg" != "-" ] && ci="${cg%%|*} %"
     echo "| $p | $label | $f | ${se}× | ${sz}× | $rm % [$rlo–$rhi] | $ci | $(mib "$be") | $(mib "$mna") | $ga of $gp | $tb / $te / $tz |"
   done < "$tmp/rows"
+  echo
+  echo "Where the rest of the twin's gain goes (by object and function, per iteration, c_tensors at 2 and 16 MiB, c_vkfft per case) and the first iterations: warmup.md, \"Issue 26\"."
   echo
   echo "Plot: [real_libraries.svg](real_libraries.svg) (speedup against f_copy, echo and twin, with the Amdahl bound). The table and plot are carried into RESULTS.md by echo-bench."
 } > bench/real-libraries.md

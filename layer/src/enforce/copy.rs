@@ -44,6 +44,48 @@ impl Elided {
     }
 }
 
+/// Which regions of one copy are dropped: a bit per region for up to 64 regions (no
+/// allocation on the recording path), else one flag each.
+struct Drops {
+    n: usize,
+    bits: u64,
+    more: Vec<bool>,
+}
+
+impl Drops {
+    fn new(n: usize) -> Drops {
+        Drops {
+            n,
+            bits: 0,
+            more: if n > 64 { vec![false; n] } else { Vec::new() },
+        }
+    }
+
+    fn set(&mut self, i: usize) {
+        if self.n > 64 {
+            self.more[i] = true;
+        } else {
+            self.bits |= 1 << i;
+        }
+    }
+
+    fn get(&self, i: usize) -> bool {
+        if self.n > 64 {
+            self.more[i]
+        } else {
+            self.bits & (1 << i) != 0
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.bits != 0 || self.more.iter().any(|&d| d)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = bool> + '_ {
+        (0..self.n).map(|i| self.get(i))
+    }
+}
+
 impl Enforcer {
     /// Which regions of a copy from `src` to `dst` are self-copies. `None`: nothing to change
     /// (the fast path: no buffer aliased, or the buffers live in different memory).
@@ -53,7 +95,7 @@ impl Enforcer {
         src: u64,
         dst: u64,
         regions: impl Iterator<Item = Region> + Clone,
-    ) -> Option<Vec<bool>> {
+    ) -> Option<Drops> {
         // A bind still held back happens now, before any early return: the copy must never
         // reach the driver naming a buffer with no memory bound (issue 23: held back while no
         // buffer is aliased yet, so `any_alias` is still false; VUID-vkCmdCopyBuffer-
@@ -63,37 +105,40 @@ impl Enforcer {
         if !self.any_alias.load(Ordering::Acquire) || self.keep_self_copies {
             return None;
         }
-        let same_group = self.same_group(src, dst);
         let (sm, so) = dev.state.buffers.get(&src).and_then(|b| b.bound)?;
         let (dm, doff) = dev.state.buffers.get(&dst).and_then(|b| b.bound)?;
+        // Only for `regions_passed` (a region of a group's copy that still runs): looked up when
+        // some region passes, never on the path where every region is dropped.
+        let same_group = || self.same_group(src, dst);
         if sm != dm {
-            if same_group {
+            if same_group() {
                 let n = regions.count() as u64;
                 self.c.regions_passed.fetch_add(n, Ordering::Relaxed);
             }
             return None;
         }
-        let drop: Vec<bool> = regions
-            .map(|(s, d, n)| {
-                let (a, b) = (so + s, doff + d);
-                if a == b {
-                    return true;
-                }
-                if a < b + n && b < a + n {
-                    log::warn_once(
-                        "enforce-overlap",
-                        format_args!(
-                            "enforce: a copy region overlaps itself inside one allocation after aliasing (src {a}, dst {b}, {n} bytes); passed through unchanged"
-                        ),
-                    );
-                }
-                if same_group {
-                    self.c.regions_passed.fetch_add(1, Ordering::Relaxed);
-                }
-                false
-            })
-            .collect();
-        drop.iter().any(|&d| d).then_some(drop)
+        let mut drop = Drops::new(regions.clone().count());
+        let mut passed = 0u64;
+        for (i, (s, d, n)) in regions.enumerate() {
+            let (a, b) = (so + s, doff + d);
+            if a == b {
+                drop.set(i);
+                continue;
+            }
+            if a < b + n && b < a + n {
+                log::warn_once(
+                    "enforce-overlap",
+                    format_args!(
+                        "enforce: a copy region overlaps itself inside one allocation after aliasing (src {a}, dst {b}, {n} bytes); passed through unchanged"
+                    ),
+                );
+            }
+            passed += 1;
+        }
+        if passed > 0 && same_group() {
+            self.c.regions_passed.fetch_add(passed, Ordering::Relaxed);
+        }
+        drop.any().then_some(drop)
     }
 
     /// Counts regions dropped while recording `cb` (the recorded count), and keeps them in
@@ -253,7 +298,7 @@ impl Enforcer {
         let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
         self.count_dropped(cb, (rs.len() - keep.len()) as u64, bytes, keep.is_empty());
         if self.guard.is_some() {
-            let dropped = rs.iter().zip(&drop).filter(|(_, &d)| d);
+            let dropped = rs.iter().zip(drop.iter()).filter(|(_, d)| *d);
             self.note_elided(
                 dev,
                 cb,
@@ -296,7 +341,7 @@ impl Enforcer {
         let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
         self.count_dropped(cb, (rs.len() - keep.len()) as u64, bytes, keep.is_empty());
         if self.guard.is_some() {
-            let dropped = rs.iter().zip(&drop).filter(|(_, &d)| d);
+            let dropped = rs.iter().zip(drop.iter()).filter(|(_, d)| *d);
             let src = i.src_buffer.as_raw();
             self.note_elided(dev, cb, src, dropped.map(|(r, _)| (r.src_offset, r.size)));
         }
@@ -311,17 +356,17 @@ impl Enforcer {
 }
 
 /// The regions to keep (in order) and the bytes of the dropped ones.
-fn split_regions<R: Copy>(rs: &[R], drop: &[bool], size: impl Fn(&R) -> u64) -> (Vec<R>, u64) {
+fn split_regions<R: Copy>(rs: &[R], drop: &Drops, size: impl Fn(&R) -> u64) -> (Vec<R>, u64) {
     let keep = rs
         .iter()
-        .zip(drop)
-        .filter(|(_, &d)| !d)
+        .zip(drop.iter())
+        .filter(|(_, d)| !d)
         .map(|(r, _)| *r)
         .collect();
     let bytes = rs
         .iter()
-        .zip(drop)
-        .filter(|(_, &d)| d)
+        .zip(drop.iter())
+        .filter(|(_, d)| *d)
         .map(|(r, _)| size(r))
         .sum();
     (keep, bytes)

@@ -8,6 +8,64 @@ use crate::profile::recorder::{batches_v1, batches_v2};
 use ash::vk;
 use echo_analyzer::trace::Event;
 
+/// The command buffers of `count` `VkSubmitInfo`s, in order, without allocating (the enforce
+/// tally on every submission; `batches_v1` builds the whole trace batch, semaphores included).
+///
+/// # Safety
+/// `submits` must hold `count` valid submit infos.
+unsafe fn command_buffers_v1<'a>(
+    count: u32,
+    submits: *const vk::SubmitInfo<'a>,
+) -> impl Iterator<Item = u64> + 'a {
+    let s: &'a [vk::SubmitInfo<'a>] = if count == 0 || submits.is_null() {
+        &[]
+    } else {
+        std::slice::from_raw_parts(submits, count as usize)
+    };
+    s.iter().flat_map(|s| {
+        let c: &[vk::CommandBuffer] =
+            if s.command_buffer_count == 0 || s.p_command_buffers.is_null() {
+                &[]
+            } else {
+                // SAFETY: a valid submit info holds command_buffer_count command buffers.
+                unsafe {
+                    std::slice::from_raw_parts(s.p_command_buffers, s.command_buffer_count as usize)
+                }
+            };
+        c.iter().map(|c| raw(*c))
+    })
+}
+
+/// As [`command_buffers_v1`], for `VkSubmitInfo2`.
+///
+/// # Safety
+/// `submits` must hold `count` valid submit infos.
+unsafe fn command_buffers_v2<'a>(
+    count: u32,
+    submits: *const vk::SubmitInfo2<'a>,
+) -> impl Iterator<Item = u64> + 'a {
+    let s: &'a [vk::SubmitInfo2<'a>] = if count == 0 || submits.is_null() {
+        &[]
+    } else {
+        std::slice::from_raw_parts(submits, count as usize)
+    };
+    s.iter().flat_map(|s| {
+        let c: &[vk::CommandBufferSubmitInfo<'_>] =
+            if s.command_buffer_info_count == 0 || s.p_command_buffer_infos.is_null() {
+                &[]
+            } else {
+                // SAFETY: a valid submit info holds command_buffer_info_count infos.
+                unsafe {
+                    std::slice::from_raw_parts(
+                        s.p_command_buffer_infos,
+                        s.command_buffer_info_count as usize,
+                    )
+                }
+            };
+        c.iter().map(|c| raw(c.command_buffer))
+    })
+}
+
 hook! {
     fn vkQueueSubmit(cx, queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo<'_>, fence: vk::Fence) -> vk::Result {
         let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev));
@@ -23,7 +81,7 @@ hook! {
             g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
         }
         if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
-            e.on_submit(batches_v1(count, submits).into_iter().flat_map(|b| b.command_buffers));
+            e.on_submit(command_buffers_v1(count, submits));
         }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v1(count, submits), raw(fence));
@@ -50,7 +108,7 @@ hook! {
             g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
         }
         if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
-            e.on_submit(batches_v2(count, submits).into_iter().flat_map(|b| b.command_buffers));
+            e.on_submit(command_buffers_v2(count, submits));
         }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v2(count, submits), raw(fence));
