@@ -21,10 +21,12 @@ if [ "$status" -ne 0 ]; then
     echo "scripts/costs.sh: the budgets are not met (log above); bench/instructions.md not written" >&2
     exit 1
 fi
+# Asked before the page is rewritten (rewriting it is a change of its own).
+dirty=$(git diff --quiet || echo ', with uncommitted changes')
 {
     echo "## Per-call cost in instructions"
     echo
-    echo "Written by \`scripts/costs.sh\` ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ', with uncommitted changes'))."
+    echo "Written by \`scripts/costs.sh\` ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$dirty)."
     echo "Instructions per iteration on the calling thread, counted by callgrind inside the loop of"
     echo "\`tests/c/c_calls.c\` (a C program linked with \`-lvulkan\`; difference of 300 and 100 iterations,"
     echo "so start-up cancels); echo is the release library; \"in echo\": instructions executed inside"

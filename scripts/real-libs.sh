@@ -128,12 +128,14 @@ print("\t".join(map(str, [sys.argv[3], sys.argv[4], f"{(m['base'] - m['twin']) /
 PY
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
+# Asked before the results are written (writing them is a change of its own).
+dirty=$(git diff --quiet || echo ', with uncommitted changes')
 cp "$tmp/rows" bench/real-libraries.tsv
 mib() { python3 -c "print(f'{$1/2**20:.1f} MiB')"; }
 {
   echo "## Real libraries"
   echo
-  echo "Written by \`${CG:+CG=$CG }scripts/real-libs.sh $ROUNDS\` ($t0, commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ', with uncommitted changes'); load average $load0 at the start, $load1 at the end). Programs: tests/c/c_tensors.c (Kompute's tensor layout, in C: see its header), tests/c/c_vkfft.c (VkFFT 1.2.26, Debian libvkfft-dev). Wall clock: median of $ROUNDS interleaved processes per configuration of the loop's time; recovered per round, median [min–max]. Instructions: callgrind, per iteration, start-up cancelled (\`CG=1\`; \"-\" when not run). f_copy (twin) = (base − twin)/base."
+  echo "Written by \`${CG:+CG=$CG }scripts/real-libs.sh $ROUNDS\` ($t0, commit $(git rev-parse --short HEAD)$dirty; load average $load0 at the start, $load1 at the end). Programs: tests/c/c_tensors.c (Kompute's tensor layout, in C: see its header), tests/c/c_vkfft.c (VkFFT 1.2.26, Debian libvkfft-dev). Wall clock: median of $ROUNDS interleaved processes per configuration of the loop's time; recovered per round, median [min–max]. Instructions: callgrind, per iteration, start-up cancelled (\`CG=1\`; \"-\" when not run). f_copy (twin) = (base − twin)/base."
   echo
   echo "| program | size | f_copy (twin) | speedup base/echo | twin base/twin | recovered, wall clock | recovered, instructions | bytes elided (run) | memory not allocated at the driver | groups | base / echo / twin ms |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
