@@ -124,98 +124,10 @@ int main(int argc, char **argv)
     struct tensor a = tensor_create(&g, size), b = tensor_create(&g, size),
                   out = tensor_create(&g, size);
 
-    /* kp::Algorithm: three storage buffers, a push constant. pipeline_create makes two
-     * bindings; Kompute's algorithm here needs three, so build the set layout by hand. */
-    FILE *f = fopen(spv, "rb");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", spv);
-        return 1;
-    }
-    REQUIRE(fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    REQUIRE(n > 0 && n % 4 == 0);
-    rewind(f);
-    uint32_t *code = malloc((size_t)n);
-    REQUIRE(code && fread(code, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    VkShaderModuleCreateInfo smci = {
-        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-        .codeSize = (size_t)n,
-        .pCode = code,
-    };
-    VkShaderModule module;
-    CHECK(vkCreateShaderModule(g.dev, &smci, NULL, &module));
-    free(code);
-    VkDescriptorSetLayoutBinding lb[3];
-    for (uint32_t i = 0; i < 3; i++)
-        lb[i] = (VkDescriptorSetLayoutBinding){
-            .binding = i,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .descriptorCount = 1,
-            .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
-        };
-    VkDescriptorSetLayoutCreateInfo dslci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-        .bindingCount = 3,
-        .pBindings = lb,
-    };
-    VkDescriptorSetLayout set_layout;
-    CHECK(vkCreateDescriptorSetLayout(g.dev, &dslci, NULL, &set_layout));
-    VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, 4};
-    VkPipelineLayoutCreateInfo plci = {
-        .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-        .setLayoutCount = 1,
-        .pSetLayouts = &set_layout,
-        .pushConstantRangeCount = 1,
-        .pPushConstantRanges = &pcr,
-    };
-    VkPipelineLayout layout;
-    CHECK(vkCreatePipelineLayout(g.dev, &plci, NULL, &layout));
-    VkComputePipelineCreateInfo cpci = {
-        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-        .stage =
-            {
-                .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                .module = module,
-                .pName = "main",
-            },
-        .layout = layout,
-    };
-    VkPipeline pipe;
-    CHECK(vkCreateComputePipelines(g.dev, VK_NULL_HANDLE, 1, &cpci, NULL, &pipe));
-    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 3};
-    VkDescriptorPoolCreateInfo dpci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-        .maxSets = 1,
-        .poolSizeCount = 1,
-        .pPoolSizes = &ps,
-    };
-    VkDescriptorPool dpool;
-    CHECK(vkCreateDescriptorPool(g.dev, &dpci, NULL, &dpool));
-    VkDescriptorSetAllocateInfo dsai = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-        .descriptorPool = dpool,
-        .descriptorSetCount = 1,
-        .pSetLayouts = &set_layout,
-    };
-    VkDescriptorSet set;
-    CHECK(vkAllocateDescriptorSets(g.dev, &dsai, &set));
+    /* kp::Algorithm: three storage buffers (bindings 0, 1, 2 = a, b, out), a push constant. */
     struct tensor *ts[3] = {&a, &b, &out};
-    VkDescriptorBufferInfo bi[3];
-    VkWriteDescriptorSet w[3];
-    for (uint32_t i = 0; i < 3; i++) {
-        bi[i] = (VkDescriptorBufferInfo){ts[i]->primary.buf, 0, VK_WHOLE_SIZE};
-        w[i] = (VkWriteDescriptorSet){
-            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-            .dstSet = set,
-            .dstBinding = i,
-            .descriptorCount = 1,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .pBufferInfo = &bi[i],
-        };
-    }
-    vkUpdateDescriptorSets(g.dev, 3, w, 0, NULL);
+    VkBuffer bufs[3] = {a.primary.buf, b.primary.buf, out.primary.buf};
+    struct pipeline alg = pipeline_create_n(&g, spv, bufs, 3);
 
     /* kp::Sequence: one command buffer and fence, re-recorded for every eval. */
     VkCommandPoolCreateInfo cpi = {
@@ -257,9 +169,10 @@ int main(int argc, char **argv)
             buffer_barrier(cmd, ts[i]->primary.buf, VK_ACCESS_TRANSFER_WRITE_BIT,
                            VK_ACCESS_SHADER_READ_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
-        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
-        vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &it);
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, alg.pipe);
+        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, alg.layout, 0, 1, &alg.set, 0,
+                                NULL);
+        vkCmdPushConstants(cmd, alg.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &it);
         vkCmdDispatch(cmd, (uint32_t)(words / 64), 1, 1);
         sync_local(cmd, &out); /* OpTensorSyncLocal({out}) */
         CHECK(vkEndCommandBuffer(cmd));
@@ -282,11 +195,7 @@ int main(int argc, char **argv)
 
     vkDestroyFence(g.dev, fence, NULL);
     vkDestroyCommandPool(g.dev, pool, NULL);
-    vkDestroyDescriptorPool(g.dev, dpool, NULL);
-    vkDestroyPipeline(g.dev, pipe, NULL);
-    vkDestroyPipelineLayout(g.dev, layout, NULL);
-    vkDestroyDescriptorSetLayout(g.dev, set_layout, NULL);
-    vkDestroyShaderModule(g.dev, module, NULL);
+    pipeline_destroy(&g, &alg);
     for (int i = 0; i < 3; i++)
         tensor_destroy(&g, ts[i]);
     vkDestroyDevice(g.dev, NULL);

@@ -314,10 +314,12 @@ struct pipeline {
     VkDescriptorSet set;
 };
 
-/* The c_double.comp pipeline with one descriptor set: binding 0 = `in`, binding 1 = `out`. */
-static inline struct pipeline pipeline_create(const struct gpu *g, const char *spv,
-                                              const struct buffer *in, const struct buffer *out)
+/* A compute pipeline of `spv` with one descriptor set of `n` (at most 8) storage buffers, binding
+ * i = bufs[i], and a 4-byte push constant. */
+static inline struct pipeline pipeline_create_n(const struct gpu *g, const char *spv,
+                                                const VkBuffer *bufs, uint32_t n_bufs)
 {
+    REQUIRE(n_bufs >= 1 && n_bufs <= 8);
     struct pipeline p;
     FILE *f = fopen(spv, "rb");
     if (!f) {
@@ -339,8 +341,8 @@ static inline struct pipeline pipeline_create(const struct gpu *g, const char *s
     CHECK(vkCreateShaderModule(g->dev, &smci, NULL, &p.module));
     free(code);
 
-    VkDescriptorSetLayoutBinding b[2];
-    for (uint32_t i = 0; i < 2; i++)
+    VkDescriptorSetLayoutBinding b[8];
+    for (uint32_t i = 0; i < n_bufs; i++)
         b[i] = (VkDescriptorSetLayoutBinding){
             .binding = i,
             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -349,7 +351,7 @@ static inline struct pipeline pipeline_create(const struct gpu *g, const char *s
         };
     VkDescriptorSetLayoutCreateInfo dslci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-        .bindingCount = 2,
+        .bindingCount = n_bufs,
         .pBindings = b,
     };
     CHECK(vkCreateDescriptorSetLayout(g->dev, &dslci, NULL, &p.set_layout));
@@ -375,7 +377,7 @@ static inline struct pipeline pipeline_create(const struct gpu *g, const char *s
     };
     CHECK(vkCreateComputePipelines(g->dev, VK_NULL_HANDLE, 1, &cpci, NULL, &p.pipe));
 
-    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 2};
+    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, n_bufs};
     VkDescriptorPoolCreateInfo dpci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
         .maxSets = 1,
@@ -390,9 +392,10 @@ static inline struct pipeline pipeline_create(const struct gpu *g, const char *s
         .pSetLayouts = &p.set_layout,
     };
     CHECK(vkAllocateDescriptorSets(g->dev, &dsai, &p.set));
-    VkDescriptorBufferInfo bi[2] = {{in->buf, 0, VK_WHOLE_SIZE}, {out->buf, 0, VK_WHOLE_SIZE}};
-    VkWriteDescriptorSet w[2];
-    for (uint32_t i = 0; i < 2; i++)
+    VkDescriptorBufferInfo bi[8];
+    VkWriteDescriptorSet w[8];
+    for (uint32_t i = 0; i < n_bufs; i++) {
+        bi[i] = (VkDescriptorBufferInfo){bufs[i], 0, VK_WHOLE_SIZE};
         w[i] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstSet = p.set,
@@ -401,8 +404,17 @@ static inline struct pipeline pipeline_create(const struct gpu *g, const char *s
             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
             .pBufferInfo = &bi[i],
         };
-    vkUpdateDescriptorSets(g->dev, 2, w, 0, NULL);
+    }
+    vkUpdateDescriptorSets(g->dev, n_bufs, w, 0, NULL);
     return p;
+}
+
+/* The c_double.comp pipeline with one descriptor set: binding 0 = `in`, binding 1 = `out`. */
+static inline struct pipeline pipeline_create(const struct gpu *g, const char *spv,
+                                              const struct buffer *in, const struct buffer *out)
+{
+    VkBuffer bufs[2] = {in->buf, out->buf};
+    return pipeline_create_n(g, spv, bufs, 2);
 }
 
 static inline void pipeline_destroy(const struct gpu *g, struct pipeline *p)
