@@ -470,6 +470,19 @@ pub fn remove_device(key: Key) -> Option<Arc<DeviceData>> {
     devices().remove(&key).map(|(_, v)| v)
 }
 
+/// The `n` elements at `p` of an API array (`pXs` / `xCount`), empty when `p` is null or `n` 0.
+///
+/// # Safety
+/// `p` must be null or point to `n` valid elements that outlive `'a`.
+#[inline]
+pub unsafe fn slice<'a, T>(p: *const T, n: u32) -> &'a [T] {
+    if p.is_null() || n == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(p, n as usize)
+    }
+}
+
 /// Name of a C string for messages.
 ///
 /// # Safety

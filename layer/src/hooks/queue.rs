@@ -3,7 +3,7 @@
 //! observations here.
 
 use super::hook;
-use crate::dispatch::raw;
+use crate::dispatch::{raw, slice};
 use crate::profile::recorder::{batches_v1, batches_v2};
 use ash::vk;
 use echo_analyzer::trace::Event;
@@ -17,22 +17,11 @@ unsafe fn command_buffers_v1<'a>(
     count: u32,
     submits: *const vk::SubmitInfo<'a>,
 ) -> impl Iterator<Item = u64> + 'a {
-    let s: &'a [vk::SubmitInfo<'a>] = if count == 0 || submits.is_null() {
-        &[]
-    } else {
-        std::slice::from_raw_parts(submits, count as usize)
-    };
-    s.iter().flat_map(|s| {
-        let c: &[vk::CommandBuffer] =
-            if s.command_buffer_count == 0 || s.p_command_buffers.is_null() {
-                &[]
-            } else {
-                // SAFETY: a valid submit info holds command_buffer_count command buffers.
-                unsafe {
-                    std::slice::from_raw_parts(s.p_command_buffers, s.command_buffer_count as usize)
-                }
-            };
-        c.iter().map(|c| raw(*c))
+    slice(submits, count).iter().flat_map(|s| {
+        // SAFETY: a valid submit info holds command_buffer_count command buffers.
+        unsafe { slice(s.p_command_buffers, s.command_buffer_count) }
+            .iter()
+            .map(|c| raw(*c))
     })
 }
 
@@ -44,25 +33,11 @@ unsafe fn command_buffers_v2<'a>(
     count: u32,
     submits: *const vk::SubmitInfo2<'a>,
 ) -> impl Iterator<Item = u64> + 'a {
-    let s: &'a [vk::SubmitInfo2<'a>] = if count == 0 || submits.is_null() {
-        &[]
-    } else {
-        std::slice::from_raw_parts(submits, count as usize)
-    };
-    s.iter().flat_map(|s| {
-        let c: &[vk::CommandBufferSubmitInfo<'_>] =
-            if s.command_buffer_info_count == 0 || s.p_command_buffer_infos.is_null() {
-                &[]
-            } else {
-                // SAFETY: a valid submit info holds command_buffer_info_count infos.
-                unsafe {
-                    std::slice::from_raw_parts(
-                        s.p_command_buffer_infos,
-                        s.command_buffer_info_count as usize,
-                    )
-                }
-            };
-        c.iter().map(|c| raw(c.command_buffer))
+    slice(submits, count).iter().flat_map(|s| {
+        // SAFETY: a valid submit info holds command_buffer_info_count infos.
+        unsafe { slice(s.p_command_buffer_infos, s.command_buffer_info_count) }
+            .iter()
+            .map(|c| raw(c.command_buffer))
     })
 }
 

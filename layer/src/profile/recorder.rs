@@ -1589,14 +1589,10 @@ pub unsafe fn batches_v1(count: u32, submits: *const vk::SubmitInfo<'_>) -> Vec<
                 }
             };
             let sems = |p: *const vk::Semaphore, n: u32| -> Vec<u64> {
-                if p.is_null() || n == 0 {
-                    Vec::new()
-                } else {
-                    std::slice::from_raw_parts(p, n as usize)
-                        .iter()
-                        .map(|x| raw(*x))
-                        .collect()
-                }
+                crate::dispatch::slice(p, n)
+                    .iter()
+                    .map(|x| raw(*x))
+                    .collect()
             };
             let waits = sems(s.p_wait_semaphores, s.wait_semaphore_count)
                 .into_iter()
@@ -1626,14 +1622,11 @@ pub unsafe fn batches_v1(count: u32, submits: *const vk::SubmitInfo<'_>) -> Vec<
                     )
                 })
                 .collect();
-            let command_buffers = if s.p_command_buffers.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(s.p_command_buffers, s.command_buffer_count as usize)
+            let command_buffers =
+                crate::dispatch::slice(s.p_command_buffers, s.command_buffer_count)
                     .iter()
                     .map(|c| raw(*c))
-                    .collect()
-            };
+                    .collect();
             SubmitBatch {
                 command_buffers,
                 waits,
@@ -1652,29 +1645,21 @@ pub unsafe fn batches_v2(count: u32, submits: *const vk::SubmitInfo2<'_>) -> Vec
         return Vec::new();
     }
     let sems = |p: *const vk::SemaphoreSubmitInfo<'_>, n: u32| -> Vec<(u64, u64)> {
-        if p.is_null() || n == 0 {
-            Vec::new()
-        } else {
-            std::slice::from_raw_parts(p, n as usize)
-                .iter()
-                .map(|s| (raw(s.semaphore), s.value))
-                .collect()
-        }
+        crate::dispatch::slice(p, n)
+            .iter()
+            .map(|s| (raw(s.semaphore), s.value))
+            .collect()
     };
     std::slice::from_raw_parts(submits, count as usize)
         .iter()
         .map(|s| SubmitBatch {
-            command_buffers: if s.p_command_buffer_infos.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(
-                    s.p_command_buffer_infos,
-                    s.command_buffer_info_count as usize,
-                )
-                .iter()
-                .map(|c| raw(c.command_buffer))
-                .collect()
-            },
+            command_buffers: crate::dispatch::slice(
+                s.p_command_buffer_infos,
+                s.command_buffer_info_count,
+            )
+            .iter()
+            .map(|c| raw(c.command_buffer))
+            .collect(),
             waits: sems(s.p_wait_semaphore_infos, s.wait_semaphore_info_count),
             signals: sems(s.p_signal_semaphore_infos, s.signal_semaphore_info_count),
         })
