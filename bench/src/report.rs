@@ -692,14 +692,16 @@ fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> 
     }
     // Profiling's own cost (scripts/profile-overhead.sh), enforce's first iterations
     // (scripts/warmup.sh), echo on a discrete GPU (scripts/discrete-check.sh, on a machine that
-    // has one), allocator-managed memory (bench/allocators.sh) and the real-library programs
-    // (scripts/real-libs.sh), kept beside this file likewise.
+    // has one), allocator-managed memory (bench/allocators.sh), the real-library programs
+    // (scripts/real-libs.sh) and instructions against the wall clock (scripts/agreement.sh),
+    // kept beside this file likewise.
     for kept in [
         "profile-overhead.md",
         "warmup.md",
         "discrete.md",
         "allocators.md",
         "real-libraries.md",
+        "agreement.md",
     ] {
         if let Ok(text) = std::fs::read_to_string(res.opts.out.join(kept)) {
             let _ = writeln!(s, "\n{}", text.trim_end());

@@ -200,3 +200,107 @@ fn vkfft_every_mode_and_twin() {
         );
     }
 }
+
+/// `c_tensors interleave` (scripts/agreement.sh's wall clock): three programs in one process,
+/// echo enabled on one VkInstance only (the explicit layer named by that instance), the
+/// validation layer on all three. Profile and enforce see that instance's device alone (one
+/// statistics record), enforce applies every group, every program prints the staging run's
+/// checksum, and validation says nothing.
+#[test]
+fn echo_on_one_instance_of_three() {
+    let dir = std::env::temp_dir().join(format!("echo-reallib-{}-interleave", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let spv = Path::new(env!("OUT_DIR")).join("c_double.spv");
+    let reference = run(&dir, "c_tensors", &["staging", "3", "1"], None, &[]).stdout;
+    let checksum = reference.trim_end().rsplit(' ').next().unwrap().to_string();
+    let run3 = |mode: &str, extra: &[(&str, String)]| {
+        let mut w = World::new(Layers {
+            echo: None,
+            test_layer: false,
+            validation: true,
+        })
+        .set("ECHO_C_SPV", spv.display().to_string())
+        .set("VK_ECHO_MODE", mode)
+        .set(
+            "VK_ECHO_STATS",
+            dir.join("stats.jsonl").display().to_string(),
+        );
+        std::fs::write(
+            w.dir.join("layers/VkLayer_echo.json"),
+            echo_tests::world::echo_manifest(),
+        )
+        .unwrap();
+        let layers = w.dir.join("layers").display().to_string();
+        w = w.set("VK_ADD_LAYER_PATH", layers);
+        for (k, v) in extra {
+            w = w.set(k, v);
+        }
+        let _ = std::fs::remove_file(dir.join("stats.jsonl"));
+        let r = run_within(
+            w.command(&program("c_tensors"), &["interleave", "3", "1"]),
+            LIMIT,
+        );
+        assert!(
+            r.status.success(),
+            "interleave ({mode}) failed ({}):\n{}\n{}",
+            r.status,
+            r.stdout,
+            r.stderr
+        );
+        let names: Vec<&str> = r
+            .stdout
+            .lines()
+            .map(|l| l.split(':').next().unwrap())
+            .collect();
+        assert_eq!(names, ["base", "echo", "twin"], "{}", r.stdout);
+        for l in r.stdout.lines() {
+            assert!(
+                l.ends_with(&checksum),
+                "{mode}: {l} (staging run: {reference})"
+            );
+        }
+        let vvl: Vec<&str> = r
+            .stdout
+            .lines()
+            .chain(r.stderr.lines())
+            .filter(|l| l.contains("Validation Error") || l.contains("SYNC-HAZARD"))
+            .collect();
+        assert!(
+            vvl.is_empty(),
+            "{mode}: validation reported:\n{}",
+            vvl.join("\n")
+        );
+        let stats: Vec<Value> = std::fs::read_to_string(dir.join("stats.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("stats line is JSON"))
+            .collect();
+        stats
+    };
+    let trace = dir.join("trace.jsonl");
+    run3("profile", &[("VK_ECHO_TRACE", trace.display().to_string())]);
+    let plan = dir.join("plan.json");
+    let mut cmd = Command::new(artifact("vkecho"));
+    cmd.arg("analyze").arg(&trace).arg("-o").arg(&plan);
+    let a = run_within(cmd, LIMIT);
+    assert!(a.status.success(), "analyze: {}{}", a.stdout, a.stderr);
+    let enforced = run3("enforce", &[("VK_ECHO_PLAN", plan.display().to_string())]);
+    assert_eq!(
+        enforced.len(),
+        1,
+        "echo saw one device (its instance's): {enforced:?}"
+    );
+    let s = &enforced[0];
+    assert_eq!(s["groups_planned"], 3, "{s}\n{}", a.stdout);
+    assert_eq!(s["groups_applied"], 3, "{s}");
+    assert_eq!(
+        s["bytes_elided"],
+        9u64 << 20,
+        "3 iterations x 3 tensors x 1 MiB: {s}"
+    );
+    if std::env::var_os("ECHO_KEEP_TEST_DIRS").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
