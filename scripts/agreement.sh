@@ -19,8 +19,9 @@
 # plans taking turns: PROCS processes per plan, round 0 of each dropped (first touch). Per round:
 # saving = (base - t) / base. Recovered = median saving of echo / median saving of the twin over
 # all rounds, with a bootstrap 90 % interval that resamples processes.
-# Instructions: separate processes (staging, zero) under callgrind, every thread, at 1 and 3
-# iterations; per iteration = the difference / 2 (start-up cancels); recovered = (b - e) / (b - z).
+# Instructions: separate processes (staging, zero) of 4 iterations under callgrind, every
+# thread, one dump per iteration (--dump-before=iteration_mark), the steady iterations 1 and 2
+# without glibc's heap allocator (scripts/cg-steady.py); recovered = (b - e) / (b - z).
 # Both methods run lavapipe with LP_NUM_THREADS=0 (no rasterizer threads), so they count the
 # same work. Every output is compared with the no-layer run's.
 set -euo pipefail
@@ -28,7 +29,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${1:-6}; MIB=${2:-16}; PROCS=${3:-30}
 scripts/deps.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
-cargo build --release -p vk-layer-echo -p echo-cli
+cargo build --release -p vk-layer-echo -p echo-cli -p echo-bench
 cargo build -p echo-tests
 R=$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)
 C=$(ls -td "${CARGO_TARGET_DIR:-target}"/debug/build/echo-tests-*/out | while read -r d; do
@@ -98,22 +99,22 @@ PY
 done
 : > "$tmp/cg"
 if [ -z "${ONLY_WALL:-}" ]; then
-  for n in 1 3; do
-    plans staging "$n"
-    for c in $CFGS; do
-      # The same variables in all five (getenv's cost follows the environment's length).
-      case $c in
-        base) e=(VK_ECHO_DISABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-$n-3.json"); v=staging ;;
-        e?) e=(VK_ECHO_ENABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-$n-${c#e}.json"); v=staging ;;
-        twin) e=(VK_ECHO_DISABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-$n-3.json"); v=zero ;;
-      esac
-      env "${e[@]}" VK_ECHO_MODE=enforce valgrind --tool=callgrind --fair-sched=yes \
-        --callgrind-out-file="$tmp/cg.out" "$C/c_tensors" "$v" "$n" "$MIB" > "$tmp/out" 2>/dev/null
-      [ "$c" = base ] && cp "$tmp/out" "$tmp/cgref"
-      cmp -s "$tmp/out" "$tmp/cgref" || { echo "agreement.sh: $c output differs ($n iterations)" >&2; exit 1; }
-      echo "$c $n $(grep -E '^(totals|summary):' "$tmp/cg.out" | head -1 | cut -d' ' -f2)" >> "$tmp/cg"
-      echo "agreement.sh: callgrind $c, $n iteration(s)" >&2
-    done
+  plans staging 4
+  for c in $CFGS; do
+    # The same variables in all five (getenv's cost follows the environment's length).
+    case $c in
+      base) e=(VK_ECHO_DISABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-4-3.json"); v=staging ;;
+      e?) e=(VK_ECHO_ENABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-4-${c#e}.json"); v=staging ;;
+      twin) e=(VK_ECHO_DISABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-4-3.json"); v=zero ;;
+    esac
+    rm -f "$tmp"/cg.out*
+    env "${e[@]}" VK_ECHO_MODE=enforce valgrind --tool=callgrind --fair-sched=yes \
+      --dump-before=iteration_mark --callgrind-out-file="$tmp/cg.out" \
+      "$C/c_tensors" "$v" 4 "$MIB" > "$tmp/out" 2>/dev/null
+    [ "$c" = base ] && cp "$tmp/out" "$tmp/cgref"
+    cmp -s "$tmp/out" "$tmp/cgref" || { echo "agreement.sh: $c output differs under callgrind" >&2; exit 1; }
+    echo "$c $(scripts/cg-steady.py "$tmp/cg.out" 4 1)" >> "$tmp/cg"
+    echo "agreement.sh: callgrind $c" >&2
   done
 fi
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -142,11 +143,10 @@ def ci(by_proc):
     procs = list(by_proc.values())
     bs = sorted(rec([r for p in (rnd.choice(procs) for _ in procs) for r in p]) for _ in range(4000))
     return bs[len(bs) // 20], bs[len(bs) * 19 // 20]
-ir = {}
+per, spread = {}, {}
 for l in open(cgf):
-    c, n, v = l.split()
-    ir[(c, int(n))] = int(v)
-per = {c: (ir[(c, 3)] - ir[(c, 1)]) / 2 for c in ("base", "e1", "e2", "e3", "twin")} if ir else {}
+    c, v, sp, alloc = l.split()
+    per[c], spread[c] = int(v), int(sp)
 grp = {}
 for l in open(groupsf):
     k, *v = l.split()
@@ -180,10 +180,13 @@ slow = [sum(1 for x in allfill if x[j] > 2 * st.median(y[2] for y in allfill)) f
 print(f"\nHost writes of a and b (the fill), median ms base / echo / twin: {' / '.join(f'{st.median(x[j] for x in allfill):.1f}' for j in range(3))}; "
       f"rounds whose fill took more than twice the twin's median: base {slow[0]}, echo {slow[1]}, twin {slow[2]} of {len(allfill)}.")
 if per:
-    print(f"\nInstructions per iteration: base {per['base']:,.0f}, echo 1 {per['e1']:,.0f}, echo 2 {per['e2']:,.0f}, echo 3 {per['e3']:,.0f}, twin {per['twin']:,.0f}.")
+    res = max(spread.values()) * 2 / (per["base"] - per["twin"]) * 100
+    print(f"\nInstructions per iteration: base {per['base']:,.0f}, echo 1 {per['e1']:,.0f}, echo 2 {per['e2']:,.0f}, echo 3 {per['e3']:,.0f}, twin {per['twin']:,.0f}; "
+          f"two steady iterations of one configuration differ by at most {max(spread.values()) * 2:,} instructions ({res:.3f} points of the fraction).")
 print("\nWhat the instruction count measures: the work of every thread (the program's, lavapipe's, echo's), the same under any load. "
       "What it does not: time that costs no instructions — cache and TLB misses, memory bandwidth (a memcpy moves about 8 bytes per instruction "
       "however long the bytes take to arrive), waiting. Both recovered fractions are ratios of the same kind of work (the copies a plan removes "
       "against the copies the twin does not make), so those effects scale numerator and denominator alike; where they did not, the rows above would disagree.")
 PY
+"$R/echo-bench" --kept
 cat bench/agreement.md

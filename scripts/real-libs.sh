@@ -16,11 +16,16 @@
 # (base - twin) per round, median [min-max]. "f_copy (twin)" = (base - twin) / base: the share
 # of the loop that the zero-copy version removes, an upper estimate of the copy fraction.
 # Instructions (CG=1): callgrind counts every thread of the process (lavapipe's included; run
-# with LP_NUM_THREADS=0 and --fair-sched=yes so it finishes), at two iteration counts N1 < N2;
-# per-iteration instructions = (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up (shader compiles,
-# plan parsing) cancels; recovered = (b - e) / (b - z) on those. The three get the same environment
-# variables (getenv's cost follows the environment's length). It counts work, not time: cache
-# misses, memory bandwidth and waiting cost time without instructions.
+# with LP_NUM_THREADS=0 and --fair-sched=yes so it finishes), one dump per iteration
+# (--dump-before=iteration_mark, tests/c/common.h); scripts/cg-steady.py keeps each case's
+# steady iterations (not the first, not the last) and sums one iteration of every case, so
+# start-up (shader compiles, plan parsing) and teardown stay out, and leaves glibc's heap
+# allocator out (its cost follows the heap's layout); recovered = (b - e) / (b - z)
+# on those, with its resolution (half the range of base's and echo's steady iterations, in
+# points). c_tensors is counted at the wall clock's size, c_vkfft at `small` (its large FFTs
+# take too long under callgrind). The three get the same environment variables (getenv's cost
+# follows the environment's length). It counts work, not time: cache misses, memory bandwidth
+# and waiting cost time without instructions (scripts/agreement.sh compares the two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-5}
@@ -44,10 +49,10 @@ PY
 export XDG_DATA_HOME=$tmp/data XDG_DATA_DIRS=${XDG_DATA_DIRS:-/usr/local/share:/usr/share}
 load0=$(cut -d' ' -f1-3 /proc/loadavg); t0=$(date -u '+%Y-%m-%d %H:%M UTC')
 
-# name | staging args | zero args | size label | callgrind: args with N, N1, N2
+# name | staging args | zero args | size label | callgrind: args with N, N, cases in a run
 PROGS=(
-  "c_tensors|staging 4 16|zero 4 16|3 tensors x 16 MiB, 4 iterations|staging N 2|zero N 2|1|3"
-  "c_vkfft|staging 3 large|zero 3 large|1D 4096x512, 2D 1024², 2D 2048² (16+8+32 MiB), 3 iterations|staging N small|zero N small|1|3"
+  "c_tensors|staging 4 16|zero 4 16|3 tensors x 16 MiB, 4 iterations|staging N 16|zero N 16|4|1"
+  "c_vkfft|staging 3 large|zero 3 large|1D 4096x512, 2D 1024², 2D 2048² (16+8+32 MiB), 3 iterations|staging N small|zero N small|4|3"
 )
 plan() { # prog args... -> $tmp/plan.json
   local p=$1; shift
@@ -64,7 +69,7 @@ runcfg() { # cfg prog stagingargs zeroargs -> stdout of the program; loop_ms to 
 }
 : > "$tmp/rows"
 for spec in "${PROGS[@]}"; do
-  IFS='|' read -r p s z label cs cz n1 n2 <<<"$spec"
+  IFS='|' read -r p s z label cs cz n cases <<<"$spec"
   plan "$p" $s
   VK_ECHO_ENABLE=1 VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json VK_ECHO_STATS=$tmp/stats.jsonl \
     "$C/$p" $s >"$tmp/out.enforce" 2>/dev/null
@@ -80,33 +85,36 @@ for spec in "${PROGS[@]}"; do
   cg="-"
   if [ "${CG:-}" = 1 ] || [[ ",${CG:-}," == *",$p,"* ]]; then
     : > "$tmp/cg"
-    for n in "$n1" "$n2"; do
-      plan "$p" ${cs//N/$n}
-      for c in base echo twin; do
-        # The same variables in all three (the layer is not loaded with VK_ECHO_DISABLE=1):
-        # getenv walks the environment, and the programs and lavapipe call it ~27 times an
-        # iteration (tests/c/common.h's buffer_barrier, lavapipe's submit), so 2 variables
-        # fewer in base and twin made echo look ~400 instructions an iteration dearer (c_tensors).
-        same=(VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json)
-        case $c in
-          base) envs=(VK_ECHO_DISABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
-          echo) envs=(VK_ECHO_ENABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
-          twin) envs=(VK_ECHO_DISABLE=1 "${same[@]}"); a=${cz//N/$n} ;;
-        esac
-        env "${envs[@]}" LP_NUM_THREADS=0 valgrind --tool=callgrind --fair-sched=yes \
-          --callgrind-out-file="$tmp/cg.out" "$C/$p" $a >/dev/null 2>&1
-        echo "$c $n $(grep -E '^(totals|summary):' "$tmp/cg.out" | head -1 | cut -d' ' -f2)" >> "$tmp/cg"
-      done
+    a0=${cs//N/$n}
+    plan "$p" $a0
+    for c in base echo twin; do
+      # The same variables in all three (the layer is not loaded with VK_ECHO_DISABLE=1):
+      # getenv walks the environment, and the programs and lavapipe call it ~27 times an
+      # iteration (tests/c/common.h's buffer_barrier, lavapipe's submit), so 2 variables
+      # fewer in base and twin made echo look ~400 instructions an iteration dearer (c_tensors).
+      same=(VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json)
+      case $c in
+        base) envs=(VK_ECHO_DISABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
+        echo) envs=(VK_ECHO_ENABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
+        twin) envs=(VK_ECHO_DISABLE=1 "${same[@]}"); a=${cz//N/$n} ;;
+      esac
+      rm -f "$tmp"/cg.out*
+      env "${envs[@]}" LP_NUM_THREADS=0 valgrind --tool=callgrind --fair-sched=yes \
+        --dump-before=iteration_mark --callgrind-out-file="$tmp/cg.out" "$C/$p" $a >/dev/null 2>&1
+      echo "$c $(scripts/cg-steady.py "$tmp/cg.out" "$n" "$cases" libVkLayer_echo.so libgcc_s.so.1)" >> "$tmp/cg"
+      echo "real-libs.sh: callgrind $p $c" >&2
     done
-    cg=$(python3 - "$tmp/cg" "$n1" "$n2" <<'PY'
+    cg=$(python3 - "$tmp/cg" <<'PY'
 import sys
-ir = {}
+per, spread, own = {}, {}, {}
 for l in open(sys.argv[1]):
-    c, n, v = l.split(); ir[(c, int(n))] = int(v)
-n1, n2 = int(sys.argv[2]), int(sys.argv[3])
-per = {c: (ir[(c, n2)] - ir[(c, n1)]) / (n2 - n1) for c in ("base", "echo", "twin")}
+    c, v, s, alloc, *objs = l.split(); per[c] = int(v); spread[c] = int(s)
+    own[c] = sum(int(o.split("=")[1]) for o in objs)  # echo's library and the unwinder
 b, e, z = per["base"], per["echo"], per["twin"]
-print(f"{(b - e) / (b - z) * 100:.2f}|{b:.0f}|{e:.0f}|{z:.0f}")
+# The resolution in points of the fraction: echo's and base's spreads against the gain.
+res = (spread["echo"] + spread["base"]) / (b - z) * 100
+mine = own["echo"] - own["base"]
+print(f"{(b - e) / (b - z) * 100:.2f}|{b:.0f}|{e:.0f}|{z:.0f}|{mine}|{res:.2f}")
 PY
 )
   fi
@@ -135,18 +143,25 @@ mib() { python3 -c "print(f'{$1/2**20:.1f} MiB')"; }
 {
   echo "## Real libraries"
   echo
-  echo "Written by \`${CG:+CG=$CG }scripts/real-libs.sh $ROUNDS\` ($t0, commit $(git rev-parse --short HEAD)$dirty; load average $load0 at the start, $load1 at the end). Programs: tests/c/c_tensors.c (Kompute's tensor layout, in C: see its header), tests/c/c_vkfft.c (VkFFT 1.2.26, Debian libvkfft-dev). Wall clock: median of $ROUNDS interleaved processes per configuration of the loop's time; recovered per round, median [min–max]. Instructions: callgrind, per iteration, start-up cancelled (\`CG=1\`; \"-\" when not run). f_copy (twin) = (base − twin)/base."
+  echo "Written by \`${CG:+CG=$CG }scripts/real-libs.sh $ROUNDS\` ($t0, commit $(git rev-parse --short HEAD)$dirty; load average $load0 at the start, $load1 at the end). Programs: tests/c/c_tensors.c (Kompute's tensor layout, in C: see its header), tests/c/c_vkfft.c (VkFFT 1.2.26, Debian libvkfft-dev). Wall clock: median of $ROUNDS interleaved processes per configuration of the loop's time; recovered per round, median [min–max]. Instructions (\`CG=1\`; \"-\" when not run): callgrind, every thread, one steady iteration, glibc's heap allocator left out (c_tensors at the wall clock's size; c_vkfft at its small sizes, 128 KiB + 512 KiB + 2 MiB: its large FFTs take too long under callgrind), ± the method's resolution in points (half the range of the steady iterations). f_copy (twin) = (base − twin)/base."
   echo
   echo "| program | size | f_copy (twin) | speedup base/echo | twin base/twin | recovered, wall clock | recovered, instructions | bytes elided (run) | memory not allocated at the driver | groups | base / echo / twin ms |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   while IFS=$'\t' read -r p label f se sz rm rlo rhi cg be mna ga gp tb te tz; do
-    ci="-"; [ "$cg" != "-" ] && ci="${cg%%|*} %"
+    ci="-"; [ "$cg" != "-" ] && ci="${cg%%|*} % ± ${cg##*|}"
     echo "| $p | $label | $f | ${se}× | ${sz}× | $rm % [$rlo–$rhi] | $ci | $(mib "$be") | $(mib "$mna") | $ga of $gp | $tb / $te / $tz |"
   done < "$tmp/rows"
   echo
+  while IFS=$'\t' read -r p label f se sz rm rlo rhi cg rest; do
+    [ "$cg" = "-" ] && continue
+    IFS='|' read -r rec b e z mine res <<<"$cg"
+    echo "$p, one steady iteration (instructions): base − twin $(printf "%'d" $((b - z))), echo − twin $(printf "%'d" $((e - z))), of which echo's own code (libVkLayer_echo.so, and libgcc_s unwinding call sites) $(printf "%'d" "$mine"); the rest of echo − twin is work of the program's that echo keeps and the twin does not do (its barriers; c_vkfft's per-transfer staging buffer, memory, command buffer, submit and wait)."
+    echo
+  done < "$tmp/rows"
   echo "Where the rest of the twin's gain goes (by object and function, per iteration, c_tensors at 2 and 16 MiB, c_vkfft per case) and the first iterations: warmup.md, \"Issue 26\"."
   echo
   echo "Plot: [real_libraries.svg](real_libraries.svg) (speedup against f_copy, echo and twin, with the Amdahl bound). The table and plot are carried into RESULTS.md by echo-bench."
 } > bench/real-libraries.md
 "$R/echo-bench-plot" bench/real-libraries.tsv bench/real_libraries.svg
+"$R/echo-bench" --kept
 cat bench/real-libraries.md

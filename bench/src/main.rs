@@ -26,7 +26,7 @@ use std::path::PathBuf;
 const USAGE: &str = "\
 usage: echo-bench [--quick|--full] [--out DIR] [--samples a,b,...] [--negatives]
                   [--size-mib F] [--iters N] [--procs N] [--sweep S1,S2,...|--no-sweep]
-                  [--no-calls] [--no-memory] [--memory] [--work DIR] [--command TEXT]
+                  [--no-calls] [--no-memory] [--memory] [--kept] [--work DIR] [--command TEXT]
 
   --quick          (default) 3 processes per configuration, 16 MiB, 5 iterations, a 4-size sweep
   --full           7 processes per configuration, 64 MiB, 20 iterations, the 11-size sweep
@@ -44,6 +44,8 @@ usage: echo-bench [--quick|--full] [--out DIR] [--samples a,b,...] [--negatives]
                    the layer, with it and as the zero-copy twin, under the test layer that counts
                    vkAllocateMemory at the driver; writes its section into RESULTS.md, the plot
                    memory_per_sample.svg/png and memory.json (needs the workspace's release build)
+  --kept           only carry the measurements that scripts keep beside RESULTS.md (instructions.md,
+                   real-libraries.md, agreement.md, ...) into it, in place of their sections
   --work DIR       traces, plans and statistics files (default: a fresh directory in /tmp)
   --command TEXT   the command line to record in RESULTS.md (scripts/bench.sh passes its own)";
 
@@ -99,6 +101,7 @@ pub struct Opts {
     pub memory: bool,
     /// Only the memory measurement.
     pub memory_only: bool,
+    pub kept_only: bool,
     pub command: String,
 }
 
@@ -122,6 +125,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         calls: true,
         memory: true,
         memory_only: false,
+        kept_only: false,
         calls_scale: if full { 1.0 } else { 0.5 },
         command: std::iter::once("echo-bench".to_string())
             .chain(args.iter().cloned())
@@ -168,6 +172,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--no-calls" => o.calls = false,
             "--no-memory" => o.memory = false,
             "--memory" => o.memory_only = true,
+            "--kept" => o.kept_only = true,
             "--command" => o.command = val()?,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown option '{other}'\n{USAGE}")),
@@ -733,6 +738,15 @@ fn main() {
 
 fn run(o: Opts) -> Result<i32, String> {
     let t0 = std::time::Instant::now();
+    if o.kept_only {
+        let done = report::write_kept(&o.out)?;
+        eprintln!(
+            "echo-bench: carried {} into {}",
+            done.join(", "),
+            o.out.join("RESULTS.md").display()
+        );
+        return Ok(0);
+    }
     std::fs::create_dir_all(&o.work)
         .map_err(|e| format!("cannot create {}: {e}", o.work.display()))?;
     std::fs::create_dir_all(&o.out)

@@ -229,9 +229,16 @@ pub fn write_memory(out: &Path, section: &str, mem: &[MemRun]) -> Result<(), Str
     std::fs::write(&path, new).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// Puts `section` (markdown that starts with its `## ` heading) into `text`: in place of the
+/// section with the same heading (up to the next `## `), else before the plots, else at the end.
 fn splice(text: &str, section: &str) -> String {
-    let head = crate::memory::SECTION;
-    if let Some(start) = text.find(head) {
+    let head = section.lines().next().unwrap_or_default();
+    let at = if text.starts_with(&format!("{head}\n")) {
+        Some(0)
+    } else {
+        text.find(&format!("\n{head}\n")).map(|i| i + 1)
+    };
+    if let Some(start) = at {
         let rest = &text[start + head.len()..];
         let end = rest
             .find("\n## ")
@@ -242,6 +249,40 @@ fn splice(text: &str, section: &str) -> String {
         Some(i) => format!("{}\n{}{}", &text[..i], section, &text[i + 1..]),
         None => format!("{text}\n{section}"),
     }
+}
+
+/// Measurements that their own scripts write beside RESULTS.md, in the order RESULTS.md shows
+/// them: per-call instructions (scripts/costs.sh), profiling's own cost
+/// (scripts/profile-overhead.sh), enforce's first iterations (scripts/warmup.sh), echo on a
+/// discrete GPU (scripts/discrete-check.sh, on a machine that has one), allocator-managed
+/// memory (bench/allocators.sh), the real-library programs (scripts/real-libs.sh) and
+/// instructions against the wall clock (scripts/agreement.sh).
+pub const KEPT: [&str; 7] = [
+    "instructions.md",
+    "profile-overhead.md",
+    "warmup.md",
+    "discrete.md",
+    "allocators.md",
+    "real-libraries.md",
+    "agreement.md",
+];
+
+/// `echo-bench --kept`: puts every kept measurement (KEPT) that exists in `out` into
+/// `out/RESULTS.md` in place of its earlier section, so a script that measured one of them
+/// updates RESULTS.md without a timing run.
+pub fn write_kept(out: &Path) -> Result<Vec<&'static str>, String> {
+    let path = out.join("RESULTS.md");
+    let mut text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut done = Vec::new();
+    for kept in KEPT {
+        if let Ok(section) = std::fs::read_to_string(out.join(kept)) {
+            text = splice(&text, &format!("{}\n\n", section.trim_end()));
+            done.push(kept);
+        }
+    }
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(done)
 }
 
 /// The per-sample table's device-memory cells (and the method's line about them) from `mem`,
@@ -685,24 +726,9 @@ fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> 
         }
     }
 
-    // Per-call cost in instructions: deterministic, measured by scripts/costs.sh (callgrind),
-    // kept beside this file and carried into every RESULTS.md.
-    if let Ok(text) = std::fs::read_to_string(res.opts.out.join("instructions.md")) {
-        let _ = writeln!(s, "\n{}", text.trim_end());
-    }
-    // Profiling's own cost (scripts/profile-overhead.sh), enforce's first iterations
-    // (scripts/warmup.sh), echo on a discrete GPU (scripts/discrete-check.sh, on a machine that
-    // has one), allocator-managed memory (bench/allocators.sh), the real-library programs
-    // (scripts/real-libs.sh) and instructions against the wall clock (scripts/agreement.sh),
-    // kept beside this file likewise.
-    for kept in [
-        "profile-overhead.md",
-        "warmup.md",
-        "discrete.md",
-        "allocators.md",
-        "real-libraries.md",
-        "agreement.md",
-    ] {
+    // The measurements kept beside this file by their own scripts (KEPT), carried into every
+    // RESULTS.md.
+    for kept in KEPT {
         if let Ok(text) = std::fs::read_to_string(res.opts.out.join(kept)) {
             let _ = writeln!(s, "\n{}", text.trim_end());
         }
@@ -1016,6 +1042,19 @@ mod memory_tests {
         assert_eq!(
             splice("# R\n", "## Memory per sample\n"),
             "# R\n\n## Memory per sample\n"
+        );
+        // A heading is matched as a whole line: "## Real libraries" does not take the place of
+        // "## Real libraries, old" and is not found inside a paragraph.
+        let doc = "# R\n\nsee ## Real libraries\n\n## Real libraries, old\n\nx\n\n## Plots\n";
+        let three = splice(doc, "## Real libraries\n\nnew\n\n");
+        assert!(
+            three.contains("## Real libraries, old\n\nx\n\n## Real libraries\n\nnew\n\n## Plots"),
+            "{three}"
+        );
+        let four = splice(&three, "## Real libraries\n\nnewer\n\n");
+        assert!(
+            !four.contains("\nnew\n") && four.contains("newer") && four.contains("old\n\nx"),
+            "{four}"
         );
     }
 

@@ -252,8 +252,10 @@ int main(int argc, char **argv)
         world_create(&w, strcmp(argv[1], "zero") == 0, NULL, size, spv);
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (uint32_t it = 0; it < iters; it++)
+        for (uint32_t it = 0; it < iters; it++) {
+            iteration_mark(it);
             world_iterate(&w, it, NULL);
+        }
         /* stderr (not compared between modes): the loop's wall time, for scripts/real-libs.sh */
         fprintf(stderr, "loop_ms %.3f\n", ms_since(&t0));
         printf("tensors 3 x %ld MiB, %u iterations: checksum %016llx\n", mib, iters,

@@ -175,6 +175,7 @@ static void run_case(struct gpu *g, VkCommandPool pool, VkFence fence, const str
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (uint32_t it = 0; it < iters; it++) {
+        iteration_mark(it);
         for (uint64_t i = 0; i < 2 * n; i++)
             in[i] = (float)((i * 7 + it * 13) % 1024) / 512.0f - 1.0f;
         if (zero_copy)

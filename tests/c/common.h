@@ -54,6 +54,17 @@ static inline uint64_t fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
+/* ---- per-iteration marker ----------------------------------------------------------------- */
+
+/* Called at the start of every timed iteration. It does nothing; callgrind's
+ * `--dump-before=iteration_mark` writes a count at each call, so each dump file holds exactly one
+ * iteration (scripts/real-libs.sh, scripts/agreement.sh): start-up and teardown stay out without
+ * differencing two runs (whose start-ups differ by thousands of instructions). */
+__attribute__((noinline, unused)) static void iteration_mark(uint32_t it)
+{
+    __asm__ volatile("" : : "r"(it) : "memory");
+}
+
 /* ---- instance, device, queue -------------------------------------------------------------- */
 
 /* A VkInstance with apiVersion `api` (0: no VkApplicationInfo at all), the given layers and

@@ -1,4 +1,5 @@
 //! Helpers shared by the integration tests.
+pub mod callgrind;
 pub mod samples;
 pub mod world;
 

@@ -17,26 +17,14 @@
 //! 2× no layer in all.
 //! The table is printed (`scripts/costs.sh`) and kept in bench/RESULTS.md.
 
-use echo_tests::world::{target_dir, Layers, World};
+use echo_tests::callgrind::{release_layer, self_cost_by_object, use_release_layer};
+use echo_tests::world::{Layers, World};
 use std::path::{Path, PathBuf};
 
 const LOOPS: [u64; 2] = [100, 300];
 
 fn c_calls() -> PathBuf {
     Path::new(env!("OUT_DIR")).join("c_calls")
-}
-
-fn release_layer() -> PathBuf {
-    let p = target_dir()
-        .parent()
-        .expect("target dir")
-        .join("release/libVkLayer_echo.so");
-    assert!(
-        p.is_file(),
-        "{} is missing: the cost budgets are measured on the release library (`cargo build --release -p vk-layer-echo`, which scripts/test.sh runs)",
-        p.display()
-    );
-    p
 }
 
 /// A world whose echo (if any) is the release library.
@@ -51,11 +39,7 @@ fn world(mode: Option<&'static str>) -> World {
 fn release_world(layers: Layers) -> World {
     let w = World::new(layers);
     if layers.echo.is_some() {
-        let manifest = w.dir.join("data/vulkan/implicit_layer.d/VkLayer_echo.json");
-        let mut m: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
-        m["layer"]["library_path"] = release_layer().display().to_string().into();
-        std::fs::write(&manifest, m.to_string()).unwrap();
+        use_release_layer(&w);
     }
     w.set("VK_ECHO_PLAN", "/nonexistent/plan.json")
         .set("VK_ECHO_LOG", "error")
@@ -91,49 +75,6 @@ fn count(w: &World, what: &str, n: u64) -> (u64, u64) {
     let total = by_object.values().sum();
     let own = by_object.get(&lib).copied().unwrap_or(0);
     (total, own)
-}
-
-/// Exclusive instructions per object of a callgrind file (its `ob=` / `fn=` records; the cost
-/// line after a `calls=` line is the callee's inclusive cost and belongs to the callee).
-fn self_cost_by_object(text: &str) -> std::collections::HashMap<String, u64> {
-    use std::collections::HashMap;
-    // "(id) name" defines a compressed name, "(id)" refers to one.
-    fn name(names: &mut HashMap<String, String>, v: &str) -> String {
-        let v = v.trim();
-        match v.strip_prefix('(').and_then(|r| r.split_once(')')) {
-            Some((id, rest)) if !rest.trim().is_empty() => {
-                names.insert(id.to_string(), rest.trim().to_string());
-                rest.trim().to_string()
-            }
-            Some((id, _)) => names.get(id).cloned().unwrap_or_default(),
-            None => v.to_string(),
-        }
-    }
-    let mut objects = HashMap::new();
-    let mut cost: HashMap<String, u64> = HashMap::new();
-    let mut ob = String::new();
-    let mut after_calls = false;
-    for line in text.lines() {
-        if let Some(v) = line.strip_prefix("ob=") {
-            ob = name(&mut objects, v);
-        } else if let Some(v) = line.strip_prefix("cob=") {
-            name(&mut objects, v);
-        } else if line.starts_with("calls=") {
-            after_calls = true;
-        } else if line.starts_with(|c: char| c.is_ascii_digit() || "+-*".contains(c)) {
-            if std::mem::take(&mut after_calls) {
-                continue;
-            }
-            if let Some(ir) = line
-                .split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<u64>().ok())
-            {
-                *cost.entry(ob.clone()).or_default() += ir;
-            }
-        }
-    }
-    cost
 }
 
 /// Instructions of one iteration: in all, and inside echo.

@@ -1,0 +1,172 @@
+//! The recovered fraction by instructions (issue 26): the deterministic companion of the wall
+//! clock, checked the way scripts/real-libs.sh and scripts/agreement.sh measure it.
+//!
+//! `c_tensors` (Kompute's tensor layout, tests/c) at 3 × 2 MiB, 4 iterations, under callgrind
+//! with one dump per iteration (`--dump-before=iteration_mark`), every thread
+//! (`LP_NUM_THREADS=0 --fair-sched=yes`); the steady iterations 1 and 2, without glibc's heap
+//! allocator (its cost follows the heap's layout: `echo_tests::callgrind::is_allocator`). Four configurations with
+//! the same environment variables: no layer, echo (release library) enforcing the whole plan,
+//! echo enforcing the plan cut to its first group (the planted difference), the zero-copy twin.
+//!
+//! Checked: every output is the baseline's; two steady iterations of one process differ by less
+//! than 0.5 % of the twin's gain (the method's resolution); echo's own instructions are counted
+//! under enforce and are 0 without the layer (the counter sees echo's library); the whole plan
+//! recovers at least 95 % of the twin's gain at this small size (bench/agreement.md: 99.7 % at
+//! 16 MiB), and the one-group plan between 15 % and 55 % (a third of the copies): a measure that
+//! said "all" or "nothing" whatever the plan would fail here.
+
+use echo_tests::callgrind::{release_layer, steady_iterations, use_release_layer, Iteration};
+use echo_tests::world::{artifact, run_within, Layers, World};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const ITERS: usize = 4;
+const MIB: &str = "2";
+const LIMIT: Duration = Duration::from_secs(300);
+
+fn c_tensors() -> PathBuf {
+    Path::new(env!("OUT_DIR")).join("c_tensors")
+}
+
+/// A world with echo's release library installed (implicit), enabled or not, and the same
+/// variables either way.
+fn world(enabled: bool) -> World {
+    let w = World::new(Layers {
+        echo: Some("enforce"),
+        ..Default::default()
+    });
+    use_release_layer(&w);
+    w.set("VK_ECHO_ENABLE", if enabled { "1" } else { "0" })
+        .set(
+            "ECHO_C_SPV",
+            Path::new(env!("OUT_DIR"))
+                .join("c_double.spv")
+                .display()
+                .to_string(),
+        )
+        .set("LP_NUM_THREADS", "0")
+        .set("VK_ECHO_LOG", "error")
+}
+
+/// `c_tensors VARIANT 4 2` under callgrind in `w`: its stdout and its steady iterations.
+fn count(w: &World, variant: &str, name: &str) -> (String, Vec<Iteration>) {
+    let out = w.dir.join(format!("cg-{name}.out"));
+    let mut cmd = w.command(Path::new("valgrind"), &[]);
+    cmd.args([
+        "--tool=callgrind",
+        "--fair-sched=yes",
+        "--dump-before=iteration_mark",
+    ])
+    .arg(format!("--callgrind-out-file={}", out.display()))
+    .arg(c_tensors())
+    .args([variant, &ITERS.to_string(), MIB]);
+    let r = run_within(cmd, LIMIT);
+    assert!(
+        r.status.success(),
+        "callgrind {name} failed ({}):\n{}",
+        r.status,
+        r.stderr
+    );
+    (r.stdout, steady_iterations(&out, ITERS))
+}
+
+/// The mean of the steady iterations' instructions outside glibc's heap allocator.
+fn mean(v: &[Iteration]) -> f64 {
+    v.iter().map(|i| i.work() as f64).sum::<f64>() / v.len() as f64
+}
+
+fn own(v: &[Iteration]) -> u64 {
+    let lib = release_layer().display().to_string();
+    v.iter()
+        .map(|i| i.by_object.get(&lib).copied().unwrap_or(0))
+        .sum()
+}
+
+#[test]
+fn instructions_tell_the_whole_plan_from_a_third_of_it() {
+    // The plan, for exactly these arguments, and the plan cut to its first group.
+    let p = world(true).set("VK_ECHO_MODE", "profile");
+    let trace = p.dir.join("trace.jsonl");
+    let p = p.set("VK_ECHO_TRACE", trace.display().to_string());
+    let r = run_within(
+        p.command(&c_tensors(), &["staging", &ITERS.to_string(), MIB]),
+        LIMIT,
+    );
+    assert!(r.status.success(), "profile: {}", r.stderr);
+    let plan = p.dir.join("plan.json");
+    let mut a = std::process::Command::new(artifact("vkecho"));
+    a.arg("analyze").arg(&trace).arg("-o").arg(&plan);
+    let a = run_within(a, LIMIT);
+    assert!(a.status.success(), "analyze: {}{}", a.stdout, a.stderr);
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(
+        v["groups"].as_array().map(Vec::len),
+        Some(3),
+        "{}",
+        a.stdout
+    );
+    v["groups"].as_array_mut().unwrap().truncate(1);
+    let third = p.dir.join("plan-1.json");
+    std::fs::write(&third, v.to_string()).unwrap();
+
+    let plan_env = |w: World, plan: &Path| w.set("VK_ECHO_PLAN", plan.display().to_string());
+    let (base_out, base) = count(&plan_env(world(false), &plan), "staging", "base");
+    let (echo_out, echo) = count(&plan_env(world(true), &plan), "staging", "echo");
+    let (third_out, one) = count(&plan_env(world(true), &third), "staging", "echo-1");
+    let (twin_out, twin) = count(&plan_env(world(false), &plan), "zero", "twin");
+    for (what, out) in [
+        ("echo", &echo_out),
+        ("echo, 1 group", &third_out),
+        ("twin", &twin_out),
+    ] {
+        assert_eq!(out, &base_out, "{what}: output differs from the baseline's");
+    }
+
+    let (b, e, e1, z) = (mean(&base), mean(&echo), mean(&one), mean(&twin));
+    let gain = b - z;
+    assert!(
+        gain > 0.0,
+        "the twin does less work than the baseline: {b} vs {z}"
+    );
+    for (what, v) in [
+        ("base", &base),
+        ("echo", &echo),
+        ("echo, 1 group", &one),
+        ("twin", &twin),
+    ] {
+        let spread =
+            v.iter().map(|i| i.total).max().unwrap() - v.iter().map(|i| i.total).min().unwrap();
+        assert!(
+            (spread as f64) < 0.005 * gain,
+            "{what}: steady iterations differ by {spread} instructions, {:.2} % of the gain {gain}",
+            spread as f64 / gain * 100.0
+        );
+    }
+    assert_eq!(
+        own(&base),
+        0,
+        "instructions counted inside echo without the layer"
+    );
+    assert!(
+        own(&echo) > 0,
+        "no instruction counted inside echo under enforce: the counter does not see echo"
+    );
+    let (full, part) = ((b - e) / gain, (b - e1) / gain);
+    eprintln!(
+        "per iteration: base {b:.0}, echo {e:.0} (own {}), echo 1 group {e1:.0}, twin {z:.0}: recovered {:.2} % and {:.2} %",
+        own(&echo) / echo.len() as u64,
+        full * 100.0,
+        part * 100.0
+    );
+    assert!(
+        full >= 0.95,
+        "the whole plan recovers {:.2} % of the twin's gain",
+        full * 100.0
+    );
+    assert!(
+        (0.15..=0.55).contains(&part),
+        "the plan cut to one group of three recovers {:.2} %",
+        part * 100.0
+    );
+}
