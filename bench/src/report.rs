@@ -252,13 +252,15 @@ fn splice(text: &str, section: &str) -> String {
 }
 
 /// Measurements that their own scripts write beside RESULTS.md, in the order RESULTS.md shows
-/// them: per-call instructions (scripts/costs.sh), profiling's own cost
+/// them: per-call instructions (scripts/costs.sh), the recovered fraction by instructions of
+/// every positive sample (scripts/samples-cg.sh), profiling's own cost
 /// (scripts/profile-overhead.sh), enforce's first iterations (scripts/warmup.sh), echo on a
 /// discrete GPU (scripts/discrete-check.sh, on a machine that has one), allocator-managed
 /// memory (bench/allocators.sh), the real-library programs (scripts/real-libs.sh) and
 /// instructions against the wall clock (scripts/agreement.sh).
-pub const KEPT: [&str; 7] = [
+pub const KEPT: [&str; 8] = [
     "instructions.md",
+    "instructions-samples.md",
     "profile-overhead.md",
     "warmup.md",
     "discrete.md",

@@ -129,6 +129,7 @@ impl Sink {
     /// Runs `warmup` untimed, then `iters` timed iterations of `f(iteration, sink)`.
     pub fn iterate(&mut self, iters: u32, mut f: impl FnMut(u32, &mut Sink) -> Res<()>) -> Res<()> {
         for it in 0..self.warmup + iters {
+            iteration_mark(it);
             self.excluded = Duration::ZERO;
             self.cur = Exec::default();
             let faults = if self.per_iter { minor_faults() } else { 0 };
@@ -336,4 +337,13 @@ pub fn minor_faults() -> u64 {
         .nth(7)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// Called at the start of every iteration, warm-up included. It does nothing; callgrind's
+/// `--dump-before=iteration_mark` writes a count at each call, so each dump holds one iteration
+/// (scripts/samples-cg.sh; tests/c/common.h has the same marker for the C programs).
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn iteration_mark(it: u32) {
+    std::hint::black_box(it);
 }
