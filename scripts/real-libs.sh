@@ -140,6 +140,7 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 dirty=$(git diff --quiet || echo ', with uncommitted changes')
 cp "$tmp/rows" bench/real-libraries.tsv
 mib() { python3 -c "print(f'{$1/2**20:.1f} MiB')"; }
+n() { python3 -c "print(f'{$1:,}')"; }
 {
   echo "## Real libraries"
   echo
@@ -155,7 +156,7 @@ mib() { python3 -c "print(f'{$1/2**20:.1f} MiB')"; }
   while IFS=$'\t' read -r p label f se sz rm rlo rhi cg rest; do
     [ "$cg" = "-" ] && continue
     IFS='|' read -r rec b e z mine res <<<"$cg"
-    echo "$p, one steady iteration (instructions): base − twin $(printf "%'d" $((b - z))), echo − twin $(printf "%'d" $((e - z))), of which echo's own code (libVkLayer_echo.so, and libgcc_s unwinding call sites) $(printf "%'d" "$mine"); the rest of echo − twin is work of the program's that echo keeps and the twin does not do (its barriers; c_vkfft's per-transfer staging buffer, memory, command buffer, submit and wait)."
+    echo "$p, one steady iteration (instructions): base − twin $(n $((b - z))), echo − twin $(n $((e - z))), of which echo's own code (libVkLayer_echo.so, and libgcc_s unwinding call sites) $(n "$mine"); the rest of echo − twin is work of the program's that echo keeps and the twin does not do (its barriers; c_vkfft's per-transfer staging buffer, memory, command buffer, submit and wait)."
     echo
   done < "$tmp/rows"
   echo "Where the rest of the twin's gain goes (by object and function, per iteration, c_tensors at 2 and 16 MiB, c_vkfft per case) and the first iterations: warmup.md, \"Issue 26\"."
