@@ -34,7 +34,8 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg); t0=$(date -u '+%Y-%m-%d %H:%M UTC')
 for s in $("$R/echo-samples" list | awk '$2 == "positive:" {print $1}'); do
   case $s in sgemm | pipeline) m=$(python3 -c "print(min($MIB, 1))") ;; conv2d) m=$(python3 -c "print(min($MIB, 4))") ;; *) m=$MIB ;; esac
   a=("$s" --size-mib "$m" --iters "$ITERS")
-  VK_ECHO_ENABLE=1 VK_ECHO_MODE=profile VK_ECHO_TRACE="$tmp/t.jsonl" "$R/echo-samples" "${a[@]}" >/dev/null 2>&1
+  # The plan is bound to the arguments: profile with exactly those of the enforce run.
+  VK_ECHO_ENABLE=1 VK_ECHO_MODE=profile VK_ECHO_TRACE="$tmp/t.jsonl" "$R/echo-samples" "${a[@]}" --variant staging >/dev/null 2>&1
   "$R/vkecho" analyze "$tmp/t.jsonl" -o "$tmp/plan.json" >/dev/null 2>&1
   : > "$tmp/cg"
   for c in base echo twin; do
@@ -55,9 +56,18 @@ if sum_(sys.argv[1]) != sum_(sys.argv[2]):
     sys.exit(f"samples-cg.sh: {sys.argv[3]}: the checksum differs from the no-layer run's")
 PY
     echo "$c $(scripts/cg-steady.py "$tmp/cg.out" "$ITERS" 1 libVkLayer_echo.so libgcc_s.so.1)" >> "$tmp/cg"
-    [ "$c" = echo ] && groups=$(python3 -c "
-import json; s=[json.loads(l) for l in open('$tmp/stats.jsonl') if l.strip()]
-print(sum(x.get('groups_applied',0) for x in s), 'of', sum(x.get('groups_planned',0) for x in s))")
+    if [ "$c" = echo ]; then
+      # A count from a run whose plan was not applied measures the passthrough: refuse it.
+      groups=$(python3 - "$tmp/stats.jsonl" "$s" <<'PY'
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+a, p = sum(x.get("groups_applied", 0) for x in s), sum(x.get("groups_planned", 0) for x in s)
+if a == 0 or a != p:
+    sys.exit(f"samples-cg.sh: {sys.argv[2]}: {a} of {p} planned groups applied")
+print(a, "of", p)
+PY
+)
+    fi
     echo "samples-cg.sh: $s $c" >&2
   done
   python3 - "$tmp/cg" "$s" "$m" "$groups" >> "$tmp/rows" <<'PY'
