@@ -31,14 +31,7 @@ cc -O1 -Wall -Werror -std=c11 -o "$work/c_suballoc" "$root/tests/c/c_suballoc.c"
 glslangValidator -V --target-env vulkan1.0 -o "$work/c_double.spv" \
   "$root/tests/shaders/c_double.comp" > /dev/null
 spv=$work/c_double.spv
-mkdir -p "$work/data/vulkan/implicit_layer.d"
-python3 - "$root" "$work" "$t" <<'PY'
-import json, sys
-root, work, t = sys.argv[1:]
-m = json.load(open(f"{root}/manifest/VkLayer_echo.json"))
-m["layer"]["library_path"] = f"{t}/libVkLayer_echo.so"
-json.dump(m, open(f"{work}/data/vulkan/implicit_layer.d/VkLayer_echo.json", "w"))
-PY
+"$root/scripts/layer-manifest.py" "$t/libVkLayer_echo.so" "$work/data/vulkan/implicit_layer.d/VkLayer_echo.json"
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 dirs="$work/data:/usr/local/share:/usr/share"
 echo_env() { env XDG_DATA_DIRS="$dirs" VK_ECHO_ENABLE=1 "$@"; }

@@ -39,17 +39,8 @@ export ECHO_C_SPV=$C/c_double.spv
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # This build's layer twice: implicit (enabled per process by VK_ECHO_ENABLE=1: the separate
 # processes) and explicit (enabled by the one VkInstance that names it: `interleave`).
-mkdir -p "$tmp/data/vulkan/implicit_layer.d" "$tmp/explicit"
-python3 - "$R/libVkLayer_echo.so" "$tmp/data/vulkan/implicit_layer.d/VkLayer_echo.json" \
-  "$tmp/explicit/VkLayer_echo.json" <<'PY'
-import json, sys
-m = json.load(open("manifest/VkLayer_echo.json"))
-m["layer"]["library_path"] = sys.argv[1]
-json.dump(m, open(sys.argv[2], "w"))
-for k in ("enable_environment", "disable_environment"):
-    m["layer"].pop(k)
-json.dump(m, open(sys.argv[3], "w"))
-PY
+scripts/layer-manifest.py "$R/libVkLayer_echo.so" "$tmp/data/vulkan/implicit_layer.d/VkLayer_echo.json"
+scripts/layer-manifest.py "$R/libVkLayer_echo.so" "$tmp/explicit/VkLayer_echo.json" --explicit
 export XDG_DATA_HOME=$tmp/data XDG_DATA_DIRS=${XDG_DATA_DIRS:-/usr/local/share:/usr/share}
 export LP_NUM_THREADS=0
 CFGS="base e1 e2 e3 twin"

@@ -39,13 +39,7 @@ C=$(ls -td "${CARGO_TARGET_DIR:-target}"/debug/build/echo-tests-*/out | while re
 [ -n "$C" ] || { echo "real-libs.sh: c_vkfft/c_tensors not built (scripts/deps.sh)" >&2; exit 1; }
 export ECHO_C_SPV=$C/c_double.spv
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/data/vulkan/implicit_layer.d"
-python3 - "$R/libVkLayer_echo.so" "$tmp/data/vulkan/implicit_layer.d/VkLayer_echo.json" <<'PY'
-import json, sys
-m = json.load(open("manifest/VkLayer_echo.json"))
-m["layer"]["library_path"] = sys.argv[1]
-json.dump(m, open(sys.argv[2], "w"))
-PY
+scripts/layer-manifest.py "$R/libVkLayer_echo.so" "$tmp/data/vulkan/implicit_layer.d/VkLayer_echo.json"
 export XDG_DATA_HOME=$tmp/data XDG_DATA_DIRS=${XDG_DATA_DIRS:-/usr/local/share:/usr/share}
 load0=$(cut -d' ' -f1-3 /proc/loadavg); t0=$(date -u '+%Y-%m-%d %H:%M UTC')
 

@@ -14,13 +14,7 @@ R=$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # Echo as an implicit layer of this build, enabled per process.
-mkdir -p "$tmp/data/vulkan/implicit_layer.d"
-python3 - "$R/libVkLayer_echo.so" "$tmp/data/vulkan/implicit_layer.d/VkLayer_echo.json" <<'PY'
-import json, sys
-m = json.load(open("manifest/VkLayer_echo.json"))
-m["layer"]["library_path"] = sys.argv[1]
-json.dump(m, open(sys.argv[2], "w"))
-PY
+scripts/layer-manifest.py "$R/libVkLayer_echo.so" "$tmp/data/vulkan/implicit_layer.d/VkLayer_echo.json"
 export XDG_DATA_HOME=$tmp/data XDG_DATA_DIRS=${XDG_DATA_DIRS:-/usr/local/share:/usr/share}
 plan() { # args... → $tmp/plan-<size>.json for exactly these arguments
   VK_ECHO_ENABLE=1 VK_ECHO_MODE=profile VK_ECHO_TRACE="$tmp/t.jsonl" "$R/echo-samples" "$@" --variant staging >/dev/null 2>&1
