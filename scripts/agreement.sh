@@ -65,6 +65,17 @@ plans() { # mode iterations -> $tmp/plan-MODE-N-{1,2,3}.json for exactly these a
   cut_plan "$tmp/plan-$m-$n-3.json"
 }
 
+applied() { # stats.jsonl k -> "k applied copies bytes"; fails unless exactly k groups applied
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+g = lambda key: sum(x.get(key, 0) for x in s)
+if g("groups_applied") != int(sys.argv[2]) or g("groups_planned") != int(sys.argv[2]):
+    sys.exit(f"agreement.sh: {g('groups_applied')} of {g('groups_planned')} groups applied, want {sys.argv[2]}")
+print(sys.argv[2], g("groups_applied"), g("copies_elided"), g("bytes_elided"))
+PY
+}
+
 load0=$(cut -d' ' -f1-3 /proc/loadavg); t0=$(date -u '+%Y-%m-%d %H:%M UTC')
 VK_ECHO_DISABLE=1 "$C/c_tensors" staging "$ROUNDS" "$MIB" 2>/dev/null | sed 's/^/base: /' > "$tmp/ref"
 sed 's/^base: /echo: /' "$tmp/ref" >> "$tmp/ref"; sed -n '1s/^base: /twin: /p' "$tmp/ref" >> "$tmp/ref"
@@ -79,12 +90,7 @@ for p in $(seq 1 "$PROCS"); do
     cmp -s "$tmp/out" "$tmp/ref" || { echo "agreement.sh: output differs (plan of $k groups)" >&2; diff "$tmp/out" "$tmp/ref" >&2; exit 1; }
     sed -n "s/^round \([0-9]*\) /e$k $p \1 /p" "$tmp/err" >> "$tmp/wall"
     sed -n "s/^phases \([0-9]*\) /e$k $p \1 /p" "$tmp/err" >> "$tmp/phases"
-    python3 - "$tmp/stats.jsonl" "$k" >> "$tmp/groups" <<'PY'
-import json, sys
-s = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-g = lambda key: sum(x.get(key, 0) for x in s)
-print(sys.argv[2], g("groups_applied"), g("copies_elided"), g("bytes_elided"))
-PY
+    applied "$tmp/stats.jsonl" "$k" >> "$tmp/groups"
     echo "agreement.sh: process $p of $PROCS, plan of $k group(s): done" >&2
   done
 done
@@ -94,16 +100,17 @@ if [ -z "${ONLY_WALL:-}" ]; then
   for c in $CFGS; do
     # The same variables in all five (getenv's cost follows the environment's length).
     case $c in
-      base) e=(VK_ECHO_DISABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-4-3.json"); v=staging ;;
-      e?) e=(VK_ECHO_ENABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-4-${c#e}.json"); v=staging ;;
-      twin) e=(VK_ECHO_DISABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-4-3.json"); v=zero ;;
+      base) e=(VK_ECHO_DISABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-4-3.json" VK_ECHO_STATS="$tmp/stats.jsonl"); v=staging ;;
+      e?) e=(VK_ECHO_ENABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-4-${c#e}.json" VK_ECHO_STATS="$tmp/stats.jsonl"); v=staging ;;
+      twin) e=(VK_ECHO_DISABLE=1 VK_ECHO_PLAN="$tmp/plan-staging-4-3.json" VK_ECHO_STATS="$tmp/stats.jsonl"); v=zero ;;
     esac
-    rm -f "$tmp"/cg.out*
+    rm -f "$tmp"/cg.out* "$tmp/stats.jsonl"
     env "${e[@]}" VK_ECHO_MODE=enforce valgrind --tool=callgrind --fair-sched=yes \
       --dump-before=iteration_mark --callgrind-out-file="$tmp/cg.out" \
       "$C/c_tensors" "$v" 4 "$MIB" > "$tmp/out" 2>/dev/null
     [ "$c" = base ] && cp "$tmp/out" "$tmp/cgref"
     cmp -s "$tmp/out" "$tmp/cgref" || { echo "agreement.sh: $c output differs under callgrind" >&2; exit 1; }
+    case $c in e?) applied "$tmp/stats.jsonl" "${c#e}" >/dev/null ;; esac
     echo "$c $(scripts/cg-steady.py "$tmp/cg.out" 4 1)" >> "$tmp/cg"
     echo "agreement.sh: callgrind $c" >&2
   done

@@ -86,15 +86,25 @@ for spec in "${PROGS[@]}"; do
       # getenv walks the environment, and the programs and lavapipe call it ~27 times an
       # iteration (tests/c/common.h's buffer_barrier, lavapipe's submit), so 2 variables
       # fewer in base and twin made echo look ~400 instructions an iteration dearer (c_tensors).
-      same=(VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json)
+      same=(VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json VK_ECHO_STATS=$tmp/cgstats.jsonl)
       case $c in
         base) envs=(VK_ECHO_DISABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
         echo) envs=(VK_ECHO_ENABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
         twin) envs=(VK_ECHO_DISABLE=1 "${same[@]}"); a=${cz//N/$n} ;;
       esac
-      rm -f "$tmp"/cg.out*
+      rm -f "$tmp"/cg.out* "$tmp/cgstats.jsonl"
       env "${envs[@]}" LP_NUM_THREADS=0 valgrind --tool=callgrind --fair-sched=yes \
-        --dump-before=iteration_mark --callgrind-out-file="$tmp/cg.out" "$C/$p" $a >/dev/null 2>&1
+        --dump-before=iteration_mark --callgrind-out-file="$tmp/cg.out" "$C/$p" $a \
+        >"$tmp/cgout.$c" 2>/dev/null
+      cmp -s "$tmp/cgout.$c" "$tmp/cgout.base" || { echo "real-libs.sh: $p $c output differs under callgrind" >&2; exit 1; }
+      # A count from a run whose plan was not applied measures the passthrough: refuse it.
+      [ "$c" != echo ] || python3 - "$tmp/cgstats.jsonl" "$p" <<'PY'
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+a, p = sum(x.get("groups_applied", 0) for x in s), sum(x.get("groups_planned", 0) for x in s)
+if a == 0 or a != p:
+    sys.exit(f"real-libs.sh: {sys.argv[2]} under callgrind: {a} of {p} planned groups applied")
+PY
       echo "$c $(scripts/cg-steady.py "$tmp/cg.out" "$n" "$cases" libVkLayer_echo.so libgcc_s.so.1)" >> "$tmp/cg"
       echo "real-libs.sh: callgrind $p $c" >&2
     done
