@@ -24,6 +24,17 @@ pub fn target_dir() -> PathBuf {
 /// used instead, to run the tests (e.g. the C corpus, `tests/tests/real_programs.rs`) against
 /// another build of the layer and CLI (say, the artifacts of an older commit); artifacts it does
 /// not hold still come from this build.
+/// A program of tests/c, built by tests/build.rs into this package's OUT_DIR.
+pub fn c_program(name: &str) -> PathBuf {
+    Path::new(env!("OUT_DIR")).join(name)
+}
+
+/// The value of `ECHO_C_SPV` for the C programs: c_double.spv, beside which the programs find
+/// their other shaders (c_tensors.spv).
+pub fn c_spv() -> String {
+    c_program("c_double.spv").display().to_string()
+}
+
 pub fn artifact(name: &str) -> PathBuf {
     if let Some(dir) = std::env::var_os("ECHO_TEST_ARTIFACT_DIR") {
         let p = PathBuf::from(dir).join(name);

@@ -9,7 +9,7 @@
 //! a plan that stopped pairing these libraries' buffers fails the test); VkFFT's inverse
 //! reproduces its input.
 
-use echo_tests::world::{artifact, run_within, Layers, World};
+use echo_tests::world::{artifact, c_program, c_spv, run_within, Layers, World};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +19,7 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn program(name: &str) -> PathBuf {
-    let p = Path::new(env!("OUT_DIR")).join(name);
+    let p = c_program(name);
     assert!(
         p.exists(),
         "{} was not built: tests/build.rs skips c_vkfft when Debian's libvkfft-dev or \
@@ -46,13 +46,7 @@ fn run(
         test_layer: false,
         validation: false,
     })
-    .set(
-        "ECHO_C_SPV",
-        Path::new(env!("OUT_DIR"))
-            .join("c_double.spv")
-            .display()
-            .to_string(),
-    );
+    .set("ECHO_C_SPV", c_spv());
     for (k, v) in env {
         w = w.set(k, v);
     }
@@ -211,7 +205,6 @@ fn echo_on_one_instance_of_three() {
     let dir = std::env::temp_dir().join(format!("echo-reallib-{}-interleave", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let spv = Path::new(env!("OUT_DIR")).join("c_double.spv");
     let reference = run(&dir, "c_tensors", &["staging", "3", "1"], None, &[]).stdout;
     let checksum = reference.trim_end().rsplit(' ').next().unwrap().to_string();
     let run3 = |mode: &str, extra: &[(&str, String)]| {
@@ -220,7 +213,7 @@ fn echo_on_one_instance_of_three() {
             test_layer: false,
             validation: true,
         })
-        .set("ECHO_C_SPV", spv.display().to_string())
+        .set("ECHO_C_SPV", c_spv())
         .set("VK_ECHO_MODE", mode)
         .set(
             "VK_ECHO_STATS",

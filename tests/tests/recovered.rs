@@ -16,7 +16,7 @@
 //! said "all" or "nothing" whatever the plan would fail here.
 
 use echo_tests::callgrind::{release_layer, steady_iterations, use_release_layer, Iteration};
-use echo_tests::world::{artifact, run_within, Layers, World};
+use echo_tests::world::{artifact, c_program, c_spv, run_within, Layers, World};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ const MIB: &str = "2";
 const LIMIT: Duration = Duration::from_secs(300);
 
 fn c_tensors() -> PathBuf {
-    Path::new(env!("OUT_DIR")).join("c_tensors")
+    c_program("c_tensors")
 }
 
 /// A world with echo's release library installed (implicit), enabled or not, and the same
@@ -37,13 +37,7 @@ fn world(enabled: bool) -> World {
     });
     use_release_layer(&w);
     w.set("VK_ECHO_ENABLE", if enabled { "1" } else { "0" })
-        .set(
-            "ECHO_C_SPV",
-            Path::new(env!("OUT_DIR"))
-                .join("c_double.spv")
-                .display()
-                .to_string(),
-        )
+        .set("ECHO_C_SPV", c_spv())
         .set("LP_NUM_THREADS", "0")
         .set("VK_ECHO_LOG", "error")
 }
