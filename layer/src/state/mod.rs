@@ -148,6 +148,15 @@ impl ImageImports {
 }
 
 impl DeviceState {
+    /// Records that the application holds `ptr` as its mapping of `memory` (`size` resolved
+    /// from `VK_WHOLE_SIZE`), whoever made the mapping: the next layer, or echo serving it.
+    pub fn note_mapped(&self, memory: u64, ptr: usize, offset: u64, size: u64) {
+        if let Some(mut m) = self.memory.get_mut(&memory) {
+            m.mapped = Some(Mapping { ptr, offset, size });
+            m.host_mapped = true;
+        }
+    }
+
     /// Forgets the command buffers of `pool` (destroyed) and returns them.
     pub fn drop_pool(&self, pool: u64) -> Vec<u64> {
         let cbs: Vec<u64> = self

@@ -94,15 +94,9 @@ impl Enforcer {
         }
         let r = down(memory);
         if r == vk::Result::SUCCESS {
-            if let Some(mut m) = dev.state.memory.get_mut(&memory) {
-                // SAFETY: the next layer filled *data.
-                m.mapped = Some(Mapping {
-                    ptr: unsafe { *data } as usize,
-                    offset,
-                    size: len,
-                });
-                m.host_mapped = true;
-            }
+            // SAFETY: the next layer filled *data.
+            dev.state
+                .note_mapped(memory, unsafe { *data } as usize, offset, len);
         }
         r
     }
@@ -312,14 +306,7 @@ impl Enforcer {
         // SAFETY: data is the application's out pointer.
         unsafe { *data = ptr as *mut c_void };
         inner.mems.entry(memory).or_default().app_mapped = true;
-        if let Some(mut m) = dev.state.memory.get_mut(&memory) {
-            m.mapped = Some(Mapping {
-                ptr,
-                offset,
-                size: len,
-            });
-            m.host_mapped = true;
-        }
+        dev.state.note_mapped(memory, ptr, offset, len);
         vk::Result::SUCCESS
     }
 

@@ -2,7 +2,7 @@
 //! nothing at the driver for an allocation echo never made), `vkDestroyBuffer` (the last guest
 //! gone lets a deferred free go down) and `vkDestroyDevice` (frees still deferred).
 
-use super::{Bind, Callbacks, DeferredFree, Enforcer, FreeAction, Slot};
+use super::{Bind, DeferredFree, Enforcer, FreeAction, Slot};
 use crate::dispatch::DeviceData;
 use crate::log;
 use ash::vk;
@@ -49,18 +49,7 @@ impl Enforcer {
         }
         if let Some(m) = inner.mems.get_mut(&memory) {
             if !m.guests.is_empty() {
-                // SAFETY: alloc is null or the application's valid callbacks.
-                let cb = unsafe { alloc.as_ref() }.map(|a| {
-                    Callbacks(vk::AllocationCallbacks {
-                        p_user_data: a.p_user_data,
-                        pfn_allocation: a.pfn_allocation,
-                        pfn_reallocation: a.pfn_reallocation,
-                        pfn_free: a.pfn_free,
-                        pfn_internal_allocation: a.pfn_internal_allocation,
-                        pfn_internal_free: a.pfn_internal_free,
-                        _marker: std::marker::PhantomData,
-                    })
-                });
+                let cb = super::virt::callbacks_of(alloc);
                 m.deferred_free = Some(cb);
                 self.c.frees_deferred.fetch_add(1, Ordering::Relaxed);
                 log::debug!(

@@ -33,7 +33,6 @@ use super::{
 };
 use crate::dispatch::DeviceData;
 use crate::log;
-use crate::state::Mapping;
 use ash::vk;
 use ash::vk::Handle;
 use echo_analyzer::apply::{may_skip_allocation, AllocChain};
@@ -598,15 +597,9 @@ impl Enforcer {
             if let Some(v) = inner.mems.get_mut(&memory).and_then(|m| m.virt.as_mut()) {
                 v.real_mapped = true;
             }
-            if let Some(mut m) = dev.state.memory.get_mut(&memory) {
-                // SAFETY: the next layer filled *data.
-                m.mapped = Some(Mapping {
-                    ptr: unsafe { *data } as usize,
-                    offset,
-                    size: len,
-                });
-                m.host_mapped = true;
-            }
+            // SAFETY: the next layer filled *data.
+            dev.state
+                .note_mapped(memory, unsafe { *data } as usize, offset, len);
         }
         r
     }

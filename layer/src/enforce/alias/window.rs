@@ -36,7 +36,6 @@ use super::mapping::map_whole;
 use super::{Callbacks, Enforcer, Inner, Slot};
 use crate::dispatch::DeviceData;
 use crate::log;
-use crate::state::Mapping;
 use ash::vk;
 use ash::vk::Handle;
 use echo_analyzer::apply::AllocChain;
@@ -527,15 +526,9 @@ impl Enforcer {
             if let Some(b) = inner.mems.get_mut(&memory).and_then(|m| m.block.as_mut()) {
                 b.overflow_mapped = true;
             }
-            if let Some(mut m) = dev.state.memory.get_mut(&memory) {
-                // SAFETY: the next layer filled *data.
-                m.mapped = Some(Mapping {
-                    ptr: unsafe { *data } as usize,
-                    offset,
-                    size: len,
-                });
-                m.host_mapped = true;
-            }
+            // SAFETY: the next layer filled *data.
+            dev.state
+                .note_mapped(memory, unsafe { *data } as usize, offset, len);
         }
         r
     }
