@@ -409,65 +409,40 @@ pub fn summarize_reasons(reasons: &[(Option<usize>, String)], limit: usize) -> S
     )
 }
 
-/// Device extensions whose commands take a `VkDeviceMemory` (in a parameter or a structure)
-/// that echo does not follow. On a device with any of them enabled, enforce makes every
-/// allocation at the driver: a handle echo invents must never reach the driver.
-pub const MEMORY_EXTENSIONS_NOT_FOLLOWED: &[&str] = &[
-    "VK_KHR_map_memory2",
-    "VK_EXT_map_memory_placed",
-    "VK_KHR_external_memory_win32",
-    "VK_NV_external_memory_win32",
-    "VK_KHR_win32_keyed_mutex",
-    "VK_NV_win32_keyed_mutex",
-    "VK_FUCHSIA_external_memory",
-    "VK_NV_external_memory_rdma",
-    "VK_ANDROID_external_memory_android_hardware_buffer",
-    "VK_NV_ray_tracing",
-    "VK_KHR_video_queue",
-    "VK_EXT_metal_objects",
-    "VK_EXT_external_memory_metal",
-    "VK_NV_external_memory_sci_buf",
-    "VK_EXT_pageable_device_local_memory",
-    "VK_ARM_tensors",
-    "VK_ARM_data_graph",
-    "VK_OHOS_external_memory",
-    "VK_QNX_external_memory_screen_buffer",
-];
-
 /// Whether allocations may be left unmade on a device with these extensions, features and
-/// effective API version (the lower of the application's and the device's): every command that
-/// can name such an allocation must be one echo follows. Echo follows the Vulkan 1.0–1.3 core
-/// commands that take memory (map, unmap, flush, invalidate, commitment, buffer and image binds,
-/// free, the opaque capture address) and `vkGetMemoryFdKHR`; not `vkQueueBindSparse` (refused
-/// when the device enables `sparseBinding`) nor `vkMapMemory2` (core in 1.4).
+/// effective API version (the lower of the application's and the device's): every command the
+/// device can call that can name an allocation must be one echo follows. Which commands those
+/// are comes from the Vulkan registry ([`crate::registry`], issue 32), not from a list kept by
+/// hand: e.g. `vkQueueBindSparse` (when the device enables `sparseBinding`),
+/// `vkSetDeviceMemoryPriorityEXT`, the external-memory handle exports of other platforms.
 pub fn memory_commands_followed<'a>(
     extensions: impl IntoIterator<Item = &'a str>,
     sparse_binding: bool,
     api_version: u32,
 ) -> Result<(), String> {
-    if sparse_binding {
-        return Err(
-            "the device enables sparseBinding, and vkQueueBindSparse is not followed".into(),
-        );
+    let exts: Vec<&str> = extensions.into_iter().collect();
+    let bad = crate::registry::memory_commands_not_followed(&exts, sparse_binding, api_version);
+    if bad.is_empty() {
+        return Ok(());
     }
-    let (major, minor) = (api_version >> 22 & 0x7f, api_version >> 12 & 0x3ff);
-    if (major, minor) >= (1, 4) {
-        return Err(format!(
-            "the device runs Vulkan {major}.{minor}, whose vkMapMemory2 is not followed"
-        ));
-    }
-    let mut bad: Vec<&str> = extensions
-        .into_iter()
-        .filter(|e| MEMORY_EXTENSIONS_NOT_FOLLOWED.contains(e))
+    let mut names: Vec<String> = bad
+        .iter()
+        .map(|c| {
+            let by: Vec<&str> = c
+                .requires
+                .iter()
+                .copied()
+                .filter(|r| exts.contains(r) || crate::registry::core_version(r).is_some())
+                .collect();
+            format!("{} ({})", c.name, by.join(", "))
+        })
         .collect();
-    bad.sort_unstable();
-    if !bad.is_empty() {
-        return Err(format!(
-            "the device enables {}, whose commands take memory echo does not follow",
-            bad.join(", ")
-        ));
-    }
-    Ok(())
+    names.sort();
+    names.dedup();
+    Err(format!(
+        "the device can call {}, which can name an allocation and which echo does not follow",
+        names.join(", ")
+    ))
 }
 
 /// The structures of a `VkMemoryAllocateInfo` chain, as far as leaving the allocation unmade
@@ -608,19 +583,23 @@ mod tests {
     #[test]
     fn allocations_are_left_unmade_only_where_echo_follows_every_use() {
         assert!(memory_commands_followed(["VK_KHR_swapchain"], false, vk_version(1, 3)).is_ok());
+        // vkMapMemory2 is followed (issue 32/33): 1.4 and VK_KHR_map_memory2 keep the gain.
+        assert!(memory_commands_followed(["VK_KHR_map_memory2"], false, vk_version(1, 3)).is_ok());
+        assert!(memory_commands_followed([], false, vk_version(1, 4)).is_ok());
+        // vkSetDeviceMemoryPriorityEXT takes an allocation and is not followed.
         let e = memory_commands_followed(
-            ["VK_KHR_swapchain", "VK_KHR_map_memory2"],
+            ["VK_KHR_swapchain", "VK_EXT_pageable_device_local_memory"],
             false,
             vk_version(1, 3),
         )
         .unwrap_err();
-        assert!(e.contains("VK_KHR_map_memory2"), "{e}");
+        assert!(
+            e.contains("vkSetDeviceMemoryPriorityEXT (VK_EXT_pageable_device_local_memory)"),
+            "{e}"
+        );
         assert!(memory_commands_followed([], true, vk_version(1, 2))
             .unwrap_err()
-            .contains("sparseBinding"));
-        assert!(memory_commands_followed([], false, vk_version(1, 4))
-            .unwrap_err()
-            .contains("1.4"));
+            .contains("vkQueueBindSparse"));
 
         let plain = AllocChain::default();
         assert!(may_skip_allocation(&plain, 7).is_ok());

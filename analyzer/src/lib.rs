@@ -16,6 +16,7 @@ pub mod model;
 pub mod pairing;
 pub mod plan;
 pub mod program;
+pub mod registry;
 pub mod report;
 pub mod safety;
 pub mod sampling;

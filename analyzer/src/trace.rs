@@ -343,6 +343,31 @@ pub enum Event {
         semaphore: u64,
         value: u64,
     },
+    /// A command echo steps aside from (it can reach memory and echo does not follow it; the
+    /// registry's classification, issue 32) was recorded (`cmd`: its command buffer) or
+    /// called. Every buffer it names — directly, through `memory` (whatever is bound there)
+    /// or through a descriptor set or buffer view, resolved by the layer into `buffers` — leaves
+    /// every group; with `everything` (it runs work over what is bound to the command buffer,
+    /// or names buffers through structures echo does not read), every buffer of the device does.
+    Aside {
+        command: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cmd: Option<u64>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        buffers: Vec<u64>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        memory: Vec<u64>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        everything: bool,
+    },
+    /// An image was bound to memory (`vkBindImageMemory*`): `size` bytes at `offset`. A buffer
+    /// whose bytes lie under it is reached by the image, which echo does not follow as a use.
+    BindImage {
+        image: u64,
+        memory: u64,
+        offset: u64,
+        size: u64,
+    },
     /// `vkGetBufferDeviceAddress` (any alias) on this buffer.
     BufferAddress {
         buffer: u64,

@@ -200,6 +200,9 @@ pub struct DeviceData {
     /// The next layer's pointer for every hooked command, by [`HookId`]; `None` where the next
     /// layer has none (then echo hands out no hook for it either).
     pub next: [vk::PFN_vkVoidFunction; HOOK_COUNT],
+    /// The next layer's pointer for every command echo steps aside from, by its index in
+    /// `hooks::aside::ASIDE`; `None` where the next layer has none.
+    pub aside_next: Vec<vk::PFN_vkVoidFunction>,
     pub settings: Settings,
     pub decision: Decision,
     /// Extensions enabled on the device: the application's plus any echo added.

@@ -86,7 +86,8 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
                 // echo does not act (or does not know the handle). Other names: nothing known
                 // without an instance.
                 return instance::instance_hook(n)
-                    .or_else(|| hooks::HookId::from_name(n).map(|id| id.hook()));
+                    .or_else(|| hooks::HookId::from_name(n).map(|id| id.hook()))
+                    .or_else(|| hooks::aside::hook_of(n));
             }
             let inst = dispatch::instance(dispatch::key_of(dispatch::raw(instance)))?;
             if let Some(f) = instance::instance_hook(n) {
@@ -95,6 +96,7 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
             let next = inst.next_proc(cname);
             match hooks::HookId::from_name(n) {
                 Some(id) if next.is_some() => Some(id.hook()),
+                None if next.is_some() => hooks::aside::hook_of(n).or(next),
                 _ => next,
             }
         },

@@ -1,12 +1,15 @@
 //! Step 3: the per-pair rules. Per candidate, in this order, the first failing rule rejects
 //! it: host import, reuse over time, identity, one constant offset, thresholds, a name a later
-//! run recognises, S3 pointer, untracked uses, S2 order, sampled evidence, S1 value, and the
+//! run recognises, S3 pointer, what else reaches the bytes (commands echo steps aside from,
+//! buffers and images bound over them), untracked uses, S2 order, sampled evidence, S1 value, and the
 //! trace's evidence for the pair (DESIGN §5).
 
 use crate::model::BufId;
 use crate::pairing::{self, Candidate};
 use crate::plan::Thresholds;
-use crate::safety::{compat, s1_value, s2_order, s3_pointer, Cause, Ctx, GroupSpec, Verdict};
+use crate::safety::{
+    compat, reach, s1_value, s2_order, s3_pointer, Cause, Ctx, GroupSpec, Verdict,
+};
 use crate::trace::{ObjectKey, Trace};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,6 +52,7 @@ fn pair(
     pairing::threshold(m, c, t)?;
     named(ctx, c.staging, c.device)?;
     s3_pointer::check(ctx, c.staging, c.device)?;
+    reach::check(ctx, c.staging, c.device)?;
     compat::untracked(ctx, c.staging, c.device)?;
     let g = GroupSpec::single(c.device, c.staging, dl);
     s2_order::check(ctx, &g)?;

@@ -42,6 +42,8 @@ pub struct Buffer {
     pub bind: Option<Binding>,
     /// First `vkGetBufferDeviceAddress` on it.
     pub address_taken: Option<u64>,
+    /// The first command echo steps aside from that named it: `(seq, command)`.
+    pub aside: Option<(u64, String)>,
 }
 
 impl Buffer {
@@ -68,6 +70,10 @@ pub struct Memory {
     pub maps: Vec<(u64, u64, u64)>,
     /// `(buffer, offset, seq)` of every bind into it.
     pub binds: Vec<(BufId, u64, u64)>,
+    /// `(offset, size, seq)` of every image bound into it.
+    pub image_binds: Vec<(u64, u64, u64)>,
+    /// The first command echo steps aside from that named this allocation: `(seq, command)`.
+    pub aside: Option<(u64, String)>,
 }
 
 impl Memory {
@@ -190,6 +196,10 @@ pub struct Model {
     /// Buffers not watched in some host-access window of their lifetime (sampled validation),
     /// with the first such window's event and the reason: their pairs lack evidence.
     pub unwatched: HashMap<BufId, (u64, String)>,
+    /// The first command echo steps aside from that can reach every buffer of the device (it
+    /// runs work over bound state, or names buffers through structures echo does not read):
+    /// `(seq, command)`.
+    pub aside_all: Option<(u64, String)>,
     /// Buffers validated by sampling: how many of their windows were watched
     /// ([`crate::sampling`]).
     pub coverage: HashMap<BufId, crate::sampling::Coverage>,

@@ -52,7 +52,9 @@ impl Model {
                 | Event::MemoryFree { .. }
                 | Event::BindBuffer { .. }
                 | Event::MapMemory { .. }
-                | Event::BufferAddress { .. } => r.buffers_and_memory(seq, event),
+                | Event::BufferAddress { .. }
+                | Event::BindImage { .. }
+                | Event::Aside { .. } => r.buffers_and_memory(seq, event),
                 Event::CmdBegin { .. }
                 | Event::CmdReset { .. }
                 | Event::CmdFree { .. }
@@ -156,6 +158,7 @@ impl Replay {
                     destroyed: None,
                     bind: None,
                     address_taken: None,
+                    aside: None,
                 });
                 self.buf_of.insert(*buffer, id);
             }
@@ -188,6 +191,8 @@ impl Replay {
                     freed: None,
                     maps: Vec::new(),
                     binds: Vec::new(),
+                    image_binds: Vec::new(),
+                    aside: None,
                 });
                 self.mem_of.insert(*memory, id);
             }
@@ -243,6 +248,41 @@ impl Replay {
                 }
                 None => self.note(*buffer, seq, "vkGetBufferDeviceAddress"),
             },
+            Event::BindImage {
+                memory,
+                offset,
+                size,
+                ..
+            } => match self.mem_of.get(memory) {
+                Some(&x) => self.m.memories[x].image_binds.push((*offset, *size, seq)),
+                None => self.m.warn(format!("event {seq}: image bound to unknown memory {memory:#x}")),
+            },
+            Event::Aside {
+                command,
+                buffers,
+                memory,
+                everything,
+                ..
+            } => {
+                let first = || Some((seq, command.clone()));
+                if *everything && self.m.aside_all.is_none() {
+                    self.m.aside_all = first();
+                }
+                for h in buffers {
+                    if let Some(&b) = self.buf_of.get(h) {
+                        if self.m.buffers[b].aside.is_none() {
+                            self.m.buffers[b].aside = first();
+                        }
+                    }
+                }
+                for h in memory {
+                    if let Some(&x) = self.mem_of.get(h) {
+                        if self.m.memories[x].aside.is_none() {
+                            self.m.memories[x].aside = first();
+                        }
+                    }
+                }
+            }
             _ => {}
         }
     }

@@ -34,6 +34,11 @@ pub enum Cause {
     S4,
     /// A use of a buffer the layer cannot follow.
     CompatUntracked,
+    /// A command echo steps aside from (the registry's classification) reaches a buffer of the
+    /// pair, its memory, or everything.
+    Aside,
+    /// Another buffer or an image is bound over a buffer's bytes (memory aliasing).
+    SharedBytes,
     /// A buffer a later run could not recognise (created on several threads alike).
     CompatIdentity,
     /// A buffer too small to have been followed while profiling.
@@ -57,7 +62,7 @@ pub enum Cause {
 }
 
 impl Cause {
-    pub const ALL: [Cause; 25] = [
+    pub const ALL: [Cause; 27] = [
         Cause::Threshold,
         Cause::OneTime,
         Cause::Reuse,
@@ -70,6 +75,8 @@ impl Cause {
         Cause::HostImport,
         Cause::S4,
         Cause::CompatUntracked,
+        Cause::Aside,
+        Cause::SharedBytes,
         Cause::CompatIdentity,
         Cause::CompatAnonymous,
         Cause::CompatMemory,
@@ -96,9 +103,8 @@ impl Cause {
             S2 => Condition::S2,
             S3Address | S3Special | HostImport => Condition::S3,
             S4 => Condition::S4,
-            CompatUntracked | CompatIdentity | CompatAnonymous | CompatMemory | CompatTaken => {
-                Condition::Compat
-            }
+            CompatUntracked | Aside | SharedBytes | CompatIdentity | CompatAnonymous
+            | CompatMemory | CompatTaken => Condition::Compat,
             Evidence | EvidenceSampled => Condition::Evidence,
             GpuOnly | HostBoth | HostNeither | NoEvidence | SmallUnwatched | SameBuffer
             | UnknownBuffer => return None,
@@ -121,6 +127,8 @@ impl Cause {
             HostImport => "host_import",
             S4 => "S4",
             CompatUntracked => "compat_untracked",
+            Aside => "aside",
+            SharedBytes => "shared_bytes",
             CompatIdentity => "compat_identity",
             CompatAnonymous => "compat_anonymous",
             CompatMemory => "compat",
@@ -156,6 +164,8 @@ impl Cause {
             HostImport => "a buffer lives in host memory the application imported from its own pointer (VK_EXT_external_memory_host); the host reads and writes it through that pointer, which echo does not see".into(),
             S4 => "the memory range both buffers would share does not stay valid while both live (freed early, or re-bound by a sub-allocator)".into(),
             CompatUntracked => "a buffer of the pair is used in a way the layer cannot follow (descriptor buffer, acceleration structure, …)".into(),
+            Aside => "the program uses a buffer of the pair, or its memory, through a command echo does not follow (the Vulkan registry says it can reach memory; echo steps aside from what it names, or from every buffer when it runs work over bound state)".into(),
+            SharedBytes => "another buffer or an image is bound over the bytes of a buffer of the pair (memory aliasing): it reads or writes them where echo does not look".into(),
             CompatIdentity => "buffers like one of the pair (same call site, size and usage) are created on several threads, so a later run cannot tell which one is which".into(),
             CompatAnonymous => "a buffer of the pair was smaller than min_bytes while profiling, so it has no identity a later run could recognise".into(),
             CompatMemory => "the two buffers' memory does not allow the sharing: memory type, alignment, size, the map layout, or the order in which they are bound".into(),
@@ -195,6 +205,8 @@ impl Cause {
             HostImport => "none needed from echo's side: the program already shares that memory with the device".into(),
             S4 => "a code change: keep both buffers' memory alive and the range unshared while both live".into(),
             CompatUntracked => "none while the buffer is used that way: its memory must stay as it is".into(),
+            Aside => "none as a setting while the program uses that command; if programs commonly use it, ask for echo to follow it (docs/architecture.md, \"Complete by construction\")".into(),
+            SharedBytes => "none as a setting: bytes that two resources share must stay where they are; a code change that gives each resource its own range".into(),
             CompatIdentity => "a code change: create such buffers on one thread, or from different call sites or with different sizes".into(),
             CompatAnonymous => "profile again with min_bytes at most the buffer's size".into(),
             CompatMemory => "none as a setting; the detail names the requirement that fails (a code change: allocate the two buffers compatibly, or bind the staging buffer before the device buffer is first used)".into(),

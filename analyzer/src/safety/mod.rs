@@ -4,6 +4,7 @@
 pub mod cause;
 pub mod compat;
 pub mod extrapolate;
+pub mod reach;
 pub mod s1_value;
 pub mod s2_order;
 pub mod s3_pointer;

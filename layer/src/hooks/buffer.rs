@@ -5,6 +5,52 @@ use crate::dispatch::raw;
 use crate::state::BufferState;
 use ash::vk;
 
+/// The buffer's usage: `VkBufferUsageFlags2CreateInfo` (maintenance5, core in 1.4) when chained
+/// — the create info's own `usage` is then ignored — else `usage`. The flags of the classic
+/// commands all sit in the low 32 bits, which is what the trace and the plan's keys carry.
+unsafe fn usage_of(info: &vk::BufferCreateInfo<'_>) -> vk::BufferUsageFlags {
+    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        if (*p).s_type == vk::StructureType::BUFFER_USAGE_FLAGS_2_CREATE_INFO_KHR {
+            let u = (*(p as *const vk::BufferUsageFlags2CreateInfoKHR<'_>))
+                .usage
+                .as_raw();
+            return vk::BufferUsageFlags::from_raw(u as u32);
+        }
+        p = (*p).p_next;
+    }
+    info.usage
+}
+
+/// Profile: an image bound over memory reaches the bytes of any buffer there (issue 32); the
+/// trace gets the range. An image bound with a chained structure (a plane of a disjoint image,
+/// a swapchain image) may not be asked its requirements with `vkGetImageMemoryRequirements`:
+/// then the rest of the allocation from `offset` counts (conservative).
+unsafe fn image_bound(
+    dev: &crate::dispatch::DeviceData,
+    device: vk::Device,
+    image: vk::Image,
+    memory: vk::DeviceMemory,
+    offset: u64,
+    chained: bool,
+) {
+    let Some(p) = dev.profile() else { return };
+    if memory == vk::DeviceMemory::null() {
+        return;
+    }
+    let size = if chained {
+        dev.state
+            .memory
+            .get(&raw(memory))
+            .map_or(u64::MAX, |m| m.size.saturating_sub(offset))
+    } else {
+        let mut req = vk::MemoryRequirements::default();
+        (dev.fp.get_image_memory_requirements)(device, image, &mut req);
+        req.size
+    };
+    p.on_bind_image(raw(image), raw(memory), offset, size);
+}
+
 hook! {
     fn vkCreateBuffer(
         cx,
@@ -34,11 +80,12 @@ hook! {
         }
         if r == vk::Result::SUCCESS {
             let i = &*info;
+            let usage = usage_of(i);
             let mut req = vk::MemoryRequirements::default();
             (cx.dev.fp.get_buffer_memory_requirements)(device, *out, &mut req);
             let (key, stack) = if cx.dev.wants_key(i.size) {
                 let (hash, frames) = crate::callsite::site(cx.dev);
-                let key = cx.dev.state.buffer_keys.key(hash, i.size, i.usage.as_raw(), i.flags.as_raw());
+                let key = cx.dev.state.buffer_keys.key(hash, i.size, usage.as_raw(), i.flags.as_raw());
                 (Some(key), frames)
             } else {
                 (None, Vec::new())
@@ -48,7 +95,7 @@ hook! {
                 raw(*out),
                 BufferState {
                     size: i.size,
-                    usage: i.usage,
+                    usage,
                     flags: i.flags,
                     requirements: req,
                     bound: None,
@@ -146,6 +193,25 @@ hook! {
         cx.down((cx.next)(device, info))
     }
 
+    // The capture address is a device address for replay tools: it pins the buffer's address
+    // like vkGetBufferDeviceAddress (S3).
+    fn vkGetBufferOpaqueCaptureAddress | vkGetBufferOpaqueCaptureAddressKHR(
+        cx,
+        device: vk::Device,
+        info: *const vk::BufferDeviceAddressInfo<'_>,
+    ) -> u64 {
+        if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw((*info).buffer)) {
+            b.address_taken = true;
+        }
+        if let Some(p) = cx.dev.profile() {
+            p.on_device_address(raw((*info).buffer));
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.touch(cx.dev, raw((*info).buffer));
+        }
+        cx.down((cx.next)(device, info))
+    }
+
     fn vkCreateBufferView(
         cx,
         device: vk::Device,
@@ -187,7 +253,11 @@ hook! {
                 Err(r) => return cx.down(r),
             }
         }
-        cx.down((cx.next)(device, image, memory, offset))
+        let r = cx.down((cx.next)(device, image, memory, offset));
+        if r == vk::Result::SUCCESS {
+            image_bound(cx.dev, device, image, memory, offset, false);
+        }
+        r
     }
 
     fn vkBindImageMemory2 | vkBindImageMemory2KHR(
@@ -212,6 +282,12 @@ hook! {
             }
             return cx.down((cx.next)(device, count, patched.as_ptr()));
         }
-        cx.down((cx.next)(device, count, infos))
+        let r = cx.down((cx.next)(device, count, infos));
+        if r == vk::Result::SUCCESS && cx.dev.profile().is_some() {
+            for i in crate::dispatch::slice(infos, count) {
+                image_bound(cx.dev, device, i.image, i.memory, i.memory_offset, !i.p_next.is_null());
+            }
+        }
+        r
     }
 }

@@ -3,7 +3,7 @@
 //! Recording hooks are on the hot path: no global lock, one map lookup at most.
 
 use super::hook;
-use crate::dispatch::raw;
+use crate::dispatch::{raw, slice, DeviceData};
 use crate::state::{CommandBufferState, Recording};
 use ash::vk;
 use echo_analyzer::trace::{Access, BufferUse, CopyRegion, UseKind};
@@ -43,6 +43,215 @@ unsafe fn image_copy_range(count: u32, regions: *const vk::BufferImageCopy) -> u
         .map(|r| r.buffer_offset)
         .min()
         .unwrap_or(0)
+}
+
+/// The bind points a `VkShaderStageFlags` of the `*2` binding commands (maintenance6) reaches:
+/// compute, graphics, or both. Ray-tracing and other stages' bind points are not tracked; their
+/// work is stepped aside from (`hooks/aside.rs`).
+fn bind_points(stages: vk::ShaderStageFlags) -> impl Iterator<Item = vk::PipelineBindPoint> {
+    let compute = stages.contains(vk::ShaderStageFlags::COMPUTE);
+    let graphics = stages.intersects(
+        vk::ShaderStageFlags::ALL_GRAPHICS
+            | vk::ShaderStageFlags::TASK_EXT
+            | vk::ShaderStageFlags::MESH_EXT,
+    );
+    [
+        (compute, vk::PipelineBindPoint::COMPUTE),
+        (graphics, vk::PipelineBindPoint::GRAPHICS),
+    ]
+    .into_iter()
+    .filter(|x| x.0)
+    .map(|x| x.1)
+}
+
+/// `vkCmdBindDescriptorSets` and `vkCmdBindDescriptorSets2`.
+unsafe fn bind_sets(
+    dev: &DeviceData,
+    cb: u64,
+    bp: vk::PipelineBindPoint,
+    first: u32,
+    sets: &[vk::DescriptorSet],
+    dynamic: &[u32],
+) {
+    if sets.is_empty() {
+        return;
+    }
+    let s: Vec<u64> = sets.iter().map(|x| raw(*x)).collect();
+    if let Some(p) = dev.profile() {
+        p.on_bind_sets(cb, bp, first, &s, dynamic);
+    }
+    if let Some(g) = dev.enforce().and_then(|e| e.guard()) {
+        g.bind_sets(dev, cb, &s);
+    }
+}
+
+/// `vkCmdPushDescriptorSet(KHR)` and `vkCmdPushDescriptorSet2`.
+unsafe fn push_descriptors(
+    dev: &DeviceData,
+    cb: u64,
+    bp: vk::PipelineBindPoint,
+    set: u32,
+    count: u32,
+    writes: *const vk::WriteDescriptorSet<'_>,
+) {
+    if let Some(p) = dev.profile() {
+        p.on_push_descriptors(cb, bp, set, count, writes);
+    }
+    if let Some(e) = dev.enforce() {
+        crate::enforce::touch_writes(e, dev, count, writes); // a bind still held back happens now
+        if let (Some(g), false) = (e.guard(), writes.is_null()) {
+            // Push descriptors: their buffers are used by this command buffer.
+            let w = std::slice::from_raw_parts(writes, count as usize);
+            if w.iter().any(|w| {
+                w.p_buffer_info.is_null() && crate::enforce::guard::holds_buffers(w.descriptor_type)
+            }) {
+                g.use_all(cb);
+            }
+            let b: Vec<u64> = w
+                .iter()
+                .filter(|w| !w.p_buffer_info.is_null())
+                .flat_map(|w| {
+                    std::slice::from_raw_parts(w.p_buffer_info, w.descriptor_count as usize)
+                })
+                .map(|i| raw(i.buffer))
+                .collect();
+            g.use_buffers(dev, cb, &b);
+        }
+    }
+}
+
+/// `vkCmdPushDescriptorSetWithTemplate(KHR)` and `vkCmdPushDescriptorSetWithTemplate2`.
+unsafe fn push_template(
+    dev: &DeviceData,
+    cb: u64,
+    t: vk::DescriptorUpdateTemplate,
+    set: u32,
+    data: *const c_void,
+) {
+    if let Some(tm) = super::descriptor::template(dev, t) {
+        if let Some(p) = dev.profile() {
+            p.on_push_template(cb, &tm, set, data);
+        }
+        super::descriptor::touch_template(dev, &tm, data);
+    }
+    if let Some(g) = dev.enforce().and_then(|e| e.guard()) {
+        g.use_all(cb); // a template's buffers are not followed
+    }
+}
+
+/// A command that reads (`to_image`) or writes a buffer as a buffer↔image copy, from `offset`
+/// to the end (conservative); enforce binds it first if its bind is held back.
+fn image_copy(
+    dev: &DeviceData,
+    cb: u64,
+    command: &str,
+    buffer: vk::Buffer,
+    offset: u64,
+    to_image: bool,
+) {
+    if let Some(p) = dev.profile() {
+        let (access, kind) = if to_image {
+            (Access::Read, UseKind::ToImage)
+        } else {
+            (Access::Write, UseKind::FromImage)
+        };
+        p.on_use(
+            cb,
+            command,
+            vec![buse(buffer, offset, vk::WHOLE_SIZE, access, kind)],
+        );
+    }
+    if let Some(e) = dev.enforce() {
+        e.touch(dev, raw(buffer)); // a bind still held back happens now
+        if let Some(g) = e.guard() {
+            g.use_buffers(dev, cb, &[raw(buffer)]);
+        }
+    }
+}
+
+/// Vertex buffers bound (`vkCmdBindVertexBuffers`, `vkCmdBindVertexBuffers2`): read from their
+/// offsets (to the end, or `sizes` when given).
+unsafe fn vertex_buffers(
+    dev: &DeviceData,
+    cb: u64,
+    command: &str,
+    buffers: &[vk::Buffer],
+    offsets: &[u64],
+    sizes: &[u64],
+) {
+    if let Some(p) = dev.profile() {
+        let uses = buffers
+            .iter()
+            .zip(offsets)
+            .enumerate()
+            .filter(|(_, (b, _))| **b != vk::Buffer::null())
+            .map(|(i, (b, o))| {
+                buse(
+                    *b,
+                    *o,
+                    sizes.get(i).copied().unwrap_or(vk::WHOLE_SIZE),
+                    Access::Read,
+                    UseKind::Vertex,
+                )
+            })
+            .collect();
+        p.on_use(cb, command, uses);
+    }
+    if let Some(e) = dev.enforce() {
+        for b in buffers {
+            e.touch(dev, raw(*b));
+        }
+        if let Some(g) = e.guard() {
+            let b: Vec<u64> = buffers.iter().map(|x| raw(*x)).collect();
+            g.use_buffers(dev, cb, &b);
+        }
+    }
+}
+
+/// An index buffer bound (`vkCmdBindIndexBuffer`, `vkCmdBindIndexBuffer2`).
+fn index_buffer(
+    dev: &DeviceData,
+    cb: u64,
+    command: &str,
+    buffer: vk::Buffer,
+    offset: u64,
+    size: u64,
+) {
+    if let Some(p) = dev.profile() {
+        p.on_use(
+            cb,
+            command,
+            vec![buse(buffer, offset, size, Access::Read, UseKind::Index)],
+        );
+    }
+    if let Some(e) = dev.enforce() {
+        e.touch(dev, raw(buffer)); // a bind still held back happens now
+        if let Some(g) = e.guard() {
+            g.use_buffers(dev, cb, &[raw(buffer)]);
+        }
+    }
+}
+
+/// Buffers a barrier names must have memory bound (VUID-VkBufferMemoryBarrier-buffer-01931,
+/// and its `2` twin): binds still held back happen now.
+fn barrier_buffers(dev: &DeviceData, buffers: impl Iterator<Item = vk::Buffer>) {
+    if let Some(e) = dev.enforce().filter(|e| e.has_pending()) {
+        for b in buffers {
+            e.touch(dev, raw(b));
+        }
+    }
+}
+
+/// The buffers of a `VkDependencyInfo`'s buffer barriers.
+unsafe fn dependency_buffers<'a>(
+    info: *const vk::DependencyInfo<'a>,
+) -> impl Iterator<Item = vk::Buffer> + 'a {
+    let i = if info.is_null() { None } else { Some(&*info) };
+    i.into_iter().flat_map(|i| {
+        slice(i.p_buffer_memory_barriers, i.buffer_memory_barrier_count)
+            .iter()
+            .map(|b| b.buffer)
+    })
 }
 
 hook! {
@@ -265,37 +474,12 @@ hook! {
         buffers: *const vk::Buffer,
         offsets: *const vk::DeviceSize,
     ) {
-        if let (Some(p), false) = (cx.dev.profile(), buffers.is_null() || offsets.is_null()) {
-            let uses = std::slice::from_raw_parts(buffers, count as usize)
-                .iter()
-                .zip(std::slice::from_raw_parts(offsets, count as usize))
-                .filter(|(b, _)| **b != vk::Buffer::null())
-                .map(|(b, o)| buse(*b, *o, vk::WHOLE_SIZE, Access::Read, UseKind::Vertex))
-                .collect();
-            p.on_use(raw(cb), "vkCmdBindVertexBuffers", uses);
-        }
-        if let (Some(e), false) = (cx.dev.enforce(), buffers.is_null()) {
-            for b in std::slice::from_raw_parts(buffers, count as usize) {
-                e.touch(cx.dev, raw(*b));
-            }
-            if let Some(g) = e.guard() {
-                let b: Vec<u64> = std::slice::from_raw_parts(buffers, count as usize).iter().map(|x| raw(*x)).collect();
-                g.use_buffers(cx.dev, raw(cb), &b);
-            }
-        }
+        vertex_buffers(cx.dev, raw(cb), "vkCmdBindVertexBuffers", slice(buffers, count), slice(offsets, if buffers.is_null() { 0 } else { count }), &[]);
         cx.down((cx.next)(cb, first, count, buffers, offsets))
     }
 
     fn vkCmdBindIndexBuffer(cx, cb: vk::CommandBuffer, buffer: vk::Buffer, offset: vk::DeviceSize, ty: vk::IndexType) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_use(raw(cb), "vkCmdBindIndexBuffer", vec![buse(buffer, offset, vk::WHOLE_SIZE, Access::Read, UseKind::Index)]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
-            }
-        }
+        index_buffer(cx.dev, raw(cb), "vkCmdBindIndexBuffer", buffer, offset, vk::WHOLE_SIZE);
         cx.down((cx.next)(cb, buffer, offset, ty))
     }
 
@@ -317,19 +501,11 @@ hook! {
         dynamic_count: u32,
         dynamic_offsets: *const u32,
     ) {
-        if let (Some(p), false) = (cx.dev.profile(), sets.is_null()) {
-            let s: Vec<u64> = std::slice::from_raw_parts(sets, count as usize).iter().map(|x| raw(*x)).collect();
-            let d = if dynamic_offsets.is_null() { &[][..] } else { std::slice::from_raw_parts(dynamic_offsets, dynamic_count as usize) };
-            p.on_bind_sets(raw(cb), bind_point, first_set, &s, d);
-        }
-        if let (Some(g), false) = (cx.dev.enforce().and_then(|e| e.guard()), sets.is_null()) {
-            let s: Vec<u64> = std::slice::from_raw_parts(sets, count as usize).iter().map(|x| raw(*x)).collect();
-            g.bind_sets(cx.dev, raw(cb), &s);
-        }
+        bind_sets(cx.dev, raw(cb), bind_point, first_set, slice(sets, count), slice(dynamic_offsets, dynamic_count));
         cx.down((cx.next)(cb, bind_point, layout, first_set, count, sets, dynamic_count, dynamic_offsets))
     }
 
-    fn vkCmdPushDescriptorSetKHR(
+    fn vkCmdPushDescriptorSetKHR | vkCmdPushDescriptorSet(
         cx,
         cb: vk::CommandBuffer,
         bind_point: vk::PipelineBindPoint,
@@ -338,26 +514,7 @@ hook! {
         count: u32,
         writes: *const vk::WriteDescriptorSet<'_>,
     ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_push_descriptors(raw(cb), bind_point, set, count, writes);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            crate::enforce::touch_writes(e, cx.dev, count, writes); // a bind still held back happens now
-            if let (Some(g), false) = (e.guard(), writes.is_null()) {
-                // Push descriptors: their buffers are used by this command buffer.
-                let w = std::slice::from_raw_parts(writes, count as usize);
-                if w.iter().any(|w| w.p_buffer_info.is_null() && crate::enforce::guard::holds_buffers(w.descriptor_type)) {
-                    g.use_all(raw(cb));
-                }
-                let b: Vec<u64> = w
-                    .iter()
-                    .filter(|w| !w.p_buffer_info.is_null())
-                    .flat_map(|w| std::slice::from_raw_parts(w.p_buffer_info, w.descriptor_count as usize))
-                    .map(|i| raw(i.buffer))
-                    .collect();
-                g.use_buffers(cx.dev, raw(cb), &b);
-            }
-        }
+        push_descriptors(cx.dev, raw(cb), bind_point, set, count, writes);
         cx.down((cx.next)(cb, bind_point, layout, set, count, writes))
     }
 
@@ -369,15 +526,7 @@ hook! {
         set: u32,
         data: *const c_void,
     ) {
-        if let Some(tm) = super::descriptor::template(cx.dev, t) {
-            if let Some(p) = cx.dev.profile() {
-                p.on_push_template(raw(cb), &tm, set, data);
-            }
-            super::descriptor::touch_template(cx.dev, &tm, data);
-        }
-        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
-            g.use_all(raw(cb)); // a template's buffers are not followed
-        }
+        push_template(cx.dev, raw(cb), t, set, data);
         cx.down((cx.next)(cb, t, layout, set, data))
     }
 
@@ -540,16 +689,7 @@ hook! {
         count: u32,
         regions: *const vk::BufferImageCopy,
     ) {
-        if let Some(p) = cx.dev.profile() {
-            let off = image_copy_range(count, regions);
-            p.on_use(raw(cb), "vkCmdCopyBufferToImage", vec![buse(src, off, vk::WHOLE_SIZE, Access::Read, UseKind::ToImage)]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(src)); // a bind still held back happens now
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(src)]);
-            }
-        }
+        image_copy(cx.dev, raw(cb), "vkCmdCopyBufferToImage", src, image_copy_range(count, regions), true);
         cx.down((cx.next)(cb, src, dst, layout, count, regions))
     }
 
@@ -562,16 +702,7 @@ hook! {
         count: u32,
         regions: *const vk::BufferImageCopy,
     ) {
-        if let Some(p) = cx.dev.profile() {
-            let off = image_copy_range(count, regions);
-            p.on_use(raw(cb), "vkCmdCopyImageToBuffer", vec![buse(dst, off, vk::WHOLE_SIZE, Access::Write, UseKind::FromImage)]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(dst)); // a bind still held back happens now
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
-            }
-        }
+        image_copy(cx.dev, raw(cb), "vkCmdCopyImageToBuffer", dst, image_copy_range(count, regions), false);
         cx.down((cx.next)(cb, src, layout, dst, count, regions))
     }
 
@@ -591,15 +722,7 @@ hook! {
         if let Some(p) = cx.dev.profile() {
             p.on_barrier(raw(cb));
         }
-        if let (Some(e), false) = (cx.dev.enforce(), buffer.is_null()) {
-            // A barrier may not name a buffer with no memory bound (VUID-VkBufferMemoryBarrier-
-            // buffer-01931): a bind still held back happens now.
-            if e.has_pending() {
-                for b in std::slice::from_raw_parts(buffer, buffer_count as usize) {
-                    e.touch(cx.dev, raw(b.buffer));
-                }
-            }
-        }
+        barrier_buffers(cx.dev, slice(buffer, buffer_count).iter().map(|b| b.buffer));
         cx.down((cx.next)(
             cb, src_stage, dst_stage, dependency, memory_count, memory, buffer_count, buffer, image_count, image,
         ))
@@ -609,14 +732,162 @@ hook! {
         if let Some(p) = cx.dev.profile() {
             p.on_barrier(raw(cb));
         }
-        if let (Some(e), false) = (cx.dev.enforce(), info.is_null()) {
-            let i = &*info;
-            if e.has_pending() && !i.p_buffer_memory_barriers.is_null() {
-                for b in std::slice::from_raw_parts(i.p_buffer_memory_barriers, i.buffer_memory_barrier_count as usize) {
-                    e.touch(cx.dev, raw(b.buffer)); // VUID-VkBufferMemoryBarrier2-buffer-01931
-                }
-            }
+        barrier_buffers(cx.dev, dependency_buffers(info));
+        cx.down((cx.next)(cb, info))
+    }
+
+    // ---- followed since issue 32: the registry's commands that programs use today
+
+    fn vkCmdCopyBufferToImage2 | vkCmdCopyBufferToImage2KHR(cx, cb: vk::CommandBuffer, info: *const vk::CopyBufferToImageInfo2<'_>) {
+        let i = &*info;
+        let off = slice(i.p_regions, i.region_count).iter().map(|r| r.buffer_offset).min().unwrap_or(0);
+        image_copy(cx.dev, raw(cb), "vkCmdCopyBufferToImage2", i.src_buffer, off, true);
+        cx.down((cx.next)(cb, info))
+    }
+
+    fn vkCmdCopyImageToBuffer2 | vkCmdCopyImageToBuffer2KHR(cx, cb: vk::CommandBuffer, info: *const vk::CopyImageToBufferInfo2<'_>) {
+        let i = &*info;
+        let off = slice(i.p_regions, i.region_count).iter().map(|r| r.buffer_offset).min().unwrap_or(0);
+        image_copy(cx.dev, raw(cb), "vkCmdCopyImageToBuffer2", i.dst_buffer, off, false);
+        cx.down((cx.next)(cb, info))
+    }
+
+    fn vkCmdBindVertexBuffers2 | vkCmdBindVertexBuffers2EXT(
+        cx,
+        cb: vk::CommandBuffer,
+        first: u32,
+        count: u32,
+        buffers: *const vk::Buffer,
+        offsets: *const vk::DeviceSize,
+        sizes: *const vk::DeviceSize,
+        strides: *const vk::DeviceSize,
+    ) {
+        let n = if buffers.is_null() || offsets.is_null() { 0 } else { count };
+        vertex_buffers(cx.dev, raw(cb), "vkCmdBindVertexBuffers2", slice(buffers, n), slice(offsets, n), slice(sizes, n));
+        cx.down((cx.next)(cb, first, count, buffers, offsets, sizes, strides))
+    }
+
+    fn vkCmdBindIndexBuffer2 | vkCmdBindIndexBuffer2KHR(
+        cx,
+        cb: vk::CommandBuffer,
+        buffer: vk::Buffer,
+        offset: vk::DeviceSize,
+        size: vk::DeviceSize,
+        ty: vk::IndexType,
+    ) {
+        index_buffer(cx.dev, raw(cb), "vkCmdBindIndexBuffer2", buffer, offset, size);
+        cx.down((cx.next)(cb, buffer, offset, size, ty))
+    }
+
+    fn vkCmdBindDescriptorSets2 | vkCmdBindDescriptorSets2KHR(cx, cb: vk::CommandBuffer, info: *const vk::BindDescriptorSetsInfoKHR<'_>) {
+        let i = &*info;
+        for bp in bind_points(i.stage_flags) {
+            bind_sets(cx.dev, raw(cb), bp, i.first_set, slice(i.p_descriptor_sets, i.descriptor_set_count), slice(i.p_dynamic_offsets, i.dynamic_offset_count));
         }
         cx.down((cx.next)(cb, info))
     }
+
+    fn vkCmdPushDescriptorSet2 | vkCmdPushDescriptorSet2KHR(cx, cb: vk::CommandBuffer, info: *const vk::PushDescriptorSetInfoKHR<'_>) {
+        let i = &*info;
+        for bp in bind_points(i.stage_flags) {
+            push_descriptors(cx.dev, raw(cb), bp, i.set, i.descriptor_write_count, i.p_descriptor_writes);
+        }
+        cx.down((cx.next)(cb, info))
+    }
+
+    fn vkCmdPushDescriptorSetWithTemplate2 | vkCmdPushDescriptorSetWithTemplate2KHR(
+        cx,
+        cb: vk::CommandBuffer,
+        info: *const vk::PushDescriptorSetWithTemplateInfoKHR<'_>,
+    ) {
+        let i = &*info;
+        push_template(cx.dev, raw(cb), i.descriptor_update_template, i.set, i.p_data);
+        cx.down((cx.next)(cb, info))
+    }
+
+    fn vkCmdDispatchBase | vkCmdDispatchBaseKHR(cx, cb: vk::CommandBuffer, bx: u32, by: u32, bz: u32, x: u32, y: u32, z: u32) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchBase", Vec::new());
+        }
+        cx.down((cx.next)(cb, bx, by, bz, x, y, z))
+    }
+
+    fn vkCmdDrawMultiEXT(
+        cx,
+        cb: vk::CommandBuffer,
+        count: u32,
+        info: *const vk::MultiDrawInfoEXT,
+        instances: u32,
+        first_instance: u32,
+        stride: u32,
+    ) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawMultiEXT", Vec::new());
+        }
+        cx.down((cx.next)(cb, count, info, instances, first_instance, stride))
+    }
+
+    fn vkCmdDrawMultiIndexedEXT(
+        cx,
+        cb: vk::CommandBuffer,
+        count: u32,
+        info: *const vk::MultiDrawIndexedInfoEXT,
+        instances: u32,
+        first_instance: u32,
+        stride: u32,
+        vertex_offset: *const i32,
+    ) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawMultiIndexedEXT", Vec::new());
+        }
+        cx.down((cx.next)(cb, count, info, instances, first_instance, stride, vertex_offset))
+    }
+
+    fn vkCmdWaitEvents(
+        cx,
+        cb: vk::CommandBuffer,
+        count: u32,
+        events: *const vk::Event,
+        src_stage: vk::PipelineStageFlags,
+        dst_stage: vk::PipelineStageFlags,
+        memory_count: u32,
+        memory: *const vk::MemoryBarrier<'_>,
+        buffer_count: u32,
+        buffer: *const vk::BufferMemoryBarrier<'_>,
+        image_count: u32,
+        image: *const vk::ImageMemoryBarrier<'_>,
+    ) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_barrier(raw(cb));
+        }
+        barrier_buffers(cx.dev, slice(buffer, buffer_count).iter().map(|b| b.buffer));
+        cx.down((cx.next)(
+            cb, count, events, src_stage, dst_stage, memory_count, memory, buffer_count, buffer, image_count, image,
+        ))
+    }
+
+    fn vkCmdWaitEvents2 | vkCmdWaitEvents2KHR(
+        cx,
+        cb: vk::CommandBuffer,
+        count: u32,
+        events: *const vk::Event,
+        infos: *const vk::DependencyInfo<'_>,
+    ) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_barrier(raw(cb));
+        }
+        let n = if events.is_null() { 0 } else { count };
+        for k in 0..n as usize {
+            barrier_buffers(cx.dev, dependency_buffers(infos.add(k)));
+        }
+        cx.down((cx.next)(cb, count, events, infos))
+    }
+
+    // Its dependency info only defines what a later wait orders; the buffers it names must
+    // have memory bound all the same.
+    fn vkCmdSetEvent2 | vkCmdSetEvent2KHR(cx, cb: vk::CommandBuffer, event: vk::Event, info: *const vk::DependencyInfo<'_>) {
+        barrier_buffers(cx.dev, dependency_buffers(info));
+        cx.down((cx.next)(cb, event, info))
+    }
+
 }

@@ -302,6 +302,13 @@ pub unsafe extern "system" fn vkCreateDevice(
                 let name = CString::new(id.name()).expect("hook names have no NUL");
                 next[id as usize] = gdpa(device, name.as_ptr());
             }
+            let aside_next = super::aside::ASIDE
+                .iter()
+                .map(|(n, _, _)| {
+                    let name = CString::new(*n).expect("command names have no NUL");
+                    gdpa(device, name.as_ptr())
+                })
+                .collect();
             let added: Vec<String> = added
                 .iter()
                 .map(|c| c.to_string_lossy().into_owned())
@@ -337,6 +344,7 @@ pub unsafe extern "system" fn vkCreateDevice(
                     next_gdpa: gdpa,
                     fp,
                     next,
+                    aside_next,
                     settings,
                     decision,
                     extensions,
@@ -438,6 +446,10 @@ pub unsafe fn get_device_proc_addr(
             if dev.is_active() {
                 if let Some(id) = HookId::from_name(n) {
                     return dev.next[id as usize].map(|_| id.hook());
+                }
+                // Every other command that can reach memory: echo's aside hook (issue 32).
+                if let Some(i) = super::aside::index_of(n) {
+                    return dev.aside_next[i].map(|_| super::aside::ASIDE[i].2);
                 }
             }
             dev.next_proc(cname)

@@ -1,7 +1,7 @@
 //! Memory: allocation, mapping, flush/invalidate (Vulkan spec chapter "Memory Allocation").
 
 use super::hook;
-use crate::dispatch::raw;
+use crate::dispatch::{raw, DeviceData};
 use crate::enforce::{FreeAction, Unmap};
 use crate::state::{Mapping, MemoryState};
 use ash::vk;
@@ -60,6 +60,86 @@ unsafe fn allocate_flags(info: &vk::MemoryAllocateInfo<'_>) -> u32 {
         p = (*p).p_next;
     }
     0
+}
+
+/// `vkMapMemory` and `vkMapMemory2`: enforce may serve a staging allocation's map from its
+/// device buffer's memory; profile may hand out the application's view of a double mapping.
+/// `down(memory)` maps `memory` at the next layer.
+unsafe fn map(
+    dev: &DeviceData,
+    memory: u64,
+    offset: u64,
+    size: u64,
+    data: *mut *mut c_void,
+    down: &mut dyn FnMut(u64) -> vk::Result,
+) -> vk::Result {
+    if let Some(e) = dev.enforce() {
+        return e.map(dev, memory, offset, size, data, down);
+    }
+    let r = down(memory);
+    if r == vk::Result::SUCCESS {
+        if let Some(p) = dev.profile() {
+            p.on_map(memory, offset, size, data); // may hand out the app's view instead
+        }
+        if let Some(mut m) = dev.state.memory.get_mut(&memory) {
+            let size = if size == vk::WHOLE_SIZE {
+                m.size.saturating_sub(offset)
+            } else {
+                size
+            };
+            m.mapped = Some(Mapping {
+                ptr: *data as usize,
+                offset,
+                size,
+            });
+            m.host_mapped = true;
+        }
+        if let Some(p) = dev.profile() {
+            p.after_map(dev, memory); // arms what the new mapping reaches
+        }
+    }
+    r
+}
+
+/// `vkUnmapMemory` and `vkUnmapMemory2`; `down(memory)` unmaps `memory` at the next layer.
+unsafe fn unmap(dev: &DeviceData, memory: u64, down: &mut dyn FnMut(u64)) {
+    if let Some(e) = dev.enforce() {
+        match e.unmap(dev, memory) {
+            Unmap::Served => return, // echo's mapping stays while aliased buffers use it
+            Unmap::Down(m) => {
+                if let Some(mut s) = dev.state.memory.get_mut(&memory) {
+                    s.mapped = None;
+                }
+                return down(m);
+            }
+        }
+    }
+    if let Some(p) = dev.profile() {
+        p.before_unmap(dev, memory);
+    }
+    if let Some(mut m) = dev.state.memory.get_mut(&memory) {
+        m.mapped = None;
+    }
+    down(memory)
+}
+
+/// A memory command echo passes down as asked: the allocation's buffers leave every group
+/// (profile records it), and an allocation echo did not make is made now. Returns the handle
+/// the driver knows.
+fn aside_memory(dev: &DeviceData, command: &str, memory: u64) -> u64 {
+    if let Some(p) = dev.profile() {
+        p.on_aside(None, command, false, &[], &[], &[memory], &[]);
+    }
+    match dev.enforce() {
+        Some(e) if e.any_virtual() => e
+            .driver_memory_now(
+                dev,
+                memory,
+                &format!("{command} asks for more than echo serves"),
+            )
+            .unwrap_or(memory),
+        _ => memory,
+    }
 }
 
 hook! {
@@ -232,48 +312,51 @@ hook! {
         flags: vk::MemoryMapFlags,
         data: *mut *mut c_void,
     ) -> vk::Result {
-        if let Some(e) = cx.dev.enforce() {
-            // A staging allocation's map may be served from its device buffer's memory.
-            return e.map(cx.dev, raw(memory), offset, size, data, &mut |m| {
-                cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m), offset, size, flags, data))
-            });
-        }
-        let r = cx.down((cx.next)(device, memory, offset, size, flags, data));
-        if r == vk::Result::SUCCESS {
-            if let Some(p) = cx.dev.profile() {
-                p.on_map(raw(memory), offset, size, data); // may hand out the app's view instead
-            }
-            if let Some(mut m) = cx.dev.state.memory.get_mut(&raw(memory)) {
-                let size = if size == vk::WHOLE_SIZE { m.size.saturating_sub(offset) } else { size };
-                m.mapped = Some(Mapping { ptr: *data as usize, offset, size });
-                m.host_mapped = true;
-            }
-            if let Some(p) = cx.dev.profile() {
-                p.after_map(cx.dev, raw(memory)); // arms what the new mapping reaches
-            }
-        }
-        r
+        map(cx.dev, raw(memory), offset, size, data, &mut |m| {
+            cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m), offset, size, flags, data))
+        })
     }
 
     fn vkUnmapMemory(cx, device: vk::Device, memory: vk::DeviceMemory) {
-        if let Some(e) = cx.dev.enforce() {
-            match e.unmap(cx.dev, raw(memory)) {
-                Unmap::Served => return cx.down(()), // echo's mapping stays while aliased buffers use it
-                Unmap::Down(m) => {
-                    if let Some(mut s) = cx.dev.state.memory.get_mut(&raw(memory)) {
-                        s.mapped = None;
-                    }
-                    return cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m)));
-                }
-            }
+        unmap(cx.dev, raw(memory), &mut |m| cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m))))
+    }
+
+    // maintenance 1.4 / VK_KHR_map_memory2: the same map with its parameters in a structure. A
+    // chained structure (a placed map, VK_EXT_map_memory_placed) or an unmap flag (keep the
+    // address range reserved) asks for more than echo serves: the call goes down as asked —
+    // with the driver's handle where echo did not make the allocation — and the allocation's
+    // buffers leave every group (stepped aside from, as `hooks/aside.rs` does).
+    fn vkMapMemory2 | vkMapMemory2KHR(
+        cx,
+        device: vk::Device,
+        info: *const vk::MemoryMapInfoKHR<'_>,
+        data: *mut *mut c_void,
+    ) -> vk::Result {
+        let i = *info;
+        if !i.p_next.is_null() {
+            let m = aside_memory(cx.dev, "vkMapMemory2", raw(i.memory));
+            let patched = vk::MemoryMapInfoKHR { memory: vk::DeviceMemory::from_raw(m), ..i };
+            return cx.down((cx.next)(device, &patched, data));
         }
-        if let Some(p) = cx.dev.profile() {
-            p.before_unmap(cx.dev, raw(memory));
+        map(cx.dev, raw(i.memory), i.offset, i.size, data, &mut |m| {
+            let patched = vk::MemoryMapInfoKHR { memory: vk::DeviceMemory::from_raw(m), ..i };
+            cx.down((cx.next)(device, &patched, data))
+        })
+    }
+
+    fn vkUnmapMemory2 | vkUnmapMemory2KHR(cx, device: vk::Device, info: *const vk::MemoryUnmapInfoKHR<'_>) -> vk::Result {
+        let i = *info;
+        if !i.p_next.is_null() || !i.flags.is_empty() {
+            let m = aside_memory(cx.dev, "vkUnmapMemory2", raw(i.memory));
+            let patched = vk::MemoryUnmapInfoKHR { memory: vk::DeviceMemory::from_raw(m), ..i };
+            return cx.down((cx.next)(device, &patched));
         }
-        if let Some(mut m) = cx.dev.state.memory.get_mut(&raw(memory)) {
-            m.mapped = None;
-        }
-        cx.down((cx.next)(device, memory))
+        let mut r = vk::Result::SUCCESS;
+        unmap(cx.dev, raw(i.memory), &mut |m| {
+            let patched = vk::MemoryUnmapInfoKHR { memory: vk::DeviceMemory::from_raw(m), ..i };
+            r = cx.down((cx.next)(device, &patched));
+        });
+        r
     }
 
     fn vkFlushMappedMemoryRanges(cx, device: vk::Device, count: u32, ranges: *const vk::MappedMemoryRange<'_>) -> vk::Result {

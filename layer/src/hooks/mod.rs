@@ -11,6 +11,9 @@
 //! [`hook_table!`] below lists every device hook once: it is the name → hook table that
 //! `vkGetDeviceProcAddr` and `vkGetInstanceProcAddr` consult.
 
+pub mod aside;
+#[rustfmt::skip]
+mod aside_gen;
 pub mod buffer;
 pub mod command;
 pub mod descriptor;
@@ -113,6 +116,10 @@ hook_table! {
     memory::vkFreeMemory,
     memory::vkMapMemory,
     memory::vkUnmapMemory,
+    memory::vkMapMemory2,
+    memory::vkMapMemory2KHR,
+    memory::vkUnmapMemory2,
+    memory::vkUnmapMemory2KHR,
     memory::vkFlushMappedMemoryRanges,
     memory::vkInvalidateMappedMemoryRanges,
     memory::vkGetDeviceMemoryCommitment,
@@ -128,6 +135,8 @@ hook_table! {
     buffer::vkGetBufferDeviceAddress,
     buffer::vkGetBufferDeviceAddressKHR,
     buffer::vkGetBufferDeviceAddressEXT,
+    buffer::vkGetBufferOpaqueCaptureAddress,
+    buffer::vkGetBufferOpaqueCaptureAddressKHR,
     buffer::vkCreateBufferView,
     buffer::vkDestroyBufferView,
     buffer::vkBindImageMemory,
@@ -154,6 +163,7 @@ hook_table! {
     command::vkCmdBindPipeline,
     command::vkCmdBindDescriptorSets,
     command::vkCmdPushDescriptorSetKHR,
+    command::vkCmdPushDescriptorSet,
     command::vkCmdPushDescriptorSetWithTemplateKHR,
     command::vkCmdPushDescriptorSetWithTemplate,
     command::vkCmdExecuteCommands,
@@ -174,6 +184,29 @@ hook_table! {
     command::vkCmdPipelineBarrier,
     command::vkCmdPipelineBarrier2,
     command::vkCmdPipelineBarrier2KHR,
+    command::vkCmdCopyBufferToImage2,
+    command::vkCmdCopyBufferToImage2KHR,
+    command::vkCmdCopyImageToBuffer2,
+    command::vkCmdCopyImageToBuffer2KHR,
+    command::vkCmdBindVertexBuffers2,
+    command::vkCmdBindVertexBuffers2EXT,
+    command::vkCmdBindIndexBuffer2,
+    command::vkCmdBindIndexBuffer2KHR,
+    command::vkCmdBindDescriptorSets2,
+    command::vkCmdBindDescriptorSets2KHR,
+    command::vkCmdPushDescriptorSet2,
+    command::vkCmdPushDescriptorSet2KHR,
+    command::vkCmdPushDescriptorSetWithTemplate2,
+    command::vkCmdPushDescriptorSetWithTemplate2KHR,
+    command::vkCmdDispatchBase,
+    command::vkCmdDispatchBaseKHR,
+    command::vkCmdDrawMultiEXT,
+    command::vkCmdDrawMultiIndexedEXT,
+    command::vkCmdWaitEvents,
+    command::vkCmdWaitEvents2,
+    command::vkCmdWaitEvents2KHR,
+    command::vkCmdSetEvent2,
+    command::vkCmdSetEvent2KHR,
     // descriptor.rs
     descriptor::vkUpdateDescriptorSets,
     descriptor::vkCreateShaderModule,

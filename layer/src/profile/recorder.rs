@@ -626,6 +626,56 @@ impl Profiler {
         self.arm_one(dev, buffer);
     }
 
+    /// A command echo steps aside from (`hooks/aside.rs`): the buffers it names, with those of
+    /// the descriptor sets and buffer views it names resolved now.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_aside(
+        &self,
+        cmd: Option<u64>,
+        command: &str,
+        everything: bool,
+        buffers: &[u64],
+        views: &[u64],
+        memory: &[u64],
+        sets: &[u64],
+    ) {
+        if !self.on() {
+            return;
+        }
+        let mut buffers = buffers.to_vec();
+        for v in views {
+            if let Some(r) = self.views.get(v) {
+                buffers.push(r.0);
+            }
+        }
+        for s in sets {
+            if let Some(c) = self.sets.get(s) {
+                buffers.extend(c.values().map(|d| d.buffer));
+            }
+        }
+        buffers.sort_unstable();
+        buffers.dedup();
+        self.rec(Event::Aside {
+            command: command.into(),
+            cmd,
+            buffers,
+            memory: memory.to_vec(),
+            everything,
+        });
+    }
+
+    /// After a successful image bind: `size` bytes of `memory` at `offset`.
+    pub fn on_bind_image(&self, image: u64, memory: u64, offset: u64, size: u64) {
+        if self.on() {
+            self.rec(Event::BindImage {
+                image,
+                memory,
+                offset,
+                size,
+            });
+        }
+    }
+
     pub fn on_device_address(&self, buffer: u64) {
         if self.on() {
             self.rec(Event::BufferAddress { buffer });

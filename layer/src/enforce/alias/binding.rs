@@ -615,6 +615,45 @@ impl Enforcer {
         self.force_pending(dev, &mut inner, |h, _, _| h == buffer);
     }
 
+    /// A command echo steps aside from (`hooks/aside.rs`) names `buffers` (or, `everything`,
+    /// whatever is bound): binds still held back for them happen now (no command may name a
+    /// buffer with no memory bound), the guard counts them as used by `cmd`, and when one of
+    /// them is a member of a group this run aliased — which a plan made from a profile of the
+    /// same program cannot hold, since the profile stepped aside from it — echo says so once.
+    pub fn on_aside(
+        &self,
+        dev: &DeviceData,
+        cmd: Option<u64>,
+        command: &str,
+        everything: bool,
+        buffers: &[u64],
+    ) {
+        if self.pending.load(Ordering::Relaxed) > 0 {
+            let mut inner = self.lock();
+            self.force_pending(dev, &mut inner, |h, _, _| {
+                everything || buffers.contains(&h)
+            });
+        }
+        if let (Some(g), Some(cb)) = (self.guard(), cmd) {
+            if everything {
+                g.use_all(cb);
+            } else {
+                g.use_buffers(dev, cb, buffers);
+            }
+        }
+        let aliased = self.any_alias.load(Ordering::Relaxed)
+            && (everything || buffers.iter().any(|b| self.group_of.contains_key(b)));
+        if aliased {
+            log::warn_once(
+                command,
+                format_args!(
+                    "enforce: {command} reaches {} echo aliased, and echo does not follow it; the plan was made from a run that did not call it — re-profile this program",
+                    if everything { "buffers" } else { "a buffer" }
+                ),
+            );
+        }
+    }
+
     /// Binds as asked every held-back guest `pick(buffer, memory, slot)` selects.
     pub(super) fn force_pending(
         &self,

@@ -1,0 +1,147 @@
+//! The Vulkan registry's commands that can reach memory, and what echo does about each
+//! (issue 32). `generated.rs` is written by `layer/registry` (`cargo run -p echo-registry`)
+//! from `layer/registry/vk.xml`; a test there fails when it is not current. This module holds
+//! the types and the questions asked of the table.
+
+mod generated;
+
+pub use generated::{COMMANDS, VK_XML_VERSION};
+
+/// The level of a command: its first parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Device,
+    Queue,
+    CommandBuffer,
+}
+
+/// What echo does about a command that can reach memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Hooked: recorded in profile, honoured in enforce.
+    Followed,
+    /// Names a buffer, its memory or a descriptor set but can neither read nor write the bytes
+    /// nor make them reachable unseen; the reason.
+    Inert(&'static str),
+    /// Hooked by a generated hook: what it names leaves every group.
+    Aside,
+    /// Only on platforms no Linux driver has (no hook generated).
+    Platform,
+}
+
+/// One device-level command that can reach memory.
+#[derive(Clone, Copy, Debug)]
+pub struct Command {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub level: Level,
+    pub class: Class,
+    /// It can name a `VkDeviceMemory` (directly or in a structure).
+    pub takes_memory: bool,
+    /// Stepping aside from it takes every buffer of the device.
+    pub everything: bool,
+    /// Core versions (`VK_VERSION_1_x`) and extensions that provide it.
+    pub requires: &'static [&'static str],
+    /// Why it can reach memory.
+    pub why: &'static str,
+}
+
+impl Command {
+    /// Whether a device with these extensions and effective API version can call it.
+    pub fn available<'a>(&self, extensions: &[&'a str], api_version: u32) -> bool {
+        let (major, minor) = (api_version >> 22 & 0x7f, api_version >> 12 & 0x3ff);
+        self.requires.iter().any(|r| match core_version(r) {
+            Some(v) => {
+                let mut it = v.split('_').map(|x| x.parse::<u32>().unwrap_or(u32::MAX));
+                let (a, b) = (it.next().unwrap_or(u32::MAX), it.next().unwrap_or(u32::MAX));
+                (a, b) <= (major, minor)
+            }
+            None => extensions.contains(r),
+        })
+    }
+}
+
+/// `"1_3"` of a core feature's name (`VK_VERSION_1_3`, or `VK_BASE_VERSION_1_3`, … as newer
+/// registries split the core into parts); `None` for an extension.
+pub fn core_version(name: &str) -> Option<&str> {
+    let at = name.find("VERSION_")?;
+    let prefix = &name[..at];
+    (prefix == "VK_"
+        || (prefix.starts_with("VK_")
+            && prefix.ends_with('_')
+            && !prefix[3..prefix.len() - 1].contains('_')))
+    .then(|| &name[at + "VERSION_".len()..])
+}
+
+/// The command known by `name` (its own name or an alias).
+pub fn find(name: &str) -> Option<&'static Command> {
+    COMMANDS
+        .iter()
+        .find(|c| c.name == name || c.aliases.contains(&name))
+}
+
+/// The commands a device with these extensions and API version can call that can name an
+/// allocation and that echo does not follow (`vkQueueBindSparse` only with `sparse_binding`:
+/// a queue may run it only when the device enables that feature).
+pub fn memory_commands_not_followed(
+    extensions: &[&str],
+    sparse_binding: bool,
+    api_version: u32,
+) -> Vec<&'static Command> {
+    COMMANDS
+        .iter()
+        .filter(|c| c.takes_memory && c.class != Class::Followed)
+        .filter(|c| c.name != "vkQueueBindSparse" || sparse_binding)
+        .filter(|c| c.available(extensions, api_version))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(major: u32, minor: u32) -> u32 {
+        major << 22 | minor << 12
+    }
+
+    #[test]
+    fn the_table_knows_the_commands_of_the_issue() {
+        for (name, class) in [
+            ("vkCmdCopyBuffer", Class::Followed),
+            ("vkCmdCopyQueryPoolResults", Class::Aside),
+            ("vkCmdTraceRaysKHR", Class::Aside),
+            ("vkCmdBindTransformFeedbackBuffersEXT", Class::Aside),
+        ] {
+            let c = find(name).unwrap_or_else(|| panic!("{name} is not in the table"));
+            assert_eq!(
+                std::mem::discriminant(&c.class),
+                std::mem::discriminant(&class),
+                "{name}"
+            );
+        }
+        assert!(find("vkCmdTraceRaysKHR").unwrap().everything);
+        assert!(!find("vkCmdCopyQueryPoolResults").unwrap().everything);
+        // vkCmdSetViewport names no memory and runs no work: not in the table at all.
+        assert!(find("vkCmdSetViewport").is_none());
+    }
+
+    #[test]
+    fn availability_follows_versions_and_extensions() {
+        let c = find("vkCmdCopyQueryPoolResults").unwrap();
+        assert!(c.available(&[], v(1, 0)));
+        let tf = find("vkCmdBindTransformFeedbackBuffersEXT").unwrap();
+        assert!(!tf.available(&[], v(1, 4)));
+        assert!(tf.available(&["VK_EXT_transform_feedback"], v(1, 0)));
+    }
+
+    #[test]
+    fn no_inert_command_takes_memory() {
+        // Enforce hands out its own memory handles for allocations it does not make: a command
+        // that takes memory must be followed (or keep allocations made), never passed as inert.
+        for c in COMMANDS {
+            if let Class::Inert(_) = c.class {
+                assert!(!c.takes_memory, "{} is inert but takes memory", c.name);
+            }
+        }
+    }
+}
