@@ -34,6 +34,12 @@ const COMMANDS: &[&str] = &[
     "vkGetDeviceQueue",
     "vkCreateFence",
     "vkDestroyDevice",
+    // issue 32: a command echo steps aside from, commands followed since, one that cannot
+    // reach memory
+    "vkCmdCopyQueryPoolResults",
+    "vkCmdCopyBufferToImage2",
+    "vkCmdBindVertexBuffers2",
+    "vkCmdSetViewport",
 ];
 
 /// The shared object that holds `p`, by file name.
