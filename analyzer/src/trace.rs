@@ -1,4 +1,4 @@
-//! The trace format (version 3): what the layer saw in `mode=profile`.
+//! The trace format (version 4): what the layer saw in `mode=profile`.
 //!
 //! A trace is JSON Lines: the first line is a [`Header`], every following line one [`Record`]
 //! (an [`Event`] with its global sequence number `seq`). A truncated trace ends with
@@ -17,8 +17,12 @@ use std::io::BufRead;
 /// version 1 traces (one device, validation unknown) are still read. Version 3 added sampled
 /// host-access validation ([`Event::Watch`], [`Event::Window`]): a window a buffer was not watched
 /// in holds no record of its accesses, so a reader that does not know these events must not read
-/// the trace (it would take those windows as free of host access).
-pub const TRACE_VERSION: u32 = 3;
+/// the trace (it would take those windows as free of host access). Version 4 (issue 32) added
+/// [`Event::Aside`] and [`Event::BindImage`]: a layer that wrote an older trace did not see the
+/// commands it did not hook, so the analysis refuses every pair of such a trace (evidence).
+pub const TRACE_VERSION: u32 = 4;
+/// The first trace format version whose layer saw every command that can reach memory.
+pub const TRACE_VERSION_COMPLETE: u32 = 4;
 /// The oldest trace format version this build reads.
 pub const TRACE_VERSION_MIN: u32 = 1;
 /// The value of [`Header::format`].

@@ -148,6 +148,17 @@ fn evidence(trace: &Trace, m: &crate::model::Model) -> Result<(), Verdict> {
             "The profile ends early (the trace reached its size limit), so echo did not see everything the program did with these buffers; it refuses rather than guess.".into(),
         );
     }
+    if trace.header.version < crate::trace::TRACE_VERSION_COMPLETE {
+        return refuse(
+            None,
+            format!(
+                "evidence: trace format version {} was written by a layer that saw only the commands it hooked (before version {}), so a use of a buffer through any other command may be missing; re-profile with this layer",
+                trace.header.version,
+                crate::trace::TRACE_VERSION_COMPLETE
+            ),
+            "The profile was recorded by an older echo that did not see every command that can reach a buffer, so echo cannot vouch for these buffers; profile again with this version.".into(),
+        );
+    }
     let validated = match m.validation.as_str() {
         "double-map" | "driver-map" => true,
         // A version 1 trace does not say per device; its header's settings do.

@@ -19,10 +19,14 @@ pub fn check(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
             cause: Cause::Aside,
             event: Some(*seq),
             message: format!(
-                "aside: {command} (event {seq}) can reach every buffer of the device (it runs work over what is bound to the command buffer, or names buffers through structures echo does not read), and echo does not follow it"
+                "compat: {command} (event {seq}) can reach every buffer of the device, {} and {} among them (it runs work over what is bound to the command buffer, or names buffers through structures echo does not read), and echo does not follow it",
+                ctx.name(staging, "staging"),
+                ctx.name(device, "device")
             ),
             plain: format!(
-                "The program calls {command}, which echo does not follow and which can reach any buffer, so echo leaves every buffer of this device as it is."
+                "The program calls {command}, which echo does not follow and which can reach any buffer ({} and {} among them), so echo leaves every buffer of this device as it is.",
+                ctx.short(staging, "staging"),
+                ctx.short(device, "device")
             ),
         });
     }
@@ -49,7 +53,7 @@ fn aside(ctx: &Ctx, b: BufId, role: &str) -> Result<(), Verdict> {
         cause: Cause::Aside,
         event: Some(*seq),
         message: format!(
-            "aside: {command} (event {seq}) names {} ({via}), and echo does not follow {command}",
+            "compat: {command} (event {seq}) names {} ({via}), and echo does not follow {command}",
             ctx.name(b, role)
         ),
         plain: format!(
@@ -101,7 +105,7 @@ fn shared_bytes(ctx: &Ctx, b: BufId, role: &str) -> Result<(), Verdict> {
             cause: Cause::SharedBytes,
             event: Some(seq),
             message: format!(
-                "shared bytes: buffer #{} is bound over the bytes of {} (vkBindBufferMemory at event {seq}, offset {offset}); echo follows buffers, so uses of #{} would reach them unseen",
+                "compat: buffer #{} is bound over the bytes of {} (vkBindBufferMemory at event {seq}, offset {offset}); echo follows buffers, so uses of #{} would reach them unseen",
                 o.number,
                 ctx.name(b, role),
                 o.number
@@ -120,7 +124,7 @@ fn shared_bytes(ctx: &Ctx, b: BufId, role: &str) -> Result<(), Verdict> {
                 cause: Cause::SharedBytes,
                 event: Some(seq),
                 message: format!(
-                    "shared bytes: an image is bound over the bytes of {} (vkBindImageMemory at event {seq}, offset {offset}, {size} bytes)",
+                    "compat: an image is bound over the bytes of {} (vkBindImageMemory at event {seq}, offset {offset}, {size} bytes)",
                     ctx.name(b, role)
                 ),
                 plain: format!(
