@@ -69,8 +69,8 @@ pub fn main(args: &[String]) -> i32 {
                         s.device_index,
                         s.summary()
                     );
-                    for n in &s.not_applied {
-                        eprintln!("vkecho run:   group {} not applied: {}", n.group, n.reason);
+                    for line in s.group_lines() {
+                        eprintln!("vkecho run:   {line}");
                     }
                     let profiled =
                         s.mode == "profile" && s.plan.as_deref().is_some_and(|p| !p.is_empty());

@@ -108,6 +108,47 @@ pub struct Analysis {
     pub copies: CopySummary,
 }
 
+impl Analysis {
+    /// Member by member (issue 36), per group: each staging buffer the plan holds (`applied`:
+    /// the plan applies it), then each other candidate partner of the group's device buffer,
+    /// refused with its plain sentence (which holds enforce's words where enforce decides the
+    /// same thing, `crate::apply`). The record enforce's statistics hold per member
+    /// (`Stats::members`), so reports can put the two side by side.
+    pub fn member_statuses(&self) -> Vec<crate::stats::MemberStatus> {
+        let mut out = Vec::new();
+        for g in &self.plan.groups {
+            for (i, m) in g.members.iter().enumerate() {
+                out.push(crate::stats::MemberStatus {
+                    device_index: g.device_index,
+                    group: g.id,
+                    member: Some(i as u32),
+                    staging: m.staging.key.to_string(),
+                    role: crate::report::role_words(m.role).into(),
+                    applied: true,
+                    reason: String::new(),
+                });
+            }
+            for c in &self.candidates {
+                if c.device_index != g.device_index || c.device.key != g.device.key {
+                    continue;
+                }
+                if let Decision::Rejected { message, plain, .. } = &c.decision {
+                    out.push(crate::stats::MemberStatus {
+                        device_index: g.device_index,
+                        group: g.id,
+                        member: None,
+                        staging: c.staging.key.to_string(),
+                        role: crate::report::role_words(c.role).into(),
+                        applied: false,
+                        reason: if plain.is_empty() { message } else { plain }.clone(),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
 /// How many buffer copies the trace holds and, by reason, why the ones outside accepted pairs
 /// are not there — with the setting or code change that would change that.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
