@@ -207,7 +207,7 @@ pub fn auto_outcome(s: &Stats) -> String {
         }
         "enforce" if s.plan_status == "applied" && evidence.is_some() => {
             let (_, e) = evidence.expect("checked");
-            let none = if s.groups_planned > 0 && s.groups_applied == 0 {
+            let none = if s.groups_planned > 0 && s.groups_applied == 0 && s.groups_partly_applied == 0 {
                 "; none of its buffers was recreated with the same identity (call site, size, usage) in this run, so nothing changed — `vkecho cache clear` makes auto mode profile the program afresh"
             } else {
                 ""

@@ -167,15 +167,26 @@ fn analysis_log_and_statistics_agree_member_by_member() {
     let (r, st) = enforce(dir, "persistent", &plan, "own");
     assert_eq!(r.stdout, baseline, "enforce changed the output");
     assert_eq!(
-        (st.groups_planned, st.groups_applied, st.groups_partly_applied),
+        (
+            st.groups_planned,
+            st.groups_applied,
+            st.groups_partly_applied
+        ),
         (1, 1, 0),
         "{st:#?}"
     );
-    assert!(st.not_applied.is_empty() && st.partly_applied.is_empty(), "{st:#?}");
+    assert!(
+        st.not_applied.is_empty() && st.partly_applied.is_empty(),
+        "{st:#?}"
+    );
     assert_eq!(keys(&st.members, true), keys(&planned, true), "{st:#?}");
     assert!(keys(&st.members, false).is_empty(), "{st:#?}");
     assert!(st.copies_elided_run > 0, "{st:#?}");
-    assert!(summary_line(&r).contains(": 1/1 groups applied, "), "{}", r.stderr);
+    assert!(
+        summary_line(&r).contains(": 1/1 groups applied, "),
+        "{}",
+        r.stderr
+    );
     assert!(!r.stderr.contains("not applied"), "{}", r.stderr);
 
     // The plan the analysis used to make (the remap twin's: both members), forced onto
@@ -191,13 +202,23 @@ fn analysis_log_and_statistics_agree_member_by_member() {
     let forced_file = dir.join("forced.plan");
     std::fs::write(&forced_file, forced.to_string()).unwrap();
     let (r, st) = enforce(dir, "persistent", &forced_file, "forced");
-    assert_eq!(r.stdout, baseline, "enforce (forced plan) changed the output");
     assert_eq!(
-        (st.groups_planned, st.groups_applied, st.groups_partly_applied),
+        r.stdout, baseline,
+        "enforce (forced plan) changed the output"
+    );
+    assert_eq!(
+        (
+            st.groups_planned,
+            st.groups_applied,
+            st.groups_partly_applied
+        ),
         (1, 0, 1),
         "{st:#?}"
     );
-    assert!(st.not_applied.is_empty(), "nothing is called not applied: {st:#?}");
+    assert!(
+        st.not_applied.is_empty(),
+        "nothing is called not applied: {st:#?}"
+    );
     // The same member refused, for the same reason, and the same member applied, as the analysis
     // of `persistent` says.
     let refused: Vec<&MemberStatus> = st.members.iter().filter(|m| !m.applied).collect();
@@ -209,12 +230,24 @@ fn analysis_log_and_statistics_agree_member_by_member() {
     assert!(analysed.reason.contains(&refused[0].reason), "{analysed:?}");
     assert_eq!(keys(&st.members, true), keys(&planned, true), "{st:#?}");
     // The work enforce did is that of the applied member.
-    assert!(st.copies_elided_run > 0 && st.binds_redirected > 0, "{st:#?}");
+    assert!(
+        st.copies_elided_run > 0 && st.binds_redirected > 0,
+        "{st:#?}"
+    );
     let p = &st.partly_applied[0];
     let m_refused = refused[0].member.unwrap();
-    let m_applied = st.members.iter().find(|m| m.applied).unwrap().member.unwrap();
+    let m_applied = st
+        .members
+        .iter()
+        .find(|m| m.applied)
+        .unwrap()
+        .member
+        .unwrap();
     assert_eq!(p.applied, [m_applied]);
-    assert_eq!(p.reason, format!("member {m_refused}: {MAPPED_BY_APPLICATION}"));
+    assert_eq!(
+        p.reason,
+        format!("member {m_refused}: {MAPPED_BY_APPLICATION}")
+    );
     // The log line and the per-group line say the same.
     let line = summary_line(&r);
     assert!(
@@ -236,6 +269,10 @@ fn analysis_log_and_statistics_agree_member_by_member() {
     let base_remap = run(None, "remap", &[]).stdout;
     let (r, st) = enforce(dir, "remap", &rplan, "remap");
     assert_eq!(r.stdout, base_remap);
-    assert_eq!((st.groups_applied, st.groups_partly_applied), (1, 0), "{st:#?}");
+    assert_eq!(
+        (st.groups_applied, st.groups_partly_applied),
+        (1, 0),
+        "{st:#?}"
+    );
     assert_eq!(keys(&st.members, true), keys(&ra.member_statuses(), true));
 }
