@@ -157,6 +157,10 @@ fn analysis_log_and_statistics_agree_member_by_member() {
     assert_eq!(a.plan.groups.len(), 1, "{:#?}", a.candidates);
     assert_eq!(a.plan.groups[0].members.len(), 1);
     let planned = a.member_statuses();
+    assert_eq!(
+        a.members, planned,
+        "`vkecho analyze --json` holds the same records"
+    );
     assert_eq!(keys(&planned, true).len(), 1, "{planned:#?}");
     assert_eq!(
         keys(&planned, false),

@@ -106,6 +106,10 @@ pub struct Analysis {
     /// Every copy of the trace, and why those outside accepted pairs stayed out.
     #[serde(default)]
     pub copies: CopySummary,
+    /// Member by member, per group ([`Analysis::member_statuses`], issue 36): the records
+    /// enforce's statistics hold per member (`Stats::members`). Absent in older output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<crate::stats::MemberStatus>,
 }
 
 impl Analysis {
@@ -214,6 +218,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         let mut a = explain_device(trace, t, site);
         tag_device(&mut a, devices.first().copied().unwrap_or(0), 0);
         crate::classes::form(trace, &mut a.plan);
+        a.members = a.member_statuses();
         return a;
     }
     let mut out = Analysis {
@@ -222,6 +227,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         warnings: Vec::new(),
         truncated: trace.truncated,
         copies: CopySummary::default(),
+        members: Vec::new(),
     };
     for d in devices {
         let sub = Trace {
@@ -253,6 +259,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         }));
     }
     crate::classes::form(trace, &mut out.plan);
+    out.members = out.member_statuses();
     out
 }
 
@@ -332,6 +339,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
         warnings,
         truncated: trace.truncated,
         copies,
+        members: Vec::new(),
     }
 }
 
