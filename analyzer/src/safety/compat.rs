@@ -10,6 +10,9 @@
 //! (`check_map_redirect`), so a group enforce would refuse in every run is refused in the plan.
 //! [`held_back`] refuses a group whose guest buffer is named by a command recorded before the
 //! buffer it is bound into is bound (enforce holds the guest's bind back until then).
+//! [`mapped_before_bind`] refuses a staging-into-device member whose allocation the program
+//! mapped before the device buffer was bound and still holds then (`apply::check_staging_mapping`,
+//! issue 36); the group's other members are kept.
 
 use super::{upper, Cause, Ctx, Verdict};
 use crate::apply::{check_map_redirect, check_redirect, check_staging_mapping, Refusal, Target};
