@@ -377,6 +377,26 @@ pub fn check_map_redirect(
     Ok(shift)
 }
 
+/// Enforce's words for a staging member whose own allocation the application still holds mapped
+/// when the member would be bound into the device buffer's memory.
+pub const MAPPED_BY_APPLICATION: &str = "its allocation is mapped by the application while the device buffer is bound, so host writes through that mapping would not reach the shared memory";
+
+/// `StagingIntoDevice` (issue 36): a staging member is bound into the device buffer's memory when
+/// both are bound (its bind waits for the device buffer's). `mapped`: the application holds a
+/// mapping of the member's own allocation at that moment, which it obtained from the driver (it
+/// mapped the allocation before the device buffer was bound, and has not unmapped it since);
+/// `redirected`: that allocation's maps are already served from the device allocation. A pointer
+/// the driver handed out cannot be moved, so what the host writes through it would never reach
+/// the shared range: the member is not bound there (the other members of its group can be).
+/// Enforce asks this at the bind; the analysis asks it of the trace (`safety::compat::
+/// mapped_before_bind`), so the plan never holds a member enforce would refuse for it.
+pub fn check_staging_mapping(mapped: bool, redirected: bool) -> Result<(), &'static str> {
+    if mapped && !redirected {
+        return Err(MAPPED_BY_APPLICATION);
+    }
+    Ok(())
+}
+
 /// One line for the reasons a group was not applied, `(member, why)` each (`None`: the group as a
 /// whole): members with the same reason share it ("members 0, 2: ..."), and past `limit`
 /// characters only the first reason is kept, with how many others there were.

@@ -78,7 +78,7 @@ fn direction_words(d: Direction) -> &'static str {
     }
 }
 
-fn role_words(r: Role) -> &'static str {
+pub fn role_words(r: Role) -> &'static str {
     match r {
         Role::Upload => "upload",
         Role::Readback => "readback",
@@ -309,6 +309,39 @@ pub fn table(a: &Analysis, source: &str) -> String {
                         "is not made at the driver".to_string()
                     }
                 );
+            }
+            // Member by member (issue 36): what the plan applies, and which partners of the
+            // device buffer it leaves out, and why.
+            let number = |key: &str| {
+                a.candidates
+                    .iter()
+                    .find(|c| c.staging.key.to_string() == key)
+                    .map_or(String::new(), |c| format!("staging #{} ", c.staging.number))
+            };
+            for st in a
+                .member_statuses()
+                .iter()
+                .filter(|x| x.group == g.id && x.device_index == g.device_index)
+            {
+                match st.member {
+                    Some(i) => {
+                        let _ = writeln!(
+                            s,
+                            "    member {i}: {}({}) applied",
+                            number(&st.staging),
+                            st.role
+                        );
+                    }
+                    None => {
+                        let _ = writeln!(
+                            s,
+                            "    not a member: {}({}): {}",
+                            number(&st.staging),
+                            st.role,
+                            st.reason
+                        );
+                    }
+                }
             }
             for (i, m) in g.members.iter().enumerate() {
                 if !m.allocation_note.is_empty() {

@@ -11,6 +11,44 @@ pub struct NotApplied {
     pub reason: String,
 }
 
+/// A planned group that enforce applied only in part (issue 36): some members share the device
+/// buffer's memory, the others do not.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartlyApplied {
+    pub group: u32,
+    /// The plan's indices of the members applied.
+    pub applied: Vec<u32>,
+    /// Why the others were not (`member N: why`, as in [`NotApplied::reason`]).
+    pub reason: String,
+}
+
+/// What became of one staging member of a group (issue 36): in a run, whether enforce applied it
+/// (and why not); in an analysis ([`crate::analysis::Analysis::member_statuses`]), whether the
+/// plan holds it (and why not). A plain record, so that enforce's log, the statistics, `vkecho
+/// analyze` and any other report say the same thing member by member, in the same words.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    /// As [`crate::plan::Group::device_index`] (in a run's statistics: the device's index).
+    #[serde(default)]
+    pub device_index: u32,
+    pub group: u32,
+    /// The member's index in the plan's group; absent for a staging buffer the analysis refused
+    /// (it is not in the plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<u32>,
+    /// The staging buffer's key (`site:size:usage:flags#ordinal`, as in the plan).
+    #[serde(default)]
+    pub staging: String,
+    /// `upload` or `readback`.
+    #[serde(default)]
+    pub role: String,
+    pub applied: bool,
+    /// Why not (empty when applied): the words enforce uses; the analysis's sentence for the same
+    /// cause contains them.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stats {
     /// `off`, `profile` or `enforce` (what the layer actually did on this device).
@@ -39,8 +77,18 @@ pub struct Stats {
     /// the plan does not list one by one, so not in `groups_planned`/`groups_applied`.
     #[serde(default)]
     pub class_instances_applied: u32,
+    /// Groups none of whose members was applied (or whose device buffer did not appear).
     #[serde(default)]
     pub not_applied: Vec<NotApplied>,
+    /// Groups applied only in part (issue 36): counted neither in `groups_applied` nor in
+    /// `not_applied`.
+    #[serde(default)]
+    pub groups_partly_applied: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partly_applied: Vec<PartlyApplied>,
+    /// Every planned member of the groups enforce tracked, applied or not and why (issue 36).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberStatus>,
     /// `vkCmdCopyBuffer*` calls whose every region was a self-copy (and so dropped).
     pub copies_elided: u64,
     /// Regions dropped as self-copies, and their bytes.
@@ -140,6 +188,7 @@ impl Stats {
         for s in all {
             t.groups_planned += s.groups_planned;
             t.groups_applied += s.groups_applied;
+            t.groups_partly_applied += s.groups_partly_applied;
             t.class_instances_applied += s.class_instances_applied;
             t.copies_elided += s.copies_elided;
             t.regions_elided += s.regions_elided;
@@ -212,8 +261,13 @@ impl Stats {
         } else {
             String::new()
         };
+        let part = if self.groups_partly_applied > 0 {
+            format!(" in full, {} in part", self.groups_partly_applied)
+        } else {
+            String::new()
+        };
         format!(
-            "{} on {} ({}): {}/{} groups applied, {} copies ({} bytes) elided as run ({} copies and {} regions, {} bytes, as recorded), {} barriers inserted, {} bytes not allocated ({} skipped{late}){carried}{guard}",
+            "{} on {} ({}): {}/{} groups applied{part}, {} copies ({} bytes) elided as run ({} copies and {} regions, {} bytes, as recorded), {} barriers inserted, {} bytes not allocated ({} skipped{late}){carried}{guard}",
             self.mode,
             self.device,
             self.class,
@@ -228,6 +282,42 @@ impl Stats {
             self.memory_not_allocated,
             crate::report::plural(self.allocations_skipped as u64, "allocation", "allocations")
         )
+    }
+}
+
+impl Stats {
+    /// One line per group not applied in full, after [`Stats::summary`]: `group 1 not applied:
+    /// member 0: why`, `group 2 applied in part: member 1 applied; not applied: member 0: why`.
+    pub fn group_lines(&self) -> Vec<String> {
+        let mut out: Vec<(u32, String)> = self
+            .partly_applied
+            .iter()
+            .map(|p| {
+                let applied: Vec<String> = p.applied.iter().map(u32::to_string).collect();
+                (
+                    p.group,
+                    format!(
+                        "group {} applied in part: {} {} applied; not applied: {}",
+                        p.group,
+                        if applied.len() == 1 {
+                            "member"
+                        } else {
+                            "members"
+                        },
+                        applied.join(", "),
+                        p.reason
+                    ),
+                )
+            })
+            .collect();
+        out.extend(self.not_applied.iter().map(|n| {
+            (
+                n.group,
+                format!("group {} not applied: {}", n.group, n.reason),
+            )
+        }));
+        out.sort_by_key(|x| x.0);
+        out.into_iter().map(|x| x.1).collect()
     }
 }
 
@@ -251,6 +341,44 @@ mod tests {
             line.contains("4096 bytes not allocated (2 allocations skipped, 1 made in part, 1 made late with 64 bytes carried, 1 map across a window refused)"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_group_applied_in_part_is_said_so() {
+        let s = Stats {
+            groups_planned: 2,
+            groups_applied: 0,
+            groups_partly_applied: 1,
+            partly_applied: vec![PartlyApplied {
+                group: 1,
+                applied: vec![1],
+                reason: "member 0: because".into(),
+            }],
+            not_applied: vec![NotApplied {
+                group: 2,
+                reason: "member 0: why".into(),
+            }],
+            ..Default::default()
+        };
+        assert!(
+            s.summary()
+                .contains(": 0/2 groups applied in full, 1 in part, "),
+            "{}",
+            s.summary()
+        );
+        assert_eq!(
+            s.group_lines(),
+            [
+                "group 1 applied in part: member 1 applied; not applied: member 0: because",
+                "group 2 not applied: member 0: why"
+            ]
+        );
+        // Older statistics (no per-member fields) still read.
+        let old: Stats = serde_json::from_str(
+            r#"{"mode":"enforce","device":"d","class":"c","active":true,"groups_planned":1,"groups_applied":1,"copies_elided":0,"regions_elided":0,"bytes_elided":0,"regions_passed":0,"barriers_inserted":0,"binds_redirected":0,"maps_redirected":0,"frees_deferred":0,"memory_not_allocated":0}"#,
+        )
+        .unwrap();
+        assert!(old.members.is_empty() && old.groups_partly_applied == 0);
     }
 
     #[test]

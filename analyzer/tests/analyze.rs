@@ -29,8 +29,9 @@ fn upload_loop(t: &mut T, h: Buf, d: Buf, iters: usize) {
 #[test]
 fn upload_loop_is_accepted_staging_into_device() {
     let mut t = T::new();
-    let h = t.staging(MIB);
+    let h = t.staging_unmapped(MIB);
     let d = t.device(MIB);
+    t.map(h.mem);
     upload_loop(&mut t, h, d, 3);
     let a = t.analyze();
     let (g, dir, one) = accepted(decision(&a, 1, 2));
@@ -49,8 +50,9 @@ fn upload_loop_is_accepted_staging_into_device() {
 #[test]
 fn upload_and_readback_make_one_group_with_two_members() {
     let mut t = T::new();
-    let h_in = t.staging(MIB);
+    let h_in = t.staging_unmapped(MIB);
     let d = t.device(MIB);
+    t.map(h_in.mem);
     let h_out = t.staging(MIB);
     for _ in 0..4 {
         t.host_write(h_in.buf);
@@ -77,8 +79,9 @@ fn group_member_whose_bytes_the_host_expects_to_differ_is_dropped_s1() {
     // The host writes the next input before reading the previous result: alone each pair is
     // fine, but h_in and h_out would share bytes in the group.
     let mut t = T::new();
-    let h_in = t.staging(MIB);
+    let h_in = t.staging_unmapped(MIB);
     let d = t.device(MIB);
+    t.map(h_in.mem);
     let h_out = t.staging(MIB);
     t.host_write(h_in.buf);
     for _ in 0..3 {
@@ -100,6 +103,94 @@ fn group_member_whose_bytes_the_host_expects_to_differ_is_dropped_s1() {
         "{msg}"
     );
     assert!(msg.contains("staging buffer #3"), "{msg}");
+}
+
+/// Issue 36: the upload buffer's allocation is mapped before the device buffer is bound (`how`:
+/// `"held"` keeps that mapping; `"unmapped"` unmaps it before the device buffer's bind and maps it
+/// again after; `"late"` binds the upload buffer only after the device buffer, still holding the
+/// early map), then h_in → d → h_out.
+fn mapped_early(how: &str) -> T {
+    let mut t = T::new();
+    let h_in = if how == "late" {
+        let buf = t.create(MIB, SRC | DST, 0);
+        let mem = t.alloc(MIB, 0, Some(buf));
+        Buf { buf, mem }
+    } else {
+        t.staging_unmapped(MIB)
+    };
+    t.map(h_in.mem);
+    if how == "unmapped" {
+        t.push(Event::UnmapMemory { memory: h_in.mem });
+    }
+    let d = t.device(MIB);
+    if how == "late" {
+        t.bind(h_in.buf, h_in.mem, 0);
+    }
+    if how == "unmapped" {
+        t.map(h_in.mem);
+    }
+    let h_out = t.staging_unmapped(MIB);
+    t.map(h_out.mem);
+    for _ in 0..3 {
+        t.host_write(h_in.buf);
+        t.run(&[
+            Cmd::Copy(h_in.buf, d.buf, MIB),
+            Cmd::ReadWrite(d.buf),
+            Cmd::Copy(d.buf, h_out.buf, MIB),
+        ]);
+        t.host_read(h_out.buf);
+    }
+    t
+}
+
+#[test]
+fn an_upload_mapped_before_the_device_buffer_is_bound_is_refused_alone() {
+    for how in ["held", "late"] {
+        let a = mapped_early(how).analyze();
+        assert_causes_agree(&a, Thresholds::default());
+        // The upload member is refused, in enforce's words (apply::check_staging_mapping) ...
+        let (c, ev, msg) = rejected(decision(&a, 1, 2));
+        assert_eq!(c, Condition::Compat, "{how}: {msg}");
+        assert!(ev.is_some());
+        assert!(
+            msg.contains(echo_analyzer::apply::MAPPED_BY_APPLICATION),
+            "{how}: {msg}"
+        );
+        let row = a.candidates.iter().find(|c| c.staging.number == 1).unwrap();
+        let Decision::Rejected { plain, reason, .. } = &row.decision else {
+            unreachable!()
+        };
+        assert_eq!(reason, "compat_mapped");
+        assert!(
+            plain.contains(echo_analyzer::apply::MAPPED_BY_APPLICATION),
+            "{plain}"
+        );
+        // ... and the readback member keeps its gain: a group of one, staging into device.
+        let (g, dir, _) = accepted(decision(&a, 3, 2));
+        assert_eq!((g, dir), (1, Direction::StagingIntoDevice), "{how}");
+        assert_eq!(a.plan.groups.len(), 1);
+        assert_eq!(a.plan.groups[0].members.len(), 1);
+        assert_eq!(a.plan.groups[0].members[0].role, Role::Readback);
+        // Member by member, as enforce's statistics say it.
+        let st = a.member_statuses();
+        assert_eq!(st.len(), 2, "{st:#?}");
+        assert!(st[0].applied && st[0].member == Some(0) && st[0].role == "readback");
+        assert!(!st[1].applied && st[1].member.is_none() && st[1].role == "upload");
+        assert!(st[1]
+            .reason
+            .contains(echo_analyzer::apply::MAPPED_BY_APPLICATION));
+        let text = echo_analyzer::report::table(&a, "x");
+        assert!(
+            text.contains("member 0: staging #3 (readback) applied")
+                && text.contains("not a member: staging #1 (upload): "),
+            "{text}"
+        );
+    }
+    // Unmapped before the device buffer is bound and mapped again after: both members.
+    let a = mapped_early("unmapped").analyze();
+    assert_eq!(a.plan.groups.len(), 1, "{:#?}", a.candidates);
+    assert_eq!(a.plan.groups[0].members.len(), 2);
+    assert!(a.member_statuses().iter().all(|m| m.applied));
 }
 
 // Hazard 1: a device value still live when the host overwrites the staging buffer.
@@ -548,8 +639,9 @@ fn thresholds_count_copies_and_bytes() {
 #[test]
 fn one_time_upload_is_accepted_staging_into_device() {
     let mut t = T::new();
-    let w = t.staging(MIB);
+    let w = t.staging_unmapped(MIB);
     let d = t.device(MIB);
+    t.map(w.mem);
     t.host_write(w.buf);
     t.run(&[Cmd::Copy(w.buf, d.buf, MIB)]);
     t.destroy(w.buf);
@@ -913,8 +1005,9 @@ fn devices_are_analyzed_apart() {
 #[test]
 fn report_table_and_json_show_every_candidate() {
     let mut t = T::new();
-    let h = t.staging(MIB);
+    let h = t.staging_unmapped(MIB);
     let d = t.device(MIB);
+    t.map(h.mem);
     upload_loop(&mut t, h, d, 3);
     let h2 = t.staging(MIB);
     let d2 = t.device(MIB);
@@ -1243,8 +1336,9 @@ fn staging_allocations_holding_only_their_member_are_not_made() {
 fn staging_allocation_is_made_when_the_plan_cannot_vouch_for_it() {
     // Allocated before the device buffer is bound: where its bytes will live is not known then.
     let mut t = T::new();
-    let h_in = t.staging(MIB);
+    let h_in = t.staging_unmapped(MIB);
     let d = t.device(MIB);
+    t.map(h_in.mem);
     let h_out = t.staging(MIB);
     round_trip(&mut t, h_in, d, h_out);
     let a = t.analyze();

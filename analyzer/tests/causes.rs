@@ -224,8 +224,9 @@ fn every_cause_names_one_condition_one_reason_one_remedy() {
 #[test]
 fn a_small_one_time_upload_is_threshold_everywhere() {
     let mut t = T::new();
-    let h = t.staging(72);
+    let h = t.staging_unmapped(72);
     let d = t.device(72);
+    t.map(h.mem);
     t.host_write(h.buf);
     t.run(&[Cmd::Copy(h.buf, d.buf, 72), Cmd::Read(d.buf)]);
     t.destroy(h.buf);

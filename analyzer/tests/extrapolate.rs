@@ -15,8 +15,9 @@ fn flag(t: &T) -> (bool, String) {
 #[test]
 fn a_fresh_download_is_extrapolable_even_when_a_shader_writes_its_device_buffer() {
     let mut t = T::new();
-    let h = t.staging(MIB);
+    let h = t.staging_unmapped(MIB);
     let d = t.device(MIB);
+    t.map(h.mem);
     t.run(&[Cmd::ReadWrite(d.buf)]);
     t.run(&[Cmd::Copy(d.buf, h.buf, MIB)]);
     t.host_read(h.buf);

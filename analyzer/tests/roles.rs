@@ -197,8 +197,9 @@ fn unmapped_partner_needs_no_watch_record() {
 fn one_time_download_is_a_candidate_like_a_one_time_upload() {
     // A single readback of a large result, then the staging buffer is destroyed.
     let mut t = T::new();
-    let h = t.staging(MIB);
+    let h = t.staging_unmapped(MIB);
     let d = t.device(MIB);
+    t.map(h.mem);
     for _ in 0..3 {
         t.run(&[Cmd::ReadWrite(d.buf)]);
     }

@@ -213,8 +213,9 @@ fn windows_before_the_watch_record_or_after_destruction_do_not_count() {
 /// accepted with every window watched (the host reads `h_out`, then writes `h_in`).
 fn group_loop(observed: impl Fn(usize) -> bool) -> T {
     let mut t = T::new();
-    let h_in = t.staging(MIB);
+    let h_in = t.staging_unmapped(MIB);
     let d = t.device(MIB);
+    t.map(h_in.mem);
     let h_out = t.staging(MIB);
     t.host_write(h_in.buf);
     let mut w = 0;

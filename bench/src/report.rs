@@ -353,9 +353,7 @@ fn stats_note(r: &SampleRun) -> Option<String> {
     if !s.plan_status.is_empty() && s.plan_status != "applied" {
         v.push(format!("plan {}", s.plan_status));
     }
-    for n in &s.not_applied {
-        v.push(format!("group {} not applied: {}", n.group, n.reason));
-    }
+    v.extend(s.group_lines());
     for e in &s.errors {
         v.push(format!("layer error: {e}"));
     }

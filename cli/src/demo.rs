@@ -262,8 +262,8 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     let mut note = String::new();
     if last_stats.plan_status.starts_with("refused") {
         note = last_stats.plan_status.clone();
-    } else if let Some(n) = last_stats.not_applied.first() {
-        note = format!("group {} not applied: {}", n.group, n.reason);
+    } else if let Some(line) = last_stats.group_lines().into_iter().next() {
+        note = line;
     }
     Ok(Row {
         sample: name.into(),

@@ -305,6 +305,12 @@ fn redact_run(mut r: RunRecord, cache: &Path) -> RunRecord {
     for n in &mut r.stats.not_applied {
         n.reason = redact(&n.reason, cache);
     }
+    for n in &mut r.stats.partly_applied {
+        n.reason = redact(&n.reason, cache);
+    }
+    for m in &mut r.stats.members {
+        m.reason = redact(&m.reason, cache);
+    }
     for w in &mut r.warnings {
         *w = redact(w, cache);
     }

@@ -69,8 +69,8 @@ pub fn main(args: &[String]) -> i32 {
                         s.device_index,
                         s.summary()
                     );
-                    for n in &s.not_applied {
-                        eprintln!("vkecho run:   group {} not applied: {}", n.group, n.reason);
+                    for line in s.group_lines() {
+                        eprintln!("vkecho run:   {line}");
                     }
                     let profiled =
                         s.mode == "profile" && s.plan.as_deref().is_some_and(|p| !p.is_empty());
@@ -207,7 +207,7 @@ pub fn auto_outcome(s: &Stats) -> String {
         }
         "enforce" if s.plan_status == "applied" && evidence.is_some() => {
             let (_, e) = evidence.expect("checked");
-            let none = if s.groups_planned > 0 && s.groups_applied == 0 {
+            let none = if s.groups_planned > 0 && s.groups_applied == 0 && s.groups_partly_applied == 0 {
                 "; none of its buffers was recreated with the same identity (call site, size, usage) in this run, so nothing changed — `vkecho cache clear` makes auto mode profile the program afresh"
             } else {
                 ""

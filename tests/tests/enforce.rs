@@ -854,23 +854,33 @@ fn free_of_memory_a_partner_lives_in_is_deferred() {
 }
 
 /// The upload buffer is mapped and written before the device buffer has memory, and stays
-/// mapped: its bind keeps waiting for the device buffer (a map no longer forces it; bytes written
-/// meanwhile could be carried over), but when the device buffer is bound the application still
-/// holds a pointer into the upload buffer's own allocation, so it is bound as the application
-/// asked (reported); the readback member is still aliased.
+/// mapped: when the device buffer is bound the application still holds a pointer into the upload
+/// buffer's own allocation, which enforce cannot serve from the shared memory. Issue 36: the
+/// analysis says so (the same check, `apply::check_staging_mapping`) and plans the readback member
+/// alone, which enforce applies in full — before, the plan held both, and enforce reported the
+/// group "not applied" while it aliased the readback member and elided its copies.
 #[test]
 fn staging_used_before_its_partner_is_bound_as_asked() {
-    let s = ordered("map-early");
-    assert_eq!(s.groups_applied, 0);
+    let f = Flow::order("map-early");
+    let (_, plan) = f.profile_and_analyze();
+    let p = read_plan(&plan);
+    assert_eq!(p.groups.len(), 1, "{:#?}", p.rejected);
+    assert_eq!(p.groups[0].members.len(), 1);
+    assert_eq!(p.groups[0].members[0].role, Role::Readback);
+    assert_eq!(p.rejected.len(), 1, "{:#?}", p.rejected);
     assert!(
-        s.not_applied[0]
-            .reason
-            .contains("mapped by the application while the device buffer is bound"),
-        "{:?}",
-        s.not_applied
+        p.rejected[0]
+            .plain
+            .contains(echo_analyzer::apply::MAPPED_BY_APPLICATION),
+        "{:#?}",
+        p.rejected
     );
+    let s = ordered("map-early");
+    assert_eq!(s.groups_applied, 1, "{:?}", s.not_applied);
+    assert!(s.not_applied.is_empty() && s.partly_applied.is_empty());
     assert_eq!(s.binds_redirected, 1);
     assert_eq!(s.copies_elided, 3);
+    assert!(s.members.iter().all(|m| m.applied) && s.members.len() == 1);
 }
 
 #[test]

@@ -100,6 +100,9 @@ fn direction_checks(
     compat::check(ctx, c.staging, c.device, dl, dir)?;
     compat::held_back(ctx, c.staging, c.device, dir)?;
     s4_lifetime::check(ctx, c.staging, c.device, dl, dir)?;
+    if dir == Direction::StagingIntoDevice {
+        compat::mapped_before_bind(ctx, c.staging, c.device)?;
+    }
     Ok(())
 }
 

@@ -106,6 +106,51 @@ pub struct Analysis {
     /// Every copy of the trace, and why those outside accepted pairs stayed out.
     #[serde(default)]
     pub copies: CopySummary,
+    /// Member by member, per group ([`Analysis::member_statuses`], issue 36): the records
+    /// enforce's statistics hold per member (`Stats::members`). Absent in older output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<crate::stats::MemberStatus>,
+}
+
+impl Analysis {
+    /// Member by member (issue 36), per group: each staging buffer the plan holds (`applied`:
+    /// the plan applies it), then each other candidate partner of the group's device buffer,
+    /// refused with its plain sentence (which holds enforce's words where enforce decides the
+    /// same thing, `crate::apply`). The record enforce's statistics hold per member
+    /// (`Stats::members`), so reports can put the two side by side.
+    pub fn member_statuses(&self) -> Vec<crate::stats::MemberStatus> {
+        let mut out = Vec::new();
+        for g in &self.plan.groups {
+            for (i, m) in g.members.iter().enumerate() {
+                out.push(crate::stats::MemberStatus {
+                    device_index: g.device_index,
+                    group: g.id,
+                    member: Some(i as u32),
+                    staging: m.staging.key.to_string(),
+                    role: crate::report::role_words(m.role).into(),
+                    applied: true,
+                    reason: String::new(),
+                });
+            }
+            for c in &self.candidates {
+                if c.device_index != g.device_index || c.device.key != g.device.key {
+                    continue;
+                }
+                if let Decision::Rejected { message, plain, .. } = &c.decision {
+                    out.push(crate::stats::MemberStatus {
+                        device_index: g.device_index,
+                        group: g.id,
+                        member: None,
+                        staging: c.staging.key.to_string(),
+                        role: crate::report::role_words(c.role).into(),
+                        applied: false,
+                        reason: if plain.is_empty() { message } else { plain }.clone(),
+                    });
+                }
+            }
+        }
+        out
+    }
 }
 
 /// How many buffer copies the trace holds and, by reason, why the ones outside accepted pairs
@@ -173,6 +218,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         let mut a = explain_device(trace, t, site);
         tag_device(&mut a, devices.first().copied().unwrap_or(0), 0);
         crate::classes::form(trace, &mut a.plan);
+        a.members = a.member_statuses();
         return a;
     }
     let mut out = Analysis {
@@ -181,6 +227,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         warnings: Vec::new(),
         truncated: trace.truncated,
         copies: CopySummary::default(),
+        members: Vec::new(),
     };
     for d in devices {
         let sub = Trace {
@@ -212,6 +259,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         }));
     }
     crate::classes::form(trace, &mut out.plan);
+    out.members = out.member_statuses();
     out
 }
 
@@ -291,6 +339,7 @@ fn explain_device(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> Strin
         warnings,
         truncated: trace.truncated,
         copies,
+        members: Vec::new(),
     }
 }
 

@@ -68,6 +68,8 @@ pub struct Memory {
     pub freed: Option<u64>,
     /// `(seq, offset, size)` of every `vkMapMemory` (size already resolved from `VK_WHOLE_SIZE`).
     pub maps: Vec<(u64, u64, u64)>,
+    /// `seq` of every `vkUnmapMemory`.
+    pub unmaps: Vec<u64>,
     /// `(buffer, offset, seq)` of every bind into it.
     pub binds: Vec<(BufId, u64, u64)>,
     /// `(offset, size, seq)` of every image bound into it.
@@ -77,6 +79,15 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// The `seq` of the map the application still held at event `at`: the last `vkMapMemory`
+    /// before `at` with no `vkUnmapMemory` (nor free) between it and `at`.
+    pub fn mapped_at(&self, at: u64) -> Option<u64> {
+        let map = self.maps.iter().map(|m| m.0).filter(|&s| s < at).max()?;
+        let closed = self.unmaps.iter().any(|&u| u > map && u < at)
+            || self.freed.is_some_and(|f| f > map && f < at);
+        (!closed).then_some(map)
+    }
+
     /// Only this buffer was ever bound to the allocation (dedicated, or used as if it were).
     pub fn owned_by(&self, b: BufId) -> bool {
         self.dedicated_buffer == Some(b)

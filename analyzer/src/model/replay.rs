@@ -52,6 +52,7 @@ impl Model {
                 | Event::MemoryFree { .. }
                 | Event::BindBuffer { .. }
                 | Event::MapMemory { .. }
+                | Event::UnmapMemory { .. }
                 | Event::BufferAddress { .. }
                 | Event::BindImage { .. }
                 | Event::Aside { .. } => r.buffers_and_memory(seq, event),
@@ -74,7 +75,6 @@ impl Model {
                 | Event::Watched { .. }
                 | Event::HostAccess { .. } => r.host_access(seq, event),
                 Event::DeviceDestroy { .. }
-                | Event::UnmapMemory { .. }
                 | Event::FlushRanges { .. }
                 | Event::InvalidateRanges { .. }
                 | Event::CmdEnd { .. }
@@ -190,6 +190,7 @@ impl Replay {
                     allocated: seq,
                     freed: None,
                     maps: Vec::new(),
+                    unmaps: Vec::new(),
                     binds: Vec::new(),
                     image_binds: Vec::new(),
                     aside: None,
@@ -240,6 +241,12 @@ impl Replay {
                 }
                 None => self.m.warn(format!("event {seq}: map of unknown memory {memory:#x}")),
             },
+            Event::UnmapMemory { memory } => {
+                // An unmap of unknown memory is the map's warning's business (or a no-op).
+                if let Some(&x) = self.mem_of.get(memory) {
+                    self.m.memories[x].unmaps.push(seq);
+                }
+            }
             Event::BufferAddress { buffer } => match self.buf_of.get(buffer) {
                 Some(&b) => {
                     if self.m.buffers[b].address_taken.is_none() {

@@ -47,6 +47,9 @@ pub enum Cause {
     CompatMemory,
     /// The device buffer already shares its memory with other staging buffers.
     CompatTaken,
+    /// The application holds a map of the staging allocation, made before the device buffer was
+    /// bound, when the two would be bound together (issue 36).
+    CompatMapped,
     /// The trace cannot vouch that it holds every host access (validation off or lost, cut).
     Evidence,
     /// Host-access validation watched only some windows.
@@ -62,7 +65,7 @@ pub enum Cause {
 }
 
 impl Cause {
-    pub const ALL: [Cause; 27] = [
+    pub const ALL: [Cause; 28] = [
         Cause::Threshold,
         Cause::OneTime,
         Cause::Reuse,
@@ -81,6 +84,7 @@ impl Cause {
         Cause::CompatAnonymous,
         Cause::CompatMemory,
         Cause::CompatTaken,
+        Cause::CompatMapped,
         Cause::Evidence,
         Cause::EvidenceSampled,
         Cause::GpuOnly,
@@ -104,7 +108,7 @@ impl Cause {
             S3Address | S3Special | HostImport => Condition::S3,
             S4 => Condition::S4,
             CompatUntracked | Aside | SharedBytes | CompatIdentity | CompatAnonymous
-            | CompatMemory | CompatTaken => Condition::Compat,
+            | CompatMemory | CompatTaken | CompatMapped => Condition::Compat,
             Evidence | EvidenceSampled => Condition::Evidence,
             GpuOnly | HostBoth | HostNeither | NoEvidence | SmallUnwatched | SameBuffer
             | UnknownBuffer => return None,
@@ -133,6 +137,7 @@ impl Cause {
             CompatAnonymous => "compat_anonymous",
             CompatMemory => "compat",
             CompatTaken => "compat_taken",
+            CompatMapped => "compat_mapped",
             Evidence => "evidence",
             EvidenceSampled => "evidence_sampled",
             GpuOnly => "gpu_only",
@@ -170,6 +175,7 @@ impl Cause {
             CompatAnonymous => "a buffer of the pair was smaller than min_bytes while profiling, so it has no identity a later run could recognise".into(),
             CompatMemory => "the two buffers' memory does not allow the sharing: memory type, alignment, size, the map layout, or the order in which they are bound".into(),
             CompatTaken => "the device buffer already shares its memory with other staging buffers, and this one cannot join them".into(),
+            CompatMapped => format!("the application maps the staging buffer's allocation before the device buffer is bound and still holds that mapping when the two would share memory: {}; the group's other members are not affected", crate::apply::MAPPED_BY_APPLICATION),
             Evidence => "the trace cannot vouch that it holds every host access to the pair (host-access validation off or lost, or the trace cut short), so S1/S2 cannot be checked (fail closed)".into(),
             EvidenceSampled => "host-access validation watched the staging buffer only in some windows (validate_sample_every > 1); a window that was not watched cannot accept a pair".into(),
             GpuOnly => "neither side is ever mapped: GPU-to-GPU copies, with no staging buffer to share memory with".into(),
@@ -211,6 +217,7 @@ impl Cause {
             CompatAnonymous => "profile again with min_bytes at most the buffer's size".into(),
             CompatMemory => "none as a setting; the detail names the requirement that fails (a code change: allocate the two buffers compatibly, or bind the staging buffer before the device buffer is first used)".into(),
             CompatTaken => "none as a setting: one device buffer shares its memory with the staging buffers that pass together; give the others their own device buffer".into(),
+            CompatMapped => "a code change: bind the device buffer before mapping the staging allocation, or unmap it before the device buffer is bound and map it again after (echo then serves the map from the shared memory and carries what was written before)".into(),
             Evidence => "profile again with validate=true (the default) and a trace_max_bytes large enough for the whole run".into(),
             EvidenceSampled => "profile with validate_sample_every=1 (the default), so every window is watched".into(),
             GpuOnly => "none: these are not staging traffic".into(),

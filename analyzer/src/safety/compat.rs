@@ -10,9 +10,12 @@
 //! (`check_map_redirect`), so a group enforce would refuse in every run is refused in the plan.
 //! [`held_back`] refuses a group whose guest buffer is named by a command recorded before the
 //! buffer it is bound into is bound (enforce holds the guest's bind back until then).
+//! [`mapped_before_bind`] refuses a staging-into-device member whose allocation the program
+//! mapped before the device buffer was bound and still holds then (`apply::check_staging_mapping`,
+//! issue 36); the group's other members are kept.
 
 use super::{upper, Cause, Ctx, Verdict};
-use crate::apply::{check_map_redirect, check_redirect, Refusal, Target};
+use crate::apply::{check_map_redirect, check_redirect, check_staging_mapping, Refusal, Target};
 use crate::model::{BufId, OpKind};
 use crate::plan::Direction;
 use crate::trace::UseKind;
@@ -296,4 +299,53 @@ pub fn held_back(ctx: &Ctx, staging: BufId, device: BufId, dir: Direction) -> Re
             ctx.short(guest, grole)
         ),
     ))
+}
+
+/// Staging into device (issue 36): enforce binds the staging buffer into the device buffer's
+/// memory once both are bound, and serves the maps of its allocation from there. A map the
+/// application made of that allocation before the device buffer was bound, and still holds then,
+/// came from the driver: the host's writes through it would not reach the shared memory, so
+/// enforce refuses the member (`apply::check_staging_mapping`, the same words). The other
+/// members of the group do not depend on it.
+pub fn mapped_before_bind(ctx: &Ctx, staging: BufId, device: BufId) -> Result<(), Verdict> {
+    let m = ctx.m;
+    let (Some(hb), Some(db)) = (
+        m.buffers[staging].bind.as_ref(),
+        m.buffers[device].bind.as_ref(),
+    ) else {
+        return Ok(()); // never bound: check() refuses it
+    };
+    let mem = &m.memories[hb.memory];
+    // Enforce binds the member when the later of the two binds happens; a map made after the
+    // device buffer's bind is served from the device allocation (ahead of the member's own bind).
+    let at = hb.seq.max(db.seq);
+    let held = mem.mapped_at(at + 1).filter(|&s| s < db.seq);
+    let Err(why) = check_staging_mapping(held.is_some(), false) else {
+        return Ok(());
+    };
+    let map = held.expect("refused only when mapped");
+    let until = mem
+        .unmaps
+        .iter()
+        .copied()
+        .filter(|&u| u > map)
+        .min()
+        .map_or("never unmapped".to_string(), |u| {
+            format!("unmapped only at event {u}")
+        });
+    Err(Verdict {
+        cause: Cause::CompatMapped,
+        event: Some(map),
+        message: format!(
+            "compat: the allocation of {} was mapped at event {map}, before {} was bound (event {}), and {until}: {why}",
+            ctx.name(staging, "staging"),
+            ctx.name(device, "device"),
+            db.seq
+        ),
+        plain: format!(
+            "The program maps the memory of {} before {} has memory, and keeps that mapping: {why}.",
+            ctx.short(staging, "staging"),
+            ctx.short(device, "device")
+        ),
+    })
 }

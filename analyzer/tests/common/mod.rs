@@ -206,6 +206,17 @@ impl T {
         Buf { buf, mem }
     }
 
+    /// A staging buffer in its own (dedicated) allocation, bound but not mapped yet: map it
+    /// ([`T::map`]) once its device partner is bound. A map the program made before the device
+    /// buffer was bound, and still holds, cannot be served from the shared memory, so enforce
+    /// refuses such a member and the analysis with it (issue 36, `compat_mapped`).
+    pub fn staging_unmapped(&mut self, size: u64) -> Buf {
+        let buf = self.create(size, SRC | DST, 0);
+        let mem = self.alloc(size, 0, Some(buf));
+        self.bind(buf, mem, 0);
+        Buf { buf, mem }
+    }
+
     /// A staging buffer the renderer way: its own allocation mapped, (unseen) host writes,
     /// unmapped — and the buffer not bound yet.
     pub fn filled_unbound(&mut self, size: u64) -> Buf {

@@ -352,8 +352,8 @@ pub fn finish_device(dev: &DeviceData, ended: &str) {
     stats.ended = ended.into();
     if dev.enforce().is_some() {
         log::info!("{}", stats.summary());
-        for n in &stats.not_applied {
-            log::info!("  group {} not applied: {}", n.group, n.reason);
+        for line in stats.group_lines() {
+            log::info!("  {line}");
         }
     }
     if let Some(p) = &dev.settings.stats {
@@ -401,6 +401,9 @@ pub fn device_stats(dev: &DeviceData) -> Stats {
     };
     s.device = dev.decision.name.clone();
     s.device_index = dev.index;
+    for m in &mut s.members {
+        m.device_index = dev.index;
+    }
     s.class = dev.decision.topology.class.to_string();
     s.active = dev.is_active();
     let profiling = dev.profile().is_some();

@@ -7,8 +7,9 @@
 //!   binds back until d is bound), and mapped only after that.
 //! `--order free-early`: as normal, but after the loop d is destroyed and its memory freed before
 //!   the result is read through `down`'s mapping (enforce must defer that free: `down` lives in it).
-//! `--order map-early`: `up` is bound and mapped (and written) before d has memory, so enforce
-//!   binds it as asked at that first use.
+//! `--order map-early`: `up` is bound and mapped (and written) before d has memory, and stays
+//!   mapped, so enforce cannot serve that mapping from d's memory: the analysis refuses `up`
+//!   (`compat_mapped`, issue 36) and plans `down` alone.
 //!
 //! `--slack-kib N` (default 0): every allocation is N KiB larger than its buffer needs, and the
 //! staging allocations are mapped over their buffer's bytes only (not `VK_WHOLE_SIZE`).

@@ -255,7 +255,13 @@ impl Enforcer {
 
     pub(super) fn set_outcome(&self, inner: &mut Inner, guest: Slot, outcome: Result<(), String>) {
         if let Err(why) = &outcome {
-            log::info!("enforce: group {} not applied: {why}", guest.group());
+            // Per member (issue 36): the group's other members may still apply.
+            match guest {
+                Slot::Staging(g, m) => {
+                    log::info!("enforce: group {g} member {m} not applied: {why}")
+                }
+                Slot::Device(g) => log::info!("enforce: group {g} not applied: {why}"),
+            }
         }
         let Some(g) = inner.groups.get_mut(&guest.group()) else {
             return;
@@ -421,14 +427,9 @@ impl Enforcer {
             .mems
             .get(&memory)
             .is_some_and(|x| x.redirect.is_some());
-        if !redirected && mapped_now {
-            // The application still holds a pointer into its own allocation: later writes
-            // through it would not reach the shared range.
-            return Err(
-                "its allocation is mapped by the application while the device buffer is bound, so host writes through that mapping would not reach the shared memory"
-                    .into(),
-            );
-        }
+        // The application still holds a pointer into its own allocation: later writes through it
+        // would not reach the shared range (the analysis refuses such a member from the trace).
+        echo_analyzer::apply::check_staging_mapping(mapped_now, redirected)?;
         let dst = self.ensure_echo_map(dev, inner, dmem)?;
         // Never lose a byte (DESIGN §6): what the host wrote into the buffer's range of its own
         // allocation before this bind (map → memcpy → unmap → bind) moves with it, once.

@@ -27,7 +27,7 @@ use crate::log;
 use ash::vk;
 use echo_analyzer::apply::{check_redirect, PlanIndex, Target};
 use echo_analyzer::plan::Direction;
-use echo_analyzer::stats::{NotApplied, Stats};
+use echo_analyzer::stats::{MemberStatus, NotApplied, PartlyApplied, Stats};
 use echo_analyzer::topology::MemoryTable;
 use echo_analyzer::trace::{MemReq, ObjectKey};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -519,21 +519,53 @@ impl Enforcer {
                 Direction::StagingIntoDevice => g.members.len(),
                 Direction::DeviceIntoStaging => g.members.len().min(1),
             };
+            let planned = if PlanIndex::is_beyond(*id) {
+                self.index.beyond_group(*id)
+            } else {
+                self.index.plan.groups.iter().find(|x| x.id == *id).cloned()
+            };
+            let mut applied: Vec<u32> = Vec::new();
             for (i, m) in g.members.iter().enumerate().take(used) {
-                match &m.outcome {
-                    Some(Ok(())) => {}
-                    Some(Err(why)) => reasons.push((Some(i), why.clone())),
-                    None if !m.seen => reasons.push((
-                        Some(i),
-                        "its staging buffer was not created in this run".into(),
-                    )),
-                    None => reasons.push((Some(i), "never bound".into())),
+                let why = match &m.outcome {
+                    Some(Ok(())) => None,
+                    Some(Err(why)) => Some(why.clone()),
+                    None if !m.seen => {
+                        Some("its staging buffer was not created in this run".into())
+                    }
+                    None => Some("never bound".into()),
+                };
+                let pm = planned.as_ref().and_then(|p| p.members.get(i));
+                s.members.push(MemberStatus {
+                    device_index: 0,
+                    group: *id,
+                    member: Some(i as u32),
+                    staging: pm.map_or(String::new(), |p| p.staging.key.to_string()),
+                    role: pm.map_or(String::new(), |p| {
+                        echo_analyzer::report::role_words(p.role).to_string()
+                    }),
+                    applied: why.is_none(),
+                    reason: why.clone().unwrap_or_default(),
+                });
+                match why {
+                    None => applied.push(i as u32),
+                    Some(why) => reasons.push((Some(i), why)),
                 }
             }
             if reasons.is_empty() && PlanIndex::is_beyond(*id) {
                 s.class_instances_applied += 1;
             } else if reasons.is_empty() {
                 s.groups_applied += 1;
+            } else if g.device_seen && !applied.is_empty() {
+                // Issue 36: some members share the device buffer's memory (their copies are
+                // elided, their allocations maybe skipped); the group is not "not applied".
+                if !PlanIndex::is_beyond(*id) {
+                    s.groups_partly_applied += 1;
+                }
+                s.partly_applied.push(PartlyApplied {
+                    group: *id,
+                    applied,
+                    reason: echo_analyzer::apply::summarize_reasons(&reasons, 240),
+                });
             } else {
                 s.not_applied.push(NotApplied {
                     group: *id,
