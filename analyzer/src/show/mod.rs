@@ -1,0 +1,755 @@
+//! `vkecho show`: one run as people look at it (issue 36) — a timeline per queue of GPU
+//! submissions (their copies kept and elided, dispatches and draws), the host's waits and its
+//! accesses to staging memory, every candidate pair with its verdict in the words of
+//! `vkecho analyze`, and the totals. [`view`] builds the data from the analyzer's own model
+//! ([`crate::model::Model`]: submissions and their completion) and analysis; [`html`] writes it
+//! as one self-contained page, [`perfetto`] as Chrome JSON trace events.
+//!
+//! There are no GPU timestamps in a trace: the x axis is the trace's event sequence (`seq`). A
+//! submission spans from its `QueueSubmit` to the host's first observation of its completion;
+//! its commands share that span in execution order.
+
+pub mod html;
+pub mod perfetto;
+
+use crate::analysis::{Analysis, CandidateRow, Decision};
+use crate::model::{BufId, Model, OpKind, Step};
+use crate::plan::{Direction, Plan};
+use crate::report::{self, human_bytes, usage_names};
+use crate::stats::Stats;
+use crate::trace::{Event, Trace, UseKind};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// A row of the timeline: one queue of one device, the host's waits, or the host's accesses to
+/// one staging buffer.
+#[derive(Clone, Debug, Serialize)]
+pub struct Lane {
+    pub name: String,
+    /// `queue`, `host` (waits) or `staging` (host accesses to one buffer).
+    pub kind: String,
+    /// Rows the lane needs (submissions on one queue that overlap in the model stack).
+    pub rows: u32,
+}
+
+/// Something with a start and an end on the timeline.
+#[derive(Clone, Debug, Serialize)]
+pub struct Span {
+    pub lane: u32,
+    pub row: u32,
+    pub start: f64,
+    pub end: f64,
+    /// `submit`, `copy` (kept), `elided`, `dispatch`, `draw`, `use` (other commands),
+    /// `write`, `read`, `readwrite` (host accesses).
+    pub kind: String,
+    pub label: String,
+    /// The record behind it (`seq`): the `QueueSubmit` of a submission and its commands, the
+    /// `HostAccess` of a host access.
+    pub seq: u64,
+    /// Consecutive identical spans merged into this one.
+    #[serde(skip_serializing_if = "is_one")]
+    pub count: u64,
+    /// Bytes moved (copies).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bytes: u64,
+}
+
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// An instant: a fence, semaphore or idle observation by the host, a submission's semaphore
+/// wait, or the event that decided a candidate pair.
+#[derive(Clone, Debug, Serialize)]
+pub struct Mark {
+    pub lane: u32,
+    pub seq: u64,
+    /// `fence`, `idle`, `semaphore` (host observed a value), `wait` (a submission waits on a
+    /// semaphore), `signal` (the host signaled one), `decided`.
+    pub kind: String,
+    pub label: String,
+}
+
+/// One candidate pair as the page lists it: the row of `vkecho analyze`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pair {
+    /// 1-based, as `vkecho analyze` numbers its rows.
+    pub number: usize,
+    pub device_index: u32,
+    pub staging: String,
+    pub device: String,
+    pub role: String,
+    pub copies_per_iter: String,
+    pub bytes_per_iter: String,
+    /// `accepted: group 0, staging into device` / `rejected: S2 at event 71`.
+    pub decision: String,
+    pub accepted: bool,
+    pub condition: String,
+    /// The plain sentence (rejections), else the decision.
+    pub headline: String,
+    /// What `vkecho analyze` prints under "why rejected" for this pair (empty when accepted).
+    pub why: String,
+    pub event: Option<u64>,
+    pub staging_site: String,
+    pub device_site: String,
+}
+
+/// The figures the page sums up.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    pub copies: u64,
+    pub copy_bytes: u64,
+    pub elided_copies: u64,
+    pub elided_bytes: u64,
+    pub elided_bytes_per_iter: u64,
+    pub elided_copies_per_iter: u64,
+    /// The plan's groups: bytes saved per iteration, summed.
+    pub plan_bytes_per_iter: u64,
+    pub groups: usize,
+    /// From the enforce run's statistics, when given.
+    pub stats: Option<Stats>,
+    /// From a benchmark result, when given: `(what, recovered fraction)`.
+    pub recovered: Vec<(String, f64)>,
+}
+
+/// Everything the page and the Perfetto export show.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunView {
+    pub source: String,
+    pub exe: String,
+    pub device_name: String,
+    pub last_seq: u64,
+    pub lanes: Vec<Lane>,
+    pub spans: Vec<Span>,
+    pub marks: Vec<Mark>,
+    /// One steady iteration: `[from, to]` in seq, when the run repeats.
+    pub iteration: Option<(u64, u64)>,
+    /// The axis: seq `s` of a `QueueSubmit` is followed by `extra` more units, so that its
+    /// commands have room ([`RunView::pos`]). Span positions are on this axis; marks and
+    /// labels name seqs.
+    pub stretch: Vec<(u64, f64)>,
+    /// Where elided copies come from: `the plan P` or `the analysis of this trace`.
+    pub plan_source: String,
+    pub pairs: Vec<Pair>,
+    pub totals: Totals,
+    pub notes: Vec<String>,
+}
+
+/// What `vkecho show` was given besides the trace.
+#[derive(Default)]
+pub struct Inputs<'a> {
+    /// The plan whose groups say which copies are elided; `None`: the analysis's plan.
+    pub plan: Option<(&'a Plan, String)>,
+    pub stats: Option<Stats>,
+    pub recovered: Vec<(String, f64)>,
+}
+
+/// The decision words of `vkecho analyze`'s table for one row.
+pub fn decision_words(c: &CandidateRow) -> String {
+    report::decision(c)
+}
+
+/// Build the view of a trace and its analysis.
+pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunView {
+    let plan = inputs.plan.as_ref().map(|p| p.0).unwrap_or(&a.plan);
+    let mut v = RunView {
+        source: source.into(),
+        exe: trace.header.context.exe_path.clone(),
+        device_name: trace.header.context.device_name.clone(),
+        last_seq: 0,
+        lanes: Vec::new(),
+        spans: Vec::new(),
+        marks: Vec::new(),
+        iteration: None,
+        stretch: Vec::new(),
+        plan_source: match &inputs.plan {
+            Some((_, p)) => format!("the plan {p}"),
+            None => "the analysis of this trace (no --plan given)".into(),
+        },
+        pairs: Vec::new(),
+        totals: Totals {
+            copies: a.copies.copies,
+            copy_bytes: a.copies.bytes,
+            plan_bytes_per_iter: plan.groups.iter().map(|g| g.bytes_saved_per_iter).sum(),
+            groups: plan.groups.len(),
+            stats: inputs.stats,
+            recovered: inputs.recovered,
+            ..Default::default()
+        },
+        notes: Vec::new(),
+    };
+    let devices = crate::analysis::device_indices(trace);
+    let multi = devices.len() > 1;
+    let mut best_iteration: Option<(usize, (u64, u64))> = None;
+    for &d in &devices {
+        let sub;
+        let t = if multi {
+            sub = Trace {
+                header: trace.header.clone(),
+                records: trace
+                    .records
+                    .iter()
+                    .filter(|r| r.dev == d)
+                    .cloned()
+                    .collect(),
+                truncated: trace.truncated,
+            };
+            &sub
+        } else {
+            trace
+        };
+        let m = Model::build(t);
+        v.last_seq = v.last_seq.max(m.last_seq);
+        let it = device_lanes(&mut v, t, &m, d, multi, plan, a);
+        if let Some((n, range)) = it {
+            if best_iteration.is_none_or(|(b, _)| n > b) {
+                best_iteration = Some((n, range));
+            }
+        }
+    }
+    v.iteration = best_iteration.map(|(_, r)| r);
+    v.widen_submissions();
+    if let Some((lo, hi)) = v.iteration {
+        let inside = v
+            .spans
+            .iter()
+            .filter(|s| s.kind == "elided" && s.seq > lo && s.seq <= hi);
+        for s in inside {
+            v.totals.elided_copies_per_iter += s.count;
+            v.totals.elided_bytes_per_iter += s.bytes;
+        }
+    }
+    for (i, c) in a.candidates.iter().enumerate() {
+        v.pairs.push(pair(i + 1, c));
+        if let Decision::Rejected {
+            event: Some(e),
+            condition,
+            ..
+        } = &c.decision
+        {
+            v.marks.push(Mark {
+                lane: 0,
+                seq: *e,
+                kind: "decided".into(),
+                label: format!("pair {}: {}", i + 1, condition.as_str()),
+            });
+        }
+    }
+    if trace.truncated {
+        v.notes
+            .push("the trace was truncated by the layer: the timeline ends at the cut".into());
+    }
+    v
+}
+
+fn pair(number: usize, c: &CandidateRow) -> Pair {
+    let desc = |b: &crate::analysis::BufferDesc| {
+        format!(
+            "#{} {} {}",
+            b.number,
+            human_bytes(b.size),
+            usage_names(b.usage)
+        )
+    };
+    let (accepted, condition, headline, event) = match &c.decision {
+        Decision::Accepted { .. } => (true, String::new(), decision_words(c), None),
+        Decision::Rejected {
+            condition,
+            event,
+            message,
+            plain,
+            ..
+        } => (
+            false,
+            condition.as_str().to_string(),
+            if plain.is_empty() {
+                message.clone()
+            } else {
+                plain.clone()
+            },
+            *event,
+        ),
+    };
+    let site = |s: &str| {
+        if s.is_empty() {
+            "an unknown place".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    Pair {
+        number,
+        device_index: c.device_index,
+        staging: desc(&c.staging),
+        device: desc(&c.device),
+        role: report::role_words(c.role).into(),
+        copies_per_iter: format!("{:.1} ({} in all)", c.copies_per_iter, c.copies),
+        bytes_per_iter: human_bytes(c.bytes_per_iter),
+        decision: decision_words(c),
+        accepted,
+        condition,
+        headline,
+        why: report::rejection(number, c),
+        event,
+        staging_site: site(&c.staging.created_at),
+        device_site: site(&c.device.created_at),
+    }
+}
+
+/// The groups of `plan` on device `d` as model buffers: `(staging, device) → (delta, direction)`.
+fn elided_pairs(m: &Model, plan: &Plan, d: u32) -> HashMap<(BufId, BufId), (i64, Direction)> {
+    let mut by_key: HashMap<&crate::trace::ObjectKey, Vec<BufId>> = HashMap::new();
+    for (i, b) in m.buffers.iter().enumerate() {
+        by_key.entry(&b.key).or_default().push(i);
+    }
+    let mut out = HashMap::new();
+    for g in plan.groups.iter().filter(|g| g.device_index == d) {
+        let Some(devs) = by_key.get(&g.device.key) else {
+            continue;
+        };
+        for mem in &g.members {
+            let Some(stags) = by_key.get(&mem.staging.key) else {
+                continue;
+            };
+            for &s in stags {
+                for &dv in devs {
+                    out.insert((s, dv), (mem.delta, g.direction));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether a copy between a planned pair is a self-copy once they share memory (byte `i` of the
+/// device buffer is byte `i + delta` of the staging buffer): what enforce drops.
+fn is_self_copy(
+    pairs: &HashMap<(BufId, BufId), (i64, Direction)>,
+    src: BufId,
+    dst: BufId,
+    regions: &[crate::trace::CopyRegion],
+) -> bool {
+    let (delta, staging_is_src) = if let Some(&(d, _)) = pairs.get(&(src, dst)) {
+        (d, true)
+    } else if let Some(&(d, _)) = pairs.get(&(dst, src)) {
+        (d, false)
+    } else {
+        return false;
+    };
+    regions.iter().all(|r| {
+        let (s_off, d_off) = if staging_is_src {
+            (r.src_offset as i128, r.dst_offset as i128)
+        } else {
+            (r.dst_offset as i128, r.src_offset as i128)
+        };
+        s_off == d_off + delta as i128
+    })
+}
+
+/// Lanes, spans and marks of one device; returns the steady iteration found on its busiest
+/// queue, with that queue's submission count.
+fn device_lanes(
+    v: &mut RunView,
+    t: &Trace,
+    m: &Model,
+    d: u32,
+    multi: bool,
+    plan: &Plan,
+    a: &Analysis,
+) -> Option<(usize, (u64, u64))> {
+    let dev = if multi {
+        format!(" (device {d})")
+    } else {
+        String::new()
+    };
+    let elide = elided_pairs(m, plan, d);
+    // Queues in order of first submission.
+    let mut queues: Vec<u64> = Vec::new();
+    for s in &m.submissions {
+        if !queues.contains(&s.queue) {
+            queues.push(s.queue);
+        }
+    }
+    let host_lane = v.lanes.len() as u32;
+    v.lanes.push(Lane {
+        name: format!("host: waits{dev}"),
+        kind: "host".into(),
+        rows: 1,
+    });
+    let mut lane_of: HashMap<u64, u32> = HashMap::new();
+    for (i, q) in queues.iter().enumerate() {
+        lane_of.insert(*q, v.lanes.len() as u32);
+        v.lanes.push(Lane {
+            name: format!("queue {}{dev}", i + 1),
+            kind: "queue".into(),
+            rows: 1,
+        });
+    }
+    // Submissions, stacked in rows where they overlap on one queue.
+    let mut row_ends: HashMap<u64, Vec<f64>> = HashMap::new();
+    let mut signatures: HashMap<u64, Vec<(usize, String)>> = HashMap::new();
+    for (si, s) in m.submissions.iter().enumerate() {
+        let lane = lane_of[&s.queue];
+        let start = s.seq as f64;
+        let end = s.completed.unwrap_or(m.last_seq.max(s.seq + 1)) as f64;
+        let ends = row_ends.entry(s.queue).or_default();
+        let row = match ends.iter().position(|&e| e <= start) {
+            Some(r) => {
+                ends[r] = end;
+                r
+            }
+            None => {
+                ends.push(end);
+                ends.len() - 1
+            }
+        };
+        let l = &mut v.lanes[lane as usize];
+        l.rows = l.rows.max(row as u32 + 1);
+        let ops: Vec<&crate::model::Op> = m.ops(si).collect();
+        v.spans.push(Span {
+            lane,
+            row: row as u32,
+            start,
+            end,
+            kind: "submit".into(),
+            label: format!(
+                "submission at event {}{}: {} command{}",
+                s.seq,
+                match s.completed {
+                    Some(c) => format!(", observed complete at event {c}"),
+                    None => ", never observed complete".into(),
+                },
+                ops.len(),
+                if ops.len() == 1 { "" } else { "s" }
+            ),
+            seq: s.seq,
+            count: 1,
+            bytes: 0,
+        });
+        for w in &s.waits {
+            v.marks.push(Mark {
+                lane,
+                seq: s.seq,
+                kind: "wait".into(),
+                label: format!(
+                    "submission at event {} waits on semaphore {:#x}{}",
+                    s.seq,
+                    w.0,
+                    if w.1 > 0 {
+                        format!(" value {}", w.1)
+                    } else {
+                        String::new()
+                    }
+                ),
+            });
+        }
+        // Its commands, in execution order, sharing the span; identical neighbours merged.
+        let mut items: Vec<(String, String, u64)> = Vec::new();
+        let mut counts: Vec<u64> = Vec::new();
+        let mut sig = String::new();
+        let mut prev_use: Option<u64> = None;
+        for op in &ops {
+            let (kind, label, bytes) = match &op.kind {
+                OpKind::Copy { src, dst, regions } => {
+                    let bytes: u64 = regions.iter().map(|r| r.size).sum();
+                    let elided = is_self_copy(&elide, *src, *dst, regions);
+                    let label = format!(
+                        "{} copy #{} → #{} ({})",
+                        if elided { "elided" } else { "kept" },
+                        m.buffers[*src].number,
+                        m.buffers[*dst].number,
+                        human_bytes(bytes)
+                    );
+                    (if elided { "elided" } else { "copy" }, label, bytes)
+                }
+                OpKind::Use {
+                    command,
+                    kind,
+                    buffer,
+                    ..
+                } => {
+                    let k = if command.contains("Dispatch") {
+                        "dispatch"
+                    } else if command.contains("Draw") {
+                        "draw"
+                    } else {
+                        "use"
+                    };
+                    let what = match kind {
+                        UseKind::Descriptor => String::new(),
+                        other => format!(" ({other:?})").to_lowercase(),
+                    };
+                    (
+                        k,
+                        format!("{command}{what} #{}", m.buffers[*buffer].number),
+                        0,
+                    )
+                }
+            };
+            sig.push_str(&label);
+            sig.push('|');
+            // A dispatch or draw is one record that lists every buffer it binds: one command.
+            if let (OpKind::Use { buffer, .. }, Some(prev)) = (&op.kind, prev_use) {
+                if prev == op.recorded {
+                    if let Some(last) = items.last_mut() {
+                        last.1
+                            .push_str(&format!(", #{}", m.buffers[*buffer].number));
+                        continue;
+                    }
+                }
+            }
+            prev_use = matches!(op.kind, OpKind::Use { .. }).then_some(op.recorded);
+            match items.last() {
+                Some((pk, pl, _)) if pk == kind && *pl == label => {
+                    let last = items.len() - 1;
+                    counts[last] += 1;
+                    items[last].2 += bytes;
+                }
+                _ => {
+                    items.push((kind.into(), label, bytes));
+                    counts.push(1);
+                }
+            }
+        }
+        signatures.entry(s.queue).or_default().push((si, sig));
+        let n = items.len().max(1) as f64;
+        let w = (end - start) / n;
+        for (k, ((kind, label, bytes), count)) in items.into_iter().zip(counts).enumerate() {
+            if kind == "elided" {
+                v.totals.elided_copies += count;
+                v.totals.elided_bytes += bytes;
+            }
+            v.spans.push(Span {
+                lane,
+                row: row as u32,
+                start: start + w * k as f64,
+                end: start + w * (k + 1) as f64,
+                label: if count > 1 {
+                    format!("{label} ×{count}")
+                } else {
+                    label
+                },
+                kind,
+                seq: s.seq,
+                count,
+                bytes,
+            });
+        }
+    }
+    // The host's observations.
+    for r in &t.records {
+        let (kind, label) = match &r.event {
+            Event::FenceSignaled { fences } => (
+                "fence",
+                format!(
+                    "host observed fence{} signaled",
+                    if fences.len() == 1 { "" } else { "s" }
+                ),
+            ),
+            Event::QueueWaitIdle { .. } => ("idle", "vkQueueWaitIdle".to_string()),
+            Event::DeviceWaitIdle => ("idle", "vkDeviceWaitIdle".to_string()),
+            Event::SemaphoreReached { semaphores } => (
+                "semaphore",
+                format!(
+                    "host observed semaphore value{} reached: {}",
+                    if semaphores.len() == 1 { "" } else { "s" },
+                    semaphores
+                        .iter()
+                        .map(|(s, v)| format!("{s:#x}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            Event::SemaphoreSignal { semaphore, value } => (
+                "signal",
+                format!("host signaled semaphore {semaphore:#x} to {value}"),
+            ),
+            _ => continue,
+        };
+        v.marks.push(Mark {
+            lane: host_lane,
+            seq: r.seq,
+            kind: kind.into(),
+            label: format!("{label} (event {})", r.seq),
+        });
+    }
+    // Host accesses to the staging buffers of candidate pairs and planned groups, each a span
+    // to the next submission (the end of the host's window).
+    let mut staging: BTreeMap<usize, BufId> = BTreeMap::new();
+    for c in a.candidates.iter().filter(|c| c.device_index == d) {
+        if let Some(b) = m.buffers.iter().position(|b| b.number == c.staging.number) {
+            staging.insert(c.staging.number, b);
+        }
+    }
+    for &(s, _) in elide.keys() {
+        staging.insert(m.buffers[s].number, s);
+    }
+    let submits: Vec<u64> = m
+        .timeline
+        .iter()
+        .filter_map(|(q, st)| matches!(st, Step::Submit(_)).then_some(*q))
+        .collect();
+    for (number, b) in staging {
+        let buf = &m.buffers[b];
+        let lane = v.lanes.len() as u32;
+        v.lanes.push(Lane {
+            name: format!("host → #{number} {}{dev}", human_bytes(buf.size)),
+            kind: "staging".into(),
+            rows: 1,
+        });
+        let mut last: Option<usize> = None;
+        for (seq, st) in &m.timeline {
+            let Step::Host { buffer, access } = st else {
+                continue;
+            };
+            if *buffer != b {
+                continue;
+            }
+            let end = match submits.binary_search(seq) {
+                Ok(i) => submits.get(i + 1).copied(),
+                Err(i) => submits.get(i).copied(),
+            }
+            .unwrap_or(m.last_seq.max(seq + 1));
+            let kind = match access {
+                crate::trace::Access::Read => "read",
+                crate::trace::Access::Write => "write",
+                crate::trace::Access::ReadWrite => "readwrite",
+            };
+            // The same access again in the same window: one span.
+            if let Some(l) = last {
+                let p = &mut v.spans[l];
+                if p.kind == kind && p.end == end as f64 {
+                    p.count += 1;
+                    continue;
+                }
+            }
+            v.spans.push(Span {
+                lane,
+                row: 0,
+                start: *seq as f64,
+                end: end as f64,
+                kind: kind.into(),
+                label: format!(
+                    "host {} #{number} (event {seq}); its window ends at the next submission (event {end})",
+                    match access {
+                        crate::trace::Access::Read => "reads",
+                        crate::trace::Access::Write => "writes",
+                        crate::trace::Access::ReadWrite => "reads and writes (shared page)",
+                    }
+                ),
+                seq: *seq,
+                count: 1,
+                bytes: 0,
+            });
+            last = Some(v.spans.len() - 1);
+        }
+    }
+    // One steady iteration on the busiest queue: the last period of its submissions'
+    // command lists, from the completion before it to its last completion.
+    let (_, subs) = signatures.iter().max_by_key(|(_, s)| s.len())?;
+    steady(m, subs).map(|r| (subs.len(), r))
+}
+
+/// The seq range of one steady iteration of a queue's submissions: the smallest period their
+/// command lists repeat with over the second half of the run.
+fn steady(m: &Model, subs: &[(usize, String)]) -> Option<(u64, u64)> {
+    let n = subs.len();
+    if n < 2 {
+        return None;
+    }
+    let half = n / 2;
+    let period = (1..=(n - half).max(1))
+        .find(|&p| (half..n.saturating_sub(p)).all(|i| subs[i].1 == subs[i + p].1))
+        .unwrap_or(1);
+    let first = half.min(n - period);
+    let last = first + period - 1;
+    let sub = |i: usize| &m.submissions[subs[i].0];
+    let from = if first > 0 {
+        let p = sub(first - 1);
+        p.completed.unwrap_or(p.seq)
+    } else {
+        sub(first).seq.saturating_sub(1)
+    };
+    let l = sub(last);
+    let to = l.completed.unwrap_or(m.last_seq);
+    (to > from).then_some((from, to))
+}
+
+/// Axis units a command gets inside its submission's span, beyond the events the span covers.
+const UNITS_PER_COMMAND: f64 = 3.0;
+
+impl RunView {
+    /// The axis position of (fractional) seq `s`: seq, plus the room given to the commands of
+    /// every submission before it (linear across each widened step).
+    pub fn pos(&self, s: f64) -> f64 {
+        let mut x = s;
+        for &(q, extra) in &self.stretch {
+            let q = q as f64;
+            if s >= q + 1.0 {
+                x += extra;
+            } else if s > q {
+                x += extra * (s - q);
+            } else {
+                break;
+            }
+        }
+        x
+    }
+
+    /// Give every submission room for its commands; the spans move onto the widened axis.
+    fn widen_submissions(&mut self) {
+        let mut n_ops: BTreeMap<u64, usize> = BTreeMap::new();
+        for s in &self.spans {
+            if matches!(
+                s.kind.as_str(),
+                "copy" | "elided" | "dispatch" | "draw" | "use"
+            ) {
+                *n_ops.entry(s.seq).or_default() += 1;
+            }
+        }
+        self.stretch = self
+            .spans
+            .iter()
+            .filter(|s| s.kind == "submit")
+            .map(|s| {
+                (
+                    s.seq,
+                    UNITS_PER_COMMAND * n_ops.get(&s.seq).copied().unwrap_or(0) as f64,
+                )
+            })
+            .filter(|&(_, e)| e > 0.0)
+            .collect();
+        self.stretch.sort_by_key(|x| x.0);
+        self.stretch.dedup_by_key(|x| x.0);
+        let mut parent = (0.0, 1.0, 0.0, 1.0);
+        let mut spans = std::mem::take(&mut self.spans);
+        for s in &mut spans {
+            let (a, b) = (self.pos(s.start), self.pos(s.end));
+            match s.kind.as_str() {
+                "submit" => {
+                    parent = (s.start, s.end, a, b);
+                    (s.start, s.end) = (a, b);
+                }
+                "copy" | "elided" | "dispatch" | "draw" | "use" => {
+                    let (ps, pe, pa, pb) = parent;
+                    let f = |x: f64| pa + (x - ps) / (pe - ps).max(1e-9) * (pb - pa);
+                    (s.start, s.end) = (f(s.start), f(s.end));
+                }
+                _ => (s.start, s.end) = (a, b),
+            }
+        }
+        self.spans = spans;
+    }
+
+    /// Count of spans per kind (for tests and the page's status).
+    pub fn count(&self, kind: &str) -> u64 {
+        self.spans
+            .iter()
+            .filter(|s| s.kind == kind)
+            .map(|s| s.count)
+            .sum()
+    }
+}
