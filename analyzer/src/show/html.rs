@@ -124,7 +124,10 @@ fn totals(v: &RunView) -> String {
         ),
     );
     item(
-        "elided per steady iteration",
+        &match v.iteration {
+            Some((a, b)) => format!("elided in the steady iteration shown (events {a}–{b})"),
+            None => "elided per steady iteration".into(),
+        },
         if v.iteration.is_some() {
             format!(
                 "{} ({} cop{})",

@@ -52,6 +52,13 @@ pub struct Span {
     /// Bytes moved (copies).
     #[serde(skip_serializing_if = "is_zero")]
     pub bytes: u64,
+    /// The staging buffer a host access touched (its number, `#n`); 0 for other spans.
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub buffer: usize,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 fn is_one(n: &u64) -> bool {
@@ -428,6 +435,7 @@ fn device_lanes(
             seq: s.seq,
             count: 1,
             bytes: 0,
+            buffer: 0,
         });
         for w in &s.waits {
             v.marks.push(Mark {
@@ -489,7 +497,8 @@ fn device_lanes(
                     )
                 }
             };
-            sig.push_str(&label);
+            sig.push_str(kind);
+            sig.push_str(&op.name());
             sig.push('|');
             // A dispatch or draw is one record that lists every buffer it binds: one command.
             if let (OpKind::Use { buffer, .. }, Some(prev)) = (&op.kind, prev_use) {
@@ -536,6 +545,7 @@ fn device_lanes(
                 seq: s.seq,
                 count,
                 bytes,
+                buffer: 0,
             });
         }
     }
@@ -577,30 +587,34 @@ fn device_lanes(
         });
     }
     // Host accesses to the staging buffers of candidate pairs and planned groups, each a span
-    // to the next submission (the end of the host's window).
-    let mut staging: BTreeMap<usize, BufId> = BTreeMap::new();
+    // to the next submission (the end of the host's window): one lane per device buffer they
+    // exchange data with, its staging buffers stacked in rows where their spans overlap.
+    let mut partner: BTreeMap<usize, (usize, BufId)> = BTreeMap::new();
     for c in a.candidates.iter().filter(|c| c.device_index == d) {
         if let Some(b) = m.buffers.iter().position(|b| b.number == c.staging.number) {
-            staging.insert(c.staging.number, b);
+            let e = partner
+                .entry(c.staging.number)
+                .or_insert((c.device.number, b));
+            e.0 = e.0.min(c.device.number);
         }
     }
-    for &(s, _) in elide.keys() {
-        staging.insert(m.buffers[s].number, s);
+    for &(s, dv) in elide.keys() {
+        let e = partner
+            .entry(m.buffers[s].number)
+            .or_insert((m.buffers[dv].number, s));
+        e.0 = e.0.min(m.buffers[dv].number);
     }
     let submits: Vec<u64> = m
         .timeline
         .iter()
         .filter_map(|(q, st)| matches!(st, Step::Submit(_)).then_some(*q))
         .collect();
-    for (number, b) in staging {
-        let buf = &m.buffers[b];
-        let lane = v.lanes.len() as u32;
-        v.lanes.push(Lane {
-            name: format!("host → #{number} {}{dev}", human_bytes(buf.size)),
-            kind: "staging".into(),
-            rows: 1,
-        });
-        let mut last: Option<usize> = None;
+    // Per device buffer: its staging buffers' spans.
+    let mut lanes: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
+    let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (&number, &(dev_number, b)) in &partner {
+        let spans = lanes.entry(dev_number).or_default();
+        let first = spans.len();
         for (seq, st) in &m.timeline {
             let Step::Host { buffer, access } = st else {
                 continue;
@@ -619,15 +633,15 @@ fn device_lanes(
                 crate::trace::Access::ReadWrite => "readwrite",
             };
             // The same access again in the same window: one span.
-            if let Some(l) = last {
-                let p = &mut v.spans[l];
+            if spans.len() > first {
+                let p = spans.last_mut().unwrap();
                 if p.kind == kind && p.end == end as f64 {
                     p.count += 1;
                     continue;
                 }
             }
-            v.spans.push(Span {
-                lane,
+            spans.push(Span {
+                lane: 0,
                 row: 0,
                 start: *seq as f64,
                 end: end as f64,
@@ -643,9 +657,52 @@ fn device_lanes(
                 seq: *seq,
                 count: 1,
                 bytes: 0,
+                buffer: number,
             });
-            last = Some(v.spans.len() - 1);
         }
+        if spans.len() > first {
+            members.entry(dev_number).or_default().push(number);
+        }
+    }
+    for (dev_number, mut spans) in lanes {
+        let Some(stagings) = members.get(&dev_number) else {
+            continue;
+        };
+        let lane = v.lanes.len() as u32;
+        spans.sort_by(|x, y| x.start.total_cmp(&y.start));
+        let mut ends: Vec<(usize, f64)> = Vec::new();
+        for sp in &mut spans {
+            // A buffer keeps its row while it has one; others take the first free row.
+            let row = match ends.iter().position(|&(b, _)| b == sp.buffer) {
+                Some(r) if ends[r].1 <= sp.start => r,
+                _ => match ends.iter().position(|&(_, e)| e <= sp.start) {
+                    Some(r) => r,
+                    None => {
+                        ends.push((0, 0.0));
+                        ends.len() - 1
+                    }
+                },
+            };
+            ends[row] = (sp.buffer, ends[row].1.max(sp.end));
+            sp.lane = lane;
+            sp.row = row as u32;
+        }
+        let name = if stagings.len() == 1 {
+            let b = &m.buffers[partner[&stagings[0]].1];
+            format!(
+                "host → #{} {} (to #{dev_number}){dev}",
+                stagings[0],
+                human_bytes(b.size)
+            )
+        } else {
+            format!("host → {} staging of #{dev_number}{dev}", stagings.len())
+        };
+        v.lanes.push(Lane {
+            name,
+            kind: "staging".into(),
+            rows: ends.len().max(1) as u32,
+        });
+        v.spans.extend(spans);
     }
     // One steady iteration on the busiest queue: the last period of its submissions'
     // command lists, from the completion before it to its last completion.
@@ -660,11 +717,27 @@ fn steady(m: &Model, subs: &[(usize, String)]) -> Option<(u64, u64)> {
     if n < 2 {
         return None;
     }
-    let half = n / 2;
-    let period = (1..=(n - half).max(1))
-        .find(|&p| (half..n.saturating_sub(p)).all(|i| subs[i].1 == subs[i + p].1))
-        .unwrap_or(1);
-    let first = half.min(n - period);
+    // The smallest period that holds for nine in ten submissions of the middle of the run
+    // (the first and last ones are often setup and teardown).
+    let lo = n / 4;
+    let period = (1..=(n / 2).max(1))
+        .find(|&p| {
+            let range = lo..n.saturating_sub(p);
+            let total = range.len();
+            let same = range.filter(|&i| subs[i].1 == subs[i + p].1).count();
+            total > 0 && same * 10 >= total * 9
+        })
+        .unwrap_or(n - n / 2);
+    // The first whole period from the middle on that the next one repeats, starting with a
+    // copy (an upload) when one does.
+    let repeats = |i: &usize| (*i..*i + period).all(|k| subs[k].1 == subs[k + period].1);
+    let starts = n / 2..n.saturating_sub(2 * period - 1);
+    let first = starts
+        .clone()
+        .filter(repeats)
+        .find(|&i| subs[i].1.starts_with("copy") || subs[i].1.starts_with("elided"))
+        .or_else(|| starts.clone().find(repeats))
+        .unwrap_or((n / 2).min(n - period));
     let last = first + period - 1;
     let sub = |i: usize| &m.submissions[subs[i].0];
     let from = if first > 0 {

@@ -147,6 +147,7 @@
       if (s.kind === "elided") r.style.fill = "url(#" + self.root.id + "-hatch)";
       title(g, s.label);
       var lab = SHORT[s.kind] !== undefined ? SHORT[s.kind] : s.kind;
+      if (s.buffer) lab += " #" + s.buffer;
       if (s.count > 1 && lab) lab += " ×" + s.count;
       if (lab && w > lab.length * 6.5 + 4) {
         var tx = el("text", { x: x + 3, y: yy + h - 5, "class": (DARK[s.kind] ? "lbl-dark" : "lbl-light") }, g);
