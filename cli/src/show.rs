@@ -99,13 +99,43 @@ fn recovered(v: &serde_json::Value, out: &mut Vec<(String, f64)>) {
 
 /// Write the page (or the export) of one trace; returns its path.
 pub fn write(o: &Opts) -> Result<PathBuf, String> {
-    let text = |p: &Path| {
-        std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
-    };
-    let f = std::fs::File::open(&o.trace)
-        .map_err(|e| format!("cannot open {}: {e}", o.trace.display()))?;
+    let mut rec = Vec::new();
+    if let Some(p) = &o.bench {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        recovered(&v, &mut rec);
+    }
+    let body = render(
+        &o.trace,
+        o.plan.as_deref(),
+        o.stats.as_deref(),
+        rec,
+        o.perfetto,
+        o.symbolize,
+    )?;
+    let ext = if o.perfetto { "perfetto.json" } else { "html" };
+    let out = o.out.clone().unwrap_or_else(|| o.trace.with_extension(ext));
+    crate::write_private(&out, &body)?;
+    Ok(out)
+}
+
+/// The page (or, with `perfetto`, the Chrome trace events) of a trace: its analysis, the
+/// copies `plan` elides (default: the analysis's plan), an enforce run's `stats`, and
+/// `recovered` fractions.
+pub fn render(
+    trace_path: &Path,
+    plan_path: Option<&Path>,
+    stats_path: Option<&Path>,
+    recovered: Vec<(String, f64)>,
+    perfetto: bool,
+    symbolize: bool,
+) -> Result<String, String> {
+    let f = std::fs::File::open(trace_path)
+        .map_err(|e| format!("cannot open {}: {e}", trace_path.display()))?;
     let trace = read_trace(std::io::BufReader::new(f))
-        .map_err(|e| format!("{}: {e}", o.trace.display()))?;
+        .map_err(|e| format!("{}: {e}", trace_path.display()))?;
     let from_trace = |k: &str| trace.header.settings.get(k).and_then(|v| parse_u64(v));
     let d = Thresholds::default();
     let t = Thresholds {
@@ -114,47 +144,81 @@ pub fn write(o: &Opts) -> Result<PathBuf, String> {
             .filter(|&k| k >= 1)
             .unwrap_or(d.min_copies),
     };
-    let sym = if o.symbolize {
+    let sym = if symbolize {
         Symbolizer::new(&trace.header.context.exe_path)
     } else {
         Symbolizer::disabled()
     };
     sym.prefetch(&trace);
     let analysis = explain(&trace, t, &|s| sym.site(s));
-    let plan = match &o.plan {
-        Some(p) => Some(parse_plan(&text(p)?).map_err(|e| format!("{}: {e}", p.display()))?),
+    let plan = match plan_path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            Some(parse_plan(&text).map_err(|e| format!("{}: {e}", p.display()))?)
+        }
         None => None,
     };
-    let stats = match &o.stats {
+    let stats = match stats_path {
         Some(p) => {
             let all = crate::run::read_stats(p)?;
             (!all.is_empty()).then(|| echo_analyzer::stats::Stats::total(&all))
         }
         None => None,
     };
-    let mut rec = Vec::new();
-    if let Some(p) = &o.bench {
-        let v: serde_json::Value =
-            serde_json::from_str(&text(p)?).map_err(|e| format!("{}: {e}", p.display()))?;
-        recovered(&v, &mut rec);
-    }
     let inputs = Inputs {
         plan: plan
             .as_ref()
-            .zip(o.plan.as_ref())
+            .zip(plan_path)
             .map(|(p, path)| (p, path.display().to_string())),
         stats,
-        recovered: rec,
+        recovered,
     };
-    let view = show::view(&trace, &analysis, &o.trace.display().to_string(), inputs);
-    let (body, ext) = if o.perfetto {
-        (show::perfetto::perfetto(&view), "perfetto.json")
+    let view = show::view(&trace, &analysis, &trace_path.display().to_string(), inputs);
+    Ok(if perfetto {
+        show::perfetto::perfetto(&view)
     } else {
-        (show::html::html(&view), "html")
-    };
-    let out = o.out.clone().unwrap_or_else(|| o.trace.with_extension(ext));
-    crate::write_private(&out, &body)?;
-    Ok(out)
+        show::html::html(&view)
+    })
+}
+
+/// For `vkecho demo`: `OUT/NAME.html` of a sample's profile trace, with its plan, the enforce
+/// run's statistics and the recovered fraction; returns its path, or the error in words (the
+/// demo goes on either way).
+pub fn demo_page(
+    out: &Path,
+    name: &str,
+    trace: &Path,
+    plan: &Path,
+    stats: &Path,
+    recovered: f64,
+) -> String {
+    let page = out.join(format!("{name}.html"));
+    let stats = stats.is_file().then_some(stats);
+    let rec = vec![(format!("{name}, this demo"), recovered)];
+    match render(trace, Some(plan), stats, rec, false, true)
+        .and_then(|html| crate::write_private(&page, &html))
+    {
+        Ok(()) => page.display().to_string(),
+        Err(e) => format!("not written: {e}"),
+    }
+}
+
+/// For `vkecho report`: the page of the newest trace auto mode's cache at `dir` still holds
+/// (with its entry's plan), as `(file name, page, what it shows)`; `None` when the cache holds
+/// no trace (they are deleted once their plan is made, unless `keep_traces`).
+pub fn newest_cached_page(dir: &Path) -> Option<(String, Vec<u8>, String)> {
+    let newest = echo_analyzer::cache::list(dir)
+        .into_iter()
+        .filter_map(|e| {
+            let t = e.trace.clone()?;
+            let when = std::fs::metadata(&t).and_then(|m| m.modified()).ok()?;
+            Some((when, t, e.plan.clone(), e.name))
+        })
+        .max_by_key(|x| x.0)?;
+    let (_, trace, plan, name) = newest;
+    let page = render(&trace, plan.as_deref(), None, Vec::new(), false, true).ok()?;
+    Some(("show.html".into(), page.into_bytes(), name))
 }
 
 pub fn main(args: &[String]) -> i32 {

@@ -327,3 +327,44 @@ fn show_exports_chrome_trace_events_for_perfetto() {
     let threads = ev.iter().filter(|e| e["name"] == "thread_name").count();
     assert!(threads >= 2, "{threads} threads");
 }
+
+#[test]
+fn report_holds_the_page_of_the_newest_cached_trace() {
+    let mut args = ARGS;
+    args[0] = "saxpy";
+    let w = World::new(Layers {
+        echo: Some("auto"),
+        ..Default::default()
+    })
+    .set("VK_ECHO_KEEP_TRACES", "1");
+    let run = w.sample(&args);
+    assert!(run.status.success(), "{}", run.stderr);
+    let tar = w.dir.join("report.tar");
+    let out = w
+        .command(
+            &artifact("vkecho"),
+            &["report", "-o", &tar.display().to_string()],
+        )
+        .output()
+        .expect("run vkecho report");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = Command::new("tar")
+        .arg("-xOf")
+        .arg(&tar)
+        .arg("vkecho-report/show.html")
+        .output()
+        .unwrap();
+    assert!(
+        page.status.success(),
+        "no show.html in the report: {page:?}"
+    );
+    let html = String::from_utf8_lossy(&page.stdout);
+    assert!(
+        html.contains("id=\"echo-data\"") && html.contains("id=\"pairs-table\""),
+        "show.html is not the page"
+    );
+}
