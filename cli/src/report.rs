@@ -9,7 +9,9 @@
 //! - `vkecho-report/cache/<entry>/plan.json` — every plan of auto mode's cache (`cache_dir`);
 //! - `vkecho-report/cache/runs.jsonl` — the cache's record of the runs that used it (statistics
 //!   and warnings per device, `echo_analyzer::cache::RUNS_FILE`);
-//! - `vkecho-report/last-run-warnings.txt` — the warnings of the last run recorded there.
+//! - `vkecho-report/last-run-warnings.txt` — the warnings of the last run recorded there;
+//! - `vkecho-report/show.html` — `vkecho show`'s page of the newest trace the cache still holds
+//!   (auto mode keeps traces only with `keep_traces`), when it holds one.
 //!
 //! Nothing else of the machine: no environment dump (doctor names only the variables that decide
 //! where Vulkan looks), no traces, no file outside the cache. Paths outside the cache that the

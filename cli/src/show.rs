@@ -162,7 +162,13 @@ pub fn render(
     let stats = match stats_path {
         Some(p) => {
             let all = crate::run::read_stats(p)?;
-            (!all.is_empty()).then(|| echo_analyzer::stats::Stats::total(&all))
+            (!all.is_empty()).then(|| {
+                let mut t = echo_analyzer::stats::Stats::total(&all);
+                let mut status: Vec<&str> = all.iter().map(|s| s.plan_status.as_str()).collect();
+                status.dedup();
+                t.plan_status = status.join(", ");
+                t
+            })
         }
         None => None,
     };

@@ -46,7 +46,8 @@
   // Lane geometry: y of each lane and its height.
   var laneY = [], y = AXIS_H;
   V.lanes.forEach(function (l, i) { laneY[i] = y; y += Math.max(1, l.rows) * ROW_H + 4; });
-  var HEIGHT = y + 4;
+  var DECIDED = V.marks.some(function (m) { return m.kind === "decided"; });
+  var HEIGHT = y + 4 + (DECIDED ? 18 : 0);
   // Items per lane, sorted by start, for drawing only what is visible.
   var spans = V.spans.slice().sort(function (a, b) { return a.start - b.start; });
 
@@ -166,7 +167,8 @@
       if (m.kind === "decided") {
         g.setAttribute("id", self.root.id === "panel-run" ? "ev-" + m.seq : "ev-iter-" + m.seq);
         el("line", { x1: x, y1: AXIS_H, x2: x, y2: HEIGHT, "class": "m-decided" + (self.focus === m.seq ? " m-hl" : "") }, g);
-        el("text", { x: x + 3, y: HEIGHT - 6, fill: "#7a3f62", "font-weight": "700" }, g).textContent = m.label;
+        var tb = el("text", { x: x + 3, y: HEIGHT - 5, fill: "#6b2f55", "font-weight": "700" }, g);
+        tb.textContent = m.label;
       } else if (m.kind === "fence" || m.kind === "idle") {
         el("path", { d: "M" + x + " " + (y0 + 4) + " l6 12 l-12 0 Z", "class": "m-" + m.kind }, g);
       } else {
