@@ -826,3 +826,125 @@ impl RunView {
             .sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::CopyRegion;
+
+    fn span(kind: &str, start: f64, end: f64, seq: u64) -> Span {
+        Span {
+            lane: 1,
+            row: 0,
+            start,
+            end,
+            kind: kind.into(),
+            label: format!("{kind} </script><b>"),
+            seq,
+            count: 1,
+            bytes: 0,
+            buffer: 0,
+        }
+    }
+
+    fn sample_view() -> RunView {
+        let mut v = RunView {
+            source: "t.trace".into(),
+            exe: "/bin/app".into(),
+            device_name: "dev".into(),
+            last_seq: 20,
+            lanes: vec![
+                Lane {
+                    name: "host: waits".into(),
+                    kind: "host".into(),
+                    rows: 1,
+                },
+                Lane {
+                    name: "queue 1".into(),
+                    kind: "queue".into(),
+                    rows: 1,
+                },
+            ],
+            spans: vec![
+                span("submit", 10.0, 12.0, 10),
+                span("elided", 10.0, 11.0, 10),
+                span("dispatch", 11.0, 12.0, 10),
+            ],
+            marks: vec![Mark {
+                lane: 0,
+                seq: 12,
+                kind: "fence".into(),
+                label: "fence".into(),
+            }],
+            iteration: Some((9, 12)),
+            stretch: Vec::new(),
+            plan_source: "p".into(),
+            pairs: Vec::new(),
+            totals: Totals::default(),
+            notes: Vec::new(),
+        };
+        v.widen_submissions();
+        v
+    }
+
+    #[test]
+    fn submissions_are_widened_and_their_commands_follow() {
+        let v = sample_view();
+        assert_eq!(v.stretch, vec![(10, 2.0 * UNITS_PER_COMMAND)]);
+        assert_eq!(v.pos(10.0), 10.0);
+        assert_eq!(v.pos(11.0), 11.0 + 2.0 * UNITS_PER_COMMAND);
+        assert_eq!(v.pos(20.0), 20.0 + 2.0 * UNITS_PER_COMMAND);
+        let sub = &v.spans[0];
+        assert_eq!((sub.start, sub.end), (10.0, 12.0 + 6.0));
+        // The two commands split the widened span in order.
+        assert_eq!((v.spans[1].start, v.spans[1].end), (10.0, 14.0));
+        assert_eq!((v.spans[2].start, v.spans[2].end), (14.0, 18.0));
+    }
+
+    #[test]
+    fn only_copies_at_the_plans_offset_are_elided() {
+        let mut pairs = HashMap::new();
+        pairs.insert((1usize, 0usize), (64i64, Direction::StagingIntoDevice));
+        let r = |s, d| CopyRegion {
+            src_offset: s,
+            dst_offset: d,
+            size: 16,
+        };
+        // staging → device: staging byte i + 64 is device byte i.
+        assert!(is_self_copy(&pairs, 1, 0, &[r(64, 0), r(128, 64)]));
+        assert!(!is_self_copy(&pairs, 1, 0, &[r(64, 0), r(0, 0)]));
+        // device → staging, the same rule.
+        assert!(is_self_copy(&pairs, 0, 1, &[r(0, 64)]));
+        // Buffers the plan does not pair.
+        assert!(!is_self_copy(&pairs, 2, 0, &[r(64, 0)]));
+    }
+
+    #[test]
+    fn the_page_is_self_contained_and_its_data_cannot_close_the_script() {
+        let page = html::html(&sample_view());
+        assert!(!page.contains("https://") && !page.contains("<link"));
+        let data_at = page.find("id=\"echo-data\">").unwrap();
+        let data_end = data_at + page[data_at..].find("</script>").unwrap();
+        assert!(page[data_at..data_end].contains("<\\/script>"));
+        let json: serde_json::Value = serde_json::from_str(
+            &page[data_at + "id=\"echo-data\">".len()..data_end].replace("<\\/", "</"),
+        )
+        .unwrap();
+        assert_eq!(json["spans"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            html::esc("<a href='x'>&"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;"
+        );
+    }
+
+    #[test]
+    fn perfetto_has_metadata_spans_and_instants() {
+        let v: serde_json::Value =
+            serde_json::from_str(&perfetto::perfetto(&sample_view())).unwrap();
+        let ev = v["traceEvents"].as_array().unwrap();
+        for ph in ["M", "X", "i"] {
+            assert!(ev.iter().any(|e| e["ph"] == ph), "no {ph} event");
+        }
+        assert!(ev.iter().any(|e| e["name"] == "copy (elided)"));
+    }
+}
