@@ -218,6 +218,7 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
         }
     }
     v.iteration = best_iteration.map(|(_, r)| r);
+    v.thin(MAX_SPANS);
     v.widen_submissions();
     if let Some((lo, hi)) = v.iteration {
         let inside = v
@@ -754,6 +755,14 @@ fn steady(m: &Model, subs: &[(usize, String)]) -> Option<(u64, u64)> {
 /// Axis units a command gets inside its submission's span, beyond the events the span covers.
 const UNITS_PER_COMMAND: f64 = 3.0;
 
+/// Past this many spans the timeline is thinned ([`RunView::thin`]): a 10-iteration trace's
+/// page stays far below it, a long run's page stays around a megabyte.
+pub const MAX_SPANS: usize = 2500;
+
+fn is_command(kind: &str) -> bool {
+    matches!(kind, "copy" | "elided" | "dispatch" | "draw" | "use")
+}
+
 impl RunView {
     /// The axis position of (fractional) seq `s`: seq, plus the room given to the commands of
     /// every submission before it (linear across each widened step).
@@ -770,6 +779,90 @@ impl RunView {
             }
         }
         x
+    }
+
+    /// Thin a long run to about `limit` spans: up to `k` consecutive identical submissions of
+    /// one queue row (same commands) become one span `×k` with their commands summed, and up to
+    /// `k` consecutive identical host accesses of one buffer one span. The steady iteration is
+    /// left as it is.
+    pub fn thin(&mut self, limit: usize) {
+        if self.spans.len() <= limit {
+            return;
+        }
+        let k = self.spans.len().div_ceil(limit.max(1)).max(2);
+        // Blocks: a submission with its commands, or one host access.
+        let mut blocks: Vec<Vec<Span>> = Vec::new();
+        for s in std::mem::take(&mut self.spans) {
+            match blocks.last_mut() {
+                Some(b) if is_command(&s.kind) && b[0].kind == "submit" && b[0].seq == s.seq => {
+                    b.push(s)
+                }
+                _ => blocks.push(vec![s]),
+            }
+        }
+        blocks.sort_by(|a, b| {
+            (a[0].lane, a[0].row, a[0].buffer)
+                .cmp(&(b[0].lane, b[0].row, b[0].buffer))
+                .then(a[0].start.total_cmp(&b[0].start))
+        });
+        let key = |b: &[Span]| -> String {
+            let mut k = format!("{}:{}:{}:{}", b[0].lane, b[0].row, b[0].buffer, b[0].kind);
+            for s in &b[1..] {
+                k.push_str(&s.kind);
+                k.push_str(&s.label);
+            }
+            k
+        };
+        let keep = self.iteration;
+        let kept = |b: &[Span]| keep.is_some_and(|(lo, hi)| b[0].seq >= lo && b[0].seq <= hi);
+        let mut out: Vec<Span> = Vec::new();
+        let mut run: Vec<Vec<Span>> = Vec::new();
+        let mut merged_any = false;
+        let mut flush = |run: &mut Vec<Vec<Span>>, out: &mut Vec<Span>| {
+            if run.len() == 1 {
+                out.append(&mut run[0]);
+            } else if run.len() > 1 {
+                merged_any = true;
+                let n = run.len();
+                let (first, last) = (&run[0], &run[n - 1]);
+                let (a, b) = (first[0].seq, last[0].seq);
+                let (start, end) = (first[0].start, last[0].end);
+                let mut head = first[0].clone();
+                head.start = start;
+                head.end = end;
+                head.count = run.iter().map(|x| x[0].count).sum();
+                head.label = format!("{n} alike, events {a}–{b} (thinned); first: {}", head.label);
+                out.push(head);
+                let ops = first.len() - 1;
+                for t in 0..ops {
+                    let mut op = first[t + 1].clone();
+                    op.start = start + (end - start) * t as f64 / ops as f64;
+                    op.end = start + (end - start) * (t + 1) as f64 / ops as f64;
+                    op.count = run.iter().map(|x| x[t + 1].count).sum();
+                    op.bytes = run.iter().map(|x| x[t + 1].bytes).sum();
+                    op.label = format!("{} in {n} submissions (thinned)", op.label);
+                    out.push(op);
+                }
+            }
+            run.clear();
+        };
+        for b in blocks {
+            let same = run
+                .last()
+                .is_some_and(|r| key(r) == key(&b) && run.len() < k && !kept(r) && !kept(&b));
+            if !same {
+                flush(&mut run, &mut out);
+            }
+            run.push(b);
+        }
+        flush(&mut run, &mut out);
+        self.spans = out;
+        if merged_any {
+            self.notes.push(format!(
+                "the timeline is thinned ({} spans): up to {k} consecutive identical submissions of a queue, or host accesses of a buffer, are drawn as one (×N); the steady iteration is drawn in full",
+                self.spans.len()
+            ));
+        }
     }
 
     /// Give every submission room for its commands; the spans move onto the widened axis.
