@@ -215,6 +215,19 @@ fn check_page(dir: &Path, page: &Path, trace: &Path) -> std::collections::BTreeM
             );
         }
     }
+    // The page drives its own controls (keys, wheel, an event link) when opened at #selftest.
+    let selftest = PathBuf::from(format!("{}#selftest", page.display()));
+    let out = chromium(
+        dir,
+        &["--dump-dom", "--virtual-time-budget=5000"],
+        &selftest,
+    );
+    let st_self = status(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        st_self.get("selftest").map(String::as_str),
+        Some("ok"),
+        "zoom, pan or links do not work: {st_self:?}"
+    );
     st
 }
 

@@ -238,5 +238,32 @@
   status.setAttribute("data-spans-drawn", String(document.querySelectorAll("#panel-run .span").length));
   status.setAttribute("data-decided-drawn", String(dec));
   status.setAttribute("data-lanes", String(V.lanes.length));
+  // #selftest (the browser test opens the page so): drive the controls as a person would and
+  // record whether each did what it should.
+  if (location.hash === "#selftest") {
+    var fails = [];
+    var width = function (p) { return p.x1 - p.x0; };
+    var w0 = width(iter);
+    iter.root.dispatchEvent(new KeyboardEvent("keydown", { key: "+", bubbles: true }));
+    if (!(Math.abs(width(iter) - w0 / 2) < 1e-6)) fails.push("key + did not zoom in");
+    var x0 = iter.x0;
+    iter.root.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight", bubbles: true }));
+    if (!(iter.x0 > x0)) fails.push("key ArrowRight did not pan");
+    iter.root.dispatchEvent(new KeyboardEvent("keydown", { key: "-", bubbles: true }));
+    iter.root.dispatchEvent(new KeyboardEvent("keydown", { key: "0", bubbles: true }));
+    if (!(iter.x0 === iterRange[0] && iter.x1 === iterRange[1])) fails.push("key 0 did not reset");
+    var r = run.box.getBoundingClientRect();
+    run.box.dispatchEvent(new WheelEvent("wheel", { deltaY: -100, clientX: r.left + LABEL_W + 50,
+      clientY: r.top + 30, bubbles: true, cancelable: true }));
+    if (!(width(run) < last)) fails.push("the mouse wheel did not zoom");
+    var link = document.querySelector("a.ev");
+    if (link) {
+      link.click();
+      var q = pos(Number(link.getAttribute("data-seq")));
+      if (!(run.x0 <= q && q <= run.x1)) fails.push("an event link did not show its event");
+      if (!document.getElementById("ev-" + link.getAttribute("data-seq"))) fails.push("no #ev- anchor after the link");
+    }
+    status.setAttribute("data-selftest", fails.length ? fails.join("; ") : "ok");
+  }
   if (errors.length === 0) status.setAttribute("data-state", "ok");
 })();
