@@ -256,7 +256,15 @@ fn show_page_renders_every_pair_and_the_elided_copies_in_chromium() {
     // saxpy: every copy elided (accepted pairs); race: a pair refused by S2 at an event.
     let (w, trace, plan, stats) = run_sample("saxpy");
     let page = w.dir.join("saxpy.html");
-    vkecho_show(&trace, &plan, &stats, &[], &page);
+    let bench = w.dir.join("bench.json");
+    std::fs::write(&bench, r#"[{"sample":"saxpy","recovered":0.973}]"#).unwrap();
+    vkecho_show(
+        &trace,
+        &plan,
+        &stats,
+        &["--bench", &bench.display().to_string()],
+        &page,
+    );
     let st = check_page(&w.dir, &page, &trace);
     assert!(
         st["elided-drawn"].parse::<u64>().unwrap() > 0
@@ -267,6 +275,10 @@ fn show_page_renders_every_pair_and_the_elided_copies_in_chromium() {
     assert!(
         html.contains("memory not allocated (enforce run)"),
         "the stats were not read"
+    );
+    assert!(
+        html.contains("recovered fraction (saxpy)") && html.contains("97.3 %"),
+        "the benchmark result was not read"
     );
 
     let png_path = w.dir.join("saxpy.png");
