@@ -1,4 +1,5 @@
-// vkecho show: draws the timelines of the view embedded in #echo-data as SVG (no library).
+// vkecho show: draws the timelines of the view embedded in #echo-data as SVG (no library;
+// ES5 and DOM calls old browsers have, so the page opens on a Jetson's browser too).
 // When done it writes what it drew into #echo-status (data attributes) for tests; any script
 // error is caught there too.
 (function () {
@@ -180,7 +181,9 @@
       var fx = this.px(pos(this.focus));
       el("line", { x1: fx, y1: AXIS_H, x2: fx, y2: HEIGHT, "class": "m-hl" }, plot);
     }
-    this.box.replaceChildren(svg);
+    // (not replaceChildren: older browsers, e.g. JetPack's Chromium, lack it)
+    while (this.box.firstChild) this.box.removeChild(this.box.firstChild);
+    this.box.appendChild(svg);
     this.drawn = drawn;
   };
 
