@@ -79,7 +79,15 @@ fn chromium(dir: &Path, args: &[&str], page: &Path) -> std::process::Output {
             .unwrap()
             .as_nanos()
     ));
-    let mut c = Command::new("chromium");
+    if let Err(e) = Command::new("chromium").arg("--version").output() {
+        panic!(
+            "cannot run chromium ({e}): the browser test needs Debian's `chromium` package \
+             (scripts/deps.sh installs it; or apt-get install -y chromium)"
+        );
+    }
+    // Bounded: a browser that hangs on a loaded machine fails the test instead of stalling it.
+    let mut c = Command::new("timeout");
+    c.args(["120", "chromium"]);
     c.args([
         "--headless",
         "--no-sandbox",
@@ -97,13 +105,7 @@ fn chromium(dir: &Path, args: &[&str], page: &Path) -> std::process::Output {
     .args(args)
     .arg(format!("file://{}", page.display()))
     .env("HOME", dir);
-    let out = match c.output() {
-        Ok(o) => o,
-        Err(e) => panic!(
-            "cannot run chromium ({e}): the browser test needs Debian's `chromium` package \
-             (scripts/deps.sh installs it; or apt-get install -y chromium)"
-        ),
-    };
+    let out = c.output().expect("run timeout(1) chromium");
     let _ = std::fs::remove_dir_all(&profile);
     out
 }
