@@ -15,12 +15,15 @@
 #                              ENABLE_VULKAN_RENDERDOC_CAPTURE=1): tests/tests/layer_above.rs runs
 #                              it above echo (issue 23)
 #   libvkfft-dev glslang-dev   VkFFT (header-only) and glslang as a library for tests/c/c_vkfft.c (issue 26)
+#   chromium                   headless Chromium: tests/tests/show.rs opens `vkecho show`'s page in it
+#                              (rendered DOM and a screenshot, issue 36)
 #
 # Extra packages can be added with ECHO_EXTRA_PACKAGES="valgrind binutils".
 set -euo pipefail
 
 packages=(libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
-          glslang-tools spirv-tools valgrind binutils g++ librenderdoc libvkfft-dev glslang-dev)
+          glslang-tools spirv-tools valgrind binutils g++ librenderdoc libvkfft-dev glslang-dev
+          chromium)
 # shellcheck disable=SC2206
 packages+=(${ECHO_EXTRA_PACKAGES:-})
 

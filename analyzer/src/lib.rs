@@ -21,6 +21,7 @@ pub mod report;
 pub mod safety;
 pub mod sampling;
 pub mod settings;
+pub mod show;
 pub mod stats;
 pub mod symbolize;
 pub mod topology;

@@ -159,29 +159,7 @@ pub fn table(a: &Analysis, source: &str) -> String {
         }
     };
     for (i, c) in a.candidates.iter().enumerate() {
-        let decision = match &c.decision {
-            Decision::Accepted {
-                group,
-                direction,
-                one_time,
-            } => format!(
-                "accepted: group {group}, {}{}",
-                direction_words(*direction),
-                if !*one_time {
-                    ""
-                } else if c.role == Role::Readback {
-                    ", one-time download"
-                } else {
-                    ", one-time upload"
-                }
-            ),
-            Decision::Rejected {
-                condition, event, ..
-            } => match event {
-                Some(e) => format!("rejected: {} at event {e}", condition.as_str()),
-                None => format!("rejected: {}", condition.as_str()),
-            },
-        };
+        let decision = decision(c);
         rows.push([
             format!("{}", i + 1),
             format!("{}{}", on_dev(c.device_index), short(&c.staging)),
@@ -355,6 +333,34 @@ pub fn table(a: &Analysis, source: &str) -> String {
         }
     }
     s
+}
+
+/// The decision column of the table for one row: `accepted: group 0, staging into device`,
+/// `rejected: S2 at event 71`.
+pub fn decision(c: &crate::analysis::CandidateRow) -> String {
+    match &c.decision {
+        Decision::Accepted {
+            group,
+            direction,
+            one_time,
+        } => format!(
+            "accepted: group {group}, {}{}",
+            direction_words(*direction),
+            if !*one_time {
+                ""
+            } else if c.role == Role::Readback {
+                ", one-time download"
+            } else {
+                ", one-time upload"
+            }
+        ),
+        Decision::Rejected {
+            condition, event, ..
+        } => match event {
+            Some(e) => format!("rejected: {} at event {e}", condition.as_str()),
+            None => format!("rejected: {}", condition.as_str()),
+        },
+    }
 }
 
 /// One rejection for people (issue 16): first in plain words, then where the two buffers were

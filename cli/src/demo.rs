@@ -126,6 +126,8 @@ struct Row {
     identical: bool,
     profile_identical: bool,
     note: String,
+    /// `vkecho show`'s page of the profile run, with the enforce run's statistics.
+    page: String,
 }
 
 fn list_samples(samples_bin: &Path) -> Result<Vec<(String, String)>, String> {
@@ -265,7 +267,14 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     } else if let Some(line) = last_stats.group_lines().into_iter().next() {
         note = line;
     }
+    let recovered = if gain_zero > 0.0 {
+        (base_ms - echo_ms) / gain_zero
+    } else {
+        f64::NAN
+    };
+    let page = crate::show::demo_page(&o.out, name, &trace, &plan_path, &stats_path, recovered);
     Ok(Row {
+        page,
         sample: name.into(),
         size_mib: size.clone(),
         kind: kind.into(),
@@ -278,11 +287,7 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
         zero_ms,
         speedup: base_ms / echo_ms,
         zero_copy_speedup: base_ms / zero_ms,
-        recovered: if gain_zero > 0.0 {
-            (base_ms - echo_ms) / gain_zero
-        } else {
-            f64::NAN
-        },
+        recovered,
         speedup_range,
         zero_copy_range,
         recovered_range,
@@ -378,6 +383,10 @@ pub fn main(args: &[String]) -> i32 {
     } else {
         print_table(&rows);
     }
+    eprintln!(
+        "vkecho demo: a page per sample (`vkecho show`: timelines, pairs, verdicts): {}/<sample>.html",
+        o.out.display()
+    );
     if failures > 0 {
         eprintln!(
             "vkecho demo: {} failed or changed their output",
@@ -467,6 +476,9 @@ fn print_table(rows: &[Row]) {
         if !r.note.is_empty() {
             println!("{:<11} note: {}", "", r.note);
         }
+        if !r.page.is_empty() {
+            println!("{:<11} page: {}", "", r.page);
+        }
     }
     println!("\nspeedup = staging baseline / enforce (median iteration time of interleaved runs); zero-copy = the hand-written twin; recovered = (base - echo) / (base - zero-copy); – = echo elided nothing, so there is nothing to measure.");
     println!("~ = inside the noise: the per-round ratios straddle 1.00x (for recovered: the speedup's or the twin's do, or its per-round values span more than {:.0} points); not a result — rerun with more --rounds on a quieter machine.", NOISY_RECOVERED * 100.0);
@@ -499,6 +511,7 @@ mod tests {
             identical: true,
             profile_identical: true,
             note: String::new(),
+            page: String::new(),
         }
     }
 

@@ -14,6 +14,7 @@ mod plan;
 mod profile;
 mod report;
 mod run;
+mod show;
 
 const USAGE: &str = "\
 vkecho — VK_LAYER_echo: remove host↔device self-copies on unified-memory Vulkan devices
@@ -38,6 +39,8 @@ commands:
                                           plans and run records, versions, the last run's warnings
   demo [--size-mib N] [--iters N] [--samples a,b]
                                           profile, analyze and enforce every sample; print a results table
+  show TRACE [--plan P] [--stats S] [--format html|perfetto] [-o F]
+                                          one run as a self-contained HTML page (or Perfetto trace)
   help                                    this text
 ";
 
@@ -60,6 +63,7 @@ fn main() {
         "cache" => cache::main(rest),
         "plan" => plan::main(rest),
         "report" => report::main(rest),
+        "show" => show::main(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0

@@ -9,7 +9,9 @@
 //! - `vkecho-report/cache/<entry>/plan.json` — every plan of auto mode's cache (`cache_dir`);
 //! - `vkecho-report/cache/runs.jsonl` — the cache's record of the runs that used it (statistics
 //!   and warnings per device, `echo_analyzer::cache::RUNS_FILE`);
-//! - `vkecho-report/last-run-warnings.txt` — the warnings of the last run recorded there.
+//! - `vkecho-report/last-run-warnings.txt` — the warnings of the last run recorded there;
+//! - `vkecho-report/show.html` — `vkecho show`'s page of the newest trace the cache still holds
+//!   (auto mode keeps traces only with `keep_traces`), when it holds one.
 //!
 //! Nothing else of the machine: no environment dump (doctor names only the variables that decide
 //! where Vulkan looks), no traces, no file outside the cache. Paths outside the cache that the
@@ -169,6 +171,17 @@ fn contents(dir: &Path, doctor: &Value, now: u64) -> Vec<(String, Vec<u8>)> {
         last.unwrap_or_else(|| "no run is recorded in the cache\n".into())
             .into_bytes(),
     ));
+    // The page of the newest trace the cache holds (`vkecho show`), when it holds one.
+    let page = crate::show::newest_cached_page(dir);
+    let page_line = match &page {
+        Some((_, _, entry)) => {
+            format!("show.html               `vkecho show` of the cache's newest trace ({entry})\n")
+        }
+        None => "(no show.html: the cache holds no trace; keep_traces=1 keeps them)\n".into(),
+    };
+    if let Some((name, bytes, _)) = page {
+        files.push((format!("{root}/{name}"), bytes));
+    }
     let readme = format!(
         "VK_LAYER_echo problem report, made by vkecho {} ({now} s since the epoch).\n\
          \n\
@@ -177,6 +190,7 @@ fn contents(dir: &Path, doctor: &Value, now: u64) -> Vec<(String, Vec<u8>)> {
          cache/*/plan.json       the {plans} plan(s) of auto mode's cache\n\
          cache/runs.jsonl        the cache's record of recent runs: statistics and warnings per device\n\
          last-run-warnings.txt   the last recorded run's warnings\n\
+         {page_line}\
          \n\
          Nothing else: no environment dump, no traces, no file from outside the cache; paths\n\
          outside the cache in the run records read {OUTSIDE}.\n",

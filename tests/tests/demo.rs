@@ -30,7 +30,21 @@ fn demo_profiles_analyzes_and_enforces_with_identical_output() {
         .env_remove("VK_INSTANCE_LAYERS")
         .output()
         .expect("run vkecho demo");
+    // A page per sample (`vkecho show`, issue 36), where the row says.
+    let pages: Vec<(String, bool)> = serde_json::from_slice::<Vec<Value>>(&out.stdout)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let p = r["page"].as_str().unwrap_or_default().to_string();
+            let ok = std::fs::read_to_string(&p).is_ok_and(|h| h.contains("id=\"echo-data\""));
+            (p, ok)
+        })
+        .collect();
     let _ = std::fs::remove_dir_all(&out_dir);
+    assert!(
+        pages.len() == 3 && pages.iter().all(|p| p.1),
+        "a page per sample: {pages:?}"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),

@@ -1,0 +1,257 @@
+//! `vkecho show TRACE [--plan P] [--stats S] [--bench B] [--format html|perfetto] [-o OUT]`:
+//! one run as a self-contained HTML page (timelines, pairs and verdicts, totals), or as Chrome
+//! JSON trace events for the Perfetto UI (issue 36). The page and the export are built by
+//! `echo_analyzer::show`.
+
+use echo_analyzer::analysis::explain;
+use echo_analyzer::plan::{parse_plan, Thresholds};
+use echo_analyzer::settings::parse_u64;
+use echo_analyzer::show::{self, Inputs};
+use echo_analyzer::symbolize::Symbolizer;
+use echo_analyzer::trace::read_trace;
+use std::path::{Path, PathBuf};
+
+pub const USAGE: &str = "\
+usage: vkecho show TRACE [--plan PLAN] [--stats STATS] [--bench RESULT] [--format html|perfetto]
+                   [-o OUT] [--no-symbolize]
+
+  TRACE            a trace written by the layer in profile mode
+  --plan PLAN      mark the copies this plan elides (default: the plan `vkecho analyze` would make)
+  --stats STATS    an enforce run's statistics (the `stats` setting's JSON): memory not allocated
+  --bench RESULT   a benchmark result holding `recovered` fractions (`vkecho demo --json`)
+  --format F       html (default): one self-contained page; perfetto: Chrome JSON trace events
+                   (open in https://ui.perfetto.dev or chrome://tracing)
+  -o OUT           where to write it (default: TRACE with .html or .perfetto.json)
+";
+
+/// What `vkecho show` was asked.
+pub struct Opts {
+    pub trace: PathBuf,
+    pub plan: Option<PathBuf>,
+    pub stats: Option<PathBuf>,
+    pub bench: Option<PathBuf>,
+    pub perfetto: bool,
+    pub out: Option<PathBuf>,
+    pub symbolize: bool,
+}
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    let mut o = Opts {
+        trace: PathBuf::new(),
+        plan: None,
+        stats: None,
+        bench: None,
+        perfetto: false,
+        out: None,
+        symbolize: true,
+    };
+    let mut trace = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || {
+            it.next()
+                .map(PathBuf::from)
+                .ok_or(format!("{a} needs a value"))
+        };
+        match a.as_str() {
+            "--plan" => o.plan = Some(value()?),
+            "--stats" => o.stats = Some(value()?),
+            "--bench" => o.bench = Some(value()?),
+            "-o" | "--output" => o.out = Some(value()?),
+            "--format" => match value()?.to_str() {
+                Some("html") => o.perfetto = false,
+                Some("perfetto") | Some("chrome") => o.perfetto = true,
+                other => return Err(format!("unknown format {other:?}: html or perfetto")),
+            },
+            "--no-symbolize" => o.symbolize = false,
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            s => {
+                if trace.replace(PathBuf::from(s)).is_some() {
+                    return Err("one trace at a time".into());
+                }
+            }
+        }
+    }
+    o.trace = trace.ok_or("which trace?")?;
+    Ok(o)
+}
+
+/// `recovered` fractions in a benchmark result: every object with a numeric `recovered`,
+/// named by its `sample` (or `name`).
+fn recovered(v: &serde_json::Value, out: &mut Vec<(String, f64)>) {
+    match v {
+        serde_json::Value::Array(a) => a.iter().for_each(|x| recovered(x, out)),
+        serde_json::Value::Object(o) => {
+            if let Some(r) = o.get("recovered").and_then(|r| r.as_f64()) {
+                let name = o
+                    .get("sample")
+                    .or(o.get("name"))
+                    .and_then(|n| n.as_str())
+                    .unwrap_or_default();
+                out.push((name.to_string(), r));
+            } else {
+                o.values().for_each(|x| recovered(x, out));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Write the page (or the export) of one trace; returns its path.
+pub fn write(o: &Opts) -> Result<PathBuf, String> {
+    let mut rec = Vec::new();
+    if let Some(p) = &o.bench {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        recovered(&v, &mut rec);
+    }
+    let body = render(
+        &o.trace,
+        o.plan.as_deref(),
+        o.stats.as_deref(),
+        rec,
+        o.perfetto,
+        o.symbolize,
+    )?;
+    let ext = if o.perfetto { "perfetto.json" } else { "html" };
+    let out = o.out.clone().unwrap_or_else(|| o.trace.with_extension(ext));
+    crate::write_private(&out, &body)?;
+    Ok(out)
+}
+
+/// The page (or, with `perfetto`, the Chrome trace events) of a trace: its analysis, the
+/// copies `plan` elides (default: the analysis's plan), an enforce run's `stats`, and
+/// `recovered` fractions.
+pub fn render(
+    trace_path: &Path,
+    plan_path: Option<&Path>,
+    stats_path: Option<&Path>,
+    recovered: Vec<(String, f64)>,
+    perfetto: bool,
+    symbolize: bool,
+) -> Result<String, String> {
+    let f = std::fs::File::open(trace_path)
+        .map_err(|e| format!("cannot open {}: {e}", trace_path.display()))?;
+    let trace = read_trace(std::io::BufReader::new(f))
+        .map_err(|e| format!("{}: {e}", trace_path.display()))?;
+    let from_trace = |k: &str| trace.header.settings.get(k).and_then(|v| parse_u64(v));
+    let d = Thresholds::default();
+    let t = Thresholds {
+        min_bytes: from_trace("min_bytes").unwrap_or(d.min_bytes),
+        min_copies: from_trace("min_copies")
+            .filter(|&k| k >= 1)
+            .unwrap_or(d.min_copies),
+    };
+    let sym = if symbolize {
+        Symbolizer::new(&trace.header.context.exe_path)
+    } else {
+        Symbolizer::disabled()
+    };
+    sym.prefetch(&trace);
+    let analysis = explain(&trace, t, &|s| sym.site(s));
+    let plan = match plan_path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            Some(parse_plan(&text).map_err(|e| format!("{}: {e}", p.display()))?)
+        }
+        None => None,
+    };
+    let stats = match stats_path {
+        Some(p) => {
+            let all = crate::run::read_stats(p)?;
+            (!all.is_empty()).then(|| {
+                let mut t = echo_analyzer::stats::Stats::total(&all);
+                let mut status: Vec<&str> = all.iter().map(|s| s.plan_status.as_str()).collect();
+                status.dedup();
+                t.plan_status = status.join(", ");
+                t
+            })
+        }
+        None => None,
+    };
+    let inputs = Inputs {
+        plan: plan
+            .as_ref()
+            .zip(plan_path)
+            .map(|(p, path)| (p, path.display().to_string())),
+        stats,
+        recovered,
+    };
+    let view = show::view(&trace, &analysis, &trace_path.display().to_string(), inputs);
+    Ok(if perfetto {
+        show::perfetto::perfetto(&view)
+    } else {
+        show::html::html(&view)
+    })
+}
+
+/// For `vkecho demo`: `OUT/NAME.html` of a sample's profile trace, with its plan, the enforce
+/// run's statistics and the recovered fraction; returns its path, or the error in words (the
+/// demo goes on either way).
+pub fn demo_page(
+    out: &Path,
+    name: &str,
+    trace: &Path,
+    plan: &Path,
+    stats: &Path,
+    recovered: f64,
+) -> String {
+    let page = out.join(format!("{name}.html"));
+    let stats = stats.is_file().then_some(stats);
+    let rec = vec![(format!("{name}, this demo"), recovered)];
+    match render(trace, Some(plan), stats, rec, false, true)
+        .and_then(|html| crate::write_private(&page, &html))
+    {
+        Ok(()) => page.display().to_string(),
+        Err(e) => format!("not written: {e}"),
+    }
+}
+
+/// For `vkecho report`: the page of the newest trace auto mode's cache at `dir` still holds
+/// (with its entry's plan), as `(file name, page, what it shows)`; `None` when the cache holds
+/// no trace (they are deleted once their plan is made, unless `keep_traces`).
+pub fn newest_cached_page(dir: &Path) -> Option<(String, Vec<u8>, String)> {
+    let newest = echo_analyzer::cache::list(dir)
+        .into_iter()
+        .filter_map(|e| {
+            let t = e.trace.clone()?;
+            let when = std::fs::metadata(&t).and_then(|m| m.modified()).ok()?;
+            Some((when, t, e.plan.clone(), e.name))
+        })
+        .max_by_key(|x| x.0)?;
+    let (_, trace, plan, name) = newest;
+    let page = render(&trace, plan.as_deref(), None, Vec::new(), false, true).ok()?;
+    Some(("show.html".into(), page.into_bytes(), name))
+}
+
+pub fn main(args: &[String]) -> i32 {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{USAGE}");
+        return 0;
+    }
+    let o = match parse(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprint!("vkecho show: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    match write(&o) {
+        Ok(p) => {
+            let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            println!(
+                "vkecho show: wrote {} ({})",
+                p.display(),
+                echo_analyzer::report::human_bytes(size)
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("vkecho show: {e}");
+            1
+        }
+    }
+}
