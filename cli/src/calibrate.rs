@@ -6,13 +6,36 @@
 //! the last JSON line the program prints on stdout (the samples print `iter_ms_median`, the
 //! complete-loop time of one iteration, which leaves process start-up out).
 
-use crate::launch::{command, flag_value, split_command, LayerRun};
-use echo_analyzer::plan::{parse_plan, Calibration};
+use crate::launch::{command, LayerRun};
+use echo_analyzer::plan::Calibration;
+use std::path::PathBuf;
 use std::time::Instant;
 
-pub fn main(args: &[String]) -> i32 {
-    let (opts, argv) = split_command(args);
-    match calibrate(&opts, &argv) {
+/// `vkecho calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD ARGS...`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Runs CMD without the plan and with it, in separate processes, \
+alternating (A B B A ...), and keeps the plan only if the median time improves; the numbers go \
+into the plan."
+)]
+pub struct Args {
+    /// Timed runs of each side
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub trials: u32,
+    /// Time by the numeric field FIELD of the last JSON line CMD prints on stdout (the samples
+    /// print `iter_ms_median`) instead of the wall clock
+    #[arg(long, value_name = "FIELD")]
+    pub metric: Option<String>,
+    /// The plan to calibrate (rewritten with the result)
+    #[arg(long, value_name = "PLAN", required = true)]
+    pub plan: PathBuf,
+    /// The program and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub fn main(args: &Args) -> i32 {
+    match calibrate(args) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("vkecho calibrate: {e}");
@@ -57,23 +80,14 @@ pub fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-fn calibrate(opts: &[String], argv: &[String]) -> Result<(), String> {
-    let plan_path = flag_value(opts, "--plan")?.ok_or("--plan PLAN is required")?;
-    if argv.is_empty() {
-        return Err("no command given (usage: vkecho calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD ARGS...)".into());
-    }
-    let trials: u32 = match flag_value(opts, "--trials")? {
-        Some(t) => t
-            .parse()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or(format!("--trials needs a count >= 1, got '{t}'"))?,
-        None => 5,
-    };
-    let metric = flag_value(opts, "--metric")?;
-    let text = std::fs::read_to_string(&plan_path).map_err(|e| format!("{plan_path}: {e}"))?;
-    let mut plan = parse_plan(&text).map_err(|e| format!("{plan_path}: {e}"))?;
-    let abs = std::fs::canonicalize(&plan_path).map_err(|e| format!("{plan_path}: {e}"))?;
+fn calibrate(args: &Args) -> Result<(), String> {
+    let argv = &args.command;
+    let trials = args.trials;
+    let metric = args.metric.clone();
+    let plan_path = &args.plan;
+    let (_, mut plan) = crate::plan::read_plan_file(plan_path)?;
+    let abs =
+        std::fs::canonicalize(plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
     // The plan run must apply the plan even if an earlier calibration switched it off.
     let mut trial_plan = plan.clone();
     trial_plan.calibration = None;

@@ -7,7 +7,7 @@
 //! measurement this project is judged by.
 
 use crate::calibrate::median;
-use crate::launch::{command, flag_value, sibling, LayerRun};
+use crate::launch::{command, sibling, LayerRun};
 use crate::run::read_stats;
 use echo_analyzer::analysis::{explain, plain_site, Decision};
 use echo_analyzer::plan::Thresholds;
@@ -17,7 +17,34 @@ use echo_analyzer::trace::read_trace;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-const USAGE: &str = "usage: vkecho demo [--size-mib N] [--iters N] [--rounds N] [--samples a,b,...] [--out DIR] [--json]";
+/// `vkecho demo [--size-mib N] [--iters N] [--rounds N] [--samples a,b,...] [--out DIR] [--json]`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "For every sample of echo-samples: run it without the layer (staging and \
+zero-copy twins), profile it, analyze the trace into a plan, enforce the plan, and print one \
+table: what was elided, the speedup, the zero-copy twin's speedup, and whether the output stayed \
+byte-identical. Exit status 1 when a sample failed or changed its output."
+)]
+pub struct Args {
+    /// Buffer size of each sample, in MiB
+    #[arg(long, value_name = "N", default_value = "32", value_parser = crate::positive_number)]
+    pub size_mib: String,
+    /// Timed iterations per run
+    #[arg(long, value_name = "N", default_value = "10", value_parser = crate::positive_number)]
+    pub iters: String,
+    /// Interleaved rounds of the timed runs
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rounds: u64,
+    /// Only these samples (comma-separated; default: every sample)
+    #[arg(long, value_name = "a,b,...", value_delimiter = ',')]
+    pub samples: Option<Vec<String>>,
+    /// Where traces, plans and statistics go (default: a fresh directory in the temp dir)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the rows as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
 
 struct Opts {
     size_mib: String,
@@ -28,41 +55,20 @@ struct Opts {
     json: bool,
 }
 
-fn parse(args: &[String]) -> Result<Opts, String> {
-    for (i, a) in args.iter().enumerate() {
-        let takes_value =
-            ["--size-mib", "--iters", "--rounds", "--samples", "--out"].contains(&a.as_str());
-        let is_value = i > 0
-            && ["--size-mib", "--iters", "--rounds", "--samples", "--out"]
-                .contains(&args[i - 1].as_str());
-        if !takes_value && !is_value && a != "--json" {
-            return Err(format!("unknown option '{a}'\n{USAGE}"));
-        }
+fn parse(a: &Args) -> Opts {
+    Opts {
+        size_mib: a.size_mib.clone(),
+        iters: a.iters.clone(),
+        rounds: a.rounds as usize,
+        samples: a
+            .samples
+            .as_ref()
+            .map(|v| v.iter().map(|x| x.trim().to_string()).collect()),
+        out: a.out.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("vkecho-demo-{}", std::process::id()))
+        }),
+        json: a.json,
     }
-    let num = |flag: &str, default: &str| -> Result<String, String> {
-        let v = flag_value(args, flag)?.unwrap_or_else(|| default.to_string());
-        v.parse::<f64>()
-            .ok()
-            .filter(|x| *x > 0.0)
-            .ok_or(format!("{flag} needs a positive number, got '{v}'"))?;
-        Ok(v)
-    };
-    let rounds: usize = num("--rounds", "3")?
-        .parse()
-        .map_err(|_| "--rounds needs a whole number".to_string())?;
-    Ok(Opts {
-        size_mib: num("--size-mib", "32")?,
-        iters: num("--iters", "10")?,
-        rounds,
-        samples: flag_value(args, "--samples")?
-            .map(|s| s.split(',').map(|x| x.trim().to_string()).collect()),
-        out: flag_value(args, "--out")?
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                std::env::temp_dir().join(format!("vkecho-demo-{}", std::process::id()))
-            }),
-        json: args.iter().any(|a| a == "--json"),
-    })
 }
 
 /// One sample run's report line.
@@ -292,14 +298,8 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     })
 }
 
-pub fn main(args: &[String]) -> i32 {
-    let o = match parse(args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("vkecho demo: {e}");
-            return 2;
-        }
-    };
+pub fn main(args: &Args) -> i32 {
+    let o = parse(args);
     let bin = match sibling("echo-samples") {
         Ok(b) => b,
         Err(e) => {
