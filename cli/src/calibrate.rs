@@ -102,20 +102,35 @@ fn calibrate(args: &Args) -> Result<(), String> {
         settings: vec![("PLAN", trial_path.display().to_string())],
     };
     let (mut a, mut b) = (Vec::new(), Vec::new());
+    let pb = crate::progress::bar(2 * u64::from(trials), "calibrate");
     let result = (|| -> Result<(), String> {
         for t in 0..trials {
-            eprintln!("vkecho calibrate: trial {}/{trials}", t + 1);
+            crate::progress::say(&pb, &format!("vkecho calibrate: trial {}/{trials}", t + 1));
             // A B, then B A: drift in the machine's state hits both sides equally.
-            if t % 2 == 0 {
-                a.push(timed(argv, &base, metric.as_deref())?);
-                b.push(timed(argv, &with, metric.as_deref())?);
-            } else {
-                b.push(timed(argv, &with, metric.as_deref())?);
-                a.push(timed(argv, &base, metric.as_deref())?);
-            }
+            let mut one = |with_plan: bool| -> Result<(), String> {
+                pb.set_message(format!(
+                    "trial {}/{trials}: {}",
+                    t + 1,
+                    if with_plan {
+                        "with the plan"
+                    } else {
+                        "baseline"
+                    }
+                ));
+                if with_plan {
+                    b.push(timed(argv, &with, metric.as_deref())?);
+                } else {
+                    a.push(timed(argv, &base, metric.as_deref())?);
+                }
+                pb.inc(1);
+                Ok(())
+            };
+            one(t % 2 == 1)?;
+            one(t % 2 == 0)?;
         }
         Ok(())
     })();
+    pb.finish_and_clear();
     let _ = std::fs::remove_file(&trial_path);
     result?;
     let (ma, mb) = (median(&mut a), median(&mut b));

@@ -162,7 +162,13 @@ fn size_for(o: &Opts, name: &str) -> String {
     }
 }
 
-fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String> {
+fn demo_one(
+    o: &Opts,
+    bin: &Path,
+    name: &str,
+    kind: &str,
+    pb: &indicatif::ProgressBar,
+) -> Result<Row, String> {
     let size = size_for(o, name);
     let argv = |variant: &str| -> Vec<String> {
         vec![
@@ -186,6 +192,7 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     let _ = std::fs::remove_file(&trace);
 
     // 1. Profile, 2. analyze.
+    pb.set_message(format!("{name}: profile"));
     let prof = run_sample(
         &staging,
         &LayerRun {
@@ -224,11 +231,25 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     let (mut tb, mut te, mut tz) = (Vec::new(), Vec::new(), Vec::new());
     let (mut base_sum, mut echo_sum) = (String::new(), String::new());
     let mut last_stats = Stats::default();
-    for _ in 0..o.rounds.max(1) {
+    pb.inc(1);
+    for r in 0..o.rounds.max(1) {
+        let step = |what: &str| {
+            pb.set_message(format!(
+                "{name}: round {}/{}: {what}",
+                r + 1,
+                o.rounds.max(1)
+            ))
+        };
+        step("baseline");
         let b = run_sample(&staging, &no_layer)?;
+        pb.inc(1);
         let _ = std::fs::remove_file(&stats_path);
+        step("enforce");
         let e = run_sample(&staging, &enforce)?;
+        pb.inc(1);
+        step("zero-copy twin");
         let z = run_sample(&zero, &no_layer)?;
+        pb.inc(1);
         if let Ok(s) = read_stats(&stats_path) {
             if let Some(s) = s.into_iter().next() {
                 last_stats = s;
@@ -354,13 +375,19 @@ pub fn main(args: &Args) -> i32 {
     );
     let mut rows = Vec::new();
     let mut failures = 0;
+    // Each sample: the profile run, then base, enforce and zero-copy in every round.
+    let per_sample = 1 + 3 * o.rounds.max(1) as u64;
+    let pb = crate::progress::bar(per_sample * chosen.len() as u64, "demo");
     for (i, (name, kind)) in chosen.iter().enumerate() {
-        eprintln!(
-            "vkecho demo: [{}/{}] {name}: profile, analyze, enforce …",
-            i + 1,
-            chosen.len()
+        crate::progress::say(
+            &pb,
+            &format!(
+                "vkecho demo: [{}/{}] {name}: profile, analyze, enforce …",
+                i + 1,
+                chosen.len()
+            ),
         );
-        match demo_one(&o, &bin, name, kind) {
+        match demo_one(&o, &bin, name, kind, &pb) {
             Ok(r) => {
                 if !r.identical || !r.profile_identical {
                     failures += 1;
@@ -369,10 +396,12 @@ pub fn main(args: &Args) -> i32 {
             }
             Err(e) => {
                 failures += 1;
-                eprintln!("vkecho demo: {name}: {e}");
+                crate::progress::say(&pb, &format!("vkecho demo: {name}: {e}"));
             }
         }
+        pb.set_position(per_sample * (i as u64 + 1));
     }
+    pb.finish_and_clear();
     if o.json {
         println!("{}", serde_json::to_string_pretty(&rows).unwrap());
     } else {

@@ -13,6 +13,7 @@ mod launch;
 mod paths;
 mod plan;
 mod profile;
+mod progress;
 mod report;
 mod run;
 

@@ -776,6 +776,50 @@ fn bad_plans_are_one_warning_and_passthrough() {
     }
 }
 
+// ------------------------------------------------------------------ calibrate
+
+/// `vkecho calibrate` times the program without and with the plan and writes the numbers into
+/// the plan; with stderr not a terminal its progress bar (indicatif) is hidden: stderr holds the
+/// per-trial log lines and nothing else.
+#[test]
+fn calibrate_records_its_numbers_and_draws_no_progress_without_a_terminal() {
+    let f = Flow::new("saxpy", SIZE_KIB);
+    let (_, plan_path) = f.profile_and_analyze();
+    let p = plan_path.display().to_string();
+    let run = f.vkecho(
+        &[
+            "calibrate",
+            "--trials",
+            "2",
+            "--metric",
+            "iter_ms_median",
+            "--plan",
+            &p,
+        ],
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("(median of 2, iter_ms_median)"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        run.stderr.lines().collect::<Vec<_>>(),
+        ["vkecho calibrate: trial 1/2", "vkecho calibrate: trial 2/2"],
+        "{:?}",
+        run.stderr
+    );
+    let c = read_plan(&plan_path)
+        .calibration
+        .expect("calibration written");
+    assert_eq!(c.trials, 2);
+    assert!(
+        c.baseline_ms_median > 0.0 && c.plan_ms_median > 0.0,
+        "{c:?}"
+    );
+}
+
 // ------------------------------------------------------------------ auto mode
 
 /// An explicit manifest for this build's layer, for runs `vkecho` does not start.
