@@ -104,15 +104,6 @@ pub fn positive_number(v: &str) -> Result<String, String> {
         .ok_or(format!("needs a positive number, got '{v}'"))
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn command_line_is_consistent() {
-        use clap::CommandFactory;
-        super::Cli::command().debug_assert();
-    }
-}
-
 /// Write a file only its owner can read or write (traces and plans, DESIGN §8 hardening).
 pub fn write_private(path: &std::path::Path, text: &str) -> Result<(), String> {
     use std::io::Write;
@@ -130,4 +121,13 @@ pub fn write_private(path: &std::path::Path, text: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
     f.write_all(text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }
