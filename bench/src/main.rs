@@ -11,6 +11,7 @@
 //! `RESULTS.md`, `results.json` and SVG/PNG plots in the output directory.
 
 mod memory;
+mod progress;
 mod report;
 mod runner;
 mod stats;
@@ -23,31 +24,84 @@ use serde_json::Value;
 use stats::{Summary, MIN_GAIN};
 use std::path::PathBuf;
 
-const USAGE: &str = "\
-usage: echo-bench [--quick|--full] [--out DIR] [--samples a,b,...] [--negatives]
-                  [--size-mib F] [--iters N] [--procs N] [--sweep S1,S2,...|--no-sweep]
-                  [--no-calls] [--no-memory] [--memory] [--kept] [--work DIR] [--command TEXT]
+/// `echo-bench`'s command line (clap).
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "echo-bench",
+    version,
+    args_override_self = true,
+    about = "The measurement VK_LAYER_echo is judged by: base vs layer-off vs enforce vs zero-copy \
+per sample, a size sweep and the per-call cost; writes RESULTS.md, results.json and plots"
+)]
+struct Cli {
+    /// (default) 3 processes per configuration, 16 MiB, 5 iterations, a 4-size sweep
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// 7 processes per configuration, 64 MiB, 20 iterations, the 11-size sweep
+    #[arg(long)]
+    full: bool,
+    /// Where RESULTS.md, results.json and the plots go
+    #[arg(long, value_name = "DIR", default_value = "bench")]
+    out: PathBuf,
+    /// Samples to run (comma-separated; default: every positive sample of echo-samples)
+    #[arg(long, value_name = "LIST")]
+    samples: Option<String>,
+    /// Also run the negative controls (labelled; the plan must refuse them)
+    #[arg(long)]
+    negatives: bool,
+    /// Sample size in MiB (compute-heavy samples are capped: quick sgemm/pipeline 1 MiB, conv2d
+    /// 4 MiB; full sgemm 1, pipeline 4, conv2d 16 MiB)
+    #[arg(long, value_name = "F", value_parser = positive)]
+    size_mib: Option<f64>,
+    /// Timed iterations per process (after the warm-up iterations)
+    #[arg(long, value_name = "N", value_parser = positive)]
+    iters: Option<f64>,
+    /// Processes per configuration (rounds)
+    #[arg(long, value_name = "N", value_parser = positive)]
+    procs: Option<f64>,
+    /// Saxpy sizes in MiB for the sweep (comma-separated)
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_parser = positive,
+        overrides_with = "no_sweep"
+    )]
+    sweep: Option<Vec<f64>>,
+    /// Skip the size sweep
+    #[arg(long, overrides_with = "sweep")]
+    no_sweep: bool,
+    /// Skip the per-call microbenchmark
+    #[arg(long)]
+    no_calls: bool,
+    /// Skip the memory measurement (device memory at the driver, peak RSS)
+    #[arg(long)]
+    no_memory: bool,
+    /// Only the memory measurement: every positive sample (or --samples) without the layer, with
+    /// it and as the zero-copy twin, under the test layer that counts vkAllocateMemory at the
+    /// driver; writes its section into RESULTS.md, memory_per_sample.svg/png and memory.json
+    /// (needs the workspace's release build)
+    #[arg(long)]
+    memory: bool,
+    /// Only carry the measurements that scripts keep beside RESULTS.md (instructions.md,
+    /// real-libraries.md, agreement.md, ...) into it, in place of their sections
+    #[arg(long)]
+    kept: bool,
+    /// Traces, plans and statistics files (default: a fresh directory in /tmp)
+    #[arg(long, value_name = "DIR")]
+    work: Option<PathBuf>,
+    /// The command line to record in RESULTS.md (scripts/bench.sh passes its own)
+    #[arg(long, value_name = "TEXT")]
+    command: Option<String>,
+}
 
-  --quick          (default) 3 processes per configuration, 16 MiB, 5 iterations, a 4-size sweep
-  --full           7 processes per configuration, 64 MiB, 20 iterations, the 11-size sweep
-  --out DIR        where RESULTS.md, results.json and the plots go (default: bench)
-  --samples LIST   samples to run (default: every positive sample of echo-samples)
-  --negatives      also run the negative controls (labelled; the plan must refuse them)
-  --size-mib F     sample size (compute-heavy samples are capped: quick sgemm/pipeline 1 MiB,
-                   conv2d 4 MiB; full sgemm 1, pipeline 4, conv2d 16 MiB)
-  --iters N        timed iterations per process (after the warm-up iterations)
-  --procs N        processes per configuration (rounds)
-  --sweep LIST     saxpy sizes in MiB for the sweep; --no-sweep skips it
-  --no-calls       skip the per-call microbenchmark
-  --no-memory      skip the memory measurement (device memory at the driver, peak RSS)
-  --memory         only the memory measurement: every positive sample (or --samples) without
-                   the layer, with it and as the zero-copy twin, under the test layer that counts
-                   vkAllocateMemory at the driver; writes its section into RESULTS.md, the plot
-                   memory_per_sample.svg/png and memory.json (needs the workspace's release build)
-  --kept           only carry the measurements that scripts keep beside RESULTS.md (instructions.md,
-                   real-libraries.md, agreement.md, ...) into it, in place of their sections
-  --work DIR       traces, plans and statistics files (default: a fresh directory in /tmp)
-  --command TEXT   the command line to record in RESULTS.md (scripts/bench.sh passes its own)";
+fn positive(v: &str) -> Result<f64, String> {
+    v.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .ok_or(format!("needs a positive number, got '{v}'"))
+}
 
 /// Sizes of the full sweep (DESIGN §9: not only powers of two; 31/32/33 straddle allocator cliffs).
 const FULL_SWEEP: &[f64] = &[
@@ -105,80 +159,51 @@ pub struct Opts {
     pub command: String,
 }
 
-fn parse(args: &[String]) -> Result<Opts, String> {
-    let full = args.iter().any(|a| a == "--full");
-    if full && args.iter().any(|a| a == "--quick") {
-        return Err("--quick and --full exclude each other".into());
-    }
-    let mut o = Opts {
-        full,
-        out: PathBuf::from("bench"),
-        work: std::env::temp_dir().join(format!("echo-bench-{}", std::process::id())),
-        samples: None,
-        negatives: false,
-        size_mib: if full { 64.0 } else { 16.0 },
-        iters: if full { 20 } else { 5 },
-        warmup: if full { 2 } else { 1 },
-        procs: if full { 7 } else { 3 },
-        timing_procs: if full { 3 } else { 1 },
-        sweep: if full { FULL_SWEEP } else { QUICK_SWEEP }.to_vec(),
-        calls: true,
-        memory: true,
-        memory_only: false,
-        kept_only: false,
-        calls_scale: if full { 1.0 } else { 0.5 },
-        command: std::iter::once("echo-bench".to_string())
-            .chain(args.iter().cloned())
-            .collect::<Vec<_>>()
-            .join(" "),
+fn parse(args: &[String]) -> Opts {
+    use clap::Parser;
+    let c = Cli::parse_from(std::iter::once("echo-bench".to_string()).chain(args.iter().cloned()));
+    let full = c.full;
+    let sweep = if c.no_sweep {
+        Vec::new()
+    } else {
+        c.sweep
+            .unwrap_or_else(|| if full { FULL_SWEEP } else { QUICK_SWEEP }.to_vec())
     };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || {
-            it.next()
-                .cloned()
-                .ok_or(format!("{a} needs a value\n{USAGE}"))
-        };
-        let pos = |v: String, what: &str| -> Result<f64, String> {
-            v.parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite() && *x > 0.0)
-                .ok_or(format!("{what} needs a positive number, got '{v}'"))
-        };
-        match a.as_str() {
-            "--quick" | "--full" => {}
-            "--out" => o.out = PathBuf::from(val()?),
-            "--work" => o.work = PathBuf::from(val()?),
-            "--samples" => {
-                o.samples = Some(
-                    val()?
-                        .split(',')
-                        .map(|s| s.trim().to_string())
-                        .filter(|s| !s.is_empty())
-                        .collect(),
-                )
-            }
-            "--negatives" => o.negatives = true,
-            "--size-mib" => o.size_mib = pos(val()?, a)?,
-            "--iters" => o.iters = pos(val()?, a)?.round().max(1.0) as u32,
-            "--procs" => o.procs = pos(val()?, a)?.round().max(1.0) as usize,
-            "--sweep" => {
-                o.sweep = val()?
-                    .split(',')
-                    .map(|s| pos(s.trim().to_string(), "--sweep"))
-                    .collect::<Result<_, _>>()?
-            }
-            "--no-sweep" => o.sweep.clear(),
-            "--no-calls" => o.calls = false,
-            "--no-memory" => o.memory = false,
-            "--memory" => o.memory_only = true,
-            "--kept" => o.kept_only = true,
-            "--command" => o.command = val()?,
-            "-h" | "--help" => return Err(USAGE.into()),
-            other => return Err(format!("unknown option '{other}'\n{USAGE}")),
-        }
+    Opts {
+        full,
+        out: c.out,
+        work: c.work.unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("echo-bench-{}", std::process::id()))
+        }),
+        samples: c.samples.map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        }),
+        negatives: c.negatives,
+        size_mib: c.size_mib.unwrap_or(if full { 64.0 } else { 16.0 }),
+        iters: c
+            .iters
+            .map_or(if full { 20 } else { 5 }, |x| x.round().max(1.0) as u32),
+        warmup: if full { 2 } else { 1 },
+        procs: c
+            .procs
+            .map_or(if full { 7 } else { 3 }, |x| x.round().max(1.0) as usize),
+        timing_procs: if full { 3 } else { 1 },
+        sweep,
+        calls: !c.no_calls,
+        memory: !c.no_memory,
+        memory_only: c.memory,
+        kept_only: c.kept,
+        calls_scale: if full { 1.0 } else { 0.5 },
+        command: c.command.unwrap_or_else(|| {
+            std::iter::once("echo-bench".to_string())
+                .chain(args.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
     }
-    Ok(o)
 }
 
 /// The four configurations of DESIGN §9 / issue 7.
@@ -470,7 +495,9 @@ fn bench_sample(
     kind: &str,
     size_mib: f64,
     configs: &[Config],
+    pb: &indicatif::ProgressBar,
 ) -> SampleRun {
+    pb.set_message(format!("{name} at {size_mib} MiB: profile and plan"));
     let plan = if configs.contains(&Config::Echo) {
         make_plan(o, b, name, size_mib)
     } else {
@@ -518,6 +545,11 @@ fn bench_sample(
             .copied()
             .collect();
         for c in order {
+            pb.set_message(format!(
+                "{name} at {size_mib} MiB: round {}, {}",
+                round + 1,
+                c.label()
+            ));
             let variant = if c == Config::Zero {
                 "zero-copy"
             } else {
@@ -555,6 +587,9 @@ fn bench_sample(
         round += 1;
     }
     for _ in 0..o.timing_procs {
+        pb.set_message(format!(
+            "{name} at {size_mib} MiB: copy fraction (--timing)"
+        ));
         let args = sample_args(name, size_mib, o, "staging", true);
         match runner::run_json(b, &b.samples, &args, &Layer::None) {
             Ok(v) => {
@@ -720,13 +755,7 @@ pub struct Results {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let o = match parse(&args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("echo-bench: {e}");
-            std::process::exit(2);
-        }
-    };
+    let o = parse(&args);
     std::process::exit(match run(o) {
         Ok(code) => code,
         Err(e) => {
@@ -787,24 +816,37 @@ fn run(o: Opts) -> Result<i32, String> {
         o.sweep,
         o.work.display()
     );
+    // One step per sample, per sweep size and for the per-call benchmark; the message names
+    // the round and configuration running.
+    let pb = progress::bar(
+        (chosen.len() + o.sweep.len() + usize::from(o.calls)) as u64,
+        "echo-bench",
+    );
     let mut samples = Vec::new();
     for (i, (name, kind)) in chosen.iter().enumerate() {
         let size = sample_size(name, &o);
-        eprintln!(
-            "echo-bench: [{}/{}] {name} ({kind}) at {size} MiB …",
-            i + 1,
-            chosen.len()
+        progress::say(
+            &pb,
+            &format!(
+                "echo-bench: [{}/{}] {name} ({kind}) at {size} MiB …",
+                i + 1,
+                chosen.len()
+            ),
         );
-        let r = bench_sample(&o, &b, name, kind, size, &Config::ALL);
-        report::progress(&r);
+        let r = bench_sample(&o, &b, name, kind, size, &Config::ALL, &pb);
+        pb.suspend(|| report::progress(&r));
+        pb.inc(1);
         samples.push(r);
     }
     let mut sweep = Vec::new();
     for (i, &size) in o.sweep.iter().enumerate() {
-        eprintln!(
-            "echo-bench: sweep [{}/{}] saxpy at {size} MiB …",
-            i + 1,
-            o.sweep.len()
+        progress::say(
+            &pb,
+            &format!(
+                "echo-bench: sweep [{}/{}] saxpy at {size} MiB …",
+                i + 1,
+                o.sweep.len()
+            ),
         );
         let r = bench_sample(
             &o,
@@ -813,16 +855,22 @@ fn run(o: Opts) -> Result<i32, String> {
             "positive",
             size,
             &[Config::Base, Config::Echo, Config::Zero],
+            &pb,
         );
-        report::progress(&r);
+        pb.suspend(|| report::progress(&r));
+        pb.inc(1);
         sweep.push(r);
     }
     let calls = if o.calls {
-        eprintln!("echo-bench: per-call cost (echo-bench-calls) …");
-        Some(bench_calls(&o, &b))
+        progress::say(&pb, "echo-bench: per-call cost (echo-bench-calls) …");
+        pb.set_message("per-call cost (echo-bench-calls)");
+        let c = bench_calls(&o, &b);
+        pb.inc(1);
+        Some(c)
     } else {
         None
     };
+    pb.finish_and_clear();
     let res = Results {
         finished: report::now_utc(),
         started,
@@ -854,5 +902,34 @@ fn run(o: Opts) -> Result<i32, String> {
         Ok(1)
     } else {
         Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+        let o = super::parse(&["--full".into(), "--sweep".into(), "1,2.5".into()]);
+        assert_eq!(
+            (o.full, o.procs, o.sweep.clone()),
+            (true, 7, vec![1.0, 2.5])
+        );
+        let o = super::parse(&["--sweep".into(), "4".into(), "--no-sweep".into()]);
+        assert!(o.sweep.is_empty());
+        let o = super::parse(&["--no-sweep".into(), "--sweep".into(), "4".into()]);
+        assert_eq!(o.sweep, vec![4.0]);
+        let o = super::parse(&[
+            "--iters".into(),
+            "2.6".into(),
+            "--samples".into(),
+            "a, b,".into(),
+        ]);
+        assert_eq!(
+            (o.iters, o.samples),
+            (3, Some(vec!["a".to_string(), "b".into()]))
+        );
+        assert_eq!(super::parse(&[]).command, "echo-bench");
     }
 }

@@ -26,7 +26,7 @@ pub const SECTION: &str = "## Memory per sample";
 pub const PLOT: &str = "memory_per_sample.svg";
 
 /// One process: what the driver saw and what the process held.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct Meas {
     pub allocations: u64,
     pub allocated_bytes: u64,
@@ -37,7 +37,7 @@ pub struct Meas {
 }
 
 /// One sample: A (no layer), C (enforce), D (zero-copy twin).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct MemRun {
     pub sample: String,
     pub size_mib: f64,
@@ -445,4 +445,27 @@ pub fn plot(runs: &[MemRun], out: &Path, full: bool) -> Result<bool, String> {
         ),
     };
     Ok(svg::write_with_png(&out.join(PLOT), &plot.to_svg())?.is_some())
+}
+
+#[cfg(test)]
+mod plot_tests {
+    /// The committed bench/memory.json drawn again: the plot names its axes and series.
+    #[test]
+    fn memory_plot_from_the_committed_measurement() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/memory.json"))
+            .expect("bench/memory.json");
+        let runs: Vec<super::MemRun> = serde_json::from_str(&text).unwrap();
+        let dir = std::env::temp_dir().join(format!("echo-bench-memplot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        super::plot(&runs, &dir, true).unwrap();
+        let svg = std::fs::read_to_string(dir.join(super::PLOT)).unwrap();
+        if std::env::var_os("ECHO_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("log scale"), "{svg}");
+        for r in &runs {
+            assert!(svg.contains(&r.sample), "{} not labelled", r.sample);
+        }
+    }
 }

@@ -1,7 +1,21 @@
-//! A small SVG line/scatter plot writer (no plotting dependency): linear or log axes, series with
-//! markers, lines and vertical error bars, point labels, a legend.
+//! The benchmark's line/scatter plots, drawn by `plotters` (SVG backend, no font rasterizing: the
+//! text goes into the SVG as `<text>`): linear or log axes, series with markers, lines (solid or
+//! dashed) and vertical error bars, point labels, a legend.
+//!
+//! What is this file's own and not plotters': the plot description below (the callers fill it),
+//! fitting the axis ranges to the data, the tick values of a log axis (1, 2, 5 per decade) and
+//! the explicit ticks of a sweep, clipping lines to a fixed range (plotters draws outside its
+//! plotting area), putting crowded tick labels (31/32/33 MiB on a log axis) on a second and third
+//! line, and moving point labels past each other; docs/third-party.md says why.
 
-use std::fmt::Write;
+use plotters::coord::combinators::{IntoLogRange, LogCoord};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::types::RangedCoordf64;
+use plotters::element::{Drawable, PointCollection};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters_backend::DrawingErrorKind;
+use std::ops::Range;
 
 #[derive(Clone, Copy, PartialEq)]
 pub enum Marker {
@@ -60,35 +74,14 @@ pub struct Plot {
     pub note: Option<String>,
 }
 
-const W: f64 = 760.0;
-const H: f64 = 500.0;
-const L: f64 = 78.0;
-const R: f64 = 24.0;
-const T: f64 = 46.0;
-const B: f64 = 74.0;
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-fn nice_step(span: f64, target: usize) -> f64 {
-    let raw = span / target.max(1) as f64;
-    let mag = 10f64.powf(raw.log10().floor());
-    let f = raw / mag;
-    let nice = if f < 1.5 {
-        1.0
-    } else if f < 3.5 {
-        2.0
-    } else if f < 7.5 {
-        5.0
-    } else {
-        10.0
-    };
-    nice * mag
-}
+const W: u32 = 760;
+const H: u32 = 500;
+/// The font the SVG names (the viewer picks the first it has).
+const FONT: &str = "DejaVu Sans, Helvetica, Arial, sans-serif";
+/// plotters writes `font-size` as its size / 1.24: these give 12 px and 15 px text.
+const TEXT: f64 = 12.0 * 1.24;
+const TITLE: f64 = 15.0 * 1.24;
+const GRID: RGBColor = RGBColor(0xe4, 0xe4, 0xe4);
 
 fn fmt_tick(v: f64) -> String {
     if v == 0.0 {
@@ -103,87 +96,253 @@ fn fmt_tick(v: f64) -> String {
     }
 }
 
-struct Scale {
-    log: bool,
-    lo: f64,
-    hi: f64,
-    a: f64,
-    b: f64,
+/// `#rrggbb` (or a few names) as a plotters colour.
+fn color(c: &str) -> RGBColor {
+    let hex = |i: usize| u8::from_str_radix(c.get(i..i + 2).unwrap_or("00"), 16).unwrap_or(0);
+    match c {
+        "red" => RED,
+        "blue" => BLUE,
+        "black" => BLACK,
+        _ if c.len() == 7 && c.starts_with('#') => RGBColor(hex(1), hex(3), hex(5)),
+        _ => BLACK,
+    }
 }
 
-impl Scale {
-    fn new(axis: Axis, vals: &[f64], a: f64, b: f64) -> Scale {
-        let vals: Vec<f64> = vals
-            .iter()
-            .copied()
-            .filter(|v| v.is_finite() && (!axis.log || *v > 0.0))
-            .collect();
-        let (mut lo, mut hi) = axis.range.unwrap_or_else(|| {
-            let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            if !lo.is_finite() {
-                (if axis.log { 1.0 } else { 0.0 }, 1.0)
-            } else if axis.log {
-                (lo / 1.25, hi * 1.25)
-            } else {
-                let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-9);
-                (lo - pad, hi + pad)
-            }
-        });
-        if hi <= lo {
-            hi = lo + 1.0;
+/// The range an axis shows: the plot's, or the data's with a margin.
+fn fit(axis: Axis, vals: &[f64]) -> (f64, f64) {
+    let vals: Vec<f64> = vals
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite() && (!axis.log || *v > 0.0))
+        .collect();
+    let (mut lo, mut hi) = axis.range.unwrap_or_else(|| {
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if !lo.is_finite() {
+            (if axis.log { 1.0 } else { 0.0 }, 1.0)
+        } else if axis.log {
+            (lo / 1.25, hi * 1.25)
+        } else {
+            let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-9);
+            (lo - pad, hi + pad)
         }
-        if axis.log && lo <= 0.0 {
-            lo = hi / 1000.0;
-        }
-        Scale {
+    });
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    if axis.log && lo <= 0.0 {
+        lo = hi / 1000.0;
+    }
+    (lo, hi)
+}
+
+/// One axis as plotters coordinates: plotters' linear or logarithmic mapping, with the ticks
+/// this plot wants (a sweep's sizes; 1, 2, 5 per decade on a log axis; plotters' own on a
+/// linear one).
+#[derive(Clone)]
+struct AxisCoord {
+    lin: RangedCoordf64,
+    log: bool,
+    ticks: Option<Vec<f64>>,
+    lo: f64,
+    hi: f64,
+}
+
+impl AxisCoord {
+    fn new(axis: Axis, (lo, hi): (f64, f64), ticks: Option<Vec<f64>>) -> AxisCoord {
+        AxisCoord {
+            lin: (lo..hi).into(),
             log: axis.log,
+            ticks,
             lo,
             hi,
-            a,
-            b,
         }
-    }
-    fn map(&self, v: f64) -> f64 {
-        let t = if self.log {
-            (v.ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln())
-        } else {
-            (v - self.lo) / (self.hi - self.lo)
-        };
-        self.a + t * (self.b - self.a)
     }
     fn inside(&self, v: f64) -> bool {
         v.is_finite() && v >= self.lo && v <= self.hi && (!self.log || v > 0.0)
     }
-    fn ticks(&self) -> Vec<f64> {
+    /// The position along the axis, 0 at `lo` and 1 at `hi` (for clipping).
+    fn t(&self, v: f64) -> f64 {
         if self.log {
-            let mut v = Vec::new();
-            let mut e = self.lo.log10().floor() as i32;
-            while 10f64.powi(e) <= self.hi * 1.0001 {
-                for m in [1.0, 2.0, 5.0] {
-                    let t = m * 10f64.powi(e);
-                    if t >= self.lo && t <= self.hi {
-                        v.push(t);
-                    }
-                }
-                e += 1;
-            }
-            v
+            (v.ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln())
         } else {
-            let step = nice_step(self.hi - self.lo, 6);
-            let mut t = (self.lo / step).ceil() * step;
-            let mut v = Vec::new();
-            while t <= self.hi + step * 1e-9 {
-                v.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
-                t += step;
-            }
-            v
+            (v - self.lo) / (self.hi - self.lo)
         }
+    }
+    fn at(&self, t: f64) -> f64 {
+        if self.log {
+            (self.lo.ln() + t * (self.hi.ln() - self.lo.ln())).exp()
+        } else {
+            self.lo + t * (self.hi - self.lo)
+        }
+    }
+}
+
+impl Ranged for AxisCoord {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        if self.log {
+            LogCoord::from((self.lo..self.hi).log_scale()).map(v, limit)
+        } else {
+            self.lin.map(v, limit)
+        }
+    }
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if let Some(t) = &self.ticks {
+            return t.iter().copied().filter(|v| self.inside(*v)).collect();
+        }
+        if !self.log {
+            return self.lin.key_points(hint);
+        }
+        let mut v = Vec::new();
+        let mut e = self.lo.log10().floor() as i32;
+        while 10f64.powi(e) <= self.hi * 1.0001 {
+            for m in [1.0, 2.0, 5.0] {
+                let t = m * 10f64.powi(e);
+                if t >= self.lo && t <= self.hi {
+                    v.push(t);
+                }
+            }
+            e += 1;
+        }
+        v
+    }
+    fn range(&self) -> Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+/// The pieces of a polyline inside the plotting area (plotters does not clip): each segment
+/// is cut where it leaves the x and y ranges, in the axes' own (linear or log) measure.
+fn clip(points: &[(f64, f64)], x: &AxisCoord, y: &AxisCoord) -> Vec<Vec<(f64, f64)>> {
+    let mut pieces: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut cur: Vec<(f64, f64)> = Vec::new();
+    for w in points.windows(2) {
+        let (a, b) = ((x.t(w[0].0), y.t(w[0].1)), (x.t(w[1].0), y.t(w[1].1)));
+        // Liang–Barsky on the unit square.
+        let (dx, dy) = (b.0 - a.0, b.1 - a.1);
+        let (mut t0, mut t1) = (0.0f64, 1.0f64);
+        let mut visible = a.0.is_finite() && a.1.is_finite() && b.0.is_finite() && b.1.is_finite();
+        for (p, q) in [(-dx, a.0), (dx, 1.0 - a.0), (-dy, a.1), (dy, 1.0 - a.1)] {
+            if !visible {
+                break;
+            }
+            if p == 0.0 {
+                visible = q >= 0.0;
+            } else {
+                let r = q / p;
+                if p < 0.0 {
+                    t0 = t0.max(r);
+                } else {
+                    t1 = t1.min(r);
+                }
+                visible = t0 <= t1;
+            }
+        }
+        if !visible {
+            if cur.len() > 1 {
+                pieces.push(std::mem::take(&mut cur));
+            }
+            cur.clear();
+            continue;
+        }
+        // Unclipped ends stay exactly the data's.
+        let pt = |t: f64| {
+            if t <= 0.0 {
+                w[0]
+            } else if t >= 1.0 {
+                w[1]
+            } else {
+                (x.at(a.0 + t * dx), y.at(a.1 + t * dy))
+            }
+        };
+        let (p0, p1) = (pt(t0), pt(t1));
+        if cur.is_empty() || t0 > 0.0 {
+            if cur.len() > 1 {
+                pieces.push(std::mem::take(&mut cur));
+            }
+            cur = vec![p0];
+        }
+        cur.push(p1);
+        if t1 < 1.0 {
+            pieces.push(std::mem::take(&mut cur));
+        }
+    }
+    if cur.len() > 1 {
+        pieces.push(cur);
+    }
+    pieces
+}
+
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<AxisCoord, AxisCoord>>;
+type Failed = DrawingAreaErrorKind<std::io::Error>;
+
+/// A series' marker at one point (and, in the legend, its line through it): a small plotters
+/// element of our own, drawn with the backend's circles, rectangles and lines.
+struct Mark<C> {
+    at: C,
+    marker: Marker,
+    color: RGBColor,
+    /// In the legend: the series' line, `Some(dashed)`.
+    line: Option<bool>,
+}
+
+impl<'a, C> PointCollection<'a, C> for &'a Mark<C> {
+    type Point = &'a C;
+    type IntoIter = std::iter::Once<&'a C>;
+    fn point_iter(self) -> Self::IntoIter {
+        std::iter::once(&self.at)
+    }
+}
+
+impl<C, DB: DrawingBackend> Drawable<DB> for Mark<C> {
+    fn draw<I: Iterator<Item = (i32, i32)>>(
+        &self,
+        mut pos: I,
+        b: &mut DB,
+        _: (u32, u32),
+    ) -> Result<(), DrawingErrorKind<DB::ErrorType>> {
+        let Some((x, y)) = pos.next() else {
+            return Ok(());
+        };
+        let c = self.color;
+        match self.line {
+            Some(true) => {
+                for x0 in [x - 11, x - 1, x + 9] {
+                    b.draw_line((x0, y), ((x0 + 6).min(x + 11), y), &c.stroke_width(2))?;
+                }
+            }
+            Some(false) => b.draw_line((x - 11, y), (x + 11, y), &c.stroke_width(2))?,
+            None => {}
+        }
+        match self.marker {
+            Marker::None => {}
+            Marker::Dot => b.draw_circle((x, y), 5, &c.filled(), true)?,
+            Marker::Ring => {
+                b.draw_circle((x, y), 5, &WHITE.filled(), true)?;
+                b.draw_circle((x, y), 5, &c.stroke_width(2), false)?;
+            }
+            Marker::Square => b.draw_rect((x - 4, y - 4), (x + 4, y + 4), &c.filled(), true)?,
+        }
+        Ok(())
     }
 }
 
 impl Plot {
     pub fn to_svg(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = self.draw(&mut out) {
+            // Drawing into a string only fails on a plotters bug; say so in the picture's place.
+            return format!(
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\"><text x=\"10\" y=\"20\">plot failed: {}</text></svg>\n",
+                e.to_string().replace('<', "&lt;").replace('&', "&amp;")
+            );
+        }
+        out
+    }
+
+    fn draw(&self, out: &mut String) -> Result<(), Failed> {
         let xs: Vec<f64> = self
             .series
             .iter()
@@ -199,213 +358,191 @@ impl Plot {
                 })
             })
             .collect();
-        let sx = Scale::new(self.x, &xs, L, W - R);
-        let sy = Scale::new(self.y, &ys, H - B, T);
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">"#
-        );
-        let _ = writeln!(o, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-        let _ = writeln!(
-            o,
-            r#"<text x="{}" y="24" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
-            W / 2.0,
-            esc(&self.title)
-        );
-        // Grid and ticks.
-        let x_ticks = self.x_ticks.clone().unwrap_or_else(|| sx.ticks());
-        // Labels closer than a label's width to the previous one go one line lower (31/32/33).
-        let mut last_label = [f64::NEG_INFINITY; 3];
-        for t in x_ticks.iter().filter(|t| sx.inside(**t)) {
-            let x = sx.map(*t);
-            let row = (0..3).find(|r| x - last_label[*r] >= 24.0).unwrap_or(3); // 3: no room, grid line only
+        let xc = AxisCoord::new(self.x, fit(self.x, &xs), self.x_ticks.clone());
+        let yc = AxisCoord::new(self.y, fit(self.y, &ys), None);
+        let font = |size: f64| (FONT, size).into_font();
+        let root = SVGBackend::with_string(out, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart: Chart = ChartBuilder::on(&root)
+            .caption(&self.title, font(TITLE).style(FontStyle::Bold))
+            .margin_top(8)
+            .margin_right(24)
+            .margin_left(8)
+            .margin_bottom(if self.note.is_some() { 18 } else { 6 })
+            .x_label_area_size(62)
+            .y_label_area_size(70)
+            .build_cartesian_2d(xc.clone(), yc.clone())?;
+
+        // Tick labels closer than a label's width to the previous one go one line lower
+        // (31/32/33 on a log axis); a fourth crowded one gets its grid line only.
+        let ticks = xc.key_points(12usize);
+        let mut last = [i32::MIN / 2; 3];
+        let mut rows: Vec<(f64, usize)> = Vec::new();
+        for t in ticks.iter().copied() {
+            let px = chart.backend_coord(&(t, yc.lo)).0;
+            let row = (0..3).find(|r| px - last[*r] >= 24).unwrap_or(3);
             if row < 3 {
-                last_label[row] = x;
+                last[row] = px;
             }
-            let label = if row < 3 { fmt_tick(*t) } else { String::new() };
-            let _ = writeln!(
-                o,
-                r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#e4e4e4"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-                H - B,
-                H - B + 16.0 + row.min(2) as f64 * 11.0,
-                label
-            );
+            rows.push((t, row));
         }
-        for t in sy.ticks() {
-            let y = sy.map(t);
-            let _ = writeln!(
-                o,
-                r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e4e4e4"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-                W - R,
-                L - 6.0,
-                y + 4.0,
-                fmt_tick(t)
-            );
+        let row_of = |v: f64| rows.iter().find(|r| r.0 == v).map_or(0, |r| r.1);
+        let x_fmt = |v: &f64| {
+            if row_of(*v) == 0 {
+                fmt_tick(*v)
+            } else {
+                String::new()
+            }
+        };
+        // A linear axis' labels carry the decimals its ticks need to differ (1.05, 1.10).
+        let y_points = yc.key_points(8usize);
+        let y_decimals = (!yc.log)
+            .then(|| {
+                (0..=6usize).find(|d| {
+                    let labels: Vec<String> = y_points.iter().map(|v| format!("{v:.d$}")).collect();
+                    labels.windows(2).all(|w| w[0] != w[1])
+                })
+            })
+            .flatten()
+            .filter(|d| *d > 0);
+        let y_fmt = |v: &f64| match y_decimals {
+            Some(d) if *v != 0.0 => format!("{v:.d$}"),
+            _ => fmt_tick(*v),
+        };
+        chart
+            .configure_mesh()
+            .x_labels(12)
+            .y_labels(8)
+            .x_label_formatter(&x_fmt)
+            .y_label_formatter(&y_fmt)
+            .bold_line_style(GRID)
+            .light_line_style(TRANSPARENT)
+            .axis_style(BLACK)
+            .label_style(font(TEXT))
+            .axis_desc_style(font(TEXT))
+            .x_desc(self.x_label.as_str())
+            .y_desc(self.y_label.as_str())
+            .draw()?;
+        let below = font(TEXT)
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Top));
+        for &(t, row) in rows.iter().filter(|r| r.1 == 1 || r.1 == 2) {
+            let (px, py) = chart.backend_coord(&(t, yc.lo));
+            root.draw(&Text::new(
+                fmt_tick(t),
+                (px, py + 8 + row as i32 * 14),
+                below.clone(),
+            ))?;
         }
-        let _ = writeln!(
-            o,
-            r#"<rect x="{L}" y="{T}" width="{:.1}" height="{:.1}" fill="none" stroke="black"/>"#,
-            W - R - L,
-            H - B - T
-        );
-        let _ = writeln!(
-            o,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            (L + W - R) / 2.0,
-            H - B + 54.0,
-            esc(&self.x_label)
-        );
-        let _ = writeln!(
-            o,
-            r#"<text transform="translate(20,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-            (T + H - B) / 2.0,
-            esc(&self.y_label)
-        );
+        // The frame around the plotting area.
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(xc.lo, yc.lo), (xc.hi, yc.hi)],
+            BLACK.stroke_width(1),
+        )))?;
         if let Some(n) = &self.note {
-            let _ = writeln!(
-                o,
-                r##"<text x="{L}" y="{:.1}" font-size="10" fill="#555">{}</text>"##,
-                H - 4.0,
-                esc(n)
-            );
+            root.draw(&Text::new(
+                n.clone(),
+                (78, H as i32 - 4),
+                font(10.0 * 1.24)
+                    .color(&RGBColor(0x55, 0x55, 0x55))
+                    .pos(Pos::new(HPos::Left, VPos::Bottom)),
+            ))?;
         }
-        let _ = writeln!(
-            o,
-            r#"<clipPath id="area"><rect x="{L}" y="{T}" width="{:.1}" height="{:.1}"/></clipPath>"#,
-            W - R - L,
-            H - B - T
-        );
-        // Series.
-        let mut placed: Vec<(f64, f64, f64)> = Vec::new();
+
+        let mut placed: Vec<(i32, i32, i32)> = Vec::new();
         for s in &self.series {
+            let c = color(s.color);
             let pts: Vec<&Point> = s
                 .points
                 .iter()
                 .filter(|p| p.x.is_finite() && p.y.is_finite())
                 .collect();
+            let line_style = c.stroke_width(2);
             if s.line && pts.len() > 1 {
-                let d: Vec<String> = pts
-                    .iter()
-                    .map(|p| format!("{:.1},{:.1}", sx.map(p.x), sy.map(p.y)))
-                    .collect();
-                let _ = writeln!(
-                    o,
-                    r#"<polyline clip-path="url(#area)" fill="none" stroke="{}" stroke-width="2"{} points="{}"/>"#,
-                    s.color,
+                let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.x, p.y)).collect();
+                for piece in clip(&xy, &xc, &yc) {
                     if s.dashed {
-                        r#" stroke-dasharray="6,4""#
+                        chart.draw_series(DashedLineSeries::new(piece, 6, 4, line_style))?;
                     } else {
-                        ""
-                    },
-                    d.join(" ")
-                );
+                        chart.draw_series(LineSeries::new(piece, line_style))?;
+                    }
+                }
             }
             for p in &pts {
-                let (x, y) = (sx.map(p.x), sy.map(p.y));
                 if let Some((lo, hi)) = p.err {
-                    if lo.is_finite() && hi.is_finite() {
-                        let (a, b) = (sy.map(lo), sy.map(hi));
-                        let _ = writeln!(
-                            o,
-                            r#"<path clip-path="url(#area)" d="M{x:.1},{a:.1}V{b:.1}M{:.1},{a:.1}h8M{:.1},{b:.1}h8" stroke="{}" stroke-width="1.2" fill="none"/>"#,
-                            x - 4.0,
-                            x - 4.0,
-                            s.color
-                        );
+                    if lo.is_finite() && hi.is_finite() && xc.inside(p.x) {
+                        let (lo, hi) = (lo.max(yc.lo), hi.min(yc.hi));
+                        if lo <= hi {
+                            let bar = c.stroke_width(1);
+                            let cap = |y: f64| {
+                                EmptyElement::at((p.x, y))
+                                    + PathElement::new(vec![(-4, 0), (4, 0)], bar)
+                            };
+                            chart.draw_series(std::iter::once(PathElement::new(
+                                vec![(p.x, lo), (p.x, hi)],
+                                bar,
+                            )))?;
+                            chart.draw_series([cap(lo), cap(hi)])?;
+                        }
                     }
                 }
-                if !(sx.inside(p.x) && sy.inside(p.y)) {
+                if !(xc.inside(p.x) && yc.inside(p.y)) {
                     continue;
                 }
-                marker(&mut o, s.marker, x, y, s.color);
+                if s.marker != Marker::None {
+                    chart.draw_series(std::iter::once(Mark {
+                        at: (p.x, p.y),
+                        marker: s.marker,
+                        color: c,
+                        line: None,
+                    }))?;
+                }
                 if let Some(l) = &p.label {
                     // Move a label down past the ones already placed nearby.
-                    let w = l.chars().count() as f64 * 6.2;
-                    let mut ly = y - 6.0;
-                    while placed.iter().any(|&(px, py, pw)| {
-                        (ly - py).abs() < 12.0 && x + 7.0 < px + pw && px < x + 7.0 + w
+                    let (px, py) = chart.backend_coord(&(p.x, p.y));
+                    let w = (l.chars().count() as f64 * 6.2) as i32;
+                    let mut ly = py - 6;
+                    while placed.iter().any(|&(qx, qy, qw)| {
+                        (ly - qy).abs() < 12 && px + 7 < qx + qw && qx < px + 7 + w
                     }) {
-                        ly += 12.0;
+                        ly += 12;
                     }
-                    placed.push((x + 7.0, ly, w));
-                    let _ = writeln!(
-                        o,
-                        r#"<text x="{:.1}" y="{:.1}" font-size="11" fill="{}">{}</text>"#,
-                        x + 7.0,
-                        ly,
-                        s.color,
-                        esc(l)
-                    );
+                    placed.push((px + 7, ly, w));
+                    root.draw(&Text::new(
+                        l.clone(),
+                        (px + 7, ly),
+                        font(11.0 * 1.24)
+                            .color(&c)
+                            .pos(Pos::new(HPos::Left, VPos::Bottom)),
+                    ))?;
                 }
+            }
+            if !s.name.is_empty() {
+                let (marker, line, dashed) = (s.marker, s.line, s.dashed);
+                chart
+                    .draw_series(std::iter::empty::<EmptyElement<(f64, f64), SVGBackend>>())?
+                    .label(s.name.as_str())
+                    .legend(move |(x, y)| Mark {
+                        at: (x + 11, y),
+                        marker,
+                        color: c,
+                        line: line.then_some(dashed),
+                    });
             }
         }
         // Legend (top left, inside the frame).
-        let named: Vec<&Series> = self.series.iter().filter(|s| !s.name.is_empty()).collect();
-        let lw = named
-            .iter()
-            .map(|s| s.name.chars().count())
-            .max()
-            .unwrap_or(0) as f64
-            * 6.6
-            + 44.0;
-        if !named.is_empty() {
-            let _ = writeln!(
-                o,
-                r##"<rect x="{:.1}" y="{:.1}" width="{lw:.1}" height="{:.1}" fill="white" fill-opacity="0.9" stroke="#999"/>"##,
-                L + 8.0,
-                T + 8.0,
-                named.len() as f64 * 18.0 + 8.0
-            );
-        }
-        for (i, s) in named.iter().enumerate() {
-            let y = T + 22.0 + i as f64 * 18.0;
-            let x = L + 16.0;
-            if s.line {
-                let _ = writeln!(
-                    o,
-                    r#"<line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{}" stroke-width="2"{}/>"#,
-                    x + 22.0,
-                    s.color,
-                    if s.dashed {
-                        r#" stroke-dasharray="6,4""#
-                    } else {
-                        ""
-                    }
-                );
-            }
-            marker(&mut o, s.marker, x + 11.0, y, s.color);
-            let _ = writeln!(
-                o,
-                r#"<text x="{:.1}" y="{:.1}">{}</text>"#,
-                x + 30.0,
-                y + 4.0,
-                esc(&s.name)
-            );
-        }
-        o.push_str("</svg>\n");
-        o
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .margin(8)
+            .legend_area_size(30)
+            .label_font(font(TEXT))
+            .background_style(WHITE.mix(0.9))
+            .border_style(RGBColor(0x99, 0x99, 0x99))
+            .draw()?;
+        root.present()?;
+        Ok(())
     }
-}
-
-fn marker(o: &mut String, m: Marker, x: f64, y: f64, color: &str) {
-    let _ = match m {
-        Marker::None => Ok(()),
-        Marker::Dot => writeln!(
-            o,
-            r#"<circle cx="{x:.1}" cy="{y:.1}" r="4.5" fill="{color}"/>"#
-        ),
-        Marker::Ring => writeln!(
-            o,
-            r#"<circle cx="{x:.1}" cy="{y:.1}" r="4.5" fill="white" stroke="{color}" stroke-width="2"/>"#
-        ),
-        Marker::Square => writeln!(
-            o,
-            r#"<rect x="{:.1}" y="{:.1}" width="8" height="8" fill="{color}"/>"#,
-            x - 4.0,
-            y - 4.0
-        ),
-    };
 }
 
 /// Writes `svg` to `path` (.svg) and, when a converter is installed (`rsvg-convert`, else
@@ -487,5 +624,42 @@ mod tests {
         assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
         assert!(s.contains("a &lt; b &amp; c"));
         assert!(!s.contains("NaN") && !s.contains("inf"));
+        // What the plot shows: its axes' names, the sweep's ticks, the legend, the point label.
+        for text in [
+            ">\nx\n<", ">\ny\n<", ">\n1\n<", ">\n4\n<", ">\n16\n<", ">\ns\n<", ">\np\n<",
+        ] {
+            assert!(s.contains(text), "{text:?} missing:\n{s}");
+        }
+    }
+
+    #[test]
+    fn lines_are_clipped_to_a_fixed_range() {
+        let x = AxisCoord::new(
+            Axis {
+                log: false,
+                range: None,
+            },
+            (0.0, 1.0),
+            None,
+        );
+        let y = AxisCoord::new(
+            Axis {
+                log: true,
+                range: None,
+            },
+            (1.0, 100.0),
+            None,
+        );
+        let pieces = clip(&[(0.0, 10.0), (0.5, 1000.0), (1.0, 10.0)], &x, &y);
+        assert_eq!(pieces.len(), 2, "{pieces:?}");
+        assert_eq!(pieces[0][0], (0.0, 10.0));
+        assert!((pieces[0][1].1 - 100.0).abs() < 1e-6 && (pieces[0][1].0 - 0.25).abs() < 1e-6);
+        assert!((pieces[1][0].1 - 100.0).abs() < 1e-6 && (pieces[1][0].0 - 0.75).abs() < 1e-6);
+        assert_eq!(*pieces[1].last().unwrap(), (1.0, 10.0));
+        assert_eq!(
+            clip(&[(0.0, 0.5), (1.0, 0.5)], &x, &y),
+            Vec::<Vec<(f64, f64)>>::new()
+        );
+        assert_eq!(clip(&[(0.1, 2.0), (0.2, 3.0), (0.3, 4.0)], &x, &y).len(), 1);
     }
 }

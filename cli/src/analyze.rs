@@ -9,72 +9,50 @@ use echo_analyzer::symbolize::Symbolizer;
 use echo_analyzer::trace::read_trace;
 use std::io::{BufReader, Write};
 
-const USAGE: &str = "\
-usage: vkecho analyze TRACE [-o PLAN] [--json] [--min-bytes N] [--min-copies K] [--no-symbolize]
+/// `vkecho analyze TRACE [-o PLAN] [--json] [--min-bytes N] [--min-copies K] [--no-symbolize]`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A trace written by the layer in profile mode (JSON Lines); `-` reads standard input
+    #[arg(value_name = "TRACE", allow_hyphen_values = true)]
+    pub trace: String,
+    /// Write the plan there (file mode 0600)
+    #[arg(short = 'o', long = "output", value_name = "PLAN")]
+    pub out: Option<String>,
+    /// Print the analysis as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// Smallest copy that counts (default: the trace's setting, else 256K)
+    #[arg(long, value_name = "N", value_parser = bytes)]
+    pub min_bytes: Option<u64>,
+    /// Fewest copies that make a pair (default: the trace's setting, else 2)
+    #[arg(long, value_name = "K", value_parser = copies)]
+    pub min_copies: Option<u64>,
+    /// Print creation sites as module+0xoffset (no addr2line)
+    #[arg(long)]
+    pub no_symbolize: bool,
+}
 
-  TRACE            a trace written by the layer in profile mode (JSON Lines)
-  -o PLAN          write the plan there (file mode 0600)
-  --json           print the analysis as JSON instead of a table
-  --min-bytes N    smallest copy that counts (default: the trace's setting, else 256K)
-  --min-copies K   fewest copies that make a pair (default: the trace's setting, else 2)
-  --no-symbolize   print creation sites as module+0xoffset (no addr2line)
-";
+fn bytes(v: &str) -> Result<u64, String> {
+    parse_u64(v).ok_or(format!("needs a number (256K, 1M, ...), got '{v}'"))
+}
+
+fn copies(v: &str) -> Result<u64, String> {
+    parse_u64(v)
+        .filter(|&k| k >= 1)
+        .ok_or(format!("needs a count >= 1, got '{v}'"))
+}
 
 fn fail(msg: &str) -> i32 {
     eprintln!("vkecho analyze: {msg}");
     1
 }
 
-pub fn main(args: &[String]) -> i32 {
-    let mut trace_path: Option<&str> = None;
-    let mut out: Option<&str> = None;
-    let mut as_json = false;
-    let mut symbolize = true;
-    let mut min_bytes: Option<u64> = None;
-    let mut min_copies: Option<u64> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "-o" | "--output" => match it.next() {
-                Some(p) => out = Some(p),
-                None => {
-                    eprint!("vkecho analyze: -o needs a file\n{USAGE}");
-                    return 2;
-                }
-            },
-            "--json" => as_json = true,
-            "--no-symbolize" => symbolize = false,
-            "--min-bytes" | "--min-copies" => {
-                let v = it.next().and_then(|v| parse_u64(v));
-                match (a.as_str(), v) {
-                    ("--min-bytes", Some(v)) => min_bytes = Some(v),
-                    ("--min-copies", Some(v)) if v >= 1 => min_copies = Some(v),
-                    _ => {
-                        eprint!("vkecho analyze: {a} needs a number\n{USAGE}");
-                        return 2;
-                    }
-                }
-            }
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                return 0;
-            }
-            s if s.starts_with('-') && s != "-" => {
-                eprint!("vkecho analyze: unknown option {s}\n{USAGE}");
-                return 2;
-            }
-            s => {
-                if trace_path.replace(s).is_some() {
-                    eprint!("vkecho analyze: one trace at a time\n{USAGE}");
-                    return 2;
-                }
-            }
-        }
-    }
-    let Some(trace_path) = trace_path else {
-        eprint!("{USAGE}");
-        return 2;
-    };
+pub fn main(args: &Args) -> i32 {
+    let trace_path = args.trace.as_str();
+    let out = args.out.as_deref();
+    let as_json = args.json;
+    let symbolize = !args.no_symbolize;
+    let (min_bytes, min_copies) = (args.min_bytes, args.min_copies);
     let trace = if trace_path == "-" {
         read_trace(std::io::stdin().lock())
     } else {

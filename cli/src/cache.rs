@@ -11,56 +11,54 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-const USAGE: &str = "\
-usage: vkecho cache list [--json] [--dir DIR]   every entry: size, last use, plan, program, device
-       vkecho cache show NAME [--dir DIR]      one entry: its context, groups and rejections
-       vkecho cache clear [NAME...] [--dir DIR]
-                                               remove the named entries, or every entry
-The cache is `cache_dir` as the layer resolves it here (docs/settings.md); NAME is an entry's
-name as `list` prints it, or a unique prefix of it.";
+pub const AFTER_HELP: &str = "The cache is `cache_dir` as the layer resolves it here \
+(docs/settings.md); NAME is an entry's name as `list` prints it, or a unique prefix of it.";
 
-pub fn main(args: &[String]) -> i32 {
-    let Some(sub) = args.first() else {
-        eprintln!("{USAGE}");
-        return 2;
+/// `vkecho cache list|show|clear`.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Every entry: size, last use, plan, program, device
+    List {
+        /// Print the entries as JSON
+        #[arg(long)]
+        json: bool,
+        /// The cache directory (default: `cache_dir` as the layer resolves it here)
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// One entry: its context, groups and rejections
+    Show {
+        /// The entry (its name as `list` prints it, or a unique prefix)
+        name: String,
+        /// The cache directory (default: `cache_dir` as the layer resolves it here)
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Remove the named entries, or every entry
+    Clear {
+        /// Entries to remove (default: all)
+        names: Vec<String>,
+        /// The cache directory (default: `cache_dir` as the layer resolves it here)
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+pub fn main(cmd: &Command) -> i32 {
+    let dir_or_default = |dir: &Option<PathBuf>| {
+        dir.clone()
+            .unwrap_or_else(|| settings_here().cache_dir.clone())
     };
-    if matches!(sub.as_str(), "-h" | "--help" | "help") {
-        println!("{USAGE}");
-        return 0;
-    }
-    let rest = &args[1..];
-    let r = (|| -> Result<i32, String> {
-        let mut dir = None;
-        let mut json_out = false;
-        let mut names = Vec::new();
-        let mut i = 0;
-        while i < rest.len() {
-            match rest[i].as_str() {
-                "--dir" => {
-                    dir = Some(PathBuf::from(
-                        rest.get(i + 1).ok_or("--dir needs a directory")?,
-                    ));
-                    i += 1;
-                }
-                "--json" if sub == "list" => json_out = true,
-                o if o.starts_with('-') => return Err(format!("unknown option '{o}'\n{USAGE}")),
-                n => names.push(n.to_string()),
-            }
-            i += 1;
+    let r = match cmd {
+        Command::List { json, dir } => {
+            let settings = settings_here();
+            let dir = dir.clone().unwrap_or_else(|| settings.cache_dir.clone());
+            list(&dir, settings.cache_max_bytes, *json);
+            Ok(0)
         }
-        let settings = settings_here();
-        let dir = dir.unwrap_or_else(|| settings.cache_dir.clone());
-        match sub.as_str() {
-            "list" if names.is_empty() => {
-                list(&dir, settings.cache_max_bytes, json_out);
-                Ok(0)
-            }
-            "show" if names.len() == 1 => show(&dir, &names[0]),
-            "clear" => clear(&dir, &names),
-            "list" | "show" => Err(format!("wrong arguments\n{USAGE}")),
-            other => Err(format!("unknown cache command '{other}'\n{USAGE}")),
-        }
-    })();
+        Command::Show { name, dir } => show(&dir_or_default(dir), name),
+        Command::Clear { names, dir } => clear(&dir_or_default(dir), names),
+    };
     r.unwrap_or_else(|e| {
         eprintln!("vkecho cache: {e}");
         2

@@ -6,13 +6,36 @@
 //! the last JSON line the program prints on stdout (the samples print `iter_ms_median`, the
 //! complete-loop time of one iteration, which leaves process start-up out).
 
-use crate::launch::{command, flag_value, split_command, LayerRun};
-use echo_analyzer::plan::{parse_plan, Calibration};
+use crate::launch::{command, LayerRun};
+use echo_analyzer::plan::Calibration;
+use std::path::PathBuf;
 use std::time::Instant;
 
-pub fn main(args: &[String]) -> i32 {
-    let (opts, argv) = split_command(args);
-    match calibrate(&opts, &argv) {
+/// `vkecho calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD ARGS...`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Runs CMD without the plan and with it, in separate processes, \
+alternating (A B B A ...), and keeps the plan only if the median time improves; the numbers go \
+into the plan."
+)]
+pub struct Args {
+    /// Timed runs of each side
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub trials: u32,
+    /// Time by the numeric field FIELD of the last JSON line CMD prints on stdout (the samples
+    /// print `iter_ms_median`) instead of the wall clock
+    #[arg(long, value_name = "FIELD")]
+    pub metric: Option<String>,
+    /// The plan to calibrate (rewritten with the result)
+    #[arg(long, value_name = "PLAN", required = true)]
+    pub plan: PathBuf,
+    /// The program and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub fn main(args: &Args) -> i32 {
+    match calibrate(args) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("vkecho calibrate: {e}");
@@ -57,23 +80,14 @@ pub fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-fn calibrate(opts: &[String], argv: &[String]) -> Result<(), String> {
-    let plan_path = flag_value(opts, "--plan")?.ok_or("--plan PLAN is required")?;
-    if argv.is_empty() {
-        return Err("no command given (usage: vkecho calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD ARGS...)".into());
-    }
-    let trials: u32 = match flag_value(opts, "--trials")? {
-        Some(t) => t
-            .parse()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or(format!("--trials needs a count >= 1, got '{t}'"))?,
-        None => 5,
-    };
-    let metric = flag_value(opts, "--metric")?;
-    let text = std::fs::read_to_string(&plan_path).map_err(|e| format!("{plan_path}: {e}"))?;
-    let mut plan = parse_plan(&text).map_err(|e| format!("{plan_path}: {e}"))?;
-    let abs = std::fs::canonicalize(&plan_path).map_err(|e| format!("{plan_path}: {e}"))?;
+fn calibrate(args: &Args) -> Result<(), String> {
+    let argv = &args.command;
+    let trials = args.trials;
+    let metric = args.metric.clone();
+    let plan_path = &args.plan;
+    let (_, mut plan) = crate::plan::read_plan_file(plan_path)?;
+    let abs =
+        std::fs::canonicalize(plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
     // The plan run must apply the plan even if an earlier calibration switched it off.
     let mut trial_plan = plan.clone();
     trial_plan.calibration = None;
@@ -88,20 +102,35 @@ fn calibrate(opts: &[String], argv: &[String]) -> Result<(), String> {
         settings: vec![("PLAN", trial_path.display().to_string())],
     };
     let (mut a, mut b) = (Vec::new(), Vec::new());
+    let pb = crate::progress::bar(2 * u64::from(trials), "calibrate");
     let result = (|| -> Result<(), String> {
         for t in 0..trials {
-            eprintln!("vkecho calibrate: trial {}/{trials}", t + 1);
+            crate::progress::say(&pb, &format!("vkecho calibrate: trial {}/{trials}", t + 1));
             // A B, then B A: drift in the machine's state hits both sides equally.
-            if t % 2 == 0 {
-                a.push(timed(argv, &base, metric.as_deref())?);
-                b.push(timed(argv, &with, metric.as_deref())?);
-            } else {
-                b.push(timed(argv, &with, metric.as_deref())?);
-                a.push(timed(argv, &base, metric.as_deref())?);
-            }
+            let mut one = |with_plan: bool| -> Result<(), String> {
+                pb.set_message(format!(
+                    "trial {}/{trials}: {}",
+                    t + 1,
+                    if with_plan {
+                        "with the plan"
+                    } else {
+                        "baseline"
+                    }
+                ));
+                if with_plan {
+                    b.push(timed(argv, &with, metric.as_deref())?);
+                } else {
+                    a.push(timed(argv, &base, metric.as_deref())?);
+                }
+                pb.inc(1);
+                Ok(())
+            };
+            one(t % 2 == 1)?;
+            one(t % 2 == 0)?;
         }
         Ok(())
     })();
+    pb.finish_and_clear();
     let _ = std::fs::remove_file(&trial_path);
     result?;
     let (ma, mb) = (median(&mut a), median(&mut b));

@@ -7,7 +7,7 @@
 //! measurement this project is judged by.
 
 use crate::calibrate::median;
-use crate::launch::{command, flag_value, sibling, LayerRun};
+use crate::launch::{command, sibling, LayerRun};
 use crate::run::read_stats;
 use echo_analyzer::analysis::{explain, plain_site, Decision};
 use echo_analyzer::plan::Thresholds;
@@ -17,7 +17,34 @@ use echo_analyzer::trace::read_trace;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-const USAGE: &str = "usage: vkecho demo [--size-mib N] [--iters N] [--rounds N] [--samples a,b,...] [--out DIR] [--json]";
+/// `vkecho demo [--size-mib N] [--iters N] [--rounds N] [--samples a,b,...] [--out DIR] [--json]`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "For every sample of echo-samples: run it without the layer (staging and \
+zero-copy twins), profile it, analyze the trace into a plan, enforce the plan, and print one \
+table: what was elided, the speedup, the zero-copy twin's speedup, and whether the output stayed \
+byte-identical. Exit status 1 when a sample failed or changed its output."
+)]
+pub struct Args {
+    /// Buffer size of each sample, in MiB
+    #[arg(long, value_name = "N", default_value = "32", value_parser = crate::positive_number)]
+    pub size_mib: String,
+    /// Timed iterations per run
+    #[arg(long, value_name = "N", default_value = "10", value_parser = crate::positive_number)]
+    pub iters: String,
+    /// Interleaved rounds of the timed runs
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rounds: u64,
+    /// Only these samples (comma-separated; default: every sample)
+    #[arg(long, value_name = "a,b,...", value_delimiter = ',')]
+    pub samples: Option<Vec<String>>,
+    /// Where traces, plans and statistics go (default: a fresh directory in the temp dir)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the rows as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
 
 struct Opts {
     size_mib: String,
@@ -28,41 +55,20 @@ struct Opts {
     json: bool,
 }
 
-fn parse(args: &[String]) -> Result<Opts, String> {
-    for (i, a) in args.iter().enumerate() {
-        let takes_value =
-            ["--size-mib", "--iters", "--rounds", "--samples", "--out"].contains(&a.as_str());
-        let is_value = i > 0
-            && ["--size-mib", "--iters", "--rounds", "--samples", "--out"]
-                .contains(&args[i - 1].as_str());
-        if !takes_value && !is_value && a != "--json" {
-            return Err(format!("unknown option '{a}'\n{USAGE}"));
-        }
+fn parse(a: &Args) -> Opts {
+    Opts {
+        size_mib: a.size_mib.clone(),
+        iters: a.iters.clone(),
+        rounds: a.rounds as usize,
+        samples: a
+            .samples
+            .as_ref()
+            .map(|v| v.iter().map(|x| x.trim().to_string()).collect()),
+        out: a.out.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("vkecho-demo-{}", std::process::id()))
+        }),
+        json: a.json,
     }
-    let num = |flag: &str, default: &str| -> Result<String, String> {
-        let v = flag_value(args, flag)?.unwrap_or_else(|| default.to_string());
-        v.parse::<f64>()
-            .ok()
-            .filter(|x| *x > 0.0)
-            .ok_or(format!("{flag} needs a positive number, got '{v}'"))?;
-        Ok(v)
-    };
-    let rounds: usize = num("--rounds", "3")?
-        .parse()
-        .map_err(|_| "--rounds needs a whole number".to_string())?;
-    Ok(Opts {
-        size_mib: num("--size-mib", "32")?,
-        iters: num("--iters", "10")?,
-        rounds,
-        samples: flag_value(args, "--samples")?
-            .map(|s| s.split(',').map(|x| x.trim().to_string()).collect()),
-        out: flag_value(args, "--out")?
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                std::env::temp_dir().join(format!("vkecho-demo-{}", std::process::id()))
-            }),
-        json: args.iter().any(|a| a == "--json"),
-    })
 }
 
 /// One sample run's report line.
@@ -158,7 +164,13 @@ fn size_for(o: &Opts, name: &str) -> String {
     }
 }
 
-fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String> {
+fn demo_one(
+    o: &Opts,
+    bin: &Path,
+    name: &str,
+    kind: &str,
+    pb: &indicatif::ProgressBar,
+) -> Result<Row, String> {
     let size = size_for(o, name);
     let argv = |variant: &str| -> Vec<String> {
         vec![
@@ -182,6 +194,7 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     let _ = std::fs::remove_file(&trace);
 
     // 1. Profile, 2. analyze.
+    pb.set_message(format!("{name}: profile"));
     let prof = run_sample(
         &staging,
         &LayerRun {
@@ -220,11 +233,25 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     let (mut tb, mut te, mut tz) = (Vec::new(), Vec::new(), Vec::new());
     let (mut base_sum, mut echo_sum) = (String::new(), String::new());
     let mut last_stats = Stats::default();
-    for _ in 0..o.rounds.max(1) {
+    pb.inc(1);
+    for r in 0..o.rounds.max(1) {
+        let step = |what: &str| {
+            pb.set_message(format!(
+                "{name}: round {}/{}: {what}",
+                r + 1,
+                o.rounds.max(1)
+            ))
+        };
+        step("baseline");
         let b = run_sample(&staging, &no_layer)?;
+        pb.inc(1);
         let _ = std::fs::remove_file(&stats_path);
+        step("enforce");
         let e = run_sample(&staging, &enforce)?;
+        pb.inc(1);
+        step("zero-copy twin");
         let z = run_sample(&zero, &no_layer)?;
+        pb.inc(1);
         if let Ok(s) = read_stats(&stats_path) {
             if let Some(s) = s.into_iter().next() {
                 last_stats = s;
@@ -297,14 +324,8 @@ fn demo_one(o: &Opts, bin: &Path, name: &str, kind: &str) -> Result<Row, String>
     })
 }
 
-pub fn main(args: &[String]) -> i32 {
-    let o = match parse(args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("vkecho demo: {e}");
-            return 2;
-        }
-    };
+pub fn main(args: &Args) -> i32 {
+    let o = parse(args);
     let bin = match sibling("echo-samples") {
         Ok(b) => b,
         Err(e) => {
@@ -359,13 +380,19 @@ pub fn main(args: &[String]) -> i32 {
     );
     let mut rows = Vec::new();
     let mut failures = 0;
+    // Each sample: the profile run, then base, enforce and zero-copy in every round.
+    let per_sample = 1 + 3 * o.rounds.max(1) as u64;
+    let pb = crate::progress::bar(per_sample * chosen.len() as u64, "demo");
     for (i, (name, kind)) in chosen.iter().enumerate() {
-        eprintln!(
-            "vkecho demo: [{}/{}] {name}: profile, analyze, enforce …",
-            i + 1,
-            chosen.len()
+        crate::progress::say(
+            &pb,
+            &format!(
+                "vkecho demo: [{}/{}] {name}: profile, analyze, enforce …",
+                i + 1,
+                chosen.len()
+            ),
         );
-        match demo_one(&o, &bin, name, kind) {
+        match demo_one(&o, &bin, name, kind, &pb) {
             Ok(r) => {
                 if !r.identical || !r.profile_identical {
                     failures += 1;
@@ -374,10 +401,12 @@ pub fn main(args: &[String]) -> i32 {
             }
             Err(e) => {
                 failures += 1;
-                eprintln!("vkecho demo: {name}: {e}");
+                crate::progress::say(&pb, &format!("vkecho demo: {name}: {e}"));
             }
         }
+        pb.set_position(per_sample * (i as u64 + 1));
     }
+    pb.finish_and_clear();
     if o.json {
         println!("{}", serde_json::to_string_pretty(&rows).unwrap());
     } else {

@@ -21,14 +21,21 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const HELP: &str = "\
-usage: vkecho doctor [--json]
-
-Explains this machine: the Vulkan loader, drivers, every device's memory table and topology
-class, where VK_LAYER_echo is installed and how it is enabled, the settings it would use here,
-and what would stop it from loading. --json prints one JSON document instead of text.
-Exit status 1 when a problem is found.
-";
+/// `vkecho doctor [--json]`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Explains this machine: the Vulkan loader, drivers, every device's memory \
+table and topology class, where VK_LAYER_echo is installed and how it is enabled, the settings it \
+would use here, and what would stop it from loading. Exit status 1 when a problem is found."
+)]
+pub struct Args {
+    /// Print one JSON document instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Internal: load the layer library in this process and report (run by doctor itself)
+    #[arg(long, hide = true)]
+    pub probe_load: bool,
+}
 
 /// Environment variables that change what the loader or echo does; shown in the report.
 const RELEVANT_ENV: &[&str] = &[
@@ -53,23 +60,11 @@ const RELEVANT_ENV: &[&str] = &[
     "LD_LIBRARY_PATH",
 ];
 
-pub fn main(args: &[String]) -> i32 {
-    let mut json_out = false;
-    for a in args {
-        match a.as_str() {
-            "--json" => json_out = true,
-            "--probe-load" => return probe_load(),
-            "-h" | "--help" => {
-                print!("{HELP}");
-                return 0;
-            }
-            other => {
-                eprintln!("vkecho doctor: unknown option '{other}'\n");
-                eprint!("{HELP}");
-                return 2;
-            }
-        }
+pub fn main(args: &Args) -> i32 {
+    if args.probe_load {
+        return probe_load();
     }
+    let json_out = args.json;
     let report = report_here();
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report).unwrap());

@@ -10,73 +10,91 @@
 use crate::paths::{self, Kind, LAYER_NAME, MANIFEST_FILE};
 use std::path::{Path, PathBuf};
 
-const HELP: &str = "\
-usage: vkecho install [--system] [--explicit] [--lib PATH]
-       vkecho uninstall [--system] [--implicit|--explicit]
+const INSTALL_ABOUT: &str = "\
+Writes VkLayer_echo.json with an absolute library_path into
+  $XDG_DATA_HOME/vulkan/implicit_layer.d   (default ~/.local/share; the default)
+  .../explicit_layer.d                      (--explicit)
+  /usr/local/share/vulkan/...              (--system; needs root)";
 
-install    writes VkLayer_echo.json with an absolute library_path into
-             $XDG_DATA_HOME/vulkan/implicit_layer.d   (default ~/.local/share; the default)
-             .../explicit_layer.d                      (--explicit)
-             /usr/local/share/vulkan/...              (--system; needs root)
-           --lib PATH   the layer library (default: libVkLayer_echo.so next to vkecho)
-uninstall  removes what install wrote (both kinds unless --implicit or --explicit)
-";
+/// `vkecho install [--system] [--explicit] [--lib PATH]`.
+#[derive(clap::Args)]
+#[command(long_about = INSTALL_ABOUT)]
+pub struct InstallArgs {
+    /// Install under /usr/local/share (needs root) instead of the user's data directory
+    #[arg(long)]
+    pub system: bool,
+    /// Install an explicit layer (enabled only when asked for)
+    #[arg(long, conflicts_with = "implicit")]
+    pub explicit: bool,
+    /// Install an implicit layer (the default)
+    #[arg(long)]
+    pub implicit: bool,
+    /// The layer library (default: libVkLayer_echo.so next to vkecho)
+    #[arg(long, value_name = "PATH")]
+    pub lib: Option<PathBuf>,
+}
 
-struct Opts {
+/// `vkecho uninstall [--system] [--implicit|--explicit]`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Removes what `vkecho install` wrote (both kinds unless --implicit or \
+--explicit), and nothing that is not an echo manifest."
+)]
+pub struct UninstallArgs {
+    /// Remove the manifest under /usr/local/share (needs root)
+    #[arg(long)]
+    pub system: bool,
+    /// Remove only the explicit layer's manifest
+    #[arg(long, conflicts_with = "implicit")]
+    pub explicit: bool,
+    /// Remove only the implicit layer's manifest
+    #[arg(long)]
+    pub implicit: bool,
+}
+
+pub struct Opts {
     system: bool,
     kinds: Vec<Kind>,
     lib: Option<PathBuf>,
 }
 
-fn parse(args: &[String], uninstall: bool) -> Result<Option<Opts>, String> {
-    let mut system = false;
-    let mut explicit = false;
-    let mut implicit = false;
-    let mut lib = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--system" => system = true,
-            "--explicit" => explicit = true,
-            "--implicit" => implicit = true,
-            "--lib" if !uninstall => {
-                lib = Some(PathBuf::from(it.next().ok_or("--lib needs a path")?));
-            }
-            "-h" | "--help" => return Ok(None),
-            other => return Err(format!("unknown option '{other}'")),
+impl InstallArgs {
+    pub fn to_opts(&self) -> Opts {
+        Opts {
+            system: self.system,
+            kinds: vec![if self.explicit {
+                Kind::Explicit
+            } else {
+                Kind::Implicit
+            }],
+            lib: self.lib.clone(),
         }
     }
-    if explicit && implicit {
-        return Err("--implicit and --explicit exclude each other".into());
-    }
-    let kinds = if explicit {
-        vec![Kind::Explicit]
-    } else if implicit || !uninstall {
-        vec![Kind::Implicit]
-    } else {
-        vec![Kind::Implicit, Kind::Explicit]
-    };
-    Ok(Some(Opts { system, kinds, lib }))
 }
 
-pub fn main(args: &[String], uninstall: bool) -> i32 {
+impl UninstallArgs {
+    pub fn to_opts(&self) -> Opts {
+        let kinds = if self.explicit {
+            vec![Kind::Explicit]
+        } else if self.implicit {
+            vec![Kind::Implicit]
+        } else {
+            vec![Kind::Implicit, Kind::Explicit]
+        };
+        Opts {
+            system: self.system,
+            kinds,
+            lib: None,
+        }
+    }
+}
+
+pub fn main(opts: &Opts, uninstall: bool) -> i32 {
     let cmd = if uninstall { "uninstall" } else { "install" };
-    let opts = match parse(args, uninstall) {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            print!("{HELP}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("vkecho {cmd}: {e}\n");
-            eprint!("{HELP}");
-            return 2;
-        }
-    };
     let result = if uninstall {
-        remove(&opts)
+        remove(opts)
     } else {
-        install(&opts)
+        install(opts)
     };
     match result {
         Ok(()) => 0,

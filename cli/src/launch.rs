@@ -214,26 +214,6 @@ fn signal_name(sig: i32) -> Option<&'static str> {
     })
 }
 
-/// Split `[options] -- CMD ARGS...` into the options and the command.
-pub fn split_command(args: &[String]) -> (Vec<String>, Vec<String>) {
-    match args.iter().position(|a| a == "--") {
-        Some(i) => (args[..i].to_vec(), args[i + 1..].to_vec()),
-        None => (args.to_vec(), Vec::new()),
-    }
-}
-
-/// The value after `flag` in `opts` (`--plan P`), if present.
-pub fn flag_value(opts: &[String], flag: &str) -> Result<Option<String>, String> {
-    match opts.iter().position(|a| a == flag) {
-        None => Ok(None),
-        Some(i) => opts
-            .get(i + 1)
-            .cloned()
-            .map(Some)
-            .ok_or(format!("{flag} needs a value")),
-    }
-}
-
 /// A fresh private file path for a run's statistics.
 pub fn temp_file(stem: &str, ext: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()

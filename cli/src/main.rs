@@ -1,6 +1,7 @@
 //! `vkecho`: the command-line front end of VK_LAYER_echo.
 //!
-//! Each subcommand lives in its own module with `pub fn main(args: &[String]) -> i32`.
+//! The command line is parsed by clap (derive): each subcommand lives in its own module with its
+//! `Args` and `pub fn main(args: &Args) -> i32`.
 
 mod analyze;
 mod cache;
@@ -12,69 +13,99 @@ mod launch;
 mod paths;
 mod plan;
 mod profile;
+mod progress;
 mod report;
 mod run;
 mod show;
 
-const USAGE: &str = "\
-vkecho — VK_LAYER_echo: remove host↔device self-copies on unified-memory Vulkan devices
+use clap::{CommandFactory, Parser, Subcommand};
 
-usage: vkecho <command> [options]
+/// vkecho — VK_LAYER_echo: remove host↔device self-copies on unified-memory Vulkan devices.
+#[derive(Parser)]
+#[command(
+    name = "vkecho",
+    version,
+    arg_required_else_help = true,
+    after_help = "`vkecho <command> --help` explains one command; docs/usage.md explains them all."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-commands:
-  doctor [--json]                         explain this machine: loader, drivers, devices, layer install
-  install [--system] [--explicit]         install the layer manifest (user dir by default)
-  uninstall [--system] [--explicit]       remove an installed manifest
-  profile [--trace F] -- CMD              run CMD with the layer recording a trace; print a summary
-  analyze TRACE [-o PLAN] [--json]        turn a profile trace into a plan, with every decision explained
-  run [--plan PLAN] [--stats F] -- CMD    run CMD enforcing PLAN, or in auto mode without --plan
-                                          (enforce the cached plan, else profile and write it);
-                                          print which plan and what it saved
-  calibrate [--trials N] [--metric FIELD] --plan PLAN -- CMD
-                                          time CMD without and with the plan; keep the plan only if faster
-  cache list|show NAME|clear [NAME...]    auto mode's cache: entries, one entry's plan, remove
-  plan export NAME [-o F] | import F      move a plan to another board of the same model, driver
-                                          and memory table (import checks this machine's devices)
-  report [-o FILE]                        one archive to send with a problem: doctor, the cache's
-                                          plans and run records, versions, the last run's warnings
-  demo [--size-mib N] [--iters N] [--samples a,b]
-                                          profile, analyze and enforce every sample; print a results table
-  show TRACE [--plan P] [--stats S] [--format html|perfetto] [-o F]
-                                          one run as a self-contained HTML page (or Perfetto trace)
-  help                                    this text
-";
+#[derive(Subcommand)]
+enum Command {
+    /// Explain this machine: loader, drivers, devices, layer install
+    Doctor(doctor::Args),
+    /// Install the layer manifest (user directory by default)
+    Install(install::InstallArgs),
+    /// Remove an installed manifest
+    Uninstall(install::UninstallArgs),
+    /// Run CMD with the layer recording a trace; print a summary
+    Profile(profile::Args),
+    /// Turn a profile trace into a plan, with every decision explained
+    Analyze(analyze::Args),
+    /// Run CMD enforcing PLAN, or in auto mode without --plan (enforce the cached plan, else
+    /// profile and write it); print which plan and what it saved
+    Run(run::Args),
+    /// Time CMD without and with the plan; keep the plan only if faster
+    Calibrate(calibrate::Args),
+    /// Auto mode's cache: entries, one entry's plan, remove
+    #[command(subcommand, after_help = cache::AFTER_HELP)]
+    Cache(cache::Command),
+    /// Move a plan to another board of the same model, driver and memory table (import checks
+    /// this machine's devices)
+    #[command(subcommand, after_help = plan::AFTER_HELP)]
+    Plan(plan::Command),
+    /// One archive to send with a problem: doctor, the cache's plans and run records, versions,
+    /// the last run's warnings
+    Report(report::Args),
+    /// Profile, analyze and enforce every sample; print a results table
+    Demo(demo::Args),
+    /// One run as a self-contained HTML page (or a Perfetto trace)
+    Show(show::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout
+    Completions {
+        /// The shell to write the script for
+        shell: clap_complete::Shell,
+    },
+}
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = args.first() else {
-        eprint!("{USAGE}");
-        std::process::exit(2);
-    };
-    let rest = &args[1..];
-    let code = match cmd.as_str() {
-        "doctor" => doctor::main(rest),
-        "install" => install::main(rest, false),
-        "uninstall" => install::main(rest, true),
-        "analyze" => analyze::main(rest),
-        "profile" => profile::main(rest),
-        "run" => run::main(rest),
-        "calibrate" => calibrate::main(rest),
-        "demo" => demo::main(rest),
-        "cache" => cache::main(rest),
-        "plan" => plan::main(rest),
-        "report" => report::main(rest),
-        "show" => show::main(rest),
-        "help" | "-h" | "--help" => {
-            print!("{USAGE}");
+    let cli = Cli::parse();
+    let code = match &cli.command {
+        Command::Doctor(a) => doctor::main(a),
+        Command::Install(a) => install::main(&a.to_opts(), false),
+        Command::Uninstall(a) => install::main(&a.to_opts(), true),
+        Command::Analyze(a) => analyze::main(a),
+        Command::Profile(a) => profile::main(a),
+        Command::Run(a) => run::main(a),
+        Command::Calibrate(a) => calibrate::main(a),
+        Command::Demo(a) => demo::main(a),
+        Command::Cache(c) => cache::main(c),
+        Command::Plan(c) => plan::main(c),
+        Command::Report(a) => report::main(a),
+        Command::Show(a) => show::main(a),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "vkecho",
+                &mut std::io::stdout(),
+            );
             0
-        }
-        other => {
-            eprintln!("vkecho: unknown command '{other}'\n");
-            eprint!("{USAGE}");
-            2
         }
     };
     std::process::exit(code);
+}
+
+/// A positive number given as text (`--size-mib 0.5`), kept as the text the samples are given.
+pub fn positive_number(v: &str) -> Result<String, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .map(|_| v.to_string())
+        .ok_or(format!("needs a positive number, got '{v}'"))
 }
 
 /// Write a file only its owner can read or write (traces and plans, DESIGN §8 hardening).
@@ -94,4 +125,13 @@ pub fn write_private(path: &std::path::Path, text: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
     f.write_all(text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

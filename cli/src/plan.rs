@@ -15,61 +15,56 @@ use echo_analyzer::settings::ContextMode;
 use echo_analyzer::trace::Context;
 use std::path::{Path, PathBuf};
 
-const USAGE: &str = "\
-usage: vkecho plan export NAME [-o FILE] [--dir DIR]
-                            write the plan of cache entry NAME (`vkecho cache list`) to FILE
-                            (default: stdout), as it is in the cache
-       vkecho plan import FILE [--dir DIR] [--any-device]
-                            check the plan against this machine's devices (the rule enforce
-                            applies: same device model, driver version and memory table) and put
-                            it into the cache, where auto mode finds it
-A plan travels between devices of one model, driver and memory table (a fleet of identical
-boards, a replaced board); any other device refuses it, and says which of those differs.
---any-device skips the check (preparing an image on another machine): enforce still checks.";
+pub const AFTER_HELP: &str = "A plan travels between devices of one model, driver and memory \
+table (a fleet of identical boards, a replaced board); any other device refuses it, and says which \
+of those differs. --any-device skips the check (preparing an image on another machine): enforce \
+still checks.";
+
+/// `vkecho plan export|import`.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Write the plan of cache entry NAME (`vkecho cache list`) to FILE (default: stdout), as it
+    /// is in the cache
+    Export {
+        /// The cache entry (its name as `vkecho cache list` prints it, or a unique prefix)
+        name: String,
+        /// Where to write the plan (default: stdout)
+        #[arg(short = 'o', long = "out", value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// The cache directory (default: `cache_dir` as the layer resolves it here)
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Check the plan against this machine's devices (the rule enforce applies: same device
+    /// model, driver version and memory table) and put it into the cache, where auto mode finds it
+    Import {
+        /// The plan file
+        file: PathBuf,
+        /// The cache directory (default: `cache_dir` as the layer resolves it here)
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Skip the check against this machine's devices (enforce still checks)
+        #[arg(long)]
+        any_device: bool,
+    },
+}
 
 /// Plans larger than this are not read (as enforce).
 const MAX_PLAN_BYTES: u64 = 64 << 20;
 
-pub fn main(args: &[String]) -> i32 {
-    let Some(sub) = args.first() else {
-        eprintln!("{USAGE}");
-        return 2;
+pub fn main(cmd: &Command) -> i32 {
+    let dir_or_default = |dir: &Option<PathBuf>| {
+        dir.clone()
+            .unwrap_or_else(|| crate::cache::settings_here().cache_dir)
     };
-    if matches!(sub.as_str(), "-h" | "--help" | "help") {
-        println!("{USAGE}");
-        return 0;
-    }
-    let rest = &args[1..];
-    let r = (|| -> Result<i32, String> {
-        let (mut dir, mut out, mut any) = (None, None, false);
-        let mut names = Vec::new();
-        let mut i = 0;
-        while i < rest.len() {
-            match rest[i].as_str() {
-                "--dir" => {
-                    dir = Some(PathBuf::from(
-                        rest.get(i + 1).ok_or("--dir needs a directory")?,
-                    ));
-                    i += 1;
-                }
-                "-o" | "--out" if sub == "export" => {
-                    out = Some(PathBuf::from(rest.get(i + 1).ok_or("-o needs a file")?));
-                    i += 1;
-                }
-                "--any-device" if sub == "import" => any = true,
-                o if o.starts_with('-') => return Err(format!("unknown option '{o}'\n{USAGE}")),
-                n => names.push(n.to_string()),
-            }
-            i += 1;
-        }
-        let dir = dir.unwrap_or_else(|| crate::cache::settings_here().cache_dir);
-        match (sub.as_str(), names.as_slice()) {
-            ("export", [name]) => export(&dir, name, out.as_deref()),
-            ("import", [file]) => import(&dir, Path::new(file), any),
-            ("export" | "import", _) => Err(format!("wrong arguments\n{USAGE}")),
-            (other, _) => Err(format!("unknown plan command '{other}'\n{USAGE}")),
-        }
-    })();
+    let r = match cmd {
+        Command::Export { name, out, dir } => export(&dir_or_default(dir), name, out.as_deref()),
+        Command::Import {
+            file,
+            dir,
+            any_device,
+        } => import(&dir_or_default(dir), file, *any_device),
+    };
     r.unwrap_or_else(|e| {
         eprintln!("vkecho plan: {e}");
         2
@@ -121,13 +116,20 @@ fn export(dir: &Path, name: &str, out: Option<&Path>) -> Result<i32, String> {
     Ok(0)
 }
 
-fn import(dir: &Path, file: &Path, any: bool) -> Result<i32, String> {
+/// Read and check a plan file as enforce would (a regular file, at most [`MAX_PLAN_BYTES`], a
+/// plan `parse_plan` accepts): the text and the plan, or why not.
+pub fn read_plan_file(file: &Path) -> Result<(String, Plan), String> {
     let meta = std::fs::metadata(file).map_err(|e| format!("{}: {e}", file.display()))?;
     if !meta.is_file() || meta.len() > MAX_PLAN_BYTES {
         return Err(format!("{} is not a plan file", file.display()));
     }
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let plan = parse_plan(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok((text, plan))
+}
+
+fn import(dir: &Path, file: &Path, any: bool) -> Result<i32, String> {
+    let (text, plan) = read_plan_file(file)?;
     let mode = mode_of(&plan);
     let c = &plan.context;
     if !any {

@@ -13,15 +13,24 @@ use std::collections::BTreeSet;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-const USAGE: &str = "\
-usage: vkecho profile [--trace FILE] [--no-validate] -- CMD ARGS...
-
-  --trace FILE     where the layer writes the trace (default: a new file in the temp dir)
-  --no-validate    record the trace only (no page-protection validation of host access)
-
-Runs CMD with the layer in profile mode (the loader is pointed at this build's layer, installed
-or not), then prints a summary of the trace. Exit status: CMD's (128+N when signal N killed it).
-";
+/// `vkecho profile [--trace FILE] [--no-validate] -- CMD ARGS...`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Runs CMD with the layer in profile mode (the loader is pointed at this \
+build's layer, installed or not), then prints a summary of the trace. Exit status: CMD's (128+N \
+when signal N killed it)."
+)]
+pub struct Args {
+    /// Where the layer writes the trace (default: a new file in the temp dir)
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Record the trace only (no page-protection validation of host access)
+    #[arg(long)]
+    pub no_validate: bool,
+    /// The program and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
 
 /// Host accesses inside GPU-use windows (DESIGN §4, S2): the host touched buffer `b` while a
 /// submission that uses `b`, or a buffer `b` exchanges copies with, was in flight (submitted,
@@ -138,42 +147,22 @@ pub fn summary(trace: &Trace, path: &std::path::Path) -> String {
     s
 }
 
-pub fn main(args: &[String]) -> i32 {
-    let (opts, argv) = launch::split_command(args);
-    if opts.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{USAGE}");
-        return 0;
-    }
-    if argv.is_empty() {
-        eprint!("vkecho profile: no command given\n{USAGE}");
-        return 2;
-    }
-    let trace = match launch::flag_value(&opts, "--trace") {
-        Ok(Some(p)) => PathBuf::from(p),
-        Ok(None) => launch::temp_file("trace", "jsonl"),
-        Err(e) => {
-            eprint!("vkecho profile: {e}\n{USAGE}");
-            return 2;
-        }
-    };
-    for o in opts.iter().enumerate() {
-        let known = matches!(o.1.as_str(), "--trace" | "--no-validate")
-            || (o.0 > 0 && opts[o.0 - 1] == "--trace");
-        if !known {
-            eprint!("vkecho profile: unknown option {}\n{USAGE}", o.1);
-            return 2;
-        }
-    }
+pub fn main(args: &Args) -> i32 {
+    let argv = &args.command;
+    let trace = args
+        .trace
+        .clone()
+        .unwrap_or_else(|| launch::temp_file("trace", "jsonl"));
     let _ = std::fs::remove_file(&trace);
     let mut settings = vec![("TRACE", trace.display().to_string())];
-    if opts.iter().any(|a| a == "--no-validate") {
+    if args.no_validate {
         settings.push(("VALIDATE", "false".into()));
     }
     let run = LayerRun {
         mode: Some("profile"),
         settings,
     };
-    let mut cmd = match launch::command(&argv, &run) {
+    let mut cmd = match launch::command(argv, &run) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("vkecho profile: {e}");

@@ -1,6 +1,7 @@
 //! `vkecho report [-o FILE]`: one archive a user can send back (issue 27).
 //!
-//! A plain ustar archive (`tar -tf` lists it) holding exactly:
+//! A tar archive (the `tar` crate), gzip-compressed (`flate2`) when FILE ends with `.tar.gz` or
+//! `.tgz`, holding exactly:
 //!
 //! - `vkecho-report/README.txt` — what the archive holds and what it leaves out;
 //! - `vkecho-report/doctor.json` — what `vkecho doctor --json` prints here;
@@ -22,81 +23,98 @@ use echo_analyzer::cache::{self, EntryKind, RunRecord};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-const USAGE: &str = "\
-usage: vkecho report [-o FILE] [--dir DIR]
-  writes one archive (tar) to send with a problem report: `vkecho doctor --json`, the plans and
-  run statistics of auto mode's cache (`cache_dir`, or DIR), versions (echo, Vulkan loader,
-  drivers, kernel, glibc) and the last run's warnings. Nothing else: no environment dump, no
-  traces, no file outside the cache. Default FILE: vkecho-report-<seconds>.tar here.";
+/// `vkecho report [-o FILE] [--dir DIR]`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Writes one archive to send with a problem report: `vkecho doctor --json`, \
+the plans and run statistics of auto mode's cache (`cache_dir`, or DIR), versions (echo, Vulkan \
+loader, drivers, kernel, glibc) and the last run's warnings. Nothing else: no environment dump, no \
+traces, no file outside the cache."
+)]
+pub struct Args {
+    /// The archive: gzip-compressed tar when it ends with .tar.gz or .tgz, plain tar otherwise
+    /// (default: vkecho-report-<seconds>.tar here)
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// The cache directory (default: `cache_dir` as the layer resolves it here)
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
 
 /// Stand-in for a path outside the cache in what the archive quotes.
 pub const OUTSIDE: &str = "<outside the cache>";
 
-pub fn main(args: &[String]) -> i32 {
-    let (mut out, mut dir) = (None, None);
-    let mut i = 0;
-    while i < args.len() {
-        match args[i].as_str() {
-            "-o" | "--out" => match args.get(i + 1) {
-                Some(f) => {
-                    out = Some(PathBuf::from(f));
-                    i += 1;
-                }
-                None => {
-                    eprintln!("vkecho report: -o needs a file\n{USAGE}");
-                    return 2;
-                }
-            },
-            "--dir" => match args.get(i + 1) {
-                Some(d) => {
-                    dir = Some(PathBuf::from(d));
-                    i += 1;
-                }
-                None => {
-                    eprintln!("vkecho report: --dir needs a directory\n{USAGE}");
-                    return 2;
-                }
-            },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return 0;
-            }
-            o => {
-                eprintln!("vkecho report: unknown argument '{o}'\n{USAGE}");
-                return 2;
-            }
-        }
-        i += 1;
-    }
+pub fn main(args: &Args) -> i32 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let out = out.unwrap_or_else(|| PathBuf::from(format!("vkecho-report-{now}.tar")));
-    let dir = dir.unwrap_or_else(|| crate::cache::settings_here().cache_dir);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("vkecho-report-{now}.tar")));
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| crate::cache::settings_here().cache_dir);
     // Doctor first: it adjusts this process's environment before the loader is loaded.
     let doctor = crate::doctor::report_here();
     let files = contents(&dir, &doctor, now);
-    let mut tar = Vec::new();
-    for (name, bytes) in &files {
-        if let Err(e) = ustar_append(&mut tar, name, bytes, now) {
+    let gzip = is_gzip_name(&out);
+    let bytes = match archive(&files, now, gzip) {
+        Ok(b) => b,
+        Err(e) => {
             eprintln!("vkecho report: {e}");
             return 1;
         }
-    }
-    tar.extend_from_slice(&[0u8; 1024]); // two zero blocks end the archive
-    if let Err(e) = write_private_bytes(&out, &tar) {
+    };
+    if let Err(e) = write_private_bytes(&out, &bytes) {
         eprintln!("vkecho report: {e}");
         return 1;
     }
     println!(
-        "vkecho report: wrote {} ({} files, {} bytes); list it with `tar -tvf {}`",
+        "vkecho report: wrote {} ({} files, {} bytes); list it with `tar -t{}vf {}`",
         out.display(),
         files.len(),
-        tar.len(),
+        bytes.len(),
+        if gzip { "z" } else { "" },
         out.display()
     );
     0
+}
+
+/// A name that asks for a gzip-compressed archive: `*.tar.gz` or `*.tgz`.
+pub fn is_gzip_name(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    name.ends_with(".tar.gz") || name.ends_with(".tgz")
+}
+
+/// The archive of `files` (name in it, bytes): regular files, mode 0600, owner 0, time `mtime`;
+/// gzip-compressed when `gzip`.
+pub fn archive(files: &[(String, Vec<u8>)], mtime: u64, gzip: bool) -> Result<Vec<u8>, String> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (name, bytes) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_mode(0o600);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(mtime);
+        h.set_size(bytes.len() as u64);
+        tar.append_data(&mut h, name, bytes.as_slice())
+            .map_err(|e| format!("{name}: {e}"))?;
+    }
+    let plain = tar.into_inner().map_err(|e| e.to_string())?;
+    if !gzip {
+        return Ok(plain);
+    }
+    use std::io::Write;
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&plain).map_err(|e| e.to_string())?;
+    z.finish().map_err(|e| e.to_string())
 }
 
 /// Every file of the archive: (name in it, bytes).
@@ -331,50 +349,6 @@ fn redact_run(mut r: RunRecord, cache: &Path) -> RunRecord {
     r
 }
 
-/// Appends one file to a ustar archive (POSIX.1-1988 header; names up to 255 bytes, split into
-/// prefix and name at a '/').
-pub fn ustar_append(tar: &mut Vec<u8>, name: &str, data: &[u8], mtime: u64) -> Result<(), String> {
-    let mut h = [0u8; 512];
-    let (prefix, base) = if name.len() <= 100 {
-        ("", name)
-    } else {
-        let split = name[..name.len().min(156)]
-            .rfind('/')
-            .filter(|&i| name.len() - i - 1 <= 100 && i <= 155)
-            .ok_or_else(|| format!("name too long for the archive: {name}"))?;
-        (&name[..split], &name[split + 1..])
-    };
-    let put =
-        |h: &mut [u8; 512], at: usize, bytes: &[u8]| h[at..at + bytes.len()].copy_from_slice(bytes);
-    let octal = |h: &mut [u8; 512], at: usize, width: usize, v: u64| {
-        let s = format!("{v:0w$o}\0", w = width - 1);
-        h[at..at + width].copy_from_slice(s.as_bytes());
-    };
-    put(&mut h, 0, base.as_bytes());
-    octal(&mut h, 100, 8, 0o600);
-    octal(&mut h, 108, 8, 0);
-    octal(&mut h, 116, 8, 0);
-    if data.len() as u64 >= 8u64.pow(11) {
-        return Err(format!("{name}: too large for the archive"));
-    }
-    octal(&mut h, 124, 12, data.len() as u64);
-    octal(&mut h, 136, 12, mtime.min(8u64.pow(11) - 1));
-    h[156] = b'0';
-    put(&mut h, 257, b"ustar\0");
-    put(&mut h, 263, b"00");
-    put(&mut h, 345, prefix.as_bytes());
-    // The checksum is computed with its own field as spaces.
-    h[148..156].copy_from_slice(b"        ");
-    let sum: u32 = h.iter().map(|&b| b as u32).sum();
-    let s = format!("{sum:06o}\0 ");
-    h[148..156].copy_from_slice(s.as_bytes());
-    tar.extend_from_slice(&h);
-    tar.extend_from_slice(data);
-    let pad = (512 - data.len() % 512) % 512;
-    tar.resize(tar.len() + pad, 0);
-    Ok(())
-}
-
 fn write_private_bytes(path: &Path, bytes: &[u8]) -> Result<(), String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -411,14 +385,34 @@ mod tests {
     }
 
     #[test]
-    fn ustar_headers_are_valid() {
-        let mut t = Vec::new();
-        ustar_append(&mut t, "a/b.txt", b"hello", 1).unwrap();
-        assert_eq!(t.len(), 1024);
-        assert_eq!(&t[257..263], b"ustar\0");
-        let long = format!("{}/{}", "d".repeat(120), "f".repeat(90));
-        ustar_append(&mut t, &long, b"", 1).unwrap();
-        assert_eq!(&t[1024 + 345..1024 + 345 + 120], "d".repeat(120).as_bytes());
-        assert!(ustar_append(&mut t, &"x".repeat(300), b"", 1).is_err());
+    fn archives_read_back() {
+        use std::io::Read;
+        let long = format!("{}/{}", "d".repeat(120), "f".repeat(190));
+        let files = vec![
+            ("r/a.txt".to_string(), b"hello".to_vec()),
+            (long.clone(), vec![7u8; 1000]),
+        ];
+        for gzip in [false, true] {
+            let bytes = archive(&files, 1, gzip).unwrap();
+            let reader: Box<dyn Read> = if gzip {
+                assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzip magic");
+                Box::new(flate2::read::GzDecoder::new(bytes.as_slice()))
+            } else {
+                Box::new(bytes.as_slice())
+            };
+            let mut a = tar::Archive::new(reader);
+            let mut got = Vec::new();
+            for e in a.entries().unwrap() {
+                let mut e = e.unwrap();
+                let name = e.path().unwrap().display().to_string();
+                let mut data = Vec::new();
+                e.read_to_end(&mut data).unwrap();
+                assert_eq!(e.header().mode().unwrap(), 0o600);
+                got.push((name, data));
+            }
+            assert_eq!(got, files, "gzip={gzip}");
+        }
+        assert!(is_gzip_name(Path::new("x/r.tar.gz")) && is_gzip_name(Path::new("r.TGZ")));
+        assert!(!is_gzip_name(Path::new("r.tar")) && !is_gzip_name(Path::new("gz")));
     }
 }

@@ -10,38 +10,54 @@
 //!
 //! The exit status is the program's, 128+N when signal N killed it (as a shell reports it).
 
-use crate::launch::{command, exit_code, failure, flag_value, split_command, temp_file, LayerRun};
+use crate::launch::{command, exit_code, failure, temp_file, LayerRun};
 use echo_analyzer::stats::Stats;
+use std::path::PathBuf;
 
-pub fn main(args: &[String]) -> i32 {
-    let (opts, argv) = split_command(args);
-    if argv.is_empty() || opts.iter().any(|o| o == "-h" || o == "--help") {
-        eprintln!("usage: vkecho run [--plan PLAN] [--stats FILE] -- CMD ARGS...\n  without --plan: auto mode (enforce the plan cached for CMD, else profile this run and write it)");
-        return 2;
-    }
+/// `vkecho run [--plan PLAN] [--stats FILE] -- CMD ARGS...`.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Runs CMD with the layer, then prints what the layer did. With --plan the \
+layer enforces PLAN (checked before CMD starts: a file that is not a plan is refused). Without it, \
+auto mode: the plan cached for CMD, its arguments and the device is enforced if there is one; \
+otherwise this run is profiled and the plan written for the next run. Exit status: CMD's (128+N \
+when signal N killed it); 2 when vkecho itself could not run it."
+)]
+pub struct Args {
+    /// Enforce this plan (made by `vkecho analyze -o`); without it, auto mode
+    #[arg(long, value_name = "PLAN")]
+    pub plan: Option<PathBuf>,
+    /// Keep the layer's statistics in FILE (default: a temporary file, removed)
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+    /// The program and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub fn main(args: &Args) -> i32 {
+    let argv = &args.command;
     let result = (|| -> Result<i32, String> {
-        let plan = flag_value(&opts, "--plan")?;
-        if let Some(p) = &plan {
-            if !std::path::Path::new(p).is_file() {
-                return Err(format!("plan file {p} does not exist"));
-            }
+        // The plan is checked here, before the program starts: the layer would otherwise refuse
+        // it in the program's process, apply nothing and let the run succeed.
+        if let Some(p) = &args.plan {
+            crate::plan::read_plan_file(p)?;
         }
-        let keep_stats = flag_value(&opts, "--stats")?;
+        let keep_stats = args.stats.clone();
         let stats_path = keep_stats
             .clone()
-            .map(Into::into)
             .unwrap_or_else(|| temp_file("stats", "json"));
         let mut settings = vec![("STATS", stats_path.display().to_string())];
-        let auto = plan.is_none();
-        if let Some(p) = plan {
-            let abs = std::fs::canonicalize(&p).map_err(|e| format!("plan {p}: {e}"))?;
+        let auto = args.plan.is_none();
+        if let Some(p) = &args.plan {
+            let abs = std::fs::canonicalize(p).map_err(|e| format!("plan {}: {e}", p.display()))?;
             settings.push(("PLAN", abs.display().to_string()));
         }
         // A stale statistics file would be read as this run's.
         let _ = std::fs::remove_file(&stats_path);
         let started = std::time::SystemTime::now();
         let status = command(
-            &argv,
+            argv,
             &LayerRun {
                 mode: Some(if auto { "auto" } else { "enforce" }),
                 settings,

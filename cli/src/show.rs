@@ -11,20 +11,32 @@ use echo_analyzer::symbolize::Symbolizer;
 use echo_analyzer::trace::read_trace;
 use std::path::{Path, PathBuf};
 
-pub const USAGE: &str = "\
-usage: vkecho show TRACE [--plan PLAN] [--stats STATS] [--bench RESULT] [--format html|perfetto]
-                   [-o OUT] [--no-symbolize]
+/// One run as a self-contained HTML page (or Perfetto's Chrome JSON trace events).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A trace written by the layer in profile mode
+    pub trace: PathBuf,
+    /// Mark the copies this plan elides (default: the plan `vkecho analyze` would make)
+    #[arg(long, value_name = "PLAN")]
+    pub plan: Option<PathBuf>,
+    /// An enforce run's statistics (the `stats` setting's JSON): memory not allocated
+    #[arg(long, value_name = "STATS")]
+    pub stats: Option<PathBuf>,
+    /// A benchmark result holding `recovered` fractions (`vkecho demo --json`)
+    #[arg(long, value_name = "RESULT")]
+    pub bench: Option<PathBuf>,
+    /// html: one self-contained page; perfetto: Chrome JSON trace events (Perfetto UI,
+    /// chrome://tracing)
+    #[arg(long, value_name = "F", default_value = "html", value_parser = ["html", "perfetto", "chrome"])]
+    pub format: String,
+    /// Where to write it (default: TRACE with .html or .perfetto.json)
+    #[arg(short = 'o', long = "output", visible_alias = "out", value_name = "OUT")]
+    pub out: Option<PathBuf>,
+    /// Leave creation sites as module+offset
+    #[arg(long)]
+    pub no_symbolize: bool,
+}
 
-  TRACE            a trace written by the layer in profile mode
-  --plan PLAN      mark the copies this plan elides (default: the plan `vkecho analyze` would make)
-  --stats STATS    an enforce run's statistics (the `stats` setting's JSON): memory not allocated
-  --bench RESULT   a benchmark result holding `recovered` fractions (`vkecho demo --json`)
-  --format F       html (default): one self-contained page; perfetto: Chrome JSON trace events
-                   (open in https://ui.perfetto.dev or chrome://tracing)
-  -o OUT           where to write it (default: TRACE with .html or .perfetto.json)
-";
-
-/// What `vkecho show` was asked.
 pub struct Opts {
     pub trace: PathBuf,
     pub plan: Option<PathBuf>,
@@ -35,49 +47,33 @@ pub struct Opts {
     pub symbolize: bool,
 }
 
-fn parse(args: &[String]) -> Result<Opts, String> {
-    let mut o = Opts {
-        trace: PathBuf::new(),
-        plan: None,
-        stats: None,
-        bench: None,
-        perfetto: false,
-        out: None,
-        symbolize: true,
+pub fn main(a: &Args) -> i32 {
+    let o = Opts {
+        trace: a.trace.clone(),
+        plan: a.plan.clone(),
+        stats: a.stats.clone(),
+        bench: a.bench.clone(),
+        perfetto: a.format != "html",
+        out: a.out.clone(),
+        symbolize: !a.no_symbolize,
     };
-    let mut trace = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = || {
-            it.next()
-                .map(PathBuf::from)
-                .ok_or(format!("{a} needs a value"))
-        };
-        match a.as_str() {
-            "--plan" => o.plan = Some(value()?),
-            "--stats" => o.stats = Some(value()?),
-            "--bench" => o.bench = Some(value()?),
-            "-o" | "--output" => o.out = Some(value()?),
-            "--format" => match value()?.to_str() {
-                Some("html") => o.perfetto = false,
-                Some("perfetto") | Some("chrome") => o.perfetto = true,
-                other => return Err(format!("unknown format {other:?}: html or perfetto")),
-            },
-            "--no-symbolize" => o.symbolize = false,
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            s => {
-                if trace.replace(PathBuf::from(s)).is_some() {
-                    return Err("one trace at a time".into());
-                }
-            }
+    match write(&o) {
+        Ok(p) => {
+            let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            println!(
+                "vkecho show: wrote {} ({})",
+                p.display(),
+                echo_analyzer::report::human_bytes(size)
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("vkecho show: {e}");
+            1
         }
     }
-    o.trace = trace.ok_or("which trace?")?;
-    Ok(o)
 }
 
-/// `recovered` fractions in a benchmark result: every object with a numeric `recovered`,
-/// named by its `sample` (or `name`).
 fn recovered(v: &serde_json::Value, out: &mut Vec<(String, f64)>) {
     match v {
         serde_json::Value::Array(a) => a.iter().for_each(|x| recovered(x, out)),
@@ -227,31 +223,3 @@ pub fn newest_cached_page(dir: &Path) -> Option<(String, Vec<u8>, String)> {
     Some(("show.html".into(), page.into_bytes(), name))
 }
 
-pub fn main(args: &[String]) -> i32 {
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{USAGE}");
-        return 0;
-    }
-    let o = match parse(args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprint!("vkecho show: {e}\n{USAGE}");
-            return 2;
-        }
-    };
-    match write(&o) {
-        Ok(p) => {
-            let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-            println!(
-                "vkecho show: wrote {} ({})",
-                p.display(),
-                echo_analyzer::report::human_bytes(size)
-            );
-            0
-        }
-        Err(e) => {
-            eprintln!("vkecho show: {e}");
-            1
-        }
-    }
-}

@@ -784,3 +784,168 @@ fn doctor_shows_the_loaders_layer_order() {
         "{out}"
     );
 }
+
+/// Issue 34: the command line is clap's. Bad usage exits 2 with clap's message; every
+/// subcommand has its `--help`; `vkecho completions SHELL` prints a completion script.
+#[test]
+fn usage_errors_exit_2_and_every_subcommand_has_help() {
+    let t = Temp::new("usage");
+    for bad in [
+        &[][..],
+        &["frobnicate"],
+        &["run", "--frobnicate", "--", "true"],
+        &["run"],
+        &["run", "--"],
+        &["run", "true"],
+        &["profile", "--trace"],
+        &["analyze"],
+        &["analyze", "a", "b"],
+        &["analyze", "t.jsonl", "--min-copies", "0"],
+        &["calibrate", "--", "true"],
+        &[
+            "calibrate",
+            "--plan",
+            "p.json",
+            "--trials",
+            "0",
+            "--",
+            "true",
+        ],
+        &["demo", "--size-mib", "-1"],
+        &["demo", "--rounds", "x"],
+        &["cache", "show"],
+        &["cache", "frobnicate"],
+        &["plan", "export"],
+        &["plan", "import", "f", "--frobnicate"],
+        &["install", "--explicit", "--implicit"],
+        &["uninstall", "--lib", "x"],
+        &["report", "-o"],
+        &["doctor", "--frobnicate"],
+        &["completions", "tcsh"],
+    ] {
+        let out = run(vkecho(&t, bad));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "vkecho {bad:?}:\n{err}");
+        assert!(
+            err.contains("Usage:") || err.contains("--help"),
+            "vkecho {bad:?} does not point at the usage:\n{err}"
+        );
+        assert!(out.stdout.is_empty(), "vkecho {bad:?} printed on stdout");
+    }
+    for sub in [
+        "doctor",
+        "install",
+        "uninstall",
+        "profile",
+        "analyze",
+        "run",
+        "calibrate",
+        "cache",
+        "plan",
+        "report",
+        "demo",
+        "completions",
+    ] {
+        for args in [vec![sub, "--help"], vec!["help", sub]] {
+            let out = run(vkecho(&t, &args));
+            let help = text(&out.stdout);
+            assert!(
+                out.status.success(),
+                "vkecho {args:?}: {}",
+                text(&out.stderr)
+            );
+            assert!(
+                help.contains(&format!("Usage: vkecho {sub}")),
+                "vkecho {args:?}:\n{help}"
+            );
+        }
+    }
+    let out = run(vkecho(&t, &["--help"]));
+    assert!(out.status.success() && text(&out.stdout).contains("calibrate"));
+    let out = run(vkecho(&t, &["completions", "bash"]));
+    let script = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        script.contains("_vkecho()")
+            && script.contains("complete ")
+            && script.contains("calibrate"),
+        "not a bash completion script:\n{script}"
+    );
+}
+
+/// `vkecho run --plan FILE` reads the plan before it starts the program: a file that is not a
+/// plan (or none) exits non-zero with the reason, and the program never runs.
+#[test]
+fn run_refuses_a_file_that_is_not_a_plan_before_starting_the_program() {
+    let t = Temp::new("notaplan");
+    let ran = t.0.join("ran");
+    let script = format!("touch {}", ran.display());
+    std::fs::write(t.0.join("notaplan"), "this is not a plan\n").unwrap();
+    std::fs::write(t.0.join("other.json"), "{\"format\": \"something else\"}\n").unwrap();
+    for (plan, why) in [
+        ("notaplan", "not a valid plan"),
+        ("other.json", "not a valid plan"),
+        ("missing.json", "No such file"),
+        (".", "is not a plan file"),
+    ] {
+        let out = run(vkecho(
+            &t,
+            &["run", "--plan", plan, "--", "sh", "-c", &script],
+        ));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--plan {plan}:\n{err}");
+        assert!(
+            err.contains(plan) && err.contains(why),
+            "--plan {plan}:\n{err}"
+        );
+        assert!(!ran.exists(), "--plan {plan}: the program ran");
+    }
+    // `true` exits 0 by itself: the refusal is vkecho's.
+    let out = run(vkecho(&t, &["run", "--plan", "notaplan", "--", "true"]));
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// `vkecho report -o FILE`: plain tar, or gzip-compressed for `.tar.gz` / `.tgz`; `tar` lists
+/// the same files either way.
+#[test]
+fn report_writes_tar_or_gzip_by_the_name() {
+    let t = Temp::new("report");
+    let cache = t.0.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let cache = cache.display().to_string();
+    let mut listings = Vec::new();
+    for (name, flags, gzip) in [
+        ("r.tar", "-tf", false),
+        ("r.tar.gz", "-tzf", true),
+        ("r.tgz", "-tzf", true),
+    ] {
+        let out = run(vkecho(&t, &["report", "-o", name, "--dir", &cache]));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let path = t.0.join(name);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.starts_with(&[0x1f, 0x8b]), gzip, "{name}: gzip magic");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let list = Command::new("tar").arg(flags).arg(&path).output().unwrap();
+        assert!(list.status.success(), "tar {flags} {name}: {list:?}");
+        let mut names: Vec<String> = text(&list.stdout).lines().map(str::to_string).collect();
+        names.sort();
+        assert!(
+            names.contains(&"vkecho-report/doctor.json".to_string())
+                && names.contains(&"vkecho-report/README.txt".to_string()),
+            "{name}: {names:?}"
+        );
+        listings.push(names);
+    }
+    assert_eq!(listings[0], listings[1]);
+    assert_eq!(listings[0], listings[2]);
+}

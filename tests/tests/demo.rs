@@ -51,6 +51,18 @@ fn demo_profiles_analyzes_and_enforces_with_identical_output() {
         "vkecho demo failed ({}):\n{stderr}",
         out.status
     );
+    // Issue 34: the progress bar (indicatif) is hidden when stderr is not a terminal: stderr
+    // holds only the log lines, with no carriage returns or terminal escapes.
+    assert!(
+        !stderr.contains('\r') && !stderr.contains('\u{1b}'),
+        "progress output on a stderr that is not a terminal:\n{stderr:?}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .all(|l| l.starts_with("vkecho demo: ") || l.starts_with("[VK_LAYER_echo]")),
+        "a line that is not the demo's log:\n{stderr}"
+    );
     let rows: Vec<Value> = serde_json::from_slice(&out.stdout).expect("demo --json prints rows");
     let row = |name: &str| -> &Value {
         rows.iter()

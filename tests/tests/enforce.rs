@@ -160,6 +160,27 @@ impl Flow {
         );
         (run, serde_json::from_str(lines[0]).unwrap())
     }
+
+    /// The program under the layer in enforce mode with PLAN, started without `vkecho` (which
+    /// refuses a file that is not a plan): (run, the device's statistics).
+    fn enforce_direct(&self, plan: &Path) -> (SampleRun, Stats) {
+        let stats = self.dir.join(format!(
+            "stats-{}-direct.jsonl",
+            plan.file_stem().unwrap().to_string_lossy()
+        ));
+        let _ = std::fs::remove_file(&stats);
+        let mut env = layer_env(&self.dir);
+        env.push(("VK_ECHO_MODE".into(), "enforce".into()));
+        env.push(("VK_ECHO_PLAN".into(), plan.display().to_string()));
+        env.push(("VK_ECHO_STATS".into(), stats.display().to_string()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let run = self.sample(&env);
+        run.json();
+        let text = std::fs::read_to_string(&stats).expect("the layer wrote statistics");
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "one device, one statistics line:\n{text}");
+        (run, serde_json::from_str(lines[0]).unwrap())
+    }
 }
 
 impl Drop for Flow {
@@ -709,7 +730,38 @@ fn bad_plans_are_one_warning_and_passthrough() {
         let p = f.dir.join(format!("{name}.json"));
         std::fs::write(&p, text).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-        let (run, s) = f.enforce(&p, &[]);
+        // `vkecho run --plan` reads the plan first: one that is not a plan (corrupt, truncated,
+        // a future version) is refused before the program starts, with the reason.
+        let refused_by_vkecho = matches!(name, "corrupt" | "truncated" | "future");
+        if refused_by_vkecho {
+            let stats = f.dir.join(format!("stats-{name}-vkecho.jsonl"));
+            let out = Command::new(vkecho())
+                .args(["run", "--plan"])
+                .arg(&p)
+                .arg("--stats")
+                .arg(&stats)
+                .arg("--")
+                .arg(&f.program)
+                .args(&f.args)
+                .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success(),
+                "{name}: vkecho run accepted it:\n{err}"
+            );
+            assert!(err.contains(why), "{name}: {err}");
+            assert!(out.stdout.is_empty(), "{name}: the program ran");
+            assert!(!stats.exists(), "{name}: the program ran under the layer");
+        }
+        // The layer itself (a run vkecho does not start, or a plan that reads but does not
+        // apply): one warning, the program's output unchanged.
+        let (run, s) = if refused_by_vkecho {
+            f.enforce_direct(&p)
+        } else {
+            f.enforce(&p, &[])
+        };
         assert_eq!(base.checksum(), run.checksum(), "{name}: output changed");
         let w = layer_warnings(&run);
         assert_eq!(w.len(), 1, "{name}: exactly one warning, got {w:?}");
@@ -722,6 +774,50 @@ fn bad_plans_are_one_warning_and_passthrough() {
         assert_eq!(s.groups_applied, 0);
         assert_eq!(s.copies_elided, 0);
     }
+}
+
+// ------------------------------------------------------------------ calibrate
+
+/// `vkecho calibrate` times the program without and with the plan and writes the numbers into
+/// the plan; with stderr not a terminal its progress bar (indicatif) is hidden: stderr holds the
+/// per-trial log lines and nothing else.
+#[test]
+fn calibrate_records_its_numbers_and_draws_no_progress_without_a_terminal() {
+    let f = Flow::new("saxpy", SIZE_KIB);
+    let (_, plan_path) = f.profile_and_analyze();
+    let p = plan_path.display().to_string();
+    let run = f.vkecho(
+        &[
+            "calibrate",
+            "--trials",
+            "2",
+            "--metric",
+            "iter_ms_median",
+            "--plan",
+            &p,
+        ],
+        &[],
+    );
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("(median of 2, iter_ms_median)"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        run.stderr.lines().collect::<Vec<_>>(),
+        ["vkecho calibrate: trial 1/2", "vkecho calibrate: trial 2/2"],
+        "{:?}",
+        run.stderr
+    );
+    let c = read_plan(&plan_path)
+        .calibration
+        .expect("calibration written");
+    assert_eq!(c.trials, 2);
+    assert!(
+        c.baseline_ms_median > 0.0 && c.plan_ms_median > 0.0,
+        "{c:?}"
+    );
 }
 
 // ------------------------------------------------------------------ auto mode

@@ -138,3 +138,55 @@ fn no_two_files_of_the_layer_share_a_name() {
         .collect();
     assert!(dup.is_empty(), "file names used twice:\n{}", dup.join("\n"));
 }
+
+/// The command-line crates of `vkecho` and `echo-bench` (issue 34: clap, clap_complete,
+/// indicatif, tar, flate2, plotters) stay out of the layer library: nothing `vk-layer-echo`
+/// depends on, directly or not, is one of them (read from Cargo.lock, normal and build
+/// dependencies alike).
+#[test]
+fn the_layer_links_none_of_the_command_line_crates() {
+    let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
+    // name -> dependency names, from the [[package]] blocks.
+    let mut deps: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for block in lock.split("[[package]]").skip(1) {
+        let mut name = String::new();
+        let mut list = Vec::new();
+        let mut in_deps = false;
+        for line in block.lines() {
+            let l = line.trim();
+            if let Some(n) = l.strip_prefix("name = ") {
+                name = n.trim_matches('"').to_string();
+            } else if l.starts_with("dependencies = [") {
+                in_deps = true;
+            } else if in_deps && l.starts_with(']') {
+                in_deps = false;
+            } else if in_deps {
+                // "name", or "name version" when two versions are locked.
+                let d = l.trim_matches(|c| c == '"' || c == ',');
+                list.push(d.split(' ').next().unwrap().to_string());
+            }
+        }
+        deps.entry(name).or_default().extend(list);
+    }
+    assert!(deps.contains_key("vk-layer-echo") && deps.contains_key("clap"));
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec!["vk-layer-echo".to_string()];
+    while let Some(p) = todo.pop() {
+        if seen.insert(p.clone()) {
+            todo.extend(deps.get(&p).cloned().unwrap_or_default());
+        }
+    }
+    let cli_only = [
+        "clap",
+        "clap_complete",
+        "indicatif",
+        "tar",
+        "flate2",
+        "plotters",
+    ];
+    let linked: Vec<&&str> = cli_only.iter().filter(|c| seen.contains(**c)).collect();
+    assert!(
+        linked.is_empty(),
+        "the layer depends on {linked:?}: {seen:?}"
+    );
+}

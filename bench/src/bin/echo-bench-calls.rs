@@ -13,10 +13,6 @@
 use ash::vk;
 use std::time::Instant;
 
-const USAGE: &str = "usage: echo-bench-calls [--scale F] [--batches N]
-  --scale F    multiply the default loop counts (create 2000, record 20x1000 copies, submit 1000) by F
-  --batches N  batches per loop (default 5); each figure is the median of the batch means";
-
 type Res<T> = Result<T, String>;
 
 // C-string literals (c"..") need Rust 1.77; the workspace supports 1.75.
@@ -54,40 +50,27 @@ fn time(batches: u32, per_batch: u64, mut batch: impl FnMut() -> Res<()>) -> Res
     Ok(median(v))
 }
 
+/// The per-call cost of the layer: create, record and submit loops, with and without echo.
+#[derive(clap::Parser)]
+#[command(name = "echo-bench-calls", version)]
 struct Opts {
+    /// Multiply the default loop counts (create 2000, record 20x1000 copies, submit 1000) by F
+    #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = positive)]
     scale: f64,
+    /// Batches per loop; each figure is the median of the batch means
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     batches: u32,
 }
 
+fn positive(v: &str) -> Res<f64> {
+    v.parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite() && *x > 0.0)
+        .ok_or(format!("needs a positive number, got '{v}'"))
+}
+
 fn parse() -> Res<Opts> {
-    let mut o = Opts {
-        scale: 1.0,
-        batches: 5,
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--scale" => {
-                o.scale = val()?
-                    .parse()
-                    .ok()
-                    .filter(|x: &f64| *x > 0.0)
-                    .ok_or("--scale needs a positive number")?;
-            }
-            "--batches" => {
-                o.batches = val()?
-                    .parse()
-                    .ok()
-                    .filter(|x: &u32| *x > 0)
-                    .ok_or("--batches needs a positive whole number")?;
-            }
-            "-h" | "--help" => return Err(USAGE.into()),
-            _ => return Err(format!("unknown argument `{a}`\n{USAGE}")),
-        }
-    }
-    Ok(o)
+    Ok(<Opts as clap::Parser>::parse())
 }
 
 fn main() {

@@ -10,14 +10,20 @@ mod svg;
 
 use svg::{Axis, Marker, Plot, Point, Series};
 
+/// The plot of scripts/real-libs.sh: speedup over the staging baseline against f_copy (twin).
+#[derive(clap::Parser)]
+#[command(name = "echo-bench-plot", version)]
+struct Args {
+    /// The rows scripts/real-libs.sh writes (bench/real-libraries.tsv)
+    rows: std::path::PathBuf,
+    /// The SVG to write (and a PNG beside it when a converter is installed)
+    out: std::path::PathBuf,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.len() != 3 {
-        eprintln!("usage: echo-bench-plot ROWS.tsv OUT.svg");
-        std::process::exit(2);
-    }
-    let text = std::fs::read_to_string(&args[1]).unwrap_or_else(|e| {
-        eprintln!("echo-bench-plot: {}: {e}", args[1]);
+    let args = <Args as clap::Parser>::parse();
+    let text = std::fs::read_to_string(&args.rows).unwrap_or_else(|e| {
+        eprintln!("echo-bench-plot: {}: {e}", args.rows.display());
         std::process::exit(1)
     });
     let mut echo = Vec::new();
@@ -86,7 +92,7 @@ fn main() {
         ],
         note: Some("written by scripts/real-libs.sh; see bench/real-libraries.md".into()),
     };
-    let out = std::path::Path::new(&args[2]);
+    let out = args.out.as_path();
     match svg::write_with_png(out, &plot.to_svg()) {
         Ok(_) => {}
         Err(e) => {

@@ -1,0 +1,53 @@
+//! Progress on stderr for long work (echo-bench's samples, sweep and per-call rounds), through `indicatif`.
+//!
+//! The bar is drawn only when stderr is a terminal (and `VKECHO_NO_PROGRESS` is unset): piped
+//! into a file, a test or a log, it is hidden and stderr carries exactly the lines it carried
+//! without it. Lines meant for the log go through [`say`], which prints them above the bar.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// Whether a bar would be drawn here.
+pub fn visible() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("VKECHO_NO_PROGRESS").is_none()
+}
+
+/// A bar of `len` steps labelled `prefix`, hidden unless [`visible`].
+pub fn bar(len: u64, prefix: &str) -> ProgressBar {
+    let target = if visible() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let pb = ProgressBar::with_draw_target(Some(len), target);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {prefix} [{bar:30}] {pos}/{len}, {elapsed} {wide_msg}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    pb.set_prefix(prefix.to_string());
+    if !pb.is_hidden() {
+        pb.enable_steady_tick(Duration::from_millis(120));
+    }
+    pb
+}
+
+/// `eprintln!` that does not tear a drawn bar (and prints the same line when it is hidden).
+pub fn say(pb: &ProgressBar, line: &str) {
+    pb.suspend(|| eprintln!("{line}"));
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hidden_when_stderr_is_not_a_terminal() {
+        // Under `cargo test` stderr is captured or piped; either way not a bar's place when
+        // it is not a terminal.
+        if !super::visible() {
+            assert!(super::bar(3, "test").is_hidden());
+        }
+    }
+}
