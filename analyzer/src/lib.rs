@@ -11,7 +11,6 @@ pub mod apply;
 pub mod cache;
 pub mod classes;
 pub mod context;
-pub mod elf;
 pub mod model;
 pub mod pairing;
 pub mod plan;
@@ -21,6 +20,7 @@ pub mod safety;
 pub mod sampling;
 pub mod settings;
 pub mod stats;
+#[cfg(feature = "symbols")]
 pub mod symbolize;
 pub mod topology;
 pub mod trace;

@@ -1,20 +1,29 @@
-//! Creation sites for people: stack frames (module + offset) to `function (file:line)` with
-//! binutils' `addr2line` where it is installed and the module has debug info; else
-//! `function+0xoff (module)` from the module's ELF symbol table (`crate::elf`, issue 16); else
-//! `module+0xoffset`, and [`Symbolizer::hint`] says how to get names. Never a hard dependency:
-//! any failure falls back to the plain form.
+//! Creation sites for people: stack frames (module + offset) to `function (file:line)` from the
+//! module's DWARF debug info; else `function+0xoff (module)` from its ELF symbol table
+//! (`.symtab`, else `.dynsym`); else `module+0xoffset`, and [`Symbolizer::hint`] says how to get
+//! names. All in process (the `object`, `gimli`/`addr2line`, `cpp_demangle` and `rustc-demangle`
+//! crates: issue 34), no tool is run; never a hard dependency: any failure falls back to the
+//! plain form. C++ names are demangled, Rust's legacy and v0 manglings too.
+//!
+//! A module's file is found by the full path its trace records ([`crate::trace::Module`]), then
+//! beside the executable; its split debug info (Debian's `-dbgsym` packages) by build-id under
+//! `/usr/lib/debug/.build-id/xx/yyyy.debug` ([`Symbolizer::with_debug_root`] moves that root).
+//! A file whose build-id differs from the recorded one (rebuilt since the trace) is not used.
 //!
 //! A site is the innermost frame of the application's own code. When that frame is shared by
 //! buffers created from different places (a helper such as `create_buffer`), the caller that
 //! tells them apart follows: `create_buffer (vk.rs:435) ← … ← upload_inputs (saxpy.rs:52)`.
 
 use crate::analysis::{app_frame, plain_site};
-use crate::elf;
-use crate::trace::{Frame, Trace};
+use crate::trace::{Frame, Module, Trace};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::rc::Rc;
+
+/// Where split debug info is looked for by build-id: `DEBUG_ROOT/.build-id/xx/yyyy.debug`.
+pub const DEBUG_ROOT: &str = "/usr/lib/debug";
 
 /// What one frame resolved to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,25 +37,39 @@ enum Resolved {
 /// `(module, offset)` → what it resolved to, when anything did.
 type Cache = HashMap<(String, u64), Option<Resolved>>;
 
+type Slice = gimli::EndianRcSlice<gimli::RunTimeEndian>;
+
+/// One function symbol: `[start, start + size)` in the file's virtual addresses; the name as
+/// the file has it (demangled when shown).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Symbol {
+    start: u64,
+    size: u64,
+    name: String,
+}
+
+/// What a module's files give: function symbols (sorted by start) and DWARF.
+struct Loaded {
+    symbols: Vec<Symbol>,
+    dwarf: Option<addr2line::Context<Slice>>,
+}
+
 pub struct Symbolizer {
-    tool: Option<PathBuf>,
     exe_path: String,
     cwd: Option<PathBuf>,
+    /// Root of the build-id tree of split debug files.
+    debug_root: PathBuf,
     /// Read symbol tables (false: the plain form only).
     symbols: bool,
+    /// Read DWARF (false only in tests of the symbol-table path).
+    dwarf: bool,
+    /// The trace's module records, by frame name.
+    modules: RefCell<BTreeMap<String, Module>>,
     cache: RefCell<Cache>,
     /// Every creation stack's labelled application frames (for the distinguishing caller).
     stacks: RefCell<Vec<Vec<String>>>,
     /// Modules a frame could not be resolved in.
     unresolved: RefCell<BTreeSet<String>>,
-}
-
-/// `name` on `$PATH`, if any.
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 /// Frames in library sources rather than the application's own code.
@@ -67,104 +90,268 @@ fn is_library_function(func: &str) -> bool {
     .any(|p| func.starts_with(p))
 }
 
+/// A symbol name for people: Rust (legacy and v0, without the hash) and C++ (Itanium ABI)
+/// manglings are demangled, anything else is returned as it is.
+pub fn demangle(raw: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(raw) {
+        return format!("{d:#}");
+    }
+    if raw.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(raw) {
+            if let Ok(s) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {
+                return s;
+            }
+        }
+    }
+    raw.to_string()
+}
+
+/// The function symbols of a parsed file, sorted by start: `.symtab`, else `.dynsym`.
+fn function_symbols(file: &object::File) -> Vec<Symbol> {
+    fn collect<'d, S: ObjectSymbol<'d>>(it: impl Iterator<Item = S>) -> Vec<Symbol> {
+        it.filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+            .filter_map(|s| {
+                let name = s.name().ok().filter(|n| !n.is_empty())?;
+                Some(Symbol {
+                    start: s.address(),
+                    size: s.size(),
+                    name: name.to_string(),
+                })
+            })
+            .collect()
+    }
+    let mut out = collect(file.symbols());
+    if out.is_empty() {
+        out = collect(file.dynamic_symbols());
+    }
+    out.sort_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
+    out.dedup_by(|a, b| a.start == b.start && a.size == b.size);
+    out
+}
+
+/// The function containing virtual address `addr`, and the offset into it.
+fn lookup(symbols: &[Symbol], addr: u64) -> Option<(&Symbol, u64)> {
+    let i = symbols.partition_point(|s| s.start <= addr);
+    // Symbols may nest or share a start; look back a little for one that covers the address.
+    symbols[..i]
+        .iter()
+        .rev()
+        .take(8)
+        .find(|s| addr < s.start.saturating_add(s.size.max(1)))
+        .map(|s| (s, addr - s.start))
+}
+
+/// The file's DWARF, when it has any (compressed sections are inflated).
+fn dwarf_of(file: &object::File) -> Option<addr2line::Context<Slice>> {
+    file.section_by_name(".debug_info")?;
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    let dwarf = gimli::Dwarf::load(|id| -> Result<Slice, gimli::Error> {
+        let data = file
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok());
+        let bytes: Rc<[u8]> = match data {
+            Some(d) => Rc::from(&*d),
+            None => Rc::from(&[][..]),
+        };
+        Ok(gimli::EndianRcSlice::new(bytes, endian))
+    })
+    .ok()?;
+    addr2line::Context::from_dwarf(dwarf).ok()
+}
+
+/// The GNU build-id of a parsed file, hex.
+fn build_id_of(file: &object::File) -> Option<String> {
+    let id = file.build_id().ok()??;
+    Some(id.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 impl Symbolizer {
-    /// A symbolizer for a trace's modules; `addr2line` is looked up on `$PATH`.
+    /// A symbolizer for a trace's modules (the trace's module records are read by
+    /// [`Symbolizer::prefetch`]); `exe_path` is the executable's path, for traces without them.
     pub fn new(exe_path: &str) -> Symbolizer {
         Symbolizer {
-            tool: which("addr2line"),
             exe_path: exe_path.to_string(),
             cwd: std::env::current_dir().ok(),
+            debug_root: PathBuf::from(DEBUG_ROOT),
             symbols: true,
+            dwarf: true,
+            modules: RefCell::new(BTreeMap::new()),
             cache: RefCell::new(HashMap::new()),
             stacks: RefCell::new(Vec::new()),
             unresolved: RefCell::new(BTreeSet::new()),
         }
     }
 
-    /// A symbolizer that never runs or reads anything (plain `module+0xoffset`).
+    /// A symbolizer that never reads anything (plain `module+0xoffset`).
     pub fn disabled() -> Symbolizer {
         Symbolizer {
-            tool: None,
             exe_path: String::new(),
             cwd: None,
             symbols: false,
-            cache: RefCell::new(HashMap::new()),
-            stacks: RefCell::new(Vec::new()),
-            unresolved: RefCell::new(BTreeSet::new()),
+            ..Symbolizer::new("")
         }
     }
 
-    /// As [`Symbolizer::new`] without `addr2line`: names from symbol tables only (what a
-    /// machine without binutils gets).
-    pub fn symbols_only(exe_path: &str) -> Symbolizer {
+    /// As [`Symbolizer::new`] without reading DWARF: names from symbol tables only.
+    #[cfg(test)]
+    fn symbols_only(exe_path: &str) -> Symbolizer {
         Symbolizer {
-            tool: None,
+            dwarf: false,
             ..Symbolizer::new(exe_path)
         }
     }
 
-    pub fn available(&self) -> bool {
-        self.tool.is_some()
+    /// Look split debug files up under `root/.build-id/` instead of [`DEBUG_ROOT`]'s.
+    pub fn with_debug_root(mut self, root: impl Into<PathBuf>) -> Symbolizer {
+        self.debug_root = root.into();
+        self
     }
 
-    /// The file to read debug info from for a frame's module.
-    fn module_file(&self, module: &str) -> Option<PathBuf> {
-        let p = Path::new(module);
-        if p.is_absolute() && p.is_file() {
-            return Some(p.to_path_buf());
+    /// The split debug file of a build-id under the debug root, if there is one.
+    fn debug_file(&self, build_id: &str) -> Option<PathBuf> {
+        if build_id.len() < 3 || !build_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let p = self
+            .debug_root
+            .join(".build-id")
+            .join(&build_id[..2])
+            .join(format!("{}.debug", &build_id[2..]));
+        p.is_file().then_some(p)
+    }
+
+    /// Where a frame's module may be, best first: the path the trace recorded, beside the
+    /// executable, the frame's own name when it is a path, the executable itself.
+    fn candidates(&self, module: &str, recorded: Option<&Module>) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        if let Some(m) = recorded {
+            if Path::new(&m.path).is_absolute() {
+                out.push(PathBuf::from(&m.path));
+            }
         }
         let exe = Path::new(&self.exe_path);
+        let base = module.rsplit('/').next().unwrap_or(module);
+        if !self.exe_path.is_empty() {
+            if let Some(dir) = exe.parent().filter(|d| !d.as_os_str().is_empty()) {
+                out.push(dir.join(base));
+            }
+        }
+        if Path::new(module).is_absolute() {
+            out.push(PathBuf::from(module));
+        }
         if !self.exe_path.is_empty()
-            && exe.is_file()
             && (exe.file_name().and_then(|f| f.to_str()) == Some(module) || self.exe_path == module)
         {
-            return Some(exe.to_path_buf());
+            out.push(exe.to_path_buf());
         }
-        None
+        out.dedup();
+        out
     }
 
-    /// `addr2line` over `offsets` of `file`: per offset, function and `file:line` when known.
-    fn addr2line(&self, file: &Path, offsets: &[u64]) -> Vec<Option<(String, String)>> {
-        let Some(tool) = &self.tool else {
-            return vec![None; offsets.len()];
+    /// Read what a module's files give: the first candidate file whose build-id is the recorded
+    /// one (or either is unknown), and its split debug file by build-id.
+    fn load(&self, module: &str) -> Option<Loaded> {
+        let recorded = self.modules.borrow().get(module).cloned();
+        let want = recorded
+            .as_ref()
+            .map(|m| m.build_id.clone())
+            .filter(|id| !id.is_empty());
+        let mut binary: Option<(Vec<u8>, Option<String>)> = None;
+        for path in self.candidates(module, recorded.as_ref()) {
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let Ok(file) = object::File::parse(&*bytes) else {
+                continue;
+            };
+            let id = build_id_of(&file);
+            if want.is_some() && id.is_some() && want != id {
+                continue; // another build of the module: its names would be wrong
+            }
+            binary = Some((bytes, id));
+            break;
+        }
+        let id = want.or_else(|| binary.as_ref().and_then(|b| b.1.clone()));
+        let debug = id
+            .as_deref()
+            .and_then(|id| self.debug_file(id))
+            .and_then(|p| std::fs::read(p).ok());
+        let bin_file = binary
+            .as_ref()
+            .and_then(|b| object::File::parse(&*b.0).ok());
+        let dbg_file = debug.as_ref().and_then(|d| object::File::parse(&**d).ok());
+        if bin_file.is_none() && dbg_file.is_none() {
+            return None;
+        }
+        // The debug file's full symbol table beats a stripped binary's `.dynsym`.
+        let mut symbols = dbg_file.as_ref().map(function_symbols).unwrap_or_default();
+        if symbols.is_empty() {
+            symbols = bin_file.as_ref().map(function_symbols).unwrap_or_default();
+        }
+        let dwarf = if self.dwarf {
+            dbg_file
+                .as_ref()
+                .and_then(dwarf_of)
+                .or_else(|| bin_file.as_ref().and_then(dwarf_of))
+        } else {
+            None
         };
-        // A return address points after the call: look up the byte before it.
-        let out = Command::new(tool)
-            .arg("-f")
-            .arg("-C")
-            .arg("-e")
-            .arg(file)
-            .args(
-                offsets
-                    .iter()
-                    .map(|o| format!("{:#x}", o.saturating_sub(1))),
-            )
-            .output();
-        let lines: Vec<String> = match out {
-            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(str::to_string)
-                .collect(),
-            _ => Vec::new(),
-        };
-        (0..offsets.len())
-            .map(|i| {
-                let func = lines.get(2 * i).cloned().unwrap_or_default();
-                let loc = lines.get(2 * i + 1).cloned().unwrap_or_default();
-                let loc = loc
-                    .split(" (discriminator")
-                    .next()
-                    .unwrap_or("")
-                    .to_string();
-                let known = !loc.is_empty() && !loc.starts_with("??") && !loc.ends_with(":0");
-                known.then(|| (func, self.relative(&loc)))
-            })
-            .collect()
+        Some(Loaded { symbols, dwarf })
     }
 
-    /// Symbolize every creation stack of a trace: one `addr2line` run per module, the symbol
-    /// table for what it cannot name.
+    /// A return address (module-relative `offset`) in a loaded module. The byte before it is
+    /// looked up (the call instruction). With debug info, the innermost frame (of the inlined
+    /// chain there) that is not in library sources, else the innermost one.
+    fn resolve(&self, loaded: &Loaded, offset: u64) -> Option<Resolved> {
+        let probe = offset.saturating_sub(1);
+        let sym = lookup(&loaded.symbols, probe);
+        if let Some(ctx) = &loaded.dwarf {
+            if let Ok(mut frames) = ctx.find_frames(probe).skip_all_loads() {
+                let mut innermost: Option<Resolved> = None;
+                while let Ok(Some(f)) = frames.next() {
+                    let Some(loc) = f.location.as_ref().and_then(|l| {
+                        let line = l.line.filter(|&n| n > 0)?;
+                        Some(format!("{}:{line}", l.file?))
+                    }) else {
+                        continue;
+                    };
+                    let func = f
+                        .function
+                        .as_ref()
+                        .and_then(|n| n.raw_name().ok())
+                        .map(|n| demangle(&n))
+                        .or_else(|| sym.map(|(s, _)| demangle(&s.name)))
+                        .unwrap_or_default();
+                    let library = is_library_source(&loc);
+                    let r = Resolved::Line {
+                        func,
+                        loc: self.relative(&loc),
+                    };
+                    if !library {
+                        return Some(r);
+                    }
+                    innermost.get_or_insert(r);
+                }
+                if innermost.is_some() {
+                    return innermost;
+                }
+            }
+        }
+        sym.map(|(s, off)| Resolved::Symbol {
+            func: demangle(&s.name),
+            off: off + 1,
+        })
+    }
+
+    /// Symbolize every creation stack of a trace: each module's files are read once.
     pub fn prefetch(&self, trace: &Trace) {
+        if self.symbols {
+            *self.modules.borrow_mut() = trace.modules();
+        }
         let mut want: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
         let mut stacks: Vec<&[Frame]> = Vec::new();
         for r in &trace.records {
@@ -178,37 +365,14 @@ impl Symbolizer {
         {
             let mut cache = self.cache.borrow_mut();
             for (module, offsets) in want {
-                let offsets: Vec<u64> = offsets.into_iter().collect();
-                let file = if self.symbols {
-                    self.module_file(&module)
+                let loaded = if self.symbols {
+                    self.load(&module)
                 } else {
                     None
                 };
-                let Some(file) = file else {
-                    for o in offsets {
-                        cache.insert((module.clone(), o), None);
-                    }
-                    continue;
-                };
-                let lines = self.addr2line(&file, &offsets);
-                let syms = if lines.iter().any(Option::is_none) {
-                    std::fs::read(&file)
-                        .map(|b| elf::function_symbols(&b))
-                        .unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
-                for (o, line) in offsets.iter().zip(lines) {
-                    let v = match line {
-                        Some((func, loc)) => Some(Resolved::Line { func, loc }),
-                        None => elf::lookup(&syms, o.saturating_sub(1)).map(|(s, off)| {
-                            Resolved::Symbol {
-                                func: s.name.clone(),
-                                off: off + 1,
-                            }
-                        }),
-                    };
-                    cache.insert((module.clone(), *o), v);
+                for o in offsets {
+                    let v = loaded.as_ref().and_then(|l| self.resolve(l, o));
+                    cache.insert((module.clone(), o), v);
                 }
             }
         }
@@ -218,7 +382,6 @@ impl Symbolizer {
             .collect();
         *self.stacks.borrow_mut() = labelled;
     }
-
     fn relative(&self, loc: &str) -> String {
         if let Some(cwd) = &self.cwd {
             let prefix = format!("{}/", cwd.display());
@@ -304,13 +467,14 @@ impl Symbolizer {
         }
         let mods: Vec<&str> = u.iter().map(String::as_str).take(4).collect();
         Some(format!(
-            "creation sites in {} are shown as module+offset: {}. To get names, keep a symbol table or debug info in the program (Rust: `debug = 1` or `strip = false` in the release profile; C/C++: `-g`, do not `strip`) and run `vkecho analyze` where the binary and binutils' `addr2line` are; `addr2line -f -C -e MODULE 0xOFFSET` names one by hand",
+            "creation sites in {} are shown as module+offset: {}. To get names, keep a symbol table or debug info in the program and its libraries (Rust: `debug = 1` or `strip = false` in the release profile; C/C++: do not `strip`, `-g` for file:line, or install the library's debug symbols, e.g. Debian's -dbgsym package, under {}/.build-id) and run `vkecho analyze` where the files the trace names are",
             mods.join(", "),
             if self.symbols {
-                "they have neither debug info nor a symbol table here, or the file is not where the trace says"
+                "they have neither a symbol table nor debug info here, or their files are neither where the trace says, nor beside the executable, nor under the debug directory by build-id"
             } else {
                 "symbolization is off (--no-symbolize)"
-            }
+            },
+            self.debug_root.display()
         ))
     }
 }
@@ -336,65 +500,49 @@ mod tests {
         assert_eq!(s.site(&[]), "");
     }
 
-    #[test]
-    fn symbolizes_this_test_binary_when_addr2line_exists() {
-        // Our own executable has debug info in test builds; find a function's offset in it.
-        let s = Symbolizer::new(std::env::current_exe().unwrap().to_str().unwrap());
-        if !s.available() {
-            return;
-        }
-        // No portable way to get a module-relative address without parsing /proc/self/maps:
-        // read the load base from it.
+    /// The module-relative offset of one of this test binary's functions (+1: a return address).
+    fn own_offset(f: *const ()) -> Option<u64> {
         let exe = std::env::current_exe().unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        // The lowest mapping of the executable is its load base (PIE: p_vaddr 0).
         let base = maps
             .lines()
-            .find(|l| l.ends_with(exe.to_str().unwrap()))
-            .and_then(|l| l.split('-').next())
-            .and_then(|a| u64::from_str_radix(a, 16).ok());
-        let Some(base) = base else { return };
-        let addr = without_tool_or_module_it_is_plain as *const () as usize as u64;
+            .filter(|l| l.ends_with(exe.to_str().unwrap()))
+            .filter_map(|l| l.split('-').next())
+            .filter_map(|a| u64::from_str_radix(a, 16).ok())
+            .min()?;
+        Some(f as usize as u64 - base + 1)
+    }
+
+    fn exe_symbols() -> Vec<Symbol> {
+        let bytes = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        function_symbols(&object::File::parse(&*bytes).unwrap())
+    }
+
+    #[test]
+    fn symbolizes_this_test_binary_with_its_dwarf() {
+        // Our own executable has debug info in test builds: read in process, no tool.
+        let exe = std::env::current_exe().unwrap();
+        let offset = own_offset(without_tool_or_module_it_is_plain as *const ()).unwrap();
         let frame = Frame {
             module: exe.to_str().unwrap().into(),
-            offset: addr - base + 1,
+            offset,
         };
-        let trace = Trace {
-            header: crate::trace::Header {
-                format: crate::trace::TRACE_FORMAT.into(),
-                version: crate::trace::TRACE_VERSION,
-                context: Default::default(),
-                pid: 0,
-                started_unix: 0,
-                settings: Default::default(),
-            },
-            records: vec![crate::trace::Record {
-                seq: 1,
-                thread: 0,
-                dev: 0,
-                event: crate::trace::Event::BufferCreate {
-                    buffer: 1,
-                    key: crate::trace::ObjectKey {
-                        site: String::new(),
-                        size: 0,
-                        usage: 0,
-                        flags: 0,
-                        ordinal: 0,
-                    },
-                    usage: 0,
-                    flags: 0,
-                    size: 0,
-                    req: Default::default(),
-                    stack: vec![frame.clone()],
-                },
-            }],
-            truncated: false,
-        };
-        s.prefetch(&trace);
+        let s = Symbolizer::new(exe.to_str().unwrap());
+        s.prefetch(&trace_of(vec![vec![frame.clone()]]));
         let site = s.site(&[frame]);
-        assert!(site.contains("symbolize.rs"), "{site}");
+        assert!(site.contains("symbolize.rs:"), "{site}");
+        assert!(
+            site.starts_with("echo_analyzer::symbolize::tests::without_tool_or_module_it_is_plain ("),
+            "{site}"
+        );
     }
 
     fn trace_of(stacks: Vec<Vec<Frame>>) -> Trace {
+        trace_with(stacks, vec![])
+    }
+
+    fn trace_with(stacks: Vec<Vec<Frame>>, modules: Vec<Module>) -> Trace {
         let records = stacks
             .into_iter()
             .enumerate()
@@ -416,6 +564,7 @@ mod tests {
                     size: 0,
                     req: Default::default(),
                     stack,
+                    modules: if i == 0 { modules.clone() } else { vec![] },
                 },
             })
             .collect();
@@ -433,23 +582,23 @@ mod tests {
         }
     }
 
-    /// Without debug info (no addr2line here), the symbol table names the function: issue 16.
+    /// Without debug info, the symbol table names the function: issue 16.
     /// Two stacks that share their innermost frame show the caller that tells them apart.
     #[test]
     fn symbol_table_names_frames_and_the_distinguishing_caller() {
         let exe = std::env::current_exe().unwrap();
-        let syms = crate::elf::function_symbols(&std::fs::read(&exe).unwrap());
+        let syms = exe_symbols();
         let find = |suffix: &str| {
             syms.iter()
-                .find(|s| s.name.ends_with(suffix) && s.size > 4)
+                .find(|s| demangle(&s.name).ends_with(suffix) && s.size > 4)
                 .unwrap_or_else(|| panic!("no symbol ending in {suffix}"))
                 .clone()
         };
-        let inner = find("symbolize::tests::trace_of");
+        let inner = find("symbolize::tests::trace_with");
         let a = find("symbolize::tests::without_tool_or_module_it_is_plain");
-        let b = find("symbolize::tests::symbolizes_this_test_binary_when_addr2line_exists");
+        let b = find("symbolize::tests::symbolizes_this_test_binary_with_its_dwarf");
         let module = exe.to_str().unwrap().to_string();
-        let frame = |s: &crate::elf::Symbol| Frame {
+        let frame = |s: &Symbol| Frame {
             module: module.clone(),
             offset: s.start + 3,
         };
@@ -458,10 +607,45 @@ mod tests {
         let s = Symbolizer::symbols_only(&module);
         s.prefetch(&trace_of(vec![one.clone(), two.clone()]));
         let site = s.site(&one);
-        assert!(site.starts_with(&format!("{}+0x3 (", inner.name)), "{site}");
-        assert!(site.contains(&format!(" ← {}+0x3 (", a.name)), "{site}");
+        let (inner, a) = (demangle(&inner.name), demangle(&a.name));
+        assert!(site.starts_with(&format!("{inner}+0x3 (")), "{site}");
+        assert!(site.contains(&format!(" ← {a}+0x3 (")), "{site}");
         assert_ne!(site, s.site(&two));
         assert_eq!(s.hint(), None, "every frame shown had a name");
+    }
+
+    /// A frame names its module by basename; the trace's module record says where the file is
+    /// (from any working directory), and a file of another build (build-id) is not used.
+    #[test]
+    fn module_records_find_the_file_by_path_and_build_id() {
+        let exe = std::env::current_exe().unwrap();
+        let bytes = std::fs::read(&exe).unwrap();
+        let id = build_id_of(&object::File::parse(&*bytes).unwrap()).expect("a build-id");
+        let offset = own_offset(without_tool_or_module_it_is_plain as *const ()).unwrap();
+        let stack = vec![Frame {
+            module: "renamed-module".into(),
+            offset,
+        }];
+        let record = |build_id: &str| Module {
+            name: "renamed-module".into(),
+            path: exe.to_str().unwrap().into(),
+            build_id: build_id.into(),
+        };
+        // No executable path to fall back on: only the record can find the file.
+        for (build_id, named) in [(id.as_str(), true), ("", true), ("00ff00ff", false)] {
+            let s = Symbolizer::new("");
+            s.prefetch(&trace_with(vec![stack.clone()], vec![record(build_id)]));
+            let site = s.site(&stack);
+            assert_eq!(
+                site.contains("without_tool_or_module_it_is_plain"),
+                named,
+                "build-id {build_id:?}: {site}"
+            );
+        }
+        // Without a record, a basename alone finds nothing.
+        let s = Symbolizer::new("");
+        s.prefetch(&trace_of(vec![stack.clone()]));
+        assert_eq!(s.site(&stack), format!("renamed-module+{offset:#x}"));
     }
 
     /// What nothing can name stays `module+0xoffset`, and the hint says how to get names.
@@ -471,11 +655,67 @@ mod tests {
             module: "/nonexistent/app".into(),
             offset: 0x1234,
         }];
-        let s = Symbolizer::new("/nonexistent/app");
+        let s = Symbolizer::new("/nonexistent/app").with_debug_root("/nonexistent/debug");
         s.prefetch(&trace_of(vec![stack.clone()]));
         assert_eq!(s.site(&stack), "/nonexistent/app+0x1234");
         let hint = s.hint().expect("a hint");
-        assert!(hint.contains("app") && hint.contains("addr2line"), "{hint}");
-        assert!(hint.contains("debug"), "{hint}");
+        assert!(hint.contains("app") && hint.contains("symbol table"), "{hint}");
+        assert!(hint.contains("/nonexistent/debug/.build-id"), "{hint}");
+        assert!(!hint.contains("addr2line"), "{hint}");
+    }
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(
+            demangle("_ZN12echo_samples2vk3Ctx13create_buffer17h0123456789abcdefE"),
+            "echo_samples::vk::Ctx::create_buffer"
+        );
+        assert_eq!(
+            demangle(
+                "_ZN4core3ptr46drop_in_place$LT$alloc..vec..Vec$LT$u8$GT$$GT$17h0123456789abcdefE"
+            ),
+            "core::ptr::drop_in_place<alloc::vec::Vec<u8>>"
+        );
+        // Rust v0.
+        assert_eq!(demangle("_RNvCs1234_7mycrate3foo"), "mycrate::foo");
+        // C++ (Itanium ABI).
+        assert_eq!(
+            demangle("_ZN4demo8Uploader12make_stagingEv"),
+            "demo::Uploader::make_staging()"
+        );
+        assert_eq!(demangle("_Z6createim"), "create(int, unsigned long)");
+        assert_eq!(demangle("main"), "main");
+        assert_eq!(demangle("_ZN3foo"), "_ZN3foo");
+    }
+
+    /// The symbol table of this test binary, read with `object`; junk and every prefix of a
+    /// real file parse to nothing without a panic.
+    #[test]
+    fn reads_this_test_binarys_own_symbols() {
+        let syms = exe_symbols();
+        assert!(syms.len() > 100, "{}", syms.len());
+        let me = syms
+            .iter()
+            .find(|s| demangle(&s.name).ends_with("reads_this_test_binarys_own_symbols"))
+            .expect("this test function is in the symbol table");
+        let (hit, off) = lookup(&syms, me.start + 3).unwrap();
+        assert_eq!(hit.name, me.name);
+        assert_eq!(off, 3);
+        assert!(object::File::parse(&b"not an elf"[..]).is_err());
+        let bytes = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        for cut in [0, 4, 64, 1000, 100_000] {
+            if let Ok(f) = object::File::parse(&bytes[..cut.min(bytes.len())]) {
+                let _ = function_symbols(&f);
+                let _ = build_id_of(&f);
+            }
+        }
+    }
+
+    /// Symbols come from the file in process: nothing in this module runs a program.
+    #[test]
+    fn no_tool_is_spawned() {
+        let src = include_str!("symbolize.rs");
+        let spawn = ["Command", "::new"].concat();
+        assert!(!src.contains(&spawn), "the symbolizer must not run a process");
     }
 }

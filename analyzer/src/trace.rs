@@ -122,6 +122,21 @@ pub struct Frame {
     pub offset: u64,
 }
 
+/// Where a module named by [`Frame::module`] was loaded from, recorded once per module (in the
+/// first `buffer_create` whose stack names it): what the analyzer needs to find its symbols from
+/// any working directory. Absent in traces before issue 34.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Module {
+    /// The name frames use ([`Frame::module`]: the file's basename).
+    pub name: String,
+    /// The file's full path as the process loaded it (relative names made absolute against the
+    /// working directory when recorded).
+    pub path: String,
+    /// GNU build-id in hex, empty when the module has none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub build_id: String,
+}
+
 /// `VkMemoryRequirements`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct MemReq {
@@ -238,6 +253,10 @@ pub enum Event {
         /// Module-relative creation stack, innermost first (for symbolization by the analyzer).
         #[serde(default)]
         stack: Vec<Frame>,
+        /// The modules of `stack` no earlier record of the trace described (each module once
+        /// per trace). Added within version 3: absent in older traces, ignored by older readers.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        modules: Vec<Module>,
     },
     BufferDestroy {
         buffer: u64,
@@ -406,6 +425,22 @@ pub struct Trace {
     pub header: Header,
     pub records: Vec<Record>,
     pub truncated: bool,
+}
+
+impl Trace {
+    /// Every module the trace describes ([`Module`]), by the name its frames use; the first
+    /// record of a name wins. Empty for traces written before module records existed.
+    pub fn modules(&self) -> std::collections::BTreeMap<String, Module> {
+        let mut out = std::collections::BTreeMap::new();
+        for r in &self.records {
+            if let Event::BufferCreate { modules, .. } = &r.event {
+                for m in modules {
+                    out.entry(m.name.clone()).or_insert_with(|| m.clone());
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Why a trace could not be read; always names the place.

@@ -11,13 +11,15 @@ use std::io::{BufReader, Write};
 
 const USAGE: &str = "\
 usage: vkecho analyze TRACE [-o PLAN] [--json] [--min-bytes N] [--min-copies K] [--no-symbolize]
+                      [--debug-dir DIR]
 
   TRACE            a trace written by the layer in profile mode (JSON Lines)
   -o PLAN          write the plan there (file mode 0600)
   --json           print the analysis as JSON instead of a table
   --min-bytes N    smallest copy that counts (default: the trace's setting, else 256K)
   --min-copies K   fewest copies that make a pair (default: the trace's setting, else 2)
-  --no-symbolize   print creation sites as module+0xoffset (no addr2line)
+  --no-symbolize   print creation sites as module+0xoffset (read no symbols)
+  --debug-dir DIR  split debug info by build-id under DIR/.build-id/ (default /usr/lib/debug)
 ";
 
 fn fail(msg: &str) -> i32 {
@@ -30,6 +32,7 @@ pub fn main(args: &[String]) -> i32 {
     let mut out: Option<&str> = None;
     let mut as_json = false;
     let mut symbolize = true;
+    let mut debug_dir: Option<&str> = None;
     let mut min_bytes: Option<u64> = None;
     let mut min_copies: Option<u64> = None;
     let mut it = args.iter();
@@ -43,6 +46,13 @@ pub fn main(args: &[String]) -> i32 {
                 }
             },
             "--json" => as_json = true,
+            "--debug-dir" => match it.next() {
+                Some(d) => debug_dir = Some(d),
+                None => {
+                    eprint!("vkecho analyze: --debug-dir needs a directory\n{USAGE}");
+                    return 2;
+                }
+            },
             "--no-symbolize" => symbolize = false,
             "--min-bytes" | "--min-copies" => {
                 let v = it.next().and_then(|v| parse_u64(v));
@@ -97,7 +107,11 @@ pub fn main(args: &[String]) -> i32 {
             .unwrap_or(d.min_copies),
     };
     let sym = if symbolize {
-        Symbolizer::new(&trace.header.context.exe_path)
+        let s = Symbolizer::new(&trace.header.context.exe_path);
+        match debug_dir {
+            Some(d) => s.with_debug_root(d),
+            None => s,
+        }
     } else {
         Symbolizer::disabled()
     };
