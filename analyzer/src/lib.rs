@@ -20,7 +20,5 @@ pub mod safety;
 pub mod sampling;
 pub mod settings;
 pub mod stats;
-#[cfg(feature = "symbols")]
-pub mod symbolize;
 pub mod topology;
 pub mod trace;

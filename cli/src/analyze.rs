@@ -5,8 +5,8 @@ use echo_analyzer::analysis::explain;
 use echo_analyzer::plan::Thresholds;
 use echo_analyzer::report;
 use echo_analyzer::settings::parse_u64;
-use echo_analyzer::symbolize::Symbolizer;
 use echo_analyzer::trace::read_trace;
+use echo_symbols::Symbolizer;
 use std::io::{BufReader, Write};
 
 const USAGE: &str = "\

@@ -208,9 +208,17 @@ fn with_modules<R>(f: impl FnOnce(&ModuleCache) -> R) -> R {
 /// `notes`.
 fn gnu_build_id(notes: &[u8], align: usize) -> Option<String> {
     const NT_GNU_BUILD_ID: u32 = 3;
-    let pad = |n: usize| if align == 8 { (n + 7) & !7 } else { (n + 3) & !3 };
+    let pad = |n: usize| {
+        if align == 8 {
+            (n + 7) & !7
+        } else {
+            (n + 3) & !3
+        }
+    };
     let word = |o: usize| -> Option<u32> {
-        Some(u32::from_ne_bytes(notes.get(o..o.checked_add(4)?)?.try_into().ok()?))
+        Some(u32::from_ne_bytes(
+            notes.get(o..o.checked_add(4)?)?.try_into().ok()?,
+        ))
     };
     let mut o = 0usize;
     while o.checked_add(12)? <= notes.len() {

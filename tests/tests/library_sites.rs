@@ -100,9 +100,9 @@ fn tmp_dir(name: &str) -> PathBuf {
 }
 
 fn run_ok(cmd: &mut Command, what: &str) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run ({e}); scripts/deps.sh installs g++ and binutils"));
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("{what}: cannot run ({e}); scripts/deps.sh installs g++ and binutils")
+    });
     assert!(
         out.status.success(),
         "{what} failed:\n{}{}",
@@ -246,16 +246,16 @@ fn cpp_library_without_debug_info_is_named_from_its_symbol_table() {
     let id = echo_analyzer::context::elf_build_id(&std::fs::read(&lib).unwrap())
         .expect("g++ output has a build-id");
     assert_eq!(module.build_id, id);
-    let expected = format!(
-        "{DEMANGLED}+{:#x} (libdemo.so)",
-        offset - nm_address(&lib)
-    );
+    let expected = format!("{DEMANGLED}+{:#x} (libdemo.so)", offset - nm_address(&lib));
     let text = analyze(&trace, &dir.join("elsewhere"), &[]);
     assert!(text.contains(&expected), "no `{expected}` in:\n{text}");
     assert!(!text.contains("libdemo.so+0x"), "{text}");
     // Symbolization off: the plain form, as before.
     let plain = analyze(&trace, &dir.join("elsewhere"), &["--no-symbolize"]);
-    assert!(plain.contains(&format!("libdemo.so+{offset:#x}")), "{plain}");
+    assert!(
+        plain.contains(&format!("libdemo.so+{offset:#x}")),
+        "{plain}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

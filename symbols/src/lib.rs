@@ -1,11 +1,13 @@
-//! Creation sites for people: stack frames (module + offset) to `function (file:line)` from the
-//! module's DWARF debug info; else `function+0xoff (module)` from its ELF symbol table
-//! (`.symtab`, else `.dynsym`); else `module+0xoffset`, and [`Symbolizer::hint`] says how to get
+//! `echo_symbols`: creation sites for people (`vkecho analyze`). Stack frames (module + offset)
+//! become `function (file:line)` from the module's DWARF debug info; else `function+0xoff
+//! (module)` from its ELF symbol table (`.symtab`, else `.dynsym`); else `module+0xoffset`, and
+//! [`Symbolizer::hint`] says how to get
 //! names. All in process (the `object`, `gimli`/`addr2line`, `cpp_demangle` and `rustc-demangle`
 //! crates: issue 34), no tool is run; never a hard dependency: any failure falls back to the
-//! plain form. C++ names are demangled, Rust's legacy and v0 manglings too.
+//! plain form. C++ names are demangled, Rust's legacy and v0 manglings too. A crate of its own so
+//! that the layer, which links echo-analyzer, never links these crates (docs/third-party.md).
 //!
-//! A module's file is found by the full path its trace records ([`crate::trace::Module`]), then
+//! A module's file is found by the full path its trace records ([`echo_analyzer::trace::Module`]), then
 //! beside the executable; its split debug info (Debian's `-dbgsym` packages) by build-id under
 //! `/usr/lib/debug/.build-id/xx/yyyy.debug` ([`Symbolizer::with_debug_root`] moves that root).
 //! A file whose build-id differs from the recorded one (rebuilt since the trace) is not used.
@@ -14,8 +16,8 @@
 //! buffers created from different places (a helper such as `create_buffer`), the caller that
 //! tells them apart follows: `create_buffer (vk.rs:435) ← … ← upload_inputs (saxpy.rs:52)`.
 
-use crate::analysis::{app_frame, plain_site};
-use crate::trace::{Frame, Module, Trace};
+use echo_analyzer::analysis::{app_frame, plain_site};
+use echo_analyzer::trace::{Frame, Module, Trace};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -355,7 +357,7 @@ impl Symbolizer {
         let mut want: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
         let mut stacks: Vec<&[Frame]> = Vec::new();
         for r in &trace.records {
-            if let crate::trace::Event::BufferCreate { stack, .. } = &r.event {
+            if let echo_analyzer::trace::Event::BufferCreate { stack, .. } = &r.event {
                 for f in stack {
                     want.entry(f.module.clone()).or_default().insert(f.offset);
                 }
@@ -531,9 +533,9 @@ mod tests {
         let s = Symbolizer::new(exe.to_str().unwrap());
         s.prefetch(&trace_of(vec![vec![frame.clone()]]));
         let site = s.site(&[frame]);
-        assert!(site.contains("symbolize.rs:"), "{site}");
+        assert!(site.contains("src/lib.rs:"), "{site}");
         assert!(
-            site.starts_with("echo_analyzer::symbolize::tests::without_tool_or_module_it_is_plain ("),
+            site.starts_with("echo_symbols::tests::without_tool_or_module_it_is_plain ("),
             "{site}"
         );
     }
@@ -546,13 +548,13 @@ mod tests {
         let records = stacks
             .into_iter()
             .enumerate()
-            .map(|(i, stack)| crate::trace::Record {
+            .map(|(i, stack)| echo_analyzer::trace::Record {
                 seq: i as u64 + 1,
                 thread: 0,
                 dev: 0,
-                event: crate::trace::Event::BufferCreate {
+                event: echo_analyzer::trace::Event::BufferCreate {
                     buffer: i as u64 + 1,
-                    key: crate::trace::ObjectKey {
+                    key: echo_analyzer::trace::ObjectKey {
                         site: String::new(),
                         size: 0,
                         usage: 0,
@@ -569,9 +571,9 @@ mod tests {
             })
             .collect();
         Trace {
-            header: crate::trace::Header {
-                format: crate::trace::TRACE_FORMAT.into(),
-                version: crate::trace::TRACE_VERSION,
+            header: echo_analyzer::trace::Header {
+                format: echo_analyzer::trace::TRACE_FORMAT.into(),
+                version: echo_analyzer::trace::TRACE_VERSION,
                 context: Default::default(),
                 pid: 0,
                 started_unix: 0,
@@ -594,9 +596,9 @@ mod tests {
                 .unwrap_or_else(|| panic!("no symbol ending in {suffix}"))
                 .clone()
         };
-        let inner = find("symbolize::tests::trace_with");
-        let a = find("symbolize::tests::without_tool_or_module_it_is_plain");
-        let b = find("symbolize::tests::symbolizes_this_test_binary_with_its_dwarf");
+        let inner = find("echo_symbols::tests::trace_with");
+        let a = find("echo_symbols::tests::without_tool_or_module_it_is_plain");
+        let b = find("echo_symbols::tests::symbolizes_this_test_binary_with_its_dwarf");
         let module = exe.to_str().unwrap().to_string();
         let frame = |s: &Symbol| Frame {
             module: module.clone(),
@@ -659,7 +661,10 @@ mod tests {
         s.prefetch(&trace_of(vec![stack.clone()]));
         assert_eq!(s.site(&stack), "/nonexistent/app+0x1234");
         let hint = s.hint().expect("a hint");
-        assert!(hint.contains("app") && hint.contains("symbol table"), "{hint}");
+        assert!(
+            hint.contains("app") && hint.contains("symbol table"),
+            "{hint}"
+        );
         assert!(hint.contains("/nonexistent/debug/.build-id"), "{hint}");
         assert!(!hint.contains("addr2line"), "{hint}");
     }
@@ -714,8 +719,11 @@ mod tests {
     /// Symbols come from the file in process: nothing in this module runs a program.
     #[test]
     fn no_tool_is_spawned() {
-        let src = include_str!("symbolize.rs");
+        let src = include_str!("lib.rs");
         let spawn = ["Command", "::new"].concat();
-        assert!(!src.contains(&spawn), "the symbolizer must not run a process");
+        assert!(
+            !src.contains(&spawn),
+            "the symbolizer must not run a process"
+        );
     }
 }
