@@ -620,6 +620,41 @@ mod tests {
         assert!(matches!(read_trace(&b""[..]), Err(TraceError::Empty)));
     }
 
+    /// `buffer_create.modules` (issue 34) is optional both ways: a record without it (every
+    /// trace before) reads with none, one with it reads them, the first record of a name wins, and
+    /// a writer leaves the field out when there is nothing to say (so older readers see the same
+    /// lines as before for every later record).
+    #[test]
+    fn module_records_are_optional_and_once_per_name() {
+        let create = |buffer: u64, modules: &str| {
+            format!(
+                r#"{{"seq":{buffer},"ev":"buffer_create","buffer":{buffer},"key":{{"site":"00000000000000aa","size":4,"usage":1,"flags":0,"ordinal":0}},"usage":1,"flags":0,"size":4,"req":{{"size":4,"alignment":4,"type_bits":1}},"stack":[{{"module":"libdemo.so","offset":4466}}]{modules}}}"#
+            )
+        };
+        let text = [
+            header_line(&header()),
+            create(1, ""),
+            create(
+                2,
+                r#","modules":[{"name":"libdemo.so","path":"/opt/lib/libdemo.so","build_id":"ab12"}]"#,
+            ),
+            create(
+                3,
+                r#","modules":[{"name":"libdemo.so","path":"/elsewhere/libdemo.so"},{"name":"app","path":"/opt/app"}]"#,
+            ),
+        ]
+        .join("\n");
+        let t = read_trace(text.as_bytes()).unwrap();
+        let m = t.modules();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["libdemo.so"].path, "/opt/lib/libdemo.so");
+        assert_eq!(m["libdemo.so"].build_id, "ab12");
+        assert_eq!(m["app"].build_id, "");
+        let first = record_line(&t.records[0]);
+        assert!(!first.contains("modules"), "{first}");
+        assert!(!record_line(&t.records[2]).contains("build_id\":\"\""));
+    }
+
     #[test]
     fn fnv_matches_reference_vectors() {
         assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);

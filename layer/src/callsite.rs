@@ -670,6 +670,25 @@ mod tests {
         assert!(gnu_build_id(&[0xff; 64], 4).is_none());
     }
 
+    /// The site hash is FNV-1a 64 over the frames alone, as DESIGN §4 and trace-format.md say:
+    /// pinned here so that plans made by earlier layers keep matching (issue 34 added module
+    /// records to the trace, none of which is hashed).
+    #[test]
+    fn site_hash_is_pinned() {
+        let frames = [
+            Frame {
+                module: "libdemo.so".into(),
+                offset: 0x1172,
+            },
+            Frame {
+                module: "demo-app".into(),
+                offset: 0x2e2e,
+            },
+        ];
+        assert_eq!(CallSite::hash_frames(&frames), 0xe9ed_2b12_5093_9855);
+        assert_eq!(CallSite::hash_frames(&[]), FNV_OFFSET);
+    }
+
     #[test]
     fn production_rule_drops_layer_and_loader_frames() {
         assert!(is_loader_or_layer("libvulkan.so.1"));
