@@ -118,20 +118,26 @@ fn load_modules() -> Vec<Module> {
         let info = &*info;
         let bias = info.dlpi_addr as usize;
         let mut ranges = Vec::new();
-        let mut build_id = String::new();
+        let mut notes = Vec::new();
         for i in 0..info.dlpi_phnum as usize {
             let ph = &*info.dlpi_phdr.add(i);
+            let start = bias.wrapping_add(ph.p_vaddr as usize);
+            let span = (start, start.wrapping_add(ph.p_memsz as usize));
             if ph.p_type == libc::PT_LOAD {
-                let start = bias.wrapping_add(ph.p_vaddr as usize);
-                ranges.push((start, start.wrapping_add(ph.p_memsz as usize)));
-            } else if ph.p_type == libc::PT_NOTE && build_id.is_empty() {
-                // SAFETY: a PT_NOTE segment lies in the module's mapped, readable image, and the
-                // module cannot be unloaded while dl_iterate_phdr runs this callback.
-                let notes = std::slice::from_raw_parts(
-                    bias.wrapping_add(ph.p_vaddr as usize) as *const u8,
-                    ph.p_memsz as usize,
-                );
-                build_id = gnu_build_id(notes, ph.p_align as usize).unwrap_or_default();
+                ranges.push(span);
+            } else if ph.p_type == libc::PT_NOTE {
+                notes.push((span, ph.p_align as usize));
+            }
+        }
+        let mut build_id = String::new();
+        for ((a, b), align) in notes {
+            // Only notes inside a loaded segment are read (the first one, which holds the
+            // build-id in every linker's output, is readable).
+            if build_id.is_empty() && a <= b && ranges.iter().any(|r| r.0 <= a && b <= r.1) {
+                // SAFETY: inside a PT_LOAD segment of a loaded module, which cannot be unloaded
+                // while dl_iterate_phdr runs this callback.
+                let bytes = std::slice::from_raw_parts(a as *const u8, b - a);
+                build_id = gnu_build_id(bytes, align).unwrap_or_default();
             }
         }
         let name = if info.dlpi_name.is_null() {
