@@ -671,6 +671,18 @@ mod tests {
         unique.dedup();
         assert_eq!(names.len(), unique.len(), "{names:?}");
         assert!(announce_in(&done, &a.frames).is_empty(), "once per module");
+        // What every later buffer_create pays: a lock and a scan of the names, no allocation.
+        let n = 2000;
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(announce_in(&done, std::hint::black_box(&a.frames)));
+        }
+        let per = t0.elapsed().as_nanos() as f64 / n as f64;
+        eprintln!(
+            "callsite::announce, {} frames, modules known: {per:.0} ns per call",
+            a.frames.len()
+        );
+        assert!(per < 50_000.0, "announce takes {per} ns");
         assert!(announce_in(&done, &site_b().frames).is_empty());
         assert!(gnu_build_id(b"short", 4).is_none());
         assert!(gnu_build_id(&[0xff; 64], 4).is_none());
