@@ -12,6 +12,8 @@
 //! - built with `-g`, its debug info split off into `DIR/.build-id/xx/yyyy.debug` and the library
 //!   stripped: `demo::Uploader::make_staging() (demo.cpp:LINE)` with `--debug-dir DIR`, the
 //!   symbol-table form without it.
+//!
+//! And the layer depends on none of the symbolizer's crates (Cargo.lock).
 
 use echo_analyzer::trace::{read_trace, Event};
 use echo_tests::samples::run_command;
@@ -307,4 +309,56 @@ fn split_debug_info_is_found_by_build_id() {
     assert!(bare.contains(&format!("{DEMANGLED}+0x")), "{bare}");
     assert!(!bare.contains("demo.cpp:"), "{bare}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The symbolizer's crates never reach the layer: no package `vk-layer-echo` depends on, however
+/// indirectly (Cargo.lock, all targets and features), is one of them. (The standard library has
+/// its own copies of gimli, addr2line and object for backtraces; they are not in Cargo.lock.)
+#[test]
+fn layer_links_none_of_the_symbol_crates() {
+    let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
+    let mut deps: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for block in lock.split("[[package]]").skip(1) {
+        let field = |k: &str| {
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{k} = \"")))
+                .map(|v| v.trim_end_matches('"').to_string())
+        };
+        let Some(name) = field("name") else { continue };
+        let list: Vec<String> = match block.split("dependencies = [").nth(1) {
+            Some(rest) => rest
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .split('"')
+                .skip(1)
+                .step_by(2)
+                .map(|d| d.split(' ').next().unwrap_or(d).to_string())
+                .collect(),
+            None => Vec::new(),
+        };
+        deps.entry(name).or_default().extend(list);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec!["vk-layer-echo".to_string()];
+    while let Some(p) = todo.pop() {
+        if seen.insert(p.clone()) {
+            todo.extend(deps.get(&p).cloned().unwrap_or_default());
+        }
+    }
+    assert!(seen.contains("echo-analyzer"), "{seen:?}");
+    for c in [
+        "echo-symbols",
+        "object",
+        "gimli",
+        "addr2line",
+        "cpp_demangle",
+        "rustc-demangle",
+    ] {
+        assert!(!seen.contains(c), "the layer depends on {c}: {seen:?}");
+    }
+    // The checker sees the CLI's dependencies.
+    assert!(deps["echo-cli"].iter().any(|d| d == "echo-symbols"));
+    assert!(deps["echo-symbols"].iter().any(|d| d == "object"));
 }
