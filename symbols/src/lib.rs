@@ -9,7 +9,8 @@
 //!
 //! A module's file is found by the full path its trace records ([`echo_analyzer::trace::Module`]), then
 //! beside the executable; its split debug info (Debian's `-dbgsym` packages) by build-id under
-//! `/usr/lib/debug/.build-id/xx/yyyy.debug` ([`Symbolizer::with_debug_root`] moves that root).
+//! `/usr/lib/debug/.build-id/xx/yyyy.debug` ([`Symbolizer::with_debug_root`] moves that root),
+//! else by its `.gnu_debuglink`.
 //! A file whose build-id differs from the recorded one (rebuilt since the trace) is not used.
 //!
 //! A site is the innermost frame of the application's own code. When that frame is shared by
@@ -226,6 +227,44 @@ impl Symbolizer {
         p.is_file().then_some(p)
     }
 
+    /// The split debug file a binary's `.gnu_debuglink` names (Fedora's and Yocto's layout, and
+    /// `objcopy --add-gnu-debuglink`): beside the binary, in `.debug/` beside it, or under the
+    /// debug root at the binary's directory. One whose build-id differs is not used.
+    fn debuglink_file(
+        &self,
+        file: &object::File,
+        path: &Path,
+        build_id: Option<&str>,
+    ) -> Option<Vec<u8>> {
+        let (name, _crc) = file.gnu_debuglink().ok()??;
+        let name = std::str::from_utf8(name).ok()?;
+        if name.is_empty() || name.contains('/') {
+            return None;
+        }
+        let dir = path.parent()?;
+        let rooted = self
+            .debug_root
+            .join(dir.strip_prefix("/").unwrap_or(dir))
+            .join(name);
+        for p in [dir.join(name), dir.join(".debug").join(name), rooted] {
+            if p == path {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&p) else {
+                continue;
+            };
+            let Ok(f) = object::File::parse(&*bytes) else {
+                continue;
+            };
+            let id = build_id_of(&f);
+            if build_id.is_some() && id.is_some() && build_id != id.as_deref() {
+                continue;
+            }
+            return Some(bytes);
+        }
+        None
+    }
+
     /// Where a frame's module may be, best first: the path the trace recorded, beside the
     /// executable, the frame's own name when it is a path, the executable itself.
     fn candidates(&self, module: &str, recorded: Option<&Module>) -> Vec<PathBuf> {
@@ -262,7 +301,7 @@ impl Symbolizer {
             .as_ref()
             .map(|m| m.build_id.clone())
             .filter(|id| !id.is_empty());
-        let mut binary: Option<(Vec<u8>, Option<String>)> = None;
+        let mut binary: Option<(Vec<u8>, Option<String>, PathBuf)> = None;
         for path in self.candidates(module, recorded.as_ref()) {
             let Ok(bytes) = std::fs::read(&path) else {
                 continue;
@@ -274,17 +313,21 @@ impl Symbolizer {
             if want.is_some() && id.is_some() && want != id {
                 continue; // another build of the module: its names would be wrong
             }
-            binary = Some((bytes, id));
+            binary = Some((bytes, id, path));
             break;
         }
         let id = want.or_else(|| binary.as_ref().and_then(|b| b.1.clone()));
-        let debug = id
-            .as_deref()
-            .and_then(|id| self.debug_file(id))
-            .and_then(|p| std::fs::read(p).ok());
         let bin_file = binary
             .as_ref()
             .and_then(|b| object::File::parse(&*b.0).ok());
+        let debug = id
+            .as_deref()
+            .and_then(|id| self.debug_file(id))
+            .and_then(|p| std::fs::read(p).ok())
+            .or_else(|| {
+                let (file, path) = (bin_file.as_ref()?, &binary.as_ref()?.2);
+                self.debuglink_file(file, path, id.as_deref())
+            });
         let dbg_file = debug.as_ref().and_then(|d| object::File::parse(&**d).ok());
         if bin_file.is_none() && dbg_file.is_none() {
             return None;

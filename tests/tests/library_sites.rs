@@ -11,7 +11,7 @@
 //!   function and the offset `nm` says, `demo::Uploader::make_staging()+0x… (libdemo.so)`;
 //! - built with `-g`, its debug info split off into `DIR/.build-id/xx/yyyy.debug` and the library
 //!   stripped: `demo::Uploader::make_staging() (demo.cpp:LINE)` with `--debug-dir DIR`, the
-//!   symbol-table form without it.
+//!   symbol-table form without it; and through a `.gnu_debuglink` to a debug file beside it.
 //!
 //! And the layer depends on none of the symbolizer's crates (Cargo.lock).
 
@@ -308,6 +308,21 @@ fn split_debug_info_is_found_by_build_id() {
     let bare = analyze(&trace, &dir.join("elsewhere"), &[]);
     assert!(bare.contains(&format!("{DEMANGLED}+0x")), "{bare}");
     assert!(!bare.contains("demo.cpp:"), "{bare}");
+    // The other layout: a `.gnu_debuglink` naming a debug file beside the library (objcopy keeps
+    // the build-id, so the recorded one still matches).
+    let linked = dir.join("lib/libdemo.debug");
+    std::fs::copy(&debug, &linked).unwrap();
+    run_ok(
+        Command::new("objcopy")
+            .arg(format!("--add-gnu-debuglink={}", linked.display()))
+            .arg(&lib),
+        "objcopy --add-gnu-debuglink",
+    );
+    let text = analyze(&trace, &dir.join("elsewhere"), &[]);
+    assert!(
+        text.contains(&format!("{DEMANGLED} (")) && text.contains(&format!("demo.cpp:{call})")),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
