@@ -9,8 +9,10 @@
 #   vulkan-validationlayers    VK_LAYER_KHRONOS_validation (tests run it beside echo)
 #   glslang-tools spirv-tools  glslangValidator and spirv-val, for the sample shaders
 #   valgrind                   scripts/leaks.sh (its short run is part of the test suite)
-#   binutils                   readelf: tests/tests/symbols.rs reads the layer's relocations
-#   g++                        tests/vma-app's vk-mem builds VMA's C++ with `cc` (issue 12)
+#   binutils                   readelf: tests/tests/symbols.rs reads the layer's relocations;
+#                              nm, objcopy, strip: tests/tests/library_sites.rs (issue 34)
+#   g++                        tests/vma-app's vk-mem builds VMA's C++ with `cc` (issue 12);
+#                              tests/tests/library_sites.rs builds a C++ library (issue 34)
 #   librenderdoc               RenderDoc's capture layer (implicit, enabled only by
 #                              ENABLE_VULKAN_RENDERDOC_CAPTURE=1): tests/tests/layer_above.rs runs
 #                              it above echo (issue 23)

@@ -126,6 +126,21 @@ pub struct Frame {
     pub offset: u64,
 }
 
+/// Where a module named by [`Frame::module`] was loaded from, recorded once per module (in the
+/// first `buffer_create` whose stack names it): what the analyzer needs to find its symbols from
+/// any working directory. Absent in traces before issue 34.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Module {
+    /// The name frames use ([`Frame::module`]: the file's basename).
+    pub name: String,
+    /// The file's full path as the process loaded it (relative names made absolute against the
+    /// working directory when recorded).
+    pub path: String,
+    /// GNU build-id in hex, empty when the module has none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub build_id: String,
+}
+
 /// `VkMemoryRequirements`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct MemReq {
@@ -242,6 +257,10 @@ pub enum Event {
         /// Module-relative creation stack, innermost first (for symbolization by the analyzer).
         #[serde(default)]
         stack: Vec<Frame>,
+        /// The modules of `stack` no earlier record of the trace described (each module once
+        /// per trace). Added within version 3: absent in older traces, ignored by older readers.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        modules: Vec<Module>,
     },
     BufferDestroy {
         buffer: u64,
@@ -437,6 +456,22 @@ pub struct Trace {
     pub truncated: bool,
 }
 
+impl Trace {
+    /// Every module the trace describes ([`Module`]), by the name its frames use; the first
+    /// record of a name wins. Empty for traces written before module records existed.
+    pub fn modules(&self) -> std::collections::BTreeMap<String, Module> {
+        let mut out = std::collections::BTreeMap::new();
+        for r in &self.records {
+            if let Event::BufferCreate { modules, .. } = &r.event {
+                for m in modules {
+                    out.entry(m.name.clone()).or_insert_with(|| m.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Why a trace could not be read; always names the place.
 #[derive(Debug)]
 pub enum TraceError {
@@ -612,6 +647,41 @@ mod tests {
         let e = read_trace(text.as_bytes()).unwrap_err();
         assert!(e.to_string().starts_with("trace line 2:"), "{e}");
         assert!(matches!(read_trace(&b""[..]), Err(TraceError::Empty)));
+    }
+
+    /// `buffer_create.modules` (issue 34) is optional both ways: a record without it (every
+    /// trace before) reads with none, one with it reads them, the first record of a name wins, and
+    /// a writer leaves the field out when there is nothing to say (so older readers see the same
+    /// lines as before for every later record).
+    #[test]
+    fn module_records_are_optional_and_once_per_name() {
+        let create = |buffer: u64, modules: &str| {
+            format!(
+                r#"{{"seq":{buffer},"ev":"buffer_create","buffer":{buffer},"key":{{"site":"00000000000000aa","size":4,"usage":1,"flags":0,"ordinal":0}},"usage":1,"flags":0,"size":4,"req":{{"size":4,"alignment":4,"type_bits":1}},"stack":[{{"module":"libdemo.so","offset":4466}}]{modules}}}"#
+            )
+        };
+        let text = [
+            header_line(&header()),
+            create(1, ""),
+            create(
+                2,
+                r#","modules":[{"name":"libdemo.so","path":"/opt/lib/libdemo.so","build_id":"ab12"}]"#,
+            ),
+            create(
+                3,
+                r#","modules":[{"name":"libdemo.so","path":"/elsewhere/libdemo.so"},{"name":"app","path":"/opt/app"}]"#,
+            ),
+        ]
+        .join("\n");
+        let t = read_trace(text.as_bytes()).unwrap();
+        let m = t.modules();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["libdemo.so"].path, "/opt/lib/libdemo.so");
+        assert_eq!(m["libdemo.so"].build_id, "ab12");
+        assert_eq!(m["app"].build_id, "");
+        let first = record_line(&t.records[0]);
+        assert!(!first.contains("modules"), "{first}");
+        assert!(!record_line(&t.records[2]).contains("build_id\":\"\""));
     }
 
     #[test]

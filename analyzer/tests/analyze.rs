@@ -806,6 +806,7 @@ fn recycled_handles_are_distinct_buffers() {
             type_bits: 3,
         },
         stack: vec![],
+        modules: vec![],
     });
     let mem = t.alloc(MIB, 0, Some(d.buf));
     t.bind(d.buf, mem, 0);

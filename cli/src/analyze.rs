@@ -5,8 +5,8 @@ use echo_analyzer::analysis::explain;
 use echo_analyzer::plan::Thresholds;
 use echo_analyzer::report;
 use echo_analyzer::settings::parse_u64;
-use echo_analyzer::symbolize::Symbolizer;
 use echo_analyzer::trace::read_trace;
+use echo_symbols::Symbolizer;
 use std::io::{BufReader, Write};
 
 /// `vkecho analyze TRACE [-o PLAN] [--json] [--min-bytes N] [--min-copies K] [--no-symbolize]`.
@@ -27,9 +27,12 @@ pub struct Args {
     /// Fewest copies that make a pair (default: the trace's setting, else 2)
     #[arg(long, value_name = "K", value_parser = copies)]
     pub min_copies: Option<u64>,
-    /// Print creation sites as module+0xoffset (no addr2line)
+    /// Print creation sites as module+0xoffset (read no symbols)
     #[arg(long)]
     pub no_symbolize: bool,
+    /// Split debug info by build-id under DIR/.build-id/ (default /usr/lib/debug)
+    #[arg(long, value_name = "DIR")]
+    pub debug_dir: Option<String>,
 }
 
 fn bytes(v: &str) -> Result<u64, String> {
@@ -53,6 +56,7 @@ pub fn main(args: &Args) -> i32 {
     let as_json = args.json;
     let symbolize = !args.no_symbolize;
     let (min_bytes, min_copies) = (args.min_bytes, args.min_copies);
+    let debug_dir = args.debug_dir.as_deref();
     let trace = if trace_path == "-" {
         read_trace(std::io::stdin().lock())
     } else {
@@ -75,7 +79,11 @@ pub fn main(args: &Args) -> i32 {
             .unwrap_or(d.min_copies),
     };
     let sym = if symbolize {
-        Symbolizer::new(&trace.header.context.exe_path)
+        let s = Symbolizer::new(&trace.header.context.exe_path);
+        match debug_dir {
+            Some(d) => s.with_debug_root(d),
+            None => s,
+        }
     } else {
         Symbolizer::disabled()
     };

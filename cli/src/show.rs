@@ -7,7 +7,7 @@ use echo_analyzer::analysis::explain;
 use echo_analyzer::plan::{parse_plan, Thresholds};
 use echo_analyzer::settings::parse_u64;
 use echo_analyzer::show::{self, Inputs};
-use echo_analyzer::symbolize::Symbolizer;
+use echo_symbols::Symbolizer;
 use echo_analyzer::trace::read_trace;
 use std::path::{Path, PathBuf};
 

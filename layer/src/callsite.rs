@@ -13,13 +13,17 @@
 //!    module` takes (look up `offset − 1` to land in the call instruction).
 //! 4. `site = FNV-1a 64` over, per frame, the module bytes, a 0 byte, and the offset as 8
 //!    little-endian bytes; written as 16 hex digits.
+//! 5. In profile mode [`announce`] describes each module once per process for the trace (its
+//!    full path and GNU build-id, read from its `PT_NOTE` segments in memory when the module
+//!    cache is filled): the analyzer finds its symbols with them. Nothing of this enters the
+//!    hash.
 //!
 //! [`KeyAllocator`] adds the ordinal among objects with the same (site, size, usage, flags).
 
 use dashmap::DashMap;
-use echo_analyzer::trace::{Frame, ObjectKey};
+use echo_analyzer::trace::{Frame, Module as ModuleRecord, ObjectKey};
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::{OnceLock, RwLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 
 extern "C" {
     // glibc <execinfo.h>. Async-signal-unsafe on first use (it loads libgcc_s); fine here.
@@ -62,11 +66,14 @@ struct Resolved<'a> {
     addr: usize,
 }
 
-/// A loaded module: its PT_LOAD address ranges, load bias and basename.
+/// A loaded module: its PT_LOAD address ranges, load bias and basename; the path it was loaded
+/// from and its GNU build-id (hex, empty when none) for the trace's module records.
 struct Module {
     ranges: Vec<(usize, usize)>,
     bias: usize,
     name: String,
+    path: String,
+    build_id: String,
 }
 
 /// Modules, refreshed when the dynamic loader's add/remove counters change. (`dladdr` would do,
@@ -111,11 +118,26 @@ fn load_modules() -> Vec<Module> {
         let info = &*info;
         let bias = info.dlpi_addr as usize;
         let mut ranges = Vec::new();
+        let mut notes = Vec::new();
         for i in 0..info.dlpi_phnum as usize {
             let ph = &*info.dlpi_phdr.add(i);
+            let start = bias.wrapping_add(ph.p_vaddr as usize);
+            let span = (start, start.wrapping_add(ph.p_memsz as usize));
             if ph.p_type == libc::PT_LOAD {
-                let start = bias.wrapping_add(ph.p_vaddr as usize);
-                ranges.push((start, start.wrapping_add(ph.p_memsz as usize)));
+                ranges.push(span);
+            } else if ph.p_type == libc::PT_NOTE {
+                notes.push((span, ph.p_align as usize));
+            }
+        }
+        let mut build_id = String::new();
+        for ((a, b), align) in notes {
+            // Only notes inside a loaded segment are read (the first one, which holds the
+            // build-id in every linker's output, is readable).
+            if build_id.is_empty() && a <= b && ranges.iter().any(|r| r.0 <= a && b <= r.1) {
+                // SAFETY: inside a PT_LOAD segment of a loaded module, which cannot be unloaded
+                // while dl_iterate_phdr runs this callback.
+                let bytes = std::slice::from_raw_parts(a as *const u8, b - a);
+                build_id = gnu_build_id(bytes, align).unwrap_or_default();
             }
         }
         let name = if info.dlpi_name.is_null() {
@@ -123,11 +145,18 @@ fn load_modules() -> Vec<Module> {
         } else {
             CStr::from_ptr(info.dlpi_name).to_str().unwrap_or("")
         };
-        let name = match name.rsplit('/').next() {
-            Some(b) if !b.is_empty() => b.to_string(),
-            _ => exe_basename().to_string(), // the main program has an empty name
+        let (name, path) = match name.rsplit('/').next() {
+            Some(b) if !b.is_empty() => (b.to_string(), name.to_string()),
+            // The main program has an empty name.
+            _ => (exe_basename().to_string(), exe_path().to_string()),
         };
-        out.push(Module { ranges, bias, name });
+        out.push(Module {
+            ranges,
+            bias,
+            name,
+            path,
+            build_id,
+        });
         0
     }
     let mut v: Vec<Module> = Vec::new();
@@ -179,6 +208,104 @@ fn with_modules<R>(f: impl FnOnce(&ModuleCache) -> R) -> R {
             c.subs = now.1;
         }
     }
+}
+
+/// The GNU build-id (hex) in a PT_NOTE segment's bytes, if it holds one. Never reads past
+/// `notes`.
+fn gnu_build_id(notes: &[u8], align: usize) -> Option<String> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let pad = |n: usize| {
+        if align == 8 {
+            (n + 7) & !7
+        } else {
+            (n + 3) & !3
+        }
+    };
+    let word = |o: usize| -> Option<u32> {
+        Some(u32::from_ne_bytes(
+            notes.get(o..o.checked_add(4)?)?.try_into().ok()?,
+        ))
+    };
+    let mut o = 0usize;
+    while o.checked_add(12)? <= notes.len() {
+        let (namesz, descsz, ty) = (word(o)? as usize, word(o + 4)? as usize, word(o + 8)?);
+        let name_at = o + 12;
+        let desc_at = name_at.checked_add(pad(namesz))?;
+        let next = desc_at.checked_add(pad(descsz))?;
+        let name = notes.get(name_at..name_at.checked_add(namesz)?)?;
+        if ty == NT_GNU_BUILD_ID && name == b"GNU\0" {
+            let desc = notes.get(desc_at..desc_at.checked_add(descsz)?)?;
+            return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        o = next;
+    }
+    None
+}
+
+/// The executable's full path (`/proc/self/exe`).
+fn exe_path() -> &'static str {
+    static EXE: OnceLock<String> = OnceLock::new();
+    EXE.get_or_init(|| {
+        std::env::current_exe()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    })
+}
+
+/// Names of the modules [`announce`] described already (a process writes one trace).
+static ANNOUNCED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The modules of `frames` that no earlier call described: path and build-id, for the trace's
+/// `buffer_create` record (each module once per process; empty, and no allocation, on every
+/// later call). A module unloaded since the frames were taken is left out.
+pub fn announce(frames: &[Frame]) -> Vec<ModuleRecord> {
+    announce_in(&ANNOUNCED, frames)
+}
+
+fn announce_in(done: &Mutex<Vec<String>>, frames: &[Frame]) -> Vec<ModuleRecord> {
+    if frames.is_empty() {
+        return Vec::new();
+    }
+    let mut done = done.lock().unwrap_or_else(|p| p.into_inner());
+    let mut new: Vec<&str> = Vec::new();
+    let mut prev: Option<&str> = None;
+    for f in frames {
+        let m = f.module.as_str();
+        if prev == Some(m) || m == "?" || new.contains(&m) {
+            continue;
+        }
+        prev = Some(m);
+        if !done.iter().any(|d| d == m) {
+            new.push(m);
+        }
+    }
+    if new.is_empty() {
+        return Vec::new();
+    }
+    let found: Vec<ModuleRecord> = with_modules(|c| {
+        new.iter()
+            .filter_map(|n| c.modules.iter().find(|m| m.name == *n))
+            .map(|m| ModuleRecord {
+                name: m.name.clone(),
+                path: absolute(&m.path),
+                build_id: m.build_id.clone(),
+            })
+            .collect()
+    });
+    done.extend(found.iter().map(|m| m.name.clone()));
+    found
+}
+
+/// A loaded path made absolute against the working directory (a library `dlopen`ed as
+/// `./libfoo.so`); names without a `/` (the vDSO) are not files and stay as they are.
+fn absolute(path: &str) -> String {
+    let p = std::path::Path::new(path);
+    if p.is_absolute() || !path.contains('/') {
+        return path.to_string();
+    }
+    std::env::current_dir()
+        .map(|d| d.join(p).to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_string())
 }
 
 fn exe_basename() -> &'static str {
@@ -520,6 +647,64 @@ mod tests {
         assert_ne!(site_b().hash, v[0]);
         // Depth is honoured.
         assert!(capture_with(3, &keep_all).frames.len() <= 3);
+    }
+
+    /// Each module is described once, with the executable's full path and the build-id its
+    /// file has (the one the analyzer reads), and describing adds nothing to the site.
+    #[test]
+    fn modules_are_announced_once_with_path_and_build_id() {
+        let a = site_a();
+        let done = Mutex::new(Vec::new());
+        let first = announce_in(&done, &a.frames);
+        let exe = first
+            .iter()
+            .find(|m| m.name == exe_basename())
+            .unwrap_or_else(|| panic!("{first:?}"));
+        let path = std::env::current_exe().unwrap();
+        assert_eq!(exe.path, path.to_str().unwrap());
+        let id = echo_analyzer::context::elf_build_id(&std::fs::read(&path).unwrap())
+            .expect("the test binary has a build-id");
+        assert_eq!(exe.build_id, id);
+        let names: Vec<&str> = first.iter().map(|m| m.name.as_str()).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(names.len(), unique.len(), "{names:?}");
+        assert!(announce_in(&done, &a.frames).is_empty(), "once per module");
+        // What every later buffer_create pays: a lock and a scan of the names, no allocation.
+        let n = 2000;
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(announce_in(&done, std::hint::black_box(&a.frames)));
+        }
+        let per = t0.elapsed().as_nanos() as f64 / n as f64;
+        eprintln!(
+            "callsite::announce, {} frames, modules known: {per:.0} ns per call",
+            a.frames.len()
+        );
+        assert!(per < 50_000.0, "announce takes {per} ns");
+        assert!(announce_in(&done, &site_b().frames).is_empty());
+        assert!(gnu_build_id(b"short", 4).is_none());
+        assert!(gnu_build_id(&[0xff; 64], 4).is_none());
+    }
+
+    /// The site hash is FNV-1a 64 over the frames alone, as DESIGN §4 and trace-format.md say:
+    /// pinned here so that plans made by earlier layers keep matching (issue 34 added module
+    /// records to the trace, none of which is hashed).
+    #[test]
+    fn site_hash_is_pinned() {
+        let frames = [
+            Frame {
+                module: "libdemo.so".into(),
+                offset: 0x1172,
+            },
+            Frame {
+                module: "demo-app".into(),
+                offset: 0x2e2e,
+            },
+        ];
+        assert_eq!(CallSite::hash_frames(&frames), 0xe9ed_2b12_5093_9855);
+        assert_eq!(CallSite::hash_frames(&[]), FNV_OFFSET);
     }
 
     #[test]

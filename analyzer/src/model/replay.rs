@@ -143,6 +143,7 @@ impl Replay {
                 size,
                 req,
                 stack,
+                ..
             } => {
                 let id = self.m.buffers.len();
                 self.m.buffers.push(Buffer {

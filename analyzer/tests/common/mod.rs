@@ -156,6 +156,7 @@ impl T {
                     offset: buffer,
                 },
             ],
+            modules: vec![],
         });
         buffer
     }

@@ -544,6 +544,7 @@ impl Profiler {
                 type_bits: b.requirements.memory_type_bits,
             },
             stack: b.stack.clone(),
+            modules: crate::callsite::announce(&b.stack),
         });
     }
 
