@@ -38,6 +38,7 @@ bin=$(realpath "${ECHO_BIN_DIR:-${CARGO_TARGET_DIR:-target}/debug}")
 out="${ECHO_MODERN_OUT:-$(mktemp -d /tmp/echo-modern.XXXXXX)}"
 mkdir -p "$out"
 out=$(realpath "$out")
+rm -f "$out/results.tsv"
 export XDG_RUNTIME_DIR=/tmp
 stack=scripts/modern-stack.sh
 failed=0
