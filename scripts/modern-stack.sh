@@ -43,7 +43,7 @@ say() { echo "modern-stack: $*" >&2; }
 die() { say "$*"; exit 2; }
 
 [ $# -gt 0 ] || { sed -n '2,26p' "$0" >&2; exit 2; }
-[ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, mount, chroot); rerun as root or with sudo"
+[ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, mount, chroot); rerun as root or with sudo (scripts/test.sh: ECHO_MODERN=0 skips its Vulkan 1.4 stage)"
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 
