@@ -88,6 +88,9 @@ if [ "${1:-}" = "--inside" ]; then
         seen[$p]=1
         bind "$p" "$root$p"
     done
+    # The mount points stay as empty directories in the root: removing one would detach the
+    # same path's mount of a run going on at the same time (Linux unmounts a removed mount point
+    # in every namespace).
     # The clone's .git of a worktree points outside it: not needed inside (no git there).
     if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "$root${XDG_RUNTIME_DIR}" ]; then
         export XDG_RUNTIME_DIR=/tmp
