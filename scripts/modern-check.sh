@@ -15,8 +15,8 @@
 #                 none, off, auto twice (echo stays inactive: profile writes no trace, so there is
 #                 no plan to enforce)
 #
-# About 4 minutes on the project's 2-core machine (7 with every program in every pass: the
-# passes were cut to that to keep the test command short).
+# About 5 minutes on the project's 2-core machine under load (7 with every program in every
+# pass: the plain and discrete passes were cut to keep the test command short).
 #
 # and first two checks of the stack itself: vulkaninfo reports a 1.4 instance and a 1.4 lavapipe,
 # and synchronization validation is heard (echo-samples saxpy --inject-hazard, with the gate's own
