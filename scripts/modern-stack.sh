@@ -42,7 +42,7 @@ recipe=1
 say() { echo "modern-stack: $*" >&2; }
 die() { say "$*"; exit 2; }
 
-[ $# -gt 0 ] || { sed -n '2,26p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,27p' "$0" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, mount, chroot); rerun as root or with sudo (scripts/test.sh: ECHO_MODERN=0 skips its Vulkan 1.4 stage)"
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -108,7 +108,7 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]} on the host"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
+    apt-get update -qq >&2 || say "apt-get update reported errors; installing anyway"
     apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends debootstrap debian-archive-keyring >&2
 fi
 
