@@ -248,8 +248,10 @@ echo "checksum ${FAKE_SUM:-8e4a5b42bf05013a}"
     let rows = results(&out1);
     assert!(ok, "{text}");
     assert!(
-        rows.iter()
-            .any(|r| r[0] == "fake_formats 1" && r[1] == "off" && r[2] == "ok" && r[3] == "2 messages"),
+        rows.iter().any(|r| r[0] == "fake_formats 1"
+            && r[1] == "off"
+            && r[2] == "ok"
+            && r[3] == "2 messages"),
         "{text}"
     );
     let mut args = base.to_vec();
@@ -262,8 +264,9 @@ echo "checksum ${FAKE_SUM:-8e4a5b42bf05013a}"
     let rows = results(&out2);
     assert!(!ok, "a different checksum passed the gate:\n{text}");
     assert!(
-        rows.iter()
-            .any(|r| r[0] == "fake_formats 1" && r[1] == "off" && r[3].starts_with("RESULT DIFFERS")),
+        rows.iter().any(|r| r[0] == "fake_formats 1"
+            && r[1] == "off"
+            && r[3].starts_with("RESULT DIFFERS")),
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
