@@ -66,6 +66,7 @@ fi
 
 # 2. Synchronization validation is heard, with the gate's settings (scripts/validate-all.sh).
 enables=$(sed -n 's/.*"\(VK_LAYER_ENABLES=[^"]*\)".*/\1/p' scripts/validate-all.sh | head -1)
+enables=${enables:-ECHO_NO_LAYER_ENABLES=1}
 $stack env -i PATH=/usr/bin:/bin XDG_RUNTIME_DIR=/tmp HOME=/tmp VK_ECHO_DISABLE=1 \
     VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation "$enables" \
     "$bin/echo-samples" saxpy --size-kib 64 --iters 2 --inject-hazard > "$out/hazard.log" 2>&1 || true
