@@ -33,6 +33,19 @@ echo "== cargo test --workspace $*"
 status=0
 cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
 
+# The Vulkan 1.4 stage (issue 33): every sample and corpus program, built above, inside a Debian 13
+# root (loader, lavapipe and validation layers 1.4; scripts/modern-stack.sh, cached in
+# /var/cache/vk-echo) through the validation gate in every mode, also under the Jetson and
+# discrete test layers (scripts/modern-check.sh). Runs when no arguments narrowed the tests;
+# ECHO_MODERN=0 skips it, ECHO_MODERN=1 runs it anyway.
+modern_status=skipped
+if [ "${ECHO_MODERN:-}" = 1 ] || { [ $# -eq 0 ] && [ "${ECHO_MODERN:-}" != 0 ]; }; then
+    echo "== scripts/modern-check.sh (Vulkan 1.4: Debian 13 root)"
+    modern_status=0
+    ECHO_MODERN_OUT="$target/modern" scripts/modern-check.sh 2>&1 | tee "$target/modern-log.txt" ||
+        modern_status=$?
+fi
+
 # Summary over every test binary's "test result:" line.
 passed=0 failed=0 ignored=0 binaries=0
 while read -r p f i; do
@@ -41,10 +54,16 @@ done < <(sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) faile
 
 echo
 echo "== summary: $passed passed, $failed failed, $ignored ignored, in $binaries test binaries (log: $log)"
-if [ "$status" -ne 0 ] || [ "$failed" -ne 0 ]; then
+case "$modern_status" in
+    skipped) echo "== Vulkan 1.4 stage: skipped" ;;
+    0) echo "== Vulkan 1.4 stage: ok ($(grep '^== modern stack: .* checks ok' "$target/modern-log.txt" | sed 's/^== modern stack: //'))" ;;
+    *) echo "== Vulkan 1.4 stage: FAILED (log: $target/modern-log.txt, results: $target/modern/results.tsv)"
+       grep 'NOT OK: ' "$target/modern-log.txt" | head -20 || true ;;
+esac
+if [ "$status" -ne 0 ] || [ "$failed" -ne 0 ] || { [ "$modern_status" != skipped ] && [ "$modern_status" != 0 ]; }; then
     grep -E '^test .* \.\.\. FAILED$' "$log" | sed 's/^test /   FAILED: /; s/ \.\.\. FAILED$//' || true
     grep -E '^error(\[|:)' "$log" | sort -u | head -20 | sed 's/^/   /' || true
-    echo "== FAILED (cargo test exit status $status)"
+    echo "== FAILED (cargo test exit status $status, Vulkan 1.4 stage: $modern_status)"
     exit 1
 fi
 echo "== all tests passed"

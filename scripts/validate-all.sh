@@ -26,7 +26,11 @@
 # Options: --size-kib N --iters N (samples; default 64 KiB, 2 iterations), --min-bytes (16K),
 # --jobs N (programs checked at once; default $ECHO_VALIDATE_JOBS or 2), --c-src DIR (the corpus
 # sources, default tests/c), --inject MODE:VAR=VALUE (adds VAR=VALUE to MODE's runs only; the
-# gate's own test uses it to show the gate fails when one mode reports something new or less).
+# gate's own test uses it to show the gate fails when one mode reports something new or less),
+# --test-layer TABLE (VK_LAYER_ECHO_test_discrete below echo and validation, presenting TABLE:
+# `discrete` (its default table, echo stays inactive), `jetson-nano`, `apu`, `real`; as the tests'
+# World with test_layer: true), --no-validation (no validation layer: `none` is then no layer at
+# all, and every mode must compute its result and report no message).
 #
 # Samples: `echo-samples list`. Corpus programs: every tests/c/*.c; a program declares the
 # argument lists it is checked with in its source, one line each (several lines: several runs):
@@ -52,6 +56,8 @@ min_bytes=16K
 jobs="${ECHO_VALIDATE_JOBS:-2}"
 c_src=tests/c
 inject=()
+test_layer=""
+validation=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --samples) samples="$2"; shift 2 ;;
@@ -63,7 +69,9 @@ while [ $# -gt 0 ]; do
         --jobs) jobs="$2"; shift 2 ;;
         --c-src) c_src="$2"; shift 2 ;;
         --inject) inject+=("$2"); shift 2 ;;
-        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+        --test-layer) test_layer="$2"; shift 2 ;;
+        --no-validation) validation=0; shift ;;
+        -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
         *) echo "validate-all.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -80,7 +88,7 @@ bin=$(cd "$ECHO_BIN_DIR" && pwd)
 for f in echo-samples vkecho libVkLayer_echo.so; do
     [ -e "$bin/$f" ] || { echo "validate-all.sh: $bin/$f missing (build the workspace)" >&2; exit 2; }
 done
-[ -f /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ] ||
+[ "$validation" = 0 ] || [ -f /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ] ||
     { echo "validate-all.sh: VK_LAYER_KHRONOS_validation is not installed (scripts/deps.sh)" >&2; exit 2; }
 
 out="${ECHO_VALIDATE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/echo-validate.XXXXXX")}"
@@ -135,6 +143,20 @@ base_env=(env -i "PATH=$PATH" "HOME=$out/home" "XDG_RUNTIME_DIR=$out/runtime"
     "VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT:VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT"
     "VK_ECHO_MIN_BYTES=$min_bytes" "VK_ECHO_LOG=warn")
 [ -n "${c_dir:-}" ] && base_env+=("ECHO_C_SPV=$c_dir/c_double.spv")
+# Without validation (--no-validation): no VK_INSTANCE_LAYERS (env keeps the last of a name).
+[ "$validation" = 1 ] || base_env+=("VK_INSTANCE_LAYERS=")
+# The test layer below echo and validation (tests/layers/discrete; the tests' World does the same).
+if [ -n "$test_layer" ]; then
+    [ -e "$bin/libVkLayer_echo_test_discrete.so" ] ||
+        { echo "validate-all.sh: $bin/libVkLayer_echo_test_discrete.so missing (cargo build --workspace)" >&2; exit 2; }
+    mkdir -p "$out/layers"
+    printf '{"file_format_version": "1.2.0", "layer": {"name": "VK_LAYER_ECHO_test_discrete", "type": "GLOBAL", "library_path": "%s", "api_version": "1.3.239", "implementation_version": "1", "description": "test only"}}\n' \
+        "$bin/libVkLayer_echo_test_discrete.so" > "$out/layers/VkLayer_ECHO_test_discrete.json"
+    base_env+=("VK_ADD_LAYER_PATH=$out/layers"
+        "VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation:VK_LAYER_ECHO_test_discrete")
+    [ "$validation" = 1 ] || base_env+=("VK_INSTANCE_LAYERS=VK_LAYER_ECHO_test_discrete")
+    [ "$test_layer" = discrete ] || base_env+=("VK_ECHO_TEST_TABLE=$test_layer")
+fi
 for k in VK_ICD_FILENAMES VK_DRIVER_FILES LD_LIBRARY_PATH; do
     [ -n "${!k:-}" ] && base_env+=("$k=${!k}")
 done
@@ -154,9 +176,20 @@ result() {
     if grep -q '"checksum":"' "$1.stdout"; then
         grep -o '"checksum":"[0-9a-f]*"' "$1.stdout" | tail -1 | cut -d'"' -f4
     else
-        # A validation message goes on with indented "Objects: N" / "[i] 0x..." lines.
-        { grep -Ev "$is_validation|^ +(Objects: [0-9]+|\[[0-9]+\] 0x)" "$1.stdout" || true; } |
-            md5sum | cut -c1-16
+        # A validation message goes on with indented "Objects: N" / "[i] 0x..." lines (layers
+        # 1.3.239); from 1.4 (Debian 13's 1.4.309) it is a block: "Validation Error: [ ID ] |
+        # MessageID = 0x...", the text on lines of its own (handles in it), a blank line,
+        # "Objects: N", the objects, a blank line. Both are left out.
+        awk -v re="$is_validation" '
+            blk == 3 && /^Objects: [0-9]+$/ { blk = 2; next }
+            blk == 3 { blk = 0 }
+            blk == 2 && /^$/ { blk = 0; next }
+            blk == 1 && /^$/ { blk = 3; next }
+            blk { next }
+            /^Validation [A-Za-z ]+: \[ .* \] \| MessageID = 0x[0-9a-f]+$/ { blk = 1; next }
+            $0 ~ re { next }
+            /^ +(Objects: [0-9]+|\[[0-9]+\] 0x)/ { next }
+            { print }' "$1.stdout" | md5sum | cut -c1-16
     fi
 }
 elided() {
@@ -265,7 +298,7 @@ for d in "$out"/[0-9][0-9][0-9]-*/; do
     [ -f "$d/results.tsv" ] && cat "$d/results.tsv" >> "$out/results.tsv"
 done
 echo
-echo "validation gate (sync validation on): ${#checks[@]} programs, modes $modes; samples ${size_kib} KiB, ${iters} iterations; ${elapsed} s with $jobs jobs; logs in $out"
+echo "validation gate ($([ "$validation" = 1 ] && echo "sync validation on" || echo "no validation layer")$([ -n "$test_layer" ] && echo ", test layer $test_layer")): ${#checks[@]} programs, modes $modes; samples ${size_kib} KiB, ${iters} iterations; ${elapsed} s with $jobs jobs; logs in $out"
 echo "$header"
 printf '%s\n' "${rows[@]}"
 if grep -q $'\tFAIL\t' "$out/results.tsv" || [ "${#rows[@]}" -ne "${#checks[@]}" ]; then

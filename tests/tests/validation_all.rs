@@ -203,3 +203,71 @@ fn leaks_short() {
     assert!(ok, "leaks.sh:\n{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The gate reads both formats of validation's messages (issue 33): 1.3.239's one line (with
+/// indented `Objects:` lines) and 1.4.309's block (`Validation Error: [ ID ] | MessageID = ...`,
+/// its text on lines of its own with handles in it, a blank line, `Objects: N`, the objects, a
+/// blank line). A stand-in corpus program prints one message of each with a handle that differs
+/// by mode (as echo's extra objects make it differ): the result and the messages are the same in
+/// none and off. With `FAKE_SUM` injected into off its checksum line differs, and the gate must
+/// still see that (the blocks do not swallow the program's own lines).
+#[test]
+fn gate_reads_validation_1_3_and_1_4_messages() {
+    let dir = std::env::temp_dir().join(format!("echo-gate-formats-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (src, bin) = (dir.join("src"), dir.join("bin"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(src.join("fake_formats.c"), "/* gate-args: 1 */\n").unwrap();
+    let prog = bin.join("fake_formats");
+    std::fs::write(
+        &prog,
+        r#"#!/bin/sh
+h=0x80000000008; [ -n "$VK_ECHO_MODE" ] && h=0x70000000007
+echo "iterations $1"
+printf 'Validation Error: [ VUID-vkSetEvent-event-09543 ] | MessageID = 0x1dd5a5b6\nvkSetEvent(): event (VkEvent %s) is in use.\nThe Vulkan spec states: ...\n\nObjects: 1\n    [0] VkEvent %s\n\n' $h $h
+echo "VUID-Old-00001(ERROR / SPEC): msgNum: 1 - Validation Error: [ VUID-Old-00001 ] Object 0: handle = $h | MessageID = 0x1"
+echo "    Objects: 1"
+echo "        [0] $h, type: 9, name: NULL"
+echo "checksum ${FAKE_SUM:-8e4a5b42bf05013a}"
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let src_s = src.display().to_string();
+    let base = ["--samples", "", "--c-src", &src_s, "--modes", "none,off"];
+    // Its own output folders: script()'s names (pid and argument count) are those of
+    // gate_catches_a_new_and_a_missing_message, which runs at the same time.
+    let (out1, out2) = (dir.join("out1"), dir.join("out2"));
+    let (ok, text, _) = script(
+        "validate-all.sh",
+        &base,
+        &[("ECHO_C_DIR", &bin), ("ECHO_VALIDATE_OUT", &out1)],
+    );
+    let rows = results(&out1);
+    assert!(ok, "{text}");
+    assert!(
+        rows.iter().any(|r| r[0] == "fake_formats 1"
+            && r[1] == "off"
+            && r[2] == "ok"
+            && r[3] == "2 messages"),
+        "{text}"
+    );
+    let mut args = base.to_vec();
+    args.extend(["--inject", "off:FAKE_SUM=0000000000000000"]);
+    let (ok, text, _) = script(
+        "validate-all.sh",
+        &args,
+        &[("ECHO_C_DIR", &bin), ("ECHO_VALIDATE_OUT", &out2)],
+    );
+    let rows = results(&out2);
+    assert!(!ok, "a different checksum passed the gate:\n{text}");
+    assert!(
+        rows.iter().any(|r| r[0] == "fake_formats 1"
+            && r[1] == "off"
+            && r[3].starts_with("RESULT DIFFERS")),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The Vulkan 1.4 stage of the test command (issue 33): this build's binaries (built on the host,
+# Debian 12) inside the Debian 13 root of scripts/modern-stack.sh — loader 1.4, Mesa ≥ 25
+# lavapipe (Vulkan 1.4), validation layers 1.4 — through the same gate as on the host
+# (scripts/validate-all.sh), in these passes:
+#
+#   lavapipe      every sample and corpus program (tests/c), modes none, off, profile, enforce,
+#                 auto twice, under VK_LAYER_KHRONOS_validation with synchronization validation:
+#                 the same result and exactly the validation messages of validation alone
+#   plain         every sample and the corpus programs c_upload, c_tensors, c_vkfft without the
+#                 validation layer: `none` is no layer at all, the same result in every mode
+#   jetson-nano   every sample and corpus program under validation with VK_LAYER_ECHO_test_discrete
+#                 below echo presenting the Jetson Nano (Vulkan 1.2 driver, its memory table)
+#   discrete      every sample, c_upload and c_calls with the test layer's discrete table, modes
+#                 none, off, auto twice (echo stays inactive: profile writes no trace, so there is
+#                 no plan to enforce)
+#
+# About 5 minutes on the project's 2-core machine under load (7 with every program in every
+# pass: the plain and discrete passes were cut to keep the test command short).
+#
+# and first two checks of the stack itself: vulkaninfo reports a 1.4 instance and a 1.4 lavapipe,
+# and synchronization validation is heard (echo-samples saxpy --inject-hazard, with the gate's own
+# validation settings, reports a SYNC-HAZARD).
+#
+#   scripts/modern-check.sh                 all passes
+#   scripts/modern-check.sh lavapipe plain  some passes
+#
+# Binaries: $ECHO_BIN_DIR, else ${CARGO_TARGET_DIR:-target}/debug, built beforehand (scripts/test.sh
+# builds them). Logs and results: $ECHO_MODERN_OUT (default a new /tmp/echo-modern.XXXXXX; /tmp is
+# the same inside the root), with results.tsv (pass, program, mode, verdict, detail). Needs root.
+# Exits 1 when any check fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+passes=("$@")
+[ ${#passes[@]} -gt 0 ] || passes=(lavapipe plain jetson-nano discrete)
+bin=$(realpath "${ECHO_BIN_DIR:-${CARGO_TARGET_DIR:-target}/debug}")
+out="${ECHO_MODERN_OUT:-$(mktemp -d /tmp/echo-modern.XXXXXX)}"
+mkdir -p "$out"
+out=$(realpath "$out")
+rm -f "$out/results.tsv"
+export XDG_RUNTIME_DIR=/tmp
+stack=scripts/modern-stack.sh
+failed=0
+t0=$SECONDS
+
+echo "== modern stack (Debian 13): building or checking the root"
+if ! $stack --build; then
+    echo "modern-check: the Debian 13 root could not be made (scripts/modern-stack.sh)"
+    exit 1
+fi
+$stack sh -c 'cat /.vk-echo-packages' |
+    grep -E '^(libvulkan1|mesa-vulkan-drivers|vulkan-validationlayers|libc6) ' | sed 's/^/   /'
+
+# 1. The stack: a 1.4 instance and a 1.4 lavapipe.
+$stack vulkaninfo --summary > "$out/vulkaninfo.txt" 2>&1 || true
+grep -E 'Vulkan Instance Version|apiVersion|deviceName|driverInfo' "$out/vulkaninfo.txt" | sed 's/^[[:space:]]*/   /'
+if grep -q 'Vulkan Instance Version: 1\.4' "$out/vulkaninfo.txt" &&
+   grep -Eq 'apiVersion *= *1\.4' "$out/vulkaninfo.txt" && grep -q llvmpipe "$out/vulkaninfo.txt"; then
+    echo "stack	vulkaninfo	-	ok	1.4 instance, 1.4 lavapipe" >> "$out/results.tsv"
+else
+    echo "modern-check: vulkaninfo does not show a Vulkan 1.4 instance and lavapipe ($out/vulkaninfo.txt)"
+    echo "stack	vulkaninfo	-	FAIL	no 1.4 instance or lavapipe" >> "$out/results.tsv"
+    failed=1
+fi
+
+# 2. Synchronization validation is heard, with the gate's settings (scripts/validate-all.sh).
+enables=$(sed -n 's/.*"\(VK_LAYER_ENABLES=[^"]*\)".*/\1/p' scripts/validate-all.sh | head -1)
+enables=${enables:-ECHO_NO_LAYER_ENABLES=1}
+$stack env -i PATH=/usr/bin:/bin XDG_RUNTIME_DIR=/tmp HOME=/tmp VK_ECHO_DISABLE=1 \
+    VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation "$enables" \
+    "$bin/echo-samples" saxpy --size-kib 64 --iters 2 --inject-hazard > "$out/hazard.log" 2>&1 || true
+if grep -q 'SYNC-HAZARD' "$out/hazard.log"; then
+    echo "   synchronization validation heard: $(grep -o 'SYNC-HAZARD[A-Z-]*' "$out/hazard.log" | sort | uniq -c | xargs)"
+    echo "stack	sync-validation	-	ok	saxpy --inject-hazard reported" >> "$out/results.tsv"
+else
+    echo "modern-check: synchronization validation reports nothing for saxpy --inject-hazard ($out/hazard.log)"
+    echo "stack	sync-validation	-	FAIL	no SYNC-HAZARD for saxpy --inject-hazard" >> "$out/results.tsv"
+    failed=1
+fi
+
+# 3. The gate, per pass.
+modes=none,off,profile,enforce,auto1,auto2
+for p in "${passes[@]}"; do
+    case "$p" in
+        lavapipe) args=(--modes "$modes") ;;
+        plain) args=(--modes "$modes" --no-validation --programs c_upload,c_tensors,c_vkfft) ;;
+        jetson-nano) args=(--modes "$modes" --test-layer jetson-nano) ;;
+        discrete) args=(--modes none,off,auto1,auto2 --test-layer discrete --programs c_upload,c_calls) ;;
+        *) echo "modern-check: unknown pass $p (lavapipe, plain, jetson-nano, discrete)" >&2; exit 2 ;;
+    esac
+    echo "== modern stack: pass $p (scripts/validate-all.sh ${args[*]})"
+    s=$SECONDS
+    rm -rf "${out:?}/$p"
+    ECHO_NO_BUILD=1 ECHO_BIN_DIR="$bin" ECHO_VALIDATE_OUT="$out/$p" \
+        $stack scripts/validate-all.sh "${args[@]}" > "$out/$p.log" 2>&1
+    rc=$?
+    sed -n '/^validation gate/,$p' "$out/$p.log"
+    if [ -f "$out/$p/results.tsv" ]; then
+        sed "s/^/$p\t/" "$out/$p/results.tsv" >> "$out/results.tsv"
+    else
+        echo "$p	-	-	FAIL	no results (exit $rc)" >> "$out/results.tsv"
+        tail -20 "$out/$p.log"
+    fi
+    [ "$rc" -eq 0 ] || failed=1
+    echo "   pass $p: exit $rc in $((SECONDS - s)) s"
+done
+
+ok=$(grep -c $'\tok\t' "$out/results.tsv" || true)
+bad=$(grep -vc $'\tok\t' "$out/results.tsv" || true)
+echo "== modern stack: $ok checks ok, $bad not ok, in $((SECONDS - t0)) s (results: $out/results.tsv)"
+if [ "$failed" -ne 0 ] || [ "$bad" -ne 0 ]; then
+    grep -v $'\tok\t' "$out/results.tsv" | sed 's/^/   NOT OK: /'
+    exit 1
+fi
