@@ -355,11 +355,11 @@ pub fn capture_hash(depth: usize) -> u64 {
     with_thread(h)
 }
 
-/// The call site of an object `dev` creates: its hash, and its frames when profile mode writes
-/// them into the trace (enforce needs the hash alone, which costs no allocation).
-pub fn site(dev: &crate::dispatch::DeviceData) -> (u64, Vec<Frame>) {
-    let depth = dev.settings.stack_depth as usize;
-    if dev.profile().is_some() {
+/// The call site of an object being created, `depth` frames deep: its hash, and its frames
+/// when profile mode writes them into the trace (`frames`; enforce needs the hash alone, which
+/// costs no allocation).
+pub fn site(depth: usize, frames: bool) -> (u64, Vec<Frame>) {
+    if frames {
         let s = capture(depth);
         (s.hash, s.frames)
     } else {

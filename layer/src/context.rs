@@ -5,7 +5,7 @@
 
 #![allow(dead_code)] // called by profile and enforce start-up
 
-use crate::dispatch::InstanceData;
+use crate::records::InstanceData;
 use ash::vk;
 use echo_analyzer::context::{args_hash, exe_identity, memory_table_text};
 use echo_analyzer::trace::Context;

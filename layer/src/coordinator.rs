@@ -24,6 +24,7 @@ use crate::log;
 use echo_analyzer::plan::Plan;
 use echo_analyzer::settings::Settings;
 use echo_analyzer::settings::{ContextMode, Mode};
+use echo_analyzer::stats::Stats;
 use echo_analyzer::trace::Context;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -113,7 +114,7 @@ fn on_exit() {
         }
     }
     for d in &live {
-        crate::enforce::finish_device(d, "exit");
+        finish_device(d, "exit");
     }
     if let Some(s) = crate::profile::sink::global() {
         s.finish();
@@ -288,7 +289,7 @@ fn start_profile(dev: &DeviceData, profile: Start) -> Start {
             ),
         };
     }
-    if !crate::profile::start(dev, Some(trace)) {
+    if !profile_device(dev, Some(trace)) {
         return Start::Passthrough {
             plan: None,
             why: "auto mode: profiling could not start".into(),
@@ -360,5 +361,132 @@ pub fn finish_auto(
             );
             false
         }
+    }
+}
+
+// ------------------------------------------------------------------ statistics (both modes)
+
+/// `vkDestroyDevice` glue, before the call goes down: deferred frees, then the statistics.
+pub fn on_destroy_device(dev: &DeviceData) {
+    if let Some(e) = dev.enforce() {
+        e.device_destroyed(dev);
+    }
+    finish_device(dev, "destroyed");
+}
+
+/// The statistics of a device, once (the `stats` setting, and a summary line at `info`), when it
+/// is destroyed or, for a device the program never destroyed, at exit (`ended` says which).
+/// Auto mode's plan is not made here but when the last instance goes, or at exit
+/// (`crate::coordinator`): a later device of the process may still be profiled.
+pub fn finish_device(dev: &DeviceData, ended: &str) {
+    if !crate::lifetime::claim_stats(dev) {
+        return;
+    }
+    let mut stats = device_stats(dev);
+    stats.ended = ended.into();
+    if dev.enforce().is_some() {
+        log::info!("{}", stats.summary());
+        for line in stats.group_lines() {
+            log::info!("  {line}");
+        }
+    }
+    if let Some(p) = &dev.settings.stats {
+        crate::enforce::write_stats(p, &stats);
+    }
+    record_run(dev, &stats);
+}
+
+/// The cache's record of this device's run (`echo_analyzer::cache::record_run`, for `vkecho
+/// report`): written in auto mode, and in other modes where the cache already exists; never
+/// creates a cache otherwise.
+fn record_run(dev: &DeviceData, stats: &Stats) {
+    let dir = &dev.settings.cache_dir;
+    if dev.decision.mode == Mode::Auto {
+        let _ = echo_analyzer::cache::ensure_tag(dir);
+    }
+    if !echo_analyzer::cache::is_tagged(dir) {
+        return;
+    }
+    let program = std::fs::read_link("/proc/self/exe")
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let rec = echo_analyzer::cache::RunRecord {
+        unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        program,
+        pid: std::process::id(),
+        layer_version: env!("CARGO_PKG_VERSION").into(),
+        stats: stats.clone(),
+        warnings: log::recent_warnings(),
+    };
+    if let Err(e) = echo_analyzer::cache::record_run(dir, &rec, echo_analyzer::cache::RUNS_KEPT) {
+        log::debug!("cache: cannot record the run in {}: {e}", dir.display());
+    }
+}
+
+/// The statistics record of a device.
+pub fn device_stats(dev: &DeviceData) -> Stats {
+    let mut s = match dev.enforce() {
+        Some(e) => e.stats(),
+        None => Stats::default(),
+    };
+    s.device = dev.decision.name.clone();
+    s.device_index = dev.index;
+    for m in &mut s.members {
+        m.device_index = dev.index;
+    }
+    s.class = dev.decision.topology.class.to_string();
+    s.active = dev.is_active();
+    let profiling = dev.profile().is_some();
+    s.mode = if !dev.decision.active {
+        "off".into()
+    } else if profiling {
+        "profile".into()
+    } else {
+        match dev.decision.mode {
+            Mode::Enforce | Mode::Auto => "enforce".into(),
+            Mode::Profile => "profile".into(),
+            Mode::Off => "off".into(),
+        }
+    };
+    match dev.enforce.get() {
+        Some(Start::Enforce(e)) => {
+            s.plan = Some(e.plan_path.display().to_string());
+            s.plan_status = "applied".into();
+        }
+        Some(Start::Passthrough { plan, why }) => {
+            s.plan = plan.as_ref().map(|p| p.display().to_string());
+            s.plan_status = why.clone();
+        }
+        Some(Start::Profile { trace, plan }) => {
+            s.plan = Some(plan.display().to_string());
+            s.plan_status =
+                "none: auto mode profiled this run (the plan is written at exit)".into();
+            s.trace = Some(trace.display().to_string());
+        }
+        None => s.plan_status = "none".into(),
+    }
+    if dev.failed.load(std::sync::atomic::Ordering::Relaxed) {
+        s.errors
+            .push("an internal error turned this device to passthrough".into());
+    }
+    s
+}
+
+/// Starts profiling `dev` (profile mode at `vkCreateDevice`, and auto mode without a plan) and
+/// keeps its recorder in the device's record; whether it runs.
+pub fn profile_device(dev: &DeviceData, trace: Option<&Path>) -> bool {
+    if dev.profile.get().is_some() {
+        return true;
+    }
+    match crate::profile::start(dev, trace) {
+        Some(p) => {
+            let _ = dev.profile.set(p);
+            true
+        }
+        None => false,
     }
 }

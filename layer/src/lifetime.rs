@@ -15,8 +15,8 @@
 //!   plans were made are deleted (unless `keep_traces`) and least-recently-used entries evicted
 //!   down to `cache_max_bytes`, never what this process wrote.
 
-use crate::dispatch::DeviceData;
 use crate::log;
+use crate::records::Device;
 use echo_analyzer::settings::Settings;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -36,7 +36,7 @@ pub fn next_device_index() -> u32 {
 }
 
 /// Whether a device's statistics are already out (at `vkDestroyDevice` or at exit).
-pub fn claim_stats(d: &DeviceData) -> bool {
+pub fn claim_stats(d: &Device) -> bool {
     !d.stats_written.swap(true, Ordering::AcqRel)
 }
 

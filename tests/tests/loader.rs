@@ -252,7 +252,11 @@ fn assert_active(dev: &Value, stderr: &str) {
     }
     // Not hooked: the next layer's (here the driver's) pointer, even on an active device.
     assert_ne!(hook_lib(dev, "vkCreateFence"), ECHO_SO);
-    assert_ne!(hook_lib(dev, "vkCmdSetViewport"), ECHO_SO, "vkCmdSetViewport cannot reach memory");
+    assert_ne!(
+        hook_lib(dev, "vkCmdSetViewport"),
+        ECHO_SO,
+        "vkCmdSetViewport cannot reach memory"
+    );
     assert!(
         stderr.contains("class uma-strict"),
         "no uma-strict decision logged:\n{stderr}"

@@ -31,12 +31,25 @@ fn crate_paths(src: &str) -> Vec<String> {
 /// The rule for one file (path relative to `layer/src`): the crate paths it may not name.
 fn violations(rel: &str, src: &str) -> Vec<String> {
     let room = rel.split('/').next().unwrap_or(rel);
-    let forbidden: &[&str] = match room {
-        "enforce" => &["profile", "coordinator", "super::super"],
-        "profile" => &["enforce", "coordinator", "super::super"],
-        "hostmem" | "lifetime.rs" | "callsite.rs" => &["profile", "enforce", "coordinator"],
-        "dispatch.rs" | "state" => &["profile", "enforce", "coordinator"],
-        _ => &[],
+    // Issue 32 (item 4): arrows point one way — hooks (and dispatch.rs, their table) →
+    // coordinator → profile and enforce → records.rs → state → handles.rs. Nothing below the hooks
+    // names dispatch.rs, the hooks or their panic guard.
+    const ABOVE: [&str; 4] = ["dispatch", "hooks", "ffi_guard", "coordinator"];
+    let forbidden: Vec<&str> = match room {
+        "enforce" => [&ABOVE[..], &["profile", "super::super"]].concat(),
+        "profile" => [&ABOVE[..], &["enforce", "super::super"]].concat(),
+        "hostmem" | "lifetime.rs" => [&ABOVE[..], &["profile", "enforce"]].concat(),
+        "records.rs" => [&ABOVE[..], &["profile", "enforce"]].concat(),
+        "callsite.rs" | "state" => [&ABOVE[..], &["profile", "enforce", "records"]].concat(),
+        "handles.rs" => [
+            &ABOVE[..],
+            &[
+                "profile", "enforce", "records", "state", "callsite", "lifetime", "hostmem", "log",
+            ],
+        ]
+        .concat(),
+        "dispatch.rs" => vec!["profile", "enforce", "coordinator"],
+        _ => vec![],
     };
     // dispatch.rs holds each device's mode state: the modes' public types, nothing deeper.
     let allowed: &[&str] = match room {
@@ -114,6 +127,27 @@ fn the_checker_catches_a_planted_import() {
     );
     assert_eq!(
         violations("state/mod.rs", "use crate::profile::Profiler;\n").len(),
+        1
+    );
+    // One direction (issue 32): below the hooks, nothing names the device record of the hooks.
+    assert_eq!(
+        violations("enforce/copy.rs", "use crate::dispatch::DeviceData;\n").len(),
+        1
+    );
+    assert_eq!(
+        violations("profile/recorder.rs", "use crate::records::Device;\n").len(),
+        0
+    );
+    assert_eq!(
+        violations("state/mod.rs", "use crate::records::Device;\n").len(),
+        1
+    );
+    assert_eq!(
+        violations("records.rs", "use crate::hooks::HookId;\n").len(),
+        1
+    );
+    assert_eq!(
+        violations("handles.rs", "use crate::state::DeviceState;\n").len(),
         1
     );
     assert_eq!(

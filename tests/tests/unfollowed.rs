@@ -46,7 +46,11 @@ fn analyze(trace: &Path, plan: &Path) -> (Value, String) {
         .arg(plan)
         .output()
         .expect("run vkecho analyze");
-    assert!(out.status.success(), "vkecho analyze: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "vkecho analyze: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let plan = serde_json::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap();
     (plan, String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -67,7 +71,10 @@ fn expected(mode: &str) -> (&'static str, &'static str) {
     match mode {
         // Followed now: the host's early write to S while B reads D is an S2 race, as in b2i1.
         "b2i1" | "b2i2" => ("S2", "rejected: S2"),
-        "qp" => ("Compat", "through vkCmdCopyQueryPoolResults, a command echo does not follow"),
+        "qp" => (
+            "Compat",
+            "through vkCmdCopyQueryPoolResults, a command echo does not follow",
+        ),
         "aliasx" => ("Compat", "is bound over the same bytes as device buffer"),
         _ => unreachable!(),
     }
@@ -79,15 +86,32 @@ fn every_mode_keeps_the_programs_output_and_says_why() {
     for mode in ["b2i1", "b2i2", "qp", "aliasx"] {
         let a = [mode];
         let want = run(None, &a, &[]);
-        assert!(want.contains("as the program means"), "{mode} without echo: {want}");
+        assert!(
+            want.contains("as the program means"),
+            "{mode} without echo: {want}"
+        );
         let trace = dir.join(format!("{mode}.jsonl"));
         let plan_path = dir.join(format!("{mode}.plan.json"));
-        assert_eq!(run(Some("profile"), &a, &[("VK_ECHO_TRACE", s(&trace))]), want, "{mode}: profile");
+        assert_eq!(
+            run(Some("profile"), &a, &[("VK_ECHO_TRACE", s(&trace))]),
+            want,
+            "{mode}: profile"
+        );
         let (plan, text) = analyze(&trace, &plan_path);
-        assert_eq!(plan["groups"].as_array().map_or(0, Vec::len), 0, "{mode}: {plan}");
+        assert_eq!(
+            plan["groups"].as_array().map_or(0, Vec::len),
+            0,
+            "{mode}: {plan}"
+        );
         let (condition, words) = expected(mode);
-        assert_eq!(plan["rejected"][0]["condition"], condition, "{mode}: {plan}");
-        assert!(text.contains(words), "{mode}: the analysis does not say '{words}':\n{text}");
+        assert_eq!(
+            plan["rejected"][0]["condition"], condition,
+            "{mode}: {plan}"
+        );
+        assert!(
+            text.contains(words),
+            "{mode}: the analysis does not say '{words}':\n{text}"
+        );
         assert_eq!(
             run(Some("enforce"), &a, &[("VK_ECHO_PLAN", s(&plan_path))]),
             want,
@@ -115,7 +139,10 @@ fn a_plan_blind_to_the_command_gives_wrong_output() {
     let trace = dir.join("qp.jsonl");
     run(Some("profile"), &a, &[("VK_ECHO_TRACE", s(&trace))]);
     let text = std::fs::read_to_string(&trace).unwrap();
-    assert!(text.contains("\"ev\":\"aside\"") || text.contains("\"aside\""), "no aside record in the trace");
+    assert!(
+        text.contains("\"ev\":\"aside\"") || text.contains("\"aside\""),
+        "no aside record in the trace"
+    );
     let blind: String = text
         .lines()
         .filter(|l| !l.contains("vkCmdCopyQueryPoolResults"))
@@ -125,7 +152,11 @@ fn a_plan_blind_to_the_command_gives_wrong_output() {
     std::fs::write(&blind_trace, blind).unwrap();
     let plan_path = dir.join("blind.plan.json");
     let (plan, _) = analyze(&blind_trace, &plan_path);
-    assert_eq!(plan["groups"].as_array().map_or(0, Vec::len), 1, "the blind trace accepts the pair: {plan}");
+    assert_eq!(
+        plan["groups"].as_array().map_or(0, Vec::len),
+        1,
+        "the blind trace accepts the pair: {plan}"
+    );
     let out = run(Some("enforce"), &a, &[("VK_ECHO_PLAN", s(&plan_path))]);
     assert_ne!(out, want, "the blind plan must show in the output");
     assert!(out.contains("WRONG"), "{out}");

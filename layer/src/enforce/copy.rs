@@ -19,8 +19,8 @@
 //! `vkQueueSubmit` is kept, so fences and semaphores signal as before.
 
 use super::Enforcer;
-use crate::dispatch::DeviceData;
 use crate::log;
+use crate::records::Device;
 use ash::vk;
 use ash::vk::Handle;
 use std::sync::atomic::Ordering;
@@ -91,7 +91,7 @@ impl Enforcer {
     /// (the fast path: no buffer aliased, or the buffers live in different memory).
     fn self_copies(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         src: u64,
         dst: u64,
         regions: impl Iterator<Item = Region> + Clone,
@@ -215,7 +215,7 @@ impl Enforcer {
     /// (`(src offset, size)` of each), and whether they were uploads (out of a staging member).
     fn note_elided(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         cb: vk::CommandBuffer,
         src: u64,
         dropped: impl Iterator<Item = (u64, u64)>,
@@ -239,7 +239,7 @@ impl Enforcer {
     }
 
     /// Records the substitute barrier (see the module comment).
-    fn substitute_barrier(&self, dev: &DeviceData, cb: vk::CommandBuffer) {
+    fn substitute_barrier(&self, dev: &Device, cb: vk::CommandBuffer) {
         let mb = vk::MemoryBarrier {
             src_access_mask: vk::AccessFlags::MEMORY_WRITE,
             dst_access_mask: vk::AccessFlags::MEMORY_READ
@@ -274,7 +274,7 @@ impl Enforcer {
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn cmd_copy_buffer(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         cb: vk::CommandBuffer,
         src: vk::Buffer,
         dst: vk::Buffer,
@@ -319,7 +319,7 @@ impl Enforcer {
     /// `info` is the application's valid `VkCopyBufferInfo2`.
     pub unsafe fn cmd_copy_buffer2(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         cb: vk::CommandBuffer,
         info: *const vk::CopyBufferInfo2<'_>,
         down: impl FnOnce(*const vk::CopyBufferInfo2<'_>),

@@ -40,11 +40,11 @@
 //! installed before this one (same rules as `profile/guard.rs`). Slot transitions are CAS'd
 //! through `BUSY`, so a handler and normal code never re-map a view at once.
 
-use crate::dispatch::DeviceData;
 use crate::hostmem::memfd::DoubleMap;
 use crate::hostmem::signal::{segv_handler_is, Previous};
 use crate::hostmem::slot_state::StateCell;
 use crate::log;
+use crate::records::Device;
 use ash::vk;
 use ash::vk::Handle;
 use std::collections::{HashMap, HashSet};
@@ -522,7 +522,7 @@ pub fn untrusted_marker(plan: &std::path::Path) -> std::path::PathBuf {
 }
 
 /// Why guarded enforce cannot run on a device (`Err`), else the guard.
-pub fn start(dev: &DeviceData, plan: &std::path::Path) -> Result<Guard, String> {
+pub fn start(dev: &Device, plan: &std::path::Path) -> Result<Guard, String> {
     let ext = crate::hostmem::import::EXT_MEMORY_HOST;
     if !dev.extensions.contains(ext.to_str().unwrap_or_default()) {
         return Err(format!(
@@ -542,7 +542,7 @@ pub fn start(dev: &DeviceData, plan: &std::path::Path) -> Result<Guard, String> 
     install()?;
     Ok(Guard {
         // SAFETY: resolved by that name.
-        host_ptr_props: unsafe { crate::dispatch::typed(props) },
+        host_ptr_props: unsafe { crate::records::typed(props) },
         align,
         st: Mutex::new(State::default()),
         any: AtomicBool::new(false),
@@ -622,7 +622,7 @@ impl Guard {
     /// `info` is a valid allocate info.
     pub unsafe fn prepare_import(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         info: &vk::MemoryAllocateInfo<'_>,
     ) -> Option<Box<Import>> {
         let chain = crate::hostmem::import::importable_chain(info)?;
@@ -748,7 +748,7 @@ impl Guard {
 
     /// The guarded allocation `buffer` is bound into, if any (double-mapped, with a slot, and
     /// a group aliased into it).
-    fn memory_of(&self, dev: &DeviceData, st: &State, buffer: u64) -> Option<u64> {
+    fn memory_of(&self, dev: &Device, st: &State, buffer: u64) -> Option<u64> {
         let (m, _) = dev.state.buffers.get(&buffer).and_then(|b| b.bound)?;
         st.mems
             .get(&m)
@@ -773,7 +773,7 @@ impl Guard {
 
     /// A recorded command of `cb` uses these buffers (copies, fills, vertex/index/indirect
     /// buffers, image copies).
-    pub fn use_buffers(&self, dev: &DeviceData, cb: u64, buffers: &[u64]) {
+    pub fn use_buffers(&self, dev: &Device, cb: u64, buffers: &[u64]) {
         if !self.active() {
             return;
         }
@@ -843,7 +843,7 @@ impl Guard {
     }
 
     /// `vkCmdBindDescriptorSets`: the memory of each bound set's buffers.
-    pub fn bind_sets(&self, dev: &DeviceData, cb: u64, sets: &[u64]) {
+    pub fn bind_sets(&self, dev: &Device, cb: u64, sets: &[u64]) {
         if !self.active() {
             return;
         }
@@ -903,7 +903,7 @@ impl Guard {
     /// Before a submission goes down: merge split views this submission's elided copies use
     /// (after the earlier GPU work on them completed), then protect every guarded view the
     /// submission uses. Returns the allocations it uses (for [`Guard::after_submit`]).
-    pub fn before_submit(&self, dev: &DeviceData, queue: u64, cbs: &[u64]) -> Vec<u64> {
+    pub fn before_submit(&self, dev: &Device, queue: u64, cbs: &[u64]) -> Vec<u64> {
         if !self.active() {
             return Vec::new();
         }
@@ -1050,7 +1050,7 @@ impl Guard {
     /// queue (which echo may submit to: the application is inside its `vkQueueSubmit`). On
     /// timeout, or when a queue's last submissions have no fence, warns and counts a timeout;
     /// the merge proceeds.
-    fn wait_earlier(&self, dev: &DeviceData, queue: u64, st: &mut State, mems: &HashSet<u64>) {
+    fn wait_earlier(&self, dev: &Device, queue: u64, st: &mut State, mems: &HashSet<u64>) {
         let mut ok = true;
         let queues: Vec<u64> = st
             .pending
@@ -1108,7 +1108,7 @@ impl Guard {
         }
     }
 
-    fn drain_own_queue(&self, dev: &DeviceData, q: u64, st: &mut State) -> bool {
+    fn drain_own_queue(&self, dev: &Device, q: u64, st: &mut State) -> bool {
         let f = match st.fence {
             Some(f) => f,
             None => {
@@ -1151,7 +1151,7 @@ impl Guard {
 
     /// `vkDestroyDevice`: every guarded view open again, echo's fence destroyed. The double
     /// mappings are dropped with their allocations (or with the guard).
-    pub fn device_destroyed(&self, dev: &DeviceData) {
+    pub fn device_destroyed(&self, dev: &Device) {
         self.note_reads();
         let mut st = self.lock();
         for m in st.mems.values() {
@@ -1198,7 +1198,7 @@ pub fn holds_buffers(t: vk::DescriptorType) -> bool {
     )
 }
 
-fn wait_fence(dev: &DeviceData, f: u64, timeout: u64) -> bool {
+fn wait_fence(dev: &Device, f: u64, timeout: u64) -> bool {
     let fv = vk::Fence::from_raw(f);
     // SAFETY: a fence of this device (the application's or echo's); waiting needs no external
     // synchronization.
@@ -1209,7 +1209,7 @@ fn wait_fence(dev: &DeviceData, f: u64, timeout: u64) -> bool {
 
 /// The fences of a `vkWaitForFences` that are signalled now: all of them after a successful
 /// wait-all, else those whose status says so.
-pub fn signalled(dev: &DeviceData, fences: &[vk::Fence], wait_all: bool) -> Vec<u64> {
+pub fn signalled(dev: &Device, fences: &[vk::Fence], wait_all: bool) -> Vec<u64> {
     fences
         .iter()
         .filter(|f| {

@@ -19,8 +19,8 @@ pub mod guard;
 
 pub use alias::{Enforcer, FreeAction, Unmap};
 
-use crate::dispatch::{Decision, DeviceData, InstanceData};
 use crate::log;
+use crate::records::{Decision, Device, InstanceData};
 use ash::vk;
 use echo_analyzer::apply::PlanIndex;
 use echo_analyzer::context::{cache_paths_for, legacy_cache_paths_for, plan_applies_in};
@@ -226,7 +226,7 @@ pub fn start(
 /// `infos` points to `count` valid bind infos (the application's arguments).
 pub unsafe fn bind2(
     e: &Enforcer,
-    dev: &DeviceData,
+    dev: &Device,
     count: u32,
     infos: *const vk::BindBufferMemoryInfo<'_>,
     down: &mut dyn FnMut(&vk::BindBufferMemoryInfo<'_>) -> vk::Result,
@@ -264,7 +264,7 @@ pub unsafe fn bind2(
 /// `writes` points to `count` valid descriptor writes (the application's arguments).
 pub unsafe fn touch_writes(
     e: &Enforcer,
-    dev: &DeviceData,
+    dev: &Device,
     count: u32,
     writes: *const vk::WriteDescriptorSet<'_>,
 ) {
@@ -292,7 +292,7 @@ pub unsafe fn touch_writes(
 
 /// `vkCreateDevice` glue (through `crate::coordinator`), after the device record exists: enforce start-up for an active device in enforce mode, or in auto mode with the plan the
 /// coordinator chose (`auto_plan`): the [`Start`] to install.
-pub fn on_create_device(dev: &DeviceData, auto_plan: Option<PathBuf>) -> Start {
+pub fn on_create_device(dev: &Device, auto_plan: Option<PathBuf>) -> Start {
     let Some(inst) = dev.instance.as_ref() else {
         return Start::Passthrough {
             plan: None,
@@ -328,116 +328,6 @@ pub fn on_create_device(dev: &DeviceData, auto_plan: Option<PathBuf>) -> Start {
             dev.sparse_binding,
             dev.api_version,
         ));
-    }
-    s
-}
-
-/// `vkDestroyDevice` glue, before the call goes down: deferred frees, then the statistics.
-pub fn on_destroy_device(dev: &DeviceData) {
-    if let Some(e) = dev.enforce() {
-        e.device_destroyed(dev);
-    }
-    finish_device(dev, "destroyed");
-}
-
-/// The statistics of a device, once (the `stats` setting, and a summary line at `info`), when it
-/// is destroyed or, for a device the program never destroyed, at exit (`ended` says which).
-/// Auto mode's plan is not made here but when the last instance goes, or at exit
-/// (`crate::coordinator`): a later device of the process may still be profiled.
-pub fn finish_device(dev: &DeviceData, ended: &str) {
-    if !crate::lifetime::claim_stats(dev) {
-        return;
-    }
-    let mut stats = device_stats(dev);
-    stats.ended = ended.into();
-    if dev.enforce().is_some() {
-        log::info!("{}", stats.summary());
-        for line in stats.group_lines() {
-            log::info!("  {line}");
-        }
-    }
-    if let Some(p) = &dev.settings.stats {
-        write_stats(p, &stats);
-    }
-    record_run(dev, &stats);
-}
-
-/// The cache's record of this device's run (`echo_analyzer::cache::record_run`, for `vkecho
-/// report`): written in auto mode, and in other modes where the cache already exists; never
-/// creates a cache otherwise.
-fn record_run(dev: &DeviceData, stats: &Stats) {
-    let dir = &dev.settings.cache_dir;
-    if dev.decision.mode == Mode::Auto {
-        let _ = echo_analyzer::cache::ensure_tag(dir);
-    }
-    if !echo_analyzer::cache::is_tagged(dir) {
-        return;
-    }
-    let program = std::fs::read_link("/proc/self/exe")
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_default();
-    let rec = echo_analyzer::cache::RunRecord {
-        unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        program,
-        pid: std::process::id(),
-        layer_version: env!("CARGO_PKG_VERSION").into(),
-        stats: stats.clone(),
-        warnings: log::recent_warnings(),
-    };
-    if let Err(e) = echo_analyzer::cache::record_run(dir, &rec, echo_analyzer::cache::RUNS_KEPT) {
-        log::debug!("cache: cannot record the run in {}: {e}", dir.display());
-    }
-}
-
-/// The statistics record of a device.
-pub fn device_stats(dev: &DeviceData) -> Stats {
-    let mut s = match dev.enforce() {
-        Some(e) => e.stats(),
-        None => Stats::default(),
-    };
-    s.device = dev.decision.name.clone();
-    s.device_index = dev.index;
-    for m in &mut s.members {
-        m.device_index = dev.index;
-    }
-    s.class = dev.decision.topology.class.to_string();
-    s.active = dev.is_active();
-    let profiling = dev.profile().is_some();
-    s.mode = if !dev.decision.active {
-        "off".into()
-    } else if profiling {
-        "profile".into()
-    } else {
-        match dev.decision.mode {
-            Mode::Enforce | Mode::Auto => "enforce".into(),
-            Mode::Profile => "profile".into(),
-            Mode::Off => "off".into(),
-        }
-    };
-    match dev.enforce.get() {
-        Some(Start::Enforce(e)) => {
-            s.plan = Some(e.plan_path.display().to_string());
-            s.plan_status = "applied".into();
-        }
-        Some(Start::Passthrough { plan, why }) => {
-            s.plan = plan.as_ref().map(|p| p.display().to_string());
-            s.plan_status = why.clone();
-        }
-        Some(Start::Profile { trace, plan }) => {
-            s.plan = Some(plan.display().to_string());
-            s.plan_status =
-                "none: auto mode profiled this run (the plan is written at exit)".into();
-            s.trace = Some(trace.display().to_string());
-        }
-        None => s.plan_status = "none".into(),
-    }
-    if dev.failed.load(std::sync::atomic::Ordering::Relaxed) {
-        s.errors
-            .push("an internal error turned this device to passthrough".into());
     }
     s
 }

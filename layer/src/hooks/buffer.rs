@@ -84,7 +84,7 @@ hook! {
             let mut req = vk::MemoryRequirements::default();
             (cx.dev.fp.get_buffer_memory_requirements)(device, *out, &mut req);
             let (key, stack) = if cx.dev.wants_key(i.size) {
-                let (hash, frames) = crate::callsite::site(cx.dev);
+                let (hash, frames) = cx.dev.site();
                 let key = cx.dev.state.buffer_keys.key(hash, i.size, usage.as_raw(), i.flags.as_raw());
                 (Some(key), frames)
             } else {

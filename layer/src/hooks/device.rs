@@ -3,7 +3,9 @@
 //! layer's pointers, so no call passes through echo).
 
 use super::HookId;
-use crate::dispatch::{self, cstr, key_of, raw, Decision, DeviceData, InstanceData, PanicAt};
+use crate::dispatch::{
+    self, cstr, key_of, raw, Decision, Device, DeviceData, InstanceData, PanicAt,
+};
 use crate::ffi_guard::{guard_value, layer_failed};
 use crate::hooks::instance::proc_typed;
 use crate::loader;
@@ -335,25 +337,27 @@ pub unsafe extern "system" fn vkCreateDevice(
             dispatch::insert_device(
                 key,
                 DeviceData {
-                    handle: device,
-                    index: crate::lifetime::next_device_index(),
-                    stats_written: AtomicBool::new(false),
-                    key_floor: std::sync::atomic::AtomicU64::new(u64::MAX),
-                    physical_device: pd,
-                    instance: inst.clone(),
-                    next_gdpa: gdpa,
-                    fp,
+                    device: Device {
+                        handle: device,
+                        index: crate::lifetime::next_device_index(),
+                        stats_written: AtomicBool::new(false),
+                        key_floor: std::sync::atomic::AtomicU64::new(u64::MAX),
+                        physical_device: pd,
+                        instance: inst.clone(),
+                        next_gdpa: gdpa,
+                        fp,
+                        settings,
+                        decision,
+                        extensions,
+                        added_extensions: added,
+                        sparse_binding: sparse_binding(&*info),
+                        api_version,
+                        failed: AtomicBool::new(false),
+                        state: DeviceState::default(),
+                    },
                     next,
                     aside_next,
-                    settings,
-                    decision,
-                    extensions,
-                    added_extensions: added,
-                    sparse_binding: sparse_binding(&*info),
-                    api_version,
-                    failed: AtomicBool::new(false),
                     panic_at,
-                    state: DeviceState::default(),
                     profile: std::sync::OnceLock::new(),
                     enforce: std::sync::OnceLock::new(),
                 },
@@ -361,7 +365,7 @@ pub unsafe extern "system" fn vkCreateDevice(
             if let Some(d) = dispatch::device(key) {
                 crate::coordinator::on_create_device(&d);
                 if d.decision.active && d.decision.mode == Mode::Profile {
-                    crate::profile::start(&d, None);
+                    crate::coordinator::profile_device(&d, None);
                 }
                 // Which objects need a stable key, now that the device knows what it does.
                 let floor = if !d.decision.active {
@@ -406,7 +410,7 @@ pub unsafe extern "system" fn vkDestroyDevice(
         guard_value(
             "vkDestroyDevice",
             || (),
-            || crate::enforce::on_destroy_device(d),
+            || crate::coordinator::on_destroy_device(d),
         );
     }
     if let Some(d) = &dev {

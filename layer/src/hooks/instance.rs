@@ -187,7 +187,7 @@ pub unsafe extern "system" fn vkDestroyInstance(
                             if let Some(p) = d.profile() {
                                 p.on_exit();
                             }
-                            crate::enforce::finish_device(&d, "instance destroyed");
+                            crate::coordinator::finish_device(&d, "instance destroyed");
                         }
                     }
                 },

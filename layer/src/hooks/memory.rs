@@ -158,7 +158,7 @@ hook! {
             let i = &*info;
             if cx.dev.wants_key(i.allocation_size) {
                 let flags = allocate_flags(i);
-                let (hash, _) = crate::callsite::site(cx.dev);
+                let (hash, _) = cx.dev.site();
                 site_hash = Some(hash);
                 let keys = &cx.dev.state.memory_keys;
                 let peek = keys.peek(hash, i.allocation_size, i.memory_type_index, flags);
@@ -236,7 +236,7 @@ hook! {
             } else if cx.dev.wants_key(i.allocation_size) {
                 let (hash, frames) = match site_hash {
                     Some(h) => (h, Vec::new()),
-                    None => crate::callsite::site(cx.dev),
+                    None => cx.dev.site(),
                 };
                 let key = cx.dev.state.memory_keys.key(hash, i.allocation_size, i.memory_type_index, alloc_flags);
                 (Some(key), frames)

@@ -2,7 +2,7 @@
 //! mapping of profile mode and of guarded enforce: the extension, and the alignment a host
 //! pointer must have.
 
-use crate::dispatch::DeviceData;
+use crate::records::Device;
 use ash::vk;
 use std::ffi::{c_void, CStr};
 
@@ -10,7 +10,7 @@ use std::ffi::{c_void, CStr};
 pub const EXT_MEMORY_HOST: &CStr = c"VK_EXT_external_memory_host";
 
 /// `minImportedHostPointerAlignment`, through the next layer (0 when it cannot be asked).
-pub fn import_alignment(dev: &DeviceData) -> u64 {
+pub fn import_alignment(dev: &Device) -> u64 {
     let Some(inst) = &dev.instance else { return 0 };
     let Some(gpdp2) = inst.properties2(dev.physical_device) else {
         return 0;

@@ -7,11 +7,11 @@
 
 use super::sink::{self, Sink};
 use super::watch::{self as guard, GuardError};
-use crate::dispatch::{raw, DeviceData};
-use crate::dispatch::{HandleMap, HandleSet};
 use crate::hostmem::import::{import_alignment, EXT_MEMORY_HOST};
 use crate::hostmem::memfd::{BufferPatch, DoubleMap};
 use crate::log;
+use crate::records::{raw, Device};
+use crate::records::{HandleMap, HandleSet};
 use crate::reflect;
 use crate::state::{UpdateTemplate, Written};
 use ash::vk;
@@ -88,11 +88,11 @@ pub struct Profiler {
     /// Sampled candidates left unprotected in the current window (its `Window` record lists
     /// them): a map in this window must not arm them, or the trace would hold accesses in a
     /// window it calls unobserved.
-    unwatched_now: crate::dispatch::HandleSet<u64>,
+    unwatched_now: crate::records::HandleSet<u64>,
     /// Buffers a recorded copy names: a candidate's sampling starts only once its loop has
     /// begun (armed from its bind, the setup's writes would otherwise count toward the first
     /// `full_windows` and sampling would start before the loop's pattern was seen).
-    copied: crate::dispatch::HandleSet<u64>,
+    copied: crate::records::HandleSet<u64>,
     /// Windows of this device so far: one sampling decision per window for every sampled
     /// candidate, so the analyzer finds windows where all of a group's buffers were watched.
     window_count: AtomicU64,
@@ -136,7 +136,7 @@ fn owners() -> &'static HandleMap<u64, u32> {
     M.get_or_init(HandleMap::default)
 }
 
-fn default_trace_path(dev: &DeviceData) -> PathBuf {
+fn default_trace_path(dev: &Device) -> PathBuf {
     let exe = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
@@ -150,11 +150,9 @@ fn default_trace_path(dev: &DeviceData) -> PathBuf {
 /// Start profiling `dev` (an active device): open the trace (the `trace` setting, else
 /// `<cache_dir>/traces/<exe>-<pid>.jsonl`, or `trace` when given), record `DeviceCreate`.
 /// An unwritable trace is one warning and no profiling: the application runs unchanged.
-/// Returns whether profiling started. Auto mode calls this too.
-pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
-    if dev.profile.get().is_some() {
-        return true;
-    }
+/// Returns the recorder when profiling started (the coordinator keeps it in the device's
+/// record). Auto mode calls this too.
+pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
     let sink: &'static Sink = match sink::global() {
         Some(s) => s,
         None => {
@@ -189,7 +187,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
             let (s, warning) = Sink::open_or_disabled(&path, &header, max_bytes);
             if let Some(w) = warning {
                 log::warn!("{w}; profile mode records nothing, the application runs unchanged");
-                return false;
+                return None;
             }
             sink::install_global(s);
             match sink::global() {
@@ -197,7 +195,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
                     log::info!("profile: writing trace {}", path.display());
                     s
                 }
-                None => return false,
+                None => return None,
             }
         }
     };
@@ -207,7 +205,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
             sink.path().map_or("?".into(), |p| p.display().to_string()),
             dev.decision.name
         );
-        return false;
+        return None;
     }
     let env = crate::settings::env_lookup(crate::settings::secure_execution());
     let ext = dev
@@ -221,7 +219,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
     let host_ptr_props = if ext {
         dev.next_proc(c"vkGetMemoryHostPointerPropertiesEXT")
             // SAFETY: resolved by that name.
-            .map(|f| unsafe { crate::dispatch::typed(f) })
+            .map(|f| unsafe { crate::records::typed(f) })
     } else {
         None
     };
@@ -229,7 +227,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         .next_proc(c"vkGetSemaphoreCounterValue")
         .or_else(|| dev.next_proc(c"vkGetSemaphoreCounterValueKHR"))
         // SAFETY: resolved by that name.
-        .map(|f| unsafe { crate::dispatch::typed(f) });
+        .map(|f| unsafe { crate::records::typed(f) });
     let validate = dev.settings.validate;
     let double_map = validate
         && ext
@@ -292,8 +290,7 @@ pub fn start(dev: &DeviceData, trace: Option<&Path>) -> bool {
         },
     );
     LIVE.fetch_add(1, Ordering::Relaxed);
-    let _ = dev.profile.set(p);
-    true
+    Some(p)
 }
 
 /// A patched `vkAllocateMemory` that imports a double mapping's driver view (the mapping
@@ -331,7 +328,7 @@ impl Profiler {
     /// `info` must be a valid allocate info.
     pub unsafe fn prepare_import(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         info: &vk::MemoryAllocateInfo<'_>,
     ) -> Option<Box<Import>> {
         if !self.double_map || !self.guard_ok.load(Ordering::Relaxed) {
@@ -413,7 +410,7 @@ impl Profiler {
     /// `info` must be the application's valid allocate info.
     pub unsafe fn on_allocate(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         memory: u64,
         info: &vk::MemoryAllocateInfo<'_>,
         import: Option<Box<Import>>,
@@ -453,7 +450,7 @@ impl Profiler {
 
     /// Before `vkFreeMemory`: disarm what lives in it, record. Returns the double mapping to
     /// drop AFTER the call went down.
-    pub fn before_free_memory(&self, dev: &DeviceData, memory: u64) -> Option<DoubleMap> {
+    pub fn before_free_memory(&self, dev: &Device, memory: u64) -> Option<DoubleMap> {
         // vkFreeMemory(VK_NULL_HANDLE) is a valid no-op (ffmpeg's Vulkan filters do it).
         if memory == 0 {
             return None;
@@ -486,7 +483,7 @@ impl Profiler {
     }
 
     /// Before `vkUnmapMemory`.
-    pub fn before_unmap(&self, dev: &DeviceData, memory: u64) {
+    pub fn before_unmap(&self, dev: &Device, memory: u64) {
         self.disarm_memory(dev, memory);
         if self.on() {
             self.rec(Event::UnmapMemory { memory });
@@ -520,7 +517,7 @@ impl Profiler {
     // ----------------------------------------------------------------------------- buffers
 
     /// After a successful `vkCreateBuffer` (state already recorded).
-    pub fn on_create_buffer(&self, dev: &DeviceData, buffer: u64) {
+    pub fn on_create_buffer(&self, dev: &Device, buffer: u64) {
         if !self.on() {
             return;
         }
@@ -562,7 +559,7 @@ impl Profiler {
     }
 
     /// After a successful bind (the buffer's state already says where it is bound).
-    pub fn on_bind(&self, dev: &DeviceData, buffer: u64, memory: u64, offset: u64) {
+    pub fn on_bind(&self, dev: &Device, buffer: u64, memory: u64, offset: u64) {
         if self.on() {
             self.rec(Event::BindBuffer {
                 buffer,
@@ -578,7 +575,7 @@ impl Profiler {
     /// After a successful `vkMapMemory` (the memory's state already holds the mapping): every
     /// buffer ≥ `min_bytes` bound into it is armed now — before the application can touch the
     /// new mapping, not at the next window.
-    pub fn after_map(&self, dev: &DeviceData, memory: u64) {
+    pub fn after_map(&self, dev: &Device, memory: u64) {
         if !self.validate || !self.guard_ok.load(Ordering::Relaxed) {
             return;
         }
@@ -607,7 +604,7 @@ impl Profiler {
     /// reachable, so the trace holds every host access to it since its bind, and says so with
     /// a `Watched` record — for the staging side and for a partner that lives in mapped memory
     /// too (allocators map whole blocks).
-    fn watch(&self, dev: &DeviceData, buffer: u64) {
+    fn watch(&self, dev: &Device, buffer: u64) {
         if !self.validate || !self.guard_ok.load(Ordering::Relaxed) {
             return;
         }
@@ -717,7 +714,7 @@ impl Profiler {
     }
 
     /// Whether `buffer` is bound to memory that is mapped now.
-    fn mapped(dev: &DeviceData, buffer: u64) -> bool {
+    fn mapped(dev: &Device, buffer: u64) -> bool {
         let Some(mem) = dev.state.buffers.get(&buffer).and_then(|b| b.bound) else {
             return false;
         };
@@ -728,14 +725,7 @@ impl Profiler {
     }
 
     /// `vkCmdCopyBuffer`/`vkCmdCopyBuffer2`: record, and note candidate staging buffers.
-    pub fn on_copy(
-        &self,
-        dev: &DeviceData,
-        cmd: u64,
-        src: u64,
-        dst: u64,
-        regions: Vec<CopyRegion>,
-    ) {
+    pub fn on_copy(&self, dev: &Device, cmd: u64, src: u64, dst: u64, regions: Vec<CopyRegion>) {
         if self.validate && self.guard_ok.load(Ordering::Relaxed) {
             if self.sample_every > 1 {
                 self.copied.insert(src);
@@ -1210,7 +1200,7 @@ impl Profiler {
 
     /// Before `vkQueueSubmit*` goes down: close the host window (drain), open the GPU window
     /// (arm). Returns the sequence number the submission is recorded at.
-    pub fn before_submit(&self, dev: &DeviceData) -> u64 {
+    pub fn before_submit(&self, dev: &Device) -> u64 {
         // The submission's number first: the window it opens (and its `Window` record) follows it.
         let seq = sink::next_seq();
         self.window(dev);
@@ -1233,7 +1223,7 @@ impl Profiler {
     }
 
     /// A host completion observation (`event`), then a new window.
-    pub fn observed(&self, dev: &DeviceData, event: Event) {
+    pub fn observed(&self, dev: &Device, event: Event) {
         if self.on() {
             self.rec(event);
         }
@@ -1253,7 +1243,7 @@ impl Profiler {
     /// `fences` must hold `count` fences.
     pub unsafe fn on_fences_waited(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         count: u32,
         fences: *const vk::Fence,
         wait_all: bool,
@@ -1277,7 +1267,7 @@ impl Profiler {
     ///
     /// # Safety
     /// `info` must be valid.
-    pub unsafe fn on_semaphores_waited(&self, dev: &DeviceData, info: &vk::SemaphoreWaitInfo<'_>) {
+    pub unsafe fn on_semaphores_waited(&self, dev: &Device, info: &vk::SemaphoreWaitInfo<'_>) {
         let n = info.semaphore_count as usize;
         if n == 0 || info.p_semaphores.is_null() || info.p_values.is_null() {
             return;
@@ -1314,7 +1304,7 @@ impl Profiler {
 
     /// Close the current window: each access the guard caught becomes a `HostAccess` event at
     /// the sequence number taken at the fault; then re-arm every candidate that is mapped.
-    fn window(&self, dev: &DeviceData) {
+    fn window(&self, dev: &Device) {
         if !self.validate || !self.guard_ok.load(Ordering::Relaxed) {
             return;
         }
@@ -1395,7 +1385,7 @@ impl Profiler {
 
     /// Arms candidate `b`'s range in the current mapping (nothing when it is not mapped);
     /// `false` when validation stopped for good.
-    fn arm_one(&self, dev: &DeviceData, b: u64) -> bool {
+    fn arm_one(&self, dev: &Device, b: u64) -> bool {
         let Some((ptr, len)) = self.range_of(dev, b) else {
             if self.import_missing(dev, b) {
                 self.unvalidated(b, "its allocation could not be double-mapped");
@@ -1450,7 +1440,7 @@ impl Profiler {
 
     /// Candidate `b` is mapped, but its allocation has no double mapping (the import failed):
     /// its host accesses cannot be seen.
-    fn import_missing(&self, dev: &DeviceData, b: u64) -> bool {
+    fn import_missing(&self, dev: &Device, b: u64) -> bool {
         if !self.double_map {
             return false;
         }
@@ -1480,7 +1470,7 @@ impl Profiler {
     /// mapping, in the application's view of a double mapping, or in the driver's mapping
     /// where there is no double mapping and the device has no import extension (a real GPU
     /// does not use the CPU page tables). `None`: nothing to arm.
-    fn range_of(&self, dev: &DeviceData, b: u64) -> Option<(usize, usize)> {
+    fn range_of(&self, dev: &Device, b: u64) -> Option<(usize, usize)> {
         let st = dev.state.buffers.get(&b)?;
         let (mem, off) = st.bound?;
         let size = st.size;
@@ -1500,7 +1490,7 @@ impl Profiler {
         Some((map.ptr + (lo - map.offset) as usize, (hi - lo) as usize))
     }
 
-    fn disarm_memory(&self, dev: &DeviceData, memory: u64) {
+    fn disarm_memory(&self, dev: &Device, memory: u64) {
         if !self.validate {
             return;
         }
@@ -1514,7 +1504,7 @@ impl Profiler {
 
     /// `vkDestroyDevice`: last window, disarm, log the guard's counters; the last profiler of
     /// the process finishes the trace.
-    pub fn on_destroy_device(&self, dev: &DeviceData) {
+    pub fn on_destroy_device(&self, dev: &Device) {
         if self.validate {
             self.drain();
             for b in self.candidates.iter() {
@@ -1640,7 +1630,7 @@ pub unsafe fn batches_v1(count: u32, submits: *const vk::SubmitInfo<'_>) -> Vec<
                 }
             };
             let sems = |p: *const vk::Semaphore, n: u32| -> Vec<u64> {
-                crate::dispatch::slice(p, n)
+                crate::records::slice(p, n)
                     .iter()
                     .map(|x| raw(*x))
                     .collect()
@@ -1674,7 +1664,7 @@ pub unsafe fn batches_v1(count: u32, submits: *const vk::SubmitInfo<'_>) -> Vec<
                 })
                 .collect();
             let command_buffers =
-                crate::dispatch::slice(s.p_command_buffers, s.command_buffer_count)
+                crate::records::slice(s.p_command_buffers, s.command_buffer_count)
                     .iter()
                     .map(|c| raw(*c))
                     .collect();
@@ -1696,7 +1686,7 @@ pub unsafe fn batches_v2(count: u32, submits: *const vk::SubmitInfo2<'_>) -> Vec
         return Vec::new();
     }
     let sems = |p: *const vk::SemaphoreSubmitInfo<'_>, n: u32| -> Vec<(u64, u64)> {
-        crate::dispatch::slice(p, n)
+        crate::records::slice(p, n)
             .iter()
             .map(|s| (raw(s.semaphore), s.value))
             .collect()
@@ -1704,7 +1694,7 @@ pub unsafe fn batches_v2(count: u32, submits: *const vk::SubmitInfo2<'_>) -> Vec
     std::slice::from_raw_parts(submits, count as usize)
         .iter()
         .map(|s| SubmitBatch {
-            command_buffers: crate::dispatch::slice(
+            command_buffers: crate::records::slice(
                 s.p_command_buffer_infos,
                 s.command_buffer_info_count,
             )

@@ -7,7 +7,7 @@
 //! map is a `DashMap`, so recording from many threads takes no global lock.
 
 use crate::callsite::KeyAllocator;
-use crate::dispatch::HandleMap;
+use crate::handles::HandleMap;
 use ash::vk;
 use echo_analyzer::trace::{Frame, ObjectKey};
 use std::collections::HashSet;
@@ -123,9 +123,9 @@ pub struct ImageImports {
     /// Some image could not carry the handle type: allocate as asked from now on.
     pub refused: std::sync::atomic::AtomicBool,
     /// Those images (while `refused`), until destroyed.
-    pub unimportable: crate::dispatch::HandleSet<u64>,
+    pub unimportable: crate::handles::HandleSet<u64>,
     /// Allocations echo imported (profile's double mapping, guarded enforce), until freed.
-    pub imported: crate::dispatch::HandleSet<u64>,
+    pub imported: crate::handles::HandleSet<u64>,
 }
 
 impl ImageImports {

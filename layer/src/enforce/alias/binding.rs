@@ -6,8 +6,8 @@
 
 use super::mapping::map_whole;
 use super::{check_redirect, req_of, Bind, BufRt, Enforcer, Inner, Redirect, Slot, Target};
-use crate::dispatch::DeviceData;
 use crate::log;
+use crate::records::Device;
 use ash::vk;
 use ash::vk::Handle;
 use echo_analyzer::apply::Role;
@@ -93,7 +93,7 @@ impl Enforcer {
         &self,
         dedicated_to: Option<u64>,
         type_index: u32,
-        dev: &DeviceData,
+        dev: &Device,
     ) -> Option<u32> {
         let d = dedicated_to?;
         if self.host_visible(type_index) {
@@ -121,7 +121,7 @@ impl Enforcer {
 
     /// `vkAllocateMemory` succeeded (state recorded, with the key of the application's request);
     /// `switched`: the type [`Self::allocation_type`] chose instead.
-    pub fn memory_allocated(&self, dev: &DeviceData, memory: u64, switched: Option<u32>) {
+    pub fn memory_allocated(&self, dev: &Device, memory: u64, switched: Option<u32>) {
         let key = {
             let Some(mut s) = dev.state.memory.get_mut(&memory) else {
                 return;
@@ -154,7 +154,7 @@ impl Enforcer {
     /// extension structures (never deferred).
     pub fn bind(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         buffer: u64,
         memory: u64,
         offset: u64,
@@ -231,7 +231,7 @@ impl Enforcer {
     /// `StagingIntoDevice`, member 0 for the device buffer of `DeviceIntoStaging`.
     pub(super) fn host_binding(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &Inner,
         guest: Slot,
     ) -> Option<(u64, u64)> {
@@ -276,7 +276,7 @@ impl Enforcer {
     }
 
     /// The host of group `g` was just bound: bind every guest that waited for it.
-    fn release_guests(&self, dev: &DeviceData, inner: &mut Inner, g: u32) {
+    fn release_guests(&self, dev: &Device, inner: &mut Inner, g: u32) {
         let waiting: Vec<(u64, Slot, u64, u64)> = inner
             .bufs
             .iter()
@@ -302,7 +302,7 @@ impl Enforcer {
     #[allow(clippy::too_many_arguments)]
     fn alias(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         slot: Slot,
         buffer: u64,
@@ -383,7 +383,7 @@ impl Enforcer {
     /// of `h`'s own allocation `memory`.
     fn plan_staging_alias(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         slot: Slot,
         h: u64,
@@ -465,7 +465,7 @@ impl Enforcer {
     /// where it reads them: refuse (nothing is lost; the group is not applied) — unless the plan
     /// says the device buffer lives in a mapped block whose bytes under it the host never
     /// touches and no GPU command reads before writing (`device_mapped`, issue 12).
-    fn refuse_written_guest(&self, dev: &DeviceData, memory: u64) -> Result<(), String> {
+    fn refuse_written_guest(&self, dev: &Device, memory: u64) -> Result<(), String> {
         if dev.state.memory.get(&memory).is_some_and(|s| s.host_mapped) {
             return Err(
                 "its own allocation was mapped by the host before the bind, and bytes written there would not be where the aliased buffer reads them"
@@ -480,7 +480,7 @@ impl Enforcer {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn check_staging_target(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &Inner,
         g: u32,
         m: usize,
@@ -554,7 +554,7 @@ impl Enforcer {
     /// `DeviceIntoStaging`: where device buffer `d` goes in member 0's memory.
     fn plan_device_alias(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         slot: Slot,
         d: u64,
@@ -608,7 +608,7 @@ impl Enforcer {
     /// A command, descriptor or map uses `buffer`: a bind still held back is done now, as the
     /// application asked.
     #[inline]
-    pub fn touch(&self, dev: &DeviceData, buffer: u64) {
+    pub fn touch(&self, dev: &Device, buffer: u64) {
         if self.pending.load(Ordering::Relaxed) == 0 {
             return;
         }
@@ -623,7 +623,7 @@ impl Enforcer {
     /// same program cannot hold, since the profile stepped aside from it — echo says so once.
     pub fn on_aside(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         cmd: Option<u64>,
         command: &str,
         everything: bool,
@@ -658,7 +658,7 @@ impl Enforcer {
     /// Binds as asked every held-back guest `pick(buffer, memory, slot)` selects.
     pub(super) fn force_pending(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         pick: impl Fn(u64, u64, Slot) -> bool,
     ) {
@@ -710,7 +710,7 @@ impl Carry {
     /// `(memory, physical)`: the application's handle (its size is in the state) and the
     /// allocation that holds its bytes at the driver (the same, unless echo made it late).
     fn prepare(
-        dev: &DeviceData,
+        dev: &Device,
         (memory, physical): (u64, u64),
         offset: u64,
         len: u64,
@@ -752,7 +752,7 @@ impl Carry {
     }
 
     /// Copies the bytes and unmaps the source; returns the bytes moved.
-    fn run(self, dev: &DeviceData) -> u64 {
+    fn run(self, dev: &Device) -> u64 {
         // SAFETY: src is inside echo's own mapping of the staging allocation, dst inside echo's
         // mapping of the device allocation (checked by check_redirect), len within both; no GPU
         // work can use the range yet: the buffer is only now bound there.
@@ -773,7 +773,7 @@ impl Carry {
     }
 
     /// Unmaps the source without copying (the redirected bind failed).
-    fn abandon(self, dev: &DeviceData) {
+    fn abandon(self, dev: &Device) {
         // SAFETY: echo mapped it in `prepare`.
         unsafe { (dev.fp.unmap_memory)(dev.handle, vk::DeviceMemory::from_raw(self.memory)) };
     }
@@ -781,7 +781,7 @@ impl Carry {
 
 /// Binds through the next layer as asked and records where.
 pub(super) fn plain_bind(
-    dev: &DeviceData,
+    dev: &Device,
     buffer: u64,
     memory: u64,
     offset: u64,
@@ -797,7 +797,7 @@ pub(super) fn plain_bind(
 }
 
 /// Echo's own bind through the next layer (deferred binds).
-pub(super) fn fp_bind(dev: &DeviceData, buffer: u64, memory: u64, offset: u64) -> vk::Result {
+pub(super) fn fp_bind(dev: &Device, buffer: u64, memory: u64, offset: u64) -> vk::Result {
     // SAFETY: live handles of this device; the application asked for (or echo checked) the bind.
     unsafe {
         (dev.fp.bind_buffer_memory)(

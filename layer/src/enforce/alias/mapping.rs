@@ -5,8 +5,8 @@
 
 use super::binding::fp_bind;
 use super::{Bind, Enforcer, Inner, Redirect, Slot, Unmap};
-use crate::dispatch::DeviceData;
 use crate::log;
+use crate::records::Device;
 use crate::state::Mapping;
 use ash::vk;
 use ash::vk::Handle;
@@ -21,7 +21,7 @@ impl Enforcer {
     /// application's offset, size and flags).
     pub fn map(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         memory: u64,
         offset: u64,
         size: u64,
@@ -106,7 +106,7 @@ impl Enforcer {
     /// and every check passes.
     pub(super) fn predict_redirect(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         memory: u64,
     ) -> Option<Redirect> {
@@ -172,7 +172,7 @@ impl Enforcer {
 
     /// `vkUnmapMemory`: whether echo serves the mapping (the call must not go down), or which
     /// allocation to unmap through the next layer.
-    pub fn unmap(&self, dev: &DeviceData, memory: u64) -> Unmap {
+    pub fn unmap(&self, dev: &Device, memory: u64) -> Unmap {
         let mut inner = self.lock();
         if self.is_virtual(&inner, memory) {
             return self.unmap_virtual(dev, &mut inner, memory);
@@ -194,7 +194,7 @@ impl Enforcer {
     /// allocation (offsets rounded down and ends up to `nonCoherentAtomSize`). `None`: unchanged.
     pub fn translate_ranges(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         ranges: &[vk::MappedMemoryRange<'_>],
     ) -> Option<Vec<vk::MappedMemoryRange<'static>>> {
         if !self.any_alias.load(Ordering::Acquire) && !self.any_virtual.load(Ordering::Acquire) {
@@ -258,7 +258,7 @@ impl Enforcer {
     /// Maps `dmem` once through the next layer (or adopts the application's whole mapping).
     pub(super) fn ensure_echo_map(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         dmem: u64,
     ) -> Result<usize, String> {
@@ -295,7 +295,7 @@ impl Enforcer {
     /// A `vkMapMemory` echo serves itself: the application gets `ptr`, and the allocation is
     /// recorded as mapped (by the application, at `offset`, `len` bytes).
     pub(super) fn hand_out_map(
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         memory: u64,
         ptr: usize,
@@ -310,7 +310,7 @@ impl Enforcer {
         vk::Result::SUCCESS
     }
 
-    pub(super) fn coherent(&self, dev: &DeviceData, memory: u64) -> bool {
+    pub(super) fn coherent(&self, dev: &Device, memory: u64) -> bool {
         let ty = dev.state.memory.get(&memory).map_or(0, |m| m.type_index);
         self.type_flags
             .get(ty as usize)
@@ -319,7 +319,7 @@ impl Enforcer {
 }
 
 /// Maps all of `memory` through the next layer (echo's own mapping); the host address.
-pub(super) fn map_whole(dev: &DeviceData, memory: u64) -> Result<usize, vk::Result> {
+pub(super) fn map_whole(dev: &Device, memory: u64) -> Result<usize, vk::Result> {
     let mut p: *mut c_void = std::ptr::null_mut();
     // SAFETY: callers pass a live host-visible allocation of this device that nobody maps now.
     let r = unsafe {

@@ -21,9 +21,9 @@
 //! unless a bind is held back); `DeviceState`'s maps are only touched while it is held, never the
 //! other way round (hooks clone what they need out of `DeviceState` before calling in here).
 
-use crate::dispatch::DeviceData;
-use crate::dispatch::HandleMap;
 use crate::log;
+use crate::records::Device;
+use crate::records::HandleMap;
 use ash::vk;
 use echo_analyzer::apply::{check_redirect, PlanIndex, Target};
 use echo_analyzer::plan::Direction;
@@ -334,7 +334,7 @@ impl Enforcer {
     /// one that is created and not bound yet, in a type it allows).
     pub fn guard_wants(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         info: &vk::MemoryAllocateInfo<'_>,
         dedicated: Option<u64>,
     ) -> bool {

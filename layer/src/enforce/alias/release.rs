@@ -3,8 +3,8 @@
 //! gone lets a deferred free go down) and `vkDestroyDevice` (frees still deferred).
 
 use super::{Bind, DeferredFree, Enforcer, FreeAction, Slot};
-use crate::dispatch::DeviceData;
 use crate::log;
+use crate::records::Device;
 use ash::vk;
 use ash::vk::Handle;
 use std::sync::atomic::Ordering;
@@ -17,7 +17,7 @@ impl Enforcer {
     /// allocation echo never made).
     pub fn free(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         memory: u64,
         alloc: *const vk::AllocationCallbacks<'_>,
     ) -> FreeAction {
@@ -70,7 +70,7 @@ impl Enforcer {
 
     /// `vkDestroyBuffer` (before the call goes down): forget the buffer; the memory to free once
     /// the call went down, when it was the last guest of a deferred free.
-    pub fn buffer_destroyed(&self, dev: &DeviceData, buffer: u64) -> Option<DeferredFree> {
+    pub fn buffer_destroyed(&self, dev: &Device, buffer: u64) -> Option<DeferredFree> {
         let bound = dev.state.buffers.get(&buffer).and_then(|b| b.bound);
         let mut inner = self.lock();
         if let Some(b) = inner.bufs.remove(&buffer) {
@@ -103,7 +103,7 @@ impl Enforcer {
     }
 
     /// Frees a memory whose free was deferred.
-    pub fn free_now(&self, dev: &DeviceData, f: DeferredFree) {
+    pub fn free_now(&self, dev: &Device, f: DeferredFree) {
         log::debug!("enforce: deferred free of {:#x} done", f.0);
         dev.state.memory.remove(&f.0);
         let cb = f.1.as_ref().map_or(std::ptr::null(), |c| &c.0 as *const _);
@@ -114,7 +114,7 @@ impl Enforcer {
     }
 
     /// `vkDestroyDevice` (before the call goes down): frees still deferred.
-    pub fn device_destroyed(&self, dev: &DeviceData) {
+    pub fn device_destroyed(&self, dev: &Device) {
         let due: Vec<DeferredFree> = {
             let mut inner = self.lock();
             let ids: Vec<u64> = inner

@@ -31,8 +31,8 @@ use super::mapping::map_whole;
 use super::{
     check_redirect, req_of, Bind, Callbacks, DeferredFree, Enforcer, Inner, Redirect, Slot, Target,
 };
-use crate::dispatch::DeviceData;
 use crate::log;
+use crate::records::Device;
 use ash::vk;
 use ash::vk::Handle;
 use echo_analyzer::apply::{may_skip_allocation, AllocChain};
@@ -159,7 +159,7 @@ impl Enforcer {
     /// already taken (`Err(Some)`) or not (`Err(None)`).
     pub fn skip_allocation(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         key: &ObjectKey,
         info: &vk::MemoryAllocateInfo<'_>,
         chain: &AllocChain,
@@ -236,7 +236,7 @@ impl Enforcer {
     /// memory, shift, member range). An empty error: not planned (nothing to say).
     fn may_skip(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &Inner,
         key: &ObjectKey,
         info: &vk::MemoryAllocateInfo<'_>,
@@ -318,7 +318,7 @@ impl Enforcer {
     /// the real one, made now if need be (`why`: the unforeseen use, for the log).
     pub(super) fn driver_memory(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         memory: u64,
         why: &str,
@@ -332,7 +332,7 @@ impl Enforcer {
     /// [`Self::driver_memory`] for hooks outside the enforcer (image binds, exports).
     pub fn driver_memory_now(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         memory: u64,
         why: &str,
     ) -> Result<u64, vk::Result> {
@@ -364,7 +364,7 @@ impl Enforcer {
     /// the allocation first when echo did not make it; records where the buffer is.
     pub(super) fn plain_bind(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         buffer: u64,
         memory: u64,
@@ -402,7 +402,7 @@ impl Enforcer {
     /// handle (or the driver's error, for the call that needed it).
     pub(super) fn materialize(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         memory: u64,
         why: &str,
@@ -546,7 +546,7 @@ impl Enforcer {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn map_virtual(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         memory: u64,
         offset: u64,
@@ -605,7 +605,7 @@ impl Enforcer {
     }
 
     /// `vkUnmapMemory` of an allocation echo did not make.
-    pub(super) fn unmap_virtual(&self, dev: &DeviceData, inner: &mut Inner, memory: u64) -> Unmap {
+    pub(super) fn unmap_virtual(&self, dev: &Device, inner: &mut Inner, memory: u64) -> Unmap {
         if let Some(mut s) = dev.state.memory.get_mut(&memory) {
             s.mapped = None;
         }
@@ -633,12 +633,7 @@ impl Enforcer {
     /// `vkFreeMemory` of an allocation echo did not make: forget it (freeing the real one if
     /// echo made it late), and leave the device buffer's memory; if that memory's free waited
     /// only for it, that free is due now.
-    pub(super) fn free_virtual(
-        &self,
-        dev: &DeviceData,
-        inner: &mut Inner,
-        memory: u64,
-    ) -> FreeAction {
+    pub(super) fn free_virtual(&self, dev: &Device, inner: &mut Inner, memory: u64) -> FreeAction {
         if self.is_block(inner, memory) {
             return match self.free_block(dev, inner, memory) {
                 Some(memory) => FreeAction::Down { memory, then: None },
@@ -672,7 +667,7 @@ impl Enforcer {
     /// bytes the member left in the device buffer's memory are copied into it and its maps are
     /// of it from now on (a resource bound there later sees them). An allocation echo never made
     /// keeps being served from the device buffer's memory, which holds them.
-    pub(super) fn member_gone(&self, dev: &DeviceData, inner: &mut Inner, member: (u32, usize)) {
+    pub(super) fn member_gone(&self, dev: &Device, inner: &mut Inner, member: (u32, usize)) {
         let Some((memory, real, home, (lo, hi))) = inner.mems.iter().find_map(|(&k, m)| {
             let v = m.virt.as_ref()?;
             (v.member == member && m.redirect.is_some())

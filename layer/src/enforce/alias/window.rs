@@ -34,8 +34,8 @@
 
 use super::mapping::map_whole;
 use super::{Callbacks, Enforcer, Inner, Slot};
-use crate::dispatch::DeviceData;
 use crate::log;
+use crate::records::Device;
 use ash::vk;
 use ash::vk::Handle;
 use echo_analyzer::apply::AllocChain;
@@ -79,7 +79,7 @@ impl Block {
 /// Allocates at the driver as the application asked (type, size, dedicated buffer, priority,
 /// callbacks).
 pub(super) fn allocate_like(
-    dev: &DeviceData,
+    dev: &Device,
     type_index: u32,
     size: u64,
     dedicated: Option<u64>,
@@ -119,7 +119,7 @@ pub(super) fn allocate_like(
     Ok(out.as_raw())
 }
 
-fn free_like(dev: &DeviceData, memory: u64, callbacks: Option<&Callbacks>) {
+fn free_like(dev: &Device, memory: u64, callbacks: Option<&Callbacks>) {
     let cb = callbacks.map_or(std::ptr::null(), |c| &c.0 as *const _);
     // SAFETY: echo made this allocation; nothing of the application's lives in it any more.
     unsafe { (dev.fp.free_memory)(dev.handle, vk::DeviceMemory::from_raw(memory), cb) };
@@ -135,7 +135,7 @@ impl Enforcer {
     /// `block_memory`): echo's handle, or `None` (the call goes down as asked).
     pub(super) fn skip_block(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         key: &ObjectKey,
         info: &vk::MemoryAllocateInfo<'_>,
         chain: &AllocChain,
@@ -285,7 +285,7 @@ impl Enforcer {
     /// there, else into the overflow (made now).
     pub(super) fn bind_block(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         buffer: u64,
         memory: u64,
@@ -328,7 +328,7 @@ impl Enforcer {
 
     /// A resource bound across the window's edge into the overflow: it gets the window's bytes
     /// as they are now.
-    fn straddle(&self, dev: &DeviceData, inner: &mut Inner, memory: u64, what: &str) {
+    fn straddle(&self, dev: &Device, inner: &mut Inner, memory: u64, what: &str) {
         let Some(b) = inner.mems.get_mut(&memory).and_then(|m| m.block.as_mut()) else {
             return;
         };
@@ -365,7 +365,7 @@ impl Enforcer {
     }
 
     /// Flushes (when not coherent) and unmaps echo's whole mapping of `memory`.
-    unsafe fn flush_unmap(&self, dev: &DeviceData, memory: u64) {
+    unsafe fn flush_unmap(&self, dev: &Device, memory: u64) {
         let ty = dev.state.memory.get(&memory).map(|m| m.type_index);
         let coherent = ty.is_some_and(|t| {
             self.type_flags
@@ -387,7 +387,7 @@ impl Enforcer {
     /// held: the window's and each aliased device buffer's (from its staging memory).
     pub(super) fn materialize_block(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         memory: u64,
         why: &str,
@@ -489,7 +489,7 @@ impl Enforcer {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn map_block(
         &self,
-        dev: &DeviceData,
+        dev: &Device,
         inner: &mut Inner,
         memory: u64,
         offset: u64,
@@ -575,12 +575,7 @@ impl Enforcer {
 
     /// `vkFreeMemory` of a block: the window is freed here; the overflow (if made) is what the
     /// call frees at the driver.
-    pub(super) fn free_block(
-        &self,
-        dev: &DeviceData,
-        inner: &mut Inner,
-        memory: u64,
-    ) -> Option<u64> {
+    pub(super) fn free_block(&self, dev: &Device, inner: &mut Inner, memory: u64) -> Option<u64> {
         let b = inner.mems.remove(&memory)?.block?;
         if let Some((w, _)) = b.window {
             free_like(dev, w, b.callbacks.as_ref());
