@@ -742,7 +742,17 @@ unsafe extern "system" fn create_instance(
     let fp = ash::InstanceFnV1_0::load(|n| {
         gipa(handle, n.as_ptr()).map_or(std::ptr::null(), |f| f as *const c_void)
     });
-    let get = |a: &CStr, b: &CStr| gipa(handle, a.as_ptr()).or_else(|| gipa(handle, b.as_ptr()));
+    // A 1.0 instance may call only the KHR names (VK_KHR_get_physical_device_properties2, which
+    // the application or a layer above enabled); calling the core name there is
+    // UNASSIGNED-API-Version-Violation. From 1.1 on, the core name.
+    let api = (*info)
+        .p_application_info
+        .as_ref()
+        .map_or(vk::API_VERSION_1_0, |a| a.api_version);
+    let get = |core: &CStr, khr: &CStr| {
+        let (a, b) = if api >= vk::API_VERSION_1_1 { (core, khr) } else { (khr, core) };
+        gipa(handle, a.as_ptr()).or_else(|| gipa(handle, b.as_ptr()))
+    };
     let data = Box::leak(Box::new(Instance {
         handle,
         gipa,
