@@ -7,8 +7,8 @@ use echo_analyzer::analysis::explain;
 use echo_analyzer::plan::{parse_plan, Thresholds};
 use echo_analyzer::settings::parse_u64;
 use echo_analyzer::show::{self, Inputs};
-use echo_symbols::Symbolizer;
 use echo_analyzer::trace::read_trace;
+use echo_symbols::Symbolizer;
 use std::path::{Path, PathBuf};
 
 /// One run as a self-contained HTML page (or Perfetto's Chrome JSON trace events).
@@ -30,7 +30,12 @@ pub struct Args {
     #[arg(long, value_name = "F", default_value = "html", value_parser = ["html", "perfetto", "chrome"])]
     pub format: String,
     /// Where to write it (default: TRACE with .html or .perfetto.json)
-    #[arg(short = 'o', long = "output", visible_alias = "out", value_name = "OUT")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        visible_alias = "out",
+        value_name = "OUT"
+    )]
     pub out: Option<PathBuf>,
     /// Leave creation sites as module+offset
     #[arg(long)]
@@ -222,4 +227,3 @@ pub fn newest_cached_page(dir: &Path) -> Option<(String, Vec<u8>, String)> {
     let page = render(&trace, plan.as_deref(), None, Vec::new(), false, true).ok()?;
     Some(("show.html".into(), page.into_bytes(), name))
 }
-
