@@ -750,7 +750,11 @@ unsafe extern "system" fn create_instance(
         .as_ref()
         .map_or(vk::API_VERSION_1_0, |a| a.api_version);
     let get = |core: &CStr, khr: &CStr| {
-        let (a, b) = if api >= vk::API_VERSION_1_1 { (core, khr) } else { (khr, core) };
+        let (a, b) = if api >= vk::API_VERSION_1_1 {
+            (core, khr)
+        } else {
+            (khr, core)
+        };
         gipa(handle, a.as_ptr()).or_else(|| gipa(handle, b.as_ptr()))
     };
     let data = Box::leak(Box::new(Instance {
