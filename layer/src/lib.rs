@@ -21,6 +21,8 @@ mod profile;
 mod reflect;
 mod settings;
 mod spirv_access;
+#[cfg(test)]
+mod spirv_golden;
 mod state;
 #[cfg(test)]
 mod testutil;
