@@ -87,14 +87,25 @@ pub(crate) fn corpus() -> Option<Vec<(String, Option<Vec<u32>>)>> {
             } else {
                 "vulkan1.1"
             };
-            let mut variants: Vec<(String, Vec<&str>)> =
-                vec![(format!("build:{build_env}"), vec!["--target-env", build_env])];
+            let mut variants: Vec<(String, Vec<&str>)> = vec![(
+                format!("build:{build_env}"),
+                vec!["--target-env", build_env],
+            )];
             for env in ["vulkan1.0", "vulkan1.1", "vulkan1.2", "vulkan1.3"] {
                 variants.push((env.into(), vec!["--target-env", env]));
             }
-            variants.push(("vulkan1.1-g".into(), vec!["--target-env", "vulkan1.1", "-g"]));
-            variants.push(("vulkan1.3-gVS".into(), vec!["--target-env", "vulkan1.3", "-gVS"]));
-            variants.push(("vulkan1.2-Os".into(), vec!["--target-env", "vulkan1.2", "-Os"]));
+            variants.push((
+                "vulkan1.1-g".into(),
+                vec!["--target-env", "vulkan1.1", "-g"],
+            ));
+            variants.push((
+                "vulkan1.3-gVS".into(),
+                vec!["--target-env", "vulkan1.3", "-gVS"],
+            ));
+            variants.push((
+                "vulkan1.2-Os".into(),
+                vec!["--target-env", "vulkan1.2", "-Os"],
+            ));
             for (label, mut args) in variants {
                 args.insert(0, "-V");
                 let spv = tmp.join(format!("{n}.spv"));
@@ -118,7 +129,10 @@ pub(crate) fn corpus() -> Option<Vec<(String, Option<Vec<u32>>)>> {
         .arg(&vkfft)
         .status()
         .is_ok_and(|s| s.success());
-    assert!(unpacked, "cannot unpack layer/testdata/vkfft/modules.tar.xz (tar, xz)");
+    assert!(
+        unpacked,
+        "cannot unpack layer/testdata/vkfft/modules.tar.xz (tar, xz)"
+    );
     for (dir, label) in [
         (root.join("layer/testdata/naga"), "layer/testdata/naga"),
         (vkfft, "layer/testdata/vkfft/modules.tar.xz:"),
@@ -216,7 +230,11 @@ fn spirv_access_golden() {
             g.len()
         );
     }
-    eprintln!("{} modules, {} verdict lines: as golden", corpus.len(), g_len(&got));
+    eprintln!(
+        "{} modules, {} verdict lines: as golden",
+        corpus.len(),
+        g_len(&got)
+    );
 }
 
 fn g_len(s: &str) -> usize {
