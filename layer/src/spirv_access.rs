@@ -104,6 +104,11 @@ const IMAGE_SAMPLED_STORAGE: u32 = 2;
 /// Entry point name → `(set, binding)` → access.
 pub type Entries = HashMap<String, HashMap<(u32, u32), Access>>;
 
+/// Words in the module header (magic, version, generator, bound, schema).
+const HEADER_WORDS: usize = 5;
+/// An instruction's first word: its word count in the high half, the opcode in the low.
+const WORD_COUNT_SHIFT: u32 = 16;
+
 /// rspirv's `dr::Loader`, with the two valid placements it refuses filed here (module docs).
 struct Loader {
     inner: dr::Loader,
@@ -145,6 +150,18 @@ impl Consumer for Loader {
 pub fn load(words: &[u32]) -> Option<dr::Module> {
     if words.first() != Some(&rspirv::spirv::MAGIC_NUMBER) {
         return None;
+    }
+    // rspirv's decoder trusts an instruction's word count when it reads a literal string
+    // (`Decoder::string` slices `offset + count * 4` bytes unchecked): a count past the end of
+    // the words panics there (rspirv 0.12 and 0.13; found by the fuzz target). Every count is
+    // checked against the words first: 0, or past the end, is no module.
+    let mut at = HEADER_WORDS;
+    while at < words.len() {
+        let count = (words[at] >> WORD_COUNT_SHIFT) as usize;
+        if count == 0 || at + count > words.len() {
+            return None;
+        }
+        at += count;
     }
     let mut l = Loader {
         inner: dr::Loader::new(),
@@ -1313,6 +1330,13 @@ OpFunctionEnd
         assert!(analyze(&[rspirv::spirv::MAGIC_NUMBER, 0x10000, 0, 5, 0, 0x0005_0000]).is_none());
         assert!(analyze(&[rspirv::spirv::MAGIC_NUMBER, 0x10000, 0, 5, 0, 0]).is_none());
         assert!(analyze(&[1, 2, 3, 4, 5]).is_none());
+        // A string operand whose instruction claims more words than there are: rspirv's decoder
+        // panics on it unless the counts are checked first.
+        let h = [rspirv::spirv::MAGIC_NUMBER, 0x10000, 0, 5, 0];
+        let name = (10 << 16) | Op::Name as u32;
+        assert!(analyze(&[&h[..], &[name, 1, 0x6e69_616d]].concat()).is_none());
+        let import = (40 << 16) | Op::ExtInstImport as u32;
+        assert!(analyze(&[&h[..], &[import, 1, 0x4c53_4c47, 0x6474_732e]].concat()).is_none());
     }
 
     /// glslang, GLSL without `writeonly` (issue 24's case 1): the result binding is a write.

@@ -240,3 +240,132 @@ fn spirv_access_golden() {
 fn g_len(s: &str) -> usize {
     s.lines().count()
 }
+
+/// The stable stand-in for the `spirv_access` fuzz target (fuzz/, scripts/fuzz.sh): mutations
+/// of the corpus (bits flipped, words replaced by small numbers, ids and opcodes, word counts
+/// changed, ranges deleted, duplicated or swapped), each analysed without `catch_unwind`, so a
+/// panic in rspirv's parser or in the analysis fails the test. `VKECHO_FUZZ_ITERS` mutations
+/// (default 3000), from `VKECHO_FUZZ_SEED` (default 1).
+#[test]
+fn spirv_access_never_panics() {
+    let Some(corpus) = corpus() else {
+        eprintln!("note: glslangValidator not available; test skipped");
+        return;
+    };
+    // The modules as their build scripts compile them, naga's and VkFFT's smallest.
+    let mut seeds: Vec<Vec<u32>> = corpus
+        .iter()
+        .filter(|(l, _)| l.contains("[build:") || l.contains("-gVS]") || !l.contains('['))
+        .filter_map(|(_, w)| w.clone())
+        .filter(|w| w.len() < 8192)
+        .collect();
+    seeds.sort_by_key(Vec::len);
+    let iters: u64 = std::env::var("VKECHO_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000);
+    let mut x: u64 = std::env::var("VKECHO_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        | 1;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut parsed, mut answered) = (0u64, 0u64);
+    for it in 0..iters {
+        let mut w = seeds[(rnd() % seeds.len() as u64) as usize].clone();
+        for _ in 0..1 + rnd() % 4 {
+            let n = w.len().max(1);
+            let k = (rnd() % n as u64) as usize;
+            match rnd() % 8 {
+                0 => {
+                    if let Some(v) = w.get_mut(k) {
+                        *v ^= 1 << (rnd() % 32);
+                    }
+                }
+                1 => {
+                    if let Some(v) = w.get_mut(k) {
+                        *v = (rnd() % 64) as u32;
+                    }
+                }
+                // An opcode or a word count (instruction words' halves).
+                2 => {
+                    if let Some(v) = w.get_mut(k) {
+                        *v = (*v & 0xffff_0000) | (rnd() % 400) as u32;
+                    }
+                }
+                3 => {
+                    if let Some(v) = w.get_mut(k) {
+                        *v = (*v & 0xffff) | (((rnd() % 12) as u32) << 16);
+                    }
+                }
+                4 => {
+                    let e = (k + 1 + (rnd() % 16) as usize).min(w.len());
+                    w.drain(k.min(w.len())..e);
+                }
+                5 => {
+                    let e = (k + 1 + (rnd() % 16) as usize).min(w.len());
+                    let dup: Vec<u32> = w[k.min(w.len())..e].to_vec();
+                    let at = (rnd() % (w.len() as u64 + 1)) as usize;
+                    w.splice(at..at, dup);
+                }
+                6 => {
+                    let j = (rnd() % n as u64) as usize;
+                    if j < w.len() && k < w.len() {
+                        w.swap(j, k);
+                    }
+                }
+                _ => w.truncate(k),
+            }
+        }
+        let m = crate::spirv_access::load(&w);
+        parsed += m.is_some() as u64;
+        if let Some(m) = m {
+            answered += crate::spirv_access::analyze_module(&m).is_some() as u64;
+        }
+        if it == 0 {
+            // The unmutated seeds too.
+            for s in &seeds {
+                assert!(crate::spirv_access::analyze(s).is_some());
+            }
+        }
+    }
+    eprintln!(
+        "{iters} mutations of {} modules: {parsed} parsed, {answered} answered",
+        seeds.len()
+    );
+}
+
+/// `VKECHO_WRITE_SEEDS=DIR`: the corpus as seeds for the `spirv_access` fuzz target, in
+/// `DIR/spirv_access/` (scripts/fuzz.sh).
+#[test]
+fn write_spirv_seeds() {
+    let Ok(dir) = std::env::var("VKECHO_WRITE_SEEDS") else {
+        return;
+    };
+    let Some(corpus) = corpus() else {
+        eprintln!("note: glslangValidator not available; no SPIR-V seeds");
+        return;
+    };
+    let dir = Path::new(&dir).join("spirv_access");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (label, words) in corpus {
+        let Some(words) = words else { continue };
+        let name: String = label
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+}
