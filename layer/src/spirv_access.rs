@@ -8,8 +8,9 @@
 //! literals, enumerants), and the analysis below reads that module; no opcode number is written
 //! here. rspirv's own loader (`dr::load_words`) refuses two placements valid SPIR-V uses, so
 //! [`load`] hands it everything else and files those itself: `OpExecutionModeId` (glslang writes
-//! it for `local_size_x_id` from Vulkan 1.2 on) and `OpExtInst` outside a block (the
-//! `NonSemantic.Shader.DebugInfo.100` instructions of `glslangValidator -gV`).
+//! it for `local_size_x_id` from Vulkan 1.2 on) and `OpExtInst` (or
+//! `OpExtInstWithForwardRefsKHR`) outside a block (the `NonSemantic.Shader.DebugInfo.100`
+//! instructions of `glslangValidator -gV`).
 //!
 //! Per entry point, only the functions reachable from it through `OpFunctionCall` are looked
 //! at. A pointer to a descriptor variable is followed through `OpAccessChain`,
@@ -134,7 +135,7 @@ impl Consumer for Loader {
                 self.execution_modes.push(inst);
                 return ParseAction::Continue;
             }
-            Op::ExtInst if !self.in_block => {
+            Op::ExtInst | Op::ExtInstWithForwardRefsKHR if !self.in_block => {
                 self.global_ext_insts.push(inst);
                 return ParseAction::Continue;
             }
@@ -743,8 +744,9 @@ fn step(
         | Op::ImageQueryLevels
         | Op::ImageQuerySamples => {}
         // OpExtInst set instruction operands…: non-semantic sets (debug info) have no effect;
-        // any other with a followed operand is not understood.
-        Op::ExtInst => {
+        // any other with a followed operand is not understood. (OpExtInstWithForwardRefsKHR,
+        // SPV_KHR_relaxed_extended_instruction, is the same for non-semantic sets only.)
+        Op::ExtInst | Op::ExtInstWithForwardRefsKHR => {
             if !id(i, 0).is_some_and(|s| non_semantic.contains(&s)) {
                 rest(2, n, acts);
             }
@@ -1322,6 +1324,18 @@ OpFunctionEnd
             assert!(rspirv::dr::load_words(&words).is_err(), "{env} {g}");
             let m = analyze(&words).expect("a module");
             assert_eq!(m["main"].get(&(0, 0)), Some(&W), "{env} {g}");
+            // The debug info as OpExtInstWithForwardRefsKHR (glslang here does not write it):
+            // parsed and the same verdict, globally and in the function.
+            let mut fw = words.clone();
+            let mut at = 5;
+            while at < fw.len() {
+                if fw[at] & 0xffff == Op::ExtInst as u32 {
+                    fw[at] = (fw[at] & 0xffff_0000) | Op::ExtInstWithForwardRefsKHR as u32;
+                }
+                at += (fw[at] >> 16) as usize;
+            }
+            let m = analyze(&fw).expect("a module");
+            assert_eq!(m["main"].get(&(0, 0)), Some(&W), "{env} {g} forward refs");
         }
     }
 
