@@ -154,8 +154,8 @@ pub fn load(words: &[u32]) -> Option<dr::Module> {
     }
     // rspirv's decoder trusts an instruction's word count when it reads a literal string
     // (`Decoder::string` slices `offset + count * 4` bytes unchecked): a count past the end of
-    // the words panics there (rspirv 0.12 and 0.13; found by the fuzz target). Every count is
-    // checked against the words first: 0, or past the end, is no module.
+    // the words panics there (rspirv 0.12 and 0.13; found by spirv_access_never_panics).
+    // Every count is checked against the words first: 0, or past the end, is no module.
     let mut at = HEADER_WORDS;
     while at < words.len() {
         let count = (words[at] >> WORD_COUNT_SHIFT) as usize;
