@@ -45,6 +45,7 @@
 use echo_analyzer::trace::Access;
 use rspirv::binary::{self, Consumer, ParseAction};
 use rspirv::dr::{self, Instruction, Operand};
+use rspirv::grammar::OperandKind;
 use rspirv::spirv::{Capability, Decoration, Op, StorageClass, Word};
 use std::collections::{HashMap, HashSet};
 
@@ -109,6 +110,7 @@ pub type Entries = HashMap<String, HashMap<(u32, u32), Access>>;
 const HEADER_WORDS: usize = 5;
 /// An instruction's first word: its word count in the high half, the opcode in the low.
 const WORD_COUNT_SHIFT: u32 = 16;
+const OPCODE_MASK: u32 = 0xffff;
 
 /// rspirv's `dr::Loader`, with the two valid placements it refuses filed here (module docs).
 struct Loader {
@@ -156,11 +158,30 @@ pub fn load(words: &[u32]) -> Option<dr::Module> {
     // (`Decoder::string` slices `offset + count * 4` bytes unchecked): a count past the end of
     // the words panics there (rspirv 0.12 and 0.13; found by spirv_access_never_panics).
     // Every count is checked against the words first: 0, or past the end, is no module.
+    // Its operand parser also panics (`panic!()`) on an `OpSpecConstantOp` whose embedded
+    // opcode has a literal that depends on a type or a pair list (`OpConstant`,
+    // `OpSpecConstant`, `OpSpecConstantOp`, `OpSwitch`: never valid there; found by the fuzz
+    // target): such a module is none either, by rspirv's own grammar table.
     let mut at = HEADER_WORDS;
     while at < words.len() {
         let count = (words[at] >> WORD_COUNT_SHIFT) as usize;
         if count == 0 || at + count > words.len() {
             return None;
+        }
+        if words[at] & OPCODE_MASK == Op::SpecConstantOp as u32 && count > 3 {
+            let Some(g) = rspirv::grammar::INSTRUCTION_TABLE.lookup_opcode(words[at + 3]) else {
+                return None;
+            };
+            if g.operands.iter().any(|o| {
+                matches!(
+                    o.kind,
+                    OperandKind::LiteralContextDependentNumber
+                        | OperandKind::LiteralSpecConstantOpInteger
+                        | OperandKind::PairLiteralIntegerIdRef
+                )
+            }) {
+                return None;
+            }
         }
         at += count;
     }
@@ -1349,6 +1370,17 @@ OpFunctionEnd
         let h = [rspirv::spirv::MAGIC_NUMBER, 0x10000, 0, 5, 0];
         let name = (10 << 16) | Op::Name as u32;
         assert!(analyze(&[&h[..], &[name, 1, 0x6e69_616d]].concat()).is_none());
+        // OpSpecConstantOp of an OpSpecConstant (rspirv's operand parser panics on it; the fuzz
+        // target's crash, reduced), of an OpSwitch, and of an opcode that does not exist.
+        for (embedded, extra) in [
+            (Op::SpecConstant as u32, 7),
+            (Op::Switch as u32, 3),
+            (Op::SpecConstantOp as u32, Op::IAdd as u32),
+            (0xfff0, 1),
+        ] {
+            let op = (6 << 16) | Op::SpecConstantOp as u32;
+            assert!(analyze(&[&h[..], &[op, 1, 2, embedded, extra, 3]].concat()).is_none());
+        }
         let import = (40 << 16) | Op::ExtInstImport as u32;
         assert!(analyze(&[&h[..], &[import, 1, 0x4c53_4c47, 0x6474_732e]].concat()).is_none());
     }
