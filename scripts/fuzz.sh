@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz the trace and plan readers and the settings parser, one target after another, each for a
+# Fuzz the trace and plan readers, the settings parser and the layer's SPIR-V access analysis
+# (spirv_access: rspirv's parser, then layer/src/spirv_access.rs), one target after another, each for a
 # bounded time (default 60 s; FUZZ_SECONDS=N) or to a number of executions (FUZZ_RUNS=N, libFuzzer's
 # -runs=N; with FUZZ_RUNS and no FUZZ_SECONDS there is no time limit). FUZZ_TARGETS="settings"
 # picks targets. Prints executions, exec/s, coverage and findings per target and exits non-zero
@@ -18,7 +19,8 @@
 #
 # Needs a nightly toolchain and cargo-fuzz (installed here with `cargo install cargo-fuzz` when
 # missing). Without nightly, it runs the stable stand-in instead: a deterministic mutation loop over
-# the same entry points (analyzer/tests/never_panics.rs), longer than the one CI runs.
+# the same entry points (analyzer/tests/never_panics.rs; for SPIR-V the layer's
+# spirv_golden::spirv_access_never_panics), longer than the one CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${FUZZ_RUNS:-}"
@@ -29,14 +31,15 @@ limit=()
 [ -n "$secs" ] && limit+=("-max_total_time=$secs")
 what="${runs:+$runs runs}${runs:+${secs:+ or }}${secs:+${secs}s}"
 # shellcheck disable=SC2206
-targets=(${FUZZ_TARGETS:-trace_reader plan_reader settings})
+targets=(${FUZZ_TARGETS:-trace_reader plan_reader settings spirv_access})
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
 san="${FUZZ_SANITIZER:-none}"
 
 stable_fallback() {
     echo "fuzz.sh: $1; running the stable mutation loop instead" >&2
-    VKECHO_FUZZ_ITERS="${VKECHO_FUZZ_ITERS:-50000}" VKECHO_FUZZ_SEED="${VKECHO_FUZZ_SEED:-$RANDOM}" \
-        nice -n 19 cargo test -p echo-analyzer --test never_panics -- --nocapture
+    export VKECHO_FUZZ_ITERS="${VKECHO_FUZZ_ITERS:-50000}" VKECHO_FUZZ_SEED="${VKECHO_FUZZ_SEED:-$RANDOM}"
+    nice -n 19 cargo test -p echo-analyzer --test never_panics -- --nocapture || exit $?
+    nice -n 19 cargo test -p vk-layer-echo --lib spirv_access_never_panics -- --nocapture
     exit $?
 }
 
@@ -48,10 +51,16 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     nice -n 19 cargo install cargo-fuzz || stable_fallback "cargo install cargo-fuzz failed"
 fi
 
-# Seeds: a realistic trace and plan from the synthetic-trace builder, and a settings file.
+# Seeds: a realistic trace and plan from the synthetic-trace builder, and a settings file; for
+# spirv_access, the 146 modules of the layer's golden test (layer/src/spirv_golden.rs: needs
+# glslangValidator).
 for t in "${targets[@]}"; do mkdir -p "fuzz/corpus/$t"; done
 VKECHO_WRITE_SEEDS="$PWD/fuzz/corpus" nice -n 19 \
     cargo test -q -p echo-analyzer --test never_panics write_seeds >/dev/null
+if [[ " ${targets[*]} " == *" spirv_access "* ]]; then
+    VKECHO_WRITE_SEEDS="$PWD/fuzz/corpus" nice -n 19 \
+        cargo test -q -p vk-layer-echo --lib write_spirv_seeds >/dev/null
+fi
 
 summary=()
 found=0

@@ -23,6 +23,8 @@ mod records;
 mod reflect;
 mod settings;
 mod spirv_access;
+#[cfg(test)]
+mod spirv_golden;
 mod state;
 #[cfg(test)]
 mod testutil;

@@ -56,6 +56,11 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn compile_for(src: &str, env: &str) -> Option<Vec<u32>> {
+        compile_with(src, env, "")
+    }
+
+    /// [`compile_for`] with one more glslangValidator flag (`""`: none).
+    pub(crate) fn compile_with(src: &str, env: &str, flag: &str) -> Option<Vec<u32>> {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("echo-reflect-{}", std::process::id()));
@@ -66,6 +71,7 @@ pub(crate) mod tests {
         let ok = std::process::Command::new("glslangValidator")
             .args(["-V", "--target-env", env, "-o"])
             .arg(&spv)
+            .args((!flag.is_empty()).then_some(flag))
             .arg(&comp)
             .output()
             .ok()?
@@ -176,7 +182,7 @@ pub(crate) mod tests {
         assert!(reflect(&[]).is_none());
         // A header and a bad instruction: no module, or one without entry points (either way
         // no binding is known, and the caller is conservative).
-        let r = reflect(&[0x0723_0203, 0x10000, 0, 5, 0, 0xffff_ffff]);
+        let r = reflect(&[rspirv::spirv::MAGIC_NUMBER, 0x10000, 0, 5, 0, 0xffff_ffff]);
         assert!(!matches!(r, Some(m) if !m.entries.is_empty()));
     }
 }
