@@ -58,7 +58,11 @@ fn glslang(src: &Path, args: &[&str], out: &Path) -> Result<Vec<u32>, bool> {
 /// glslangValidator is not installed.
 pub(crate) fn corpus() -> Option<Vec<(String, Option<Vec<u32>>)>> {
     let root = root();
-    let tmp = std::env::temp_dir().join(format!("echo-golden-{}", std::process::id()));
+    // One directory per call: the tests that read the corpus run in parallel in one process, and
+    // two `tar` runs unpacking into the same directory fail.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = std::env::temp_dir().join(format!("echo-golden-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&tmp).ok()?;
     let mut out = Vec::new();
     let mut n = 0;
