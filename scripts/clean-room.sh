@@ -24,13 +24,15 @@
 #     `rustup target add` works and changes nothing here) and its ~/.cargo/bin proxies (copied);
 #     CARGO_HOME starts empty, so every crate comes from crates.io as on a new machine.
 #   - proc, sys and dev mounted, /etc/resolv.conf copied (apt, crates.io and PyPI need the
-#     network), XDG_RUNTIME_DIR=/tmp, an environment of HOME, PATH, LANG, TERM, USER only, and
+#     network) and this machine's local CA certificates (/usr/local/share/ca-certificates, e.g.
+#     an egress proxy's: without them cargo fails with "SSL certificate problem: self-signed
+#     certificate in certificate chain") added with update-ca-certificates, XDG_RUNTIME_DIR=/tmp, an environment of HOME, PATH, LANG, TERM, USER only, and
 #     ../shared beside the clone (as CI has it). /usr/sbin/policy-rc.d stops package scripts
 #     from starting daemons inside the root.
 #
 # The base root is cached as a tar outside the repository (ECHO_CLEAN_ROOM_CACHE, default
 # /var/cache/vk-echo/clean-room-base.tar, with a .packages list beside it); each run unpacks a
-# pristine copy into ECHO_CLEAN_ROOM_DIR (default /var/tmp/vk-echo-clean-room/run.<pid>) and
+# pristine copy (the run that builds it uses the fresh root itself) into ECHO_CLEAN_ROOM_DIR (default /var/tmp/vk-echo-clean-room/run.<pid>) and
 # unmounts everything on exit (trap). Installs debootstrap (apt-get) when it is missing. Needs
 # root. Prints the time of each step and the total; exits non-zero when a command fails inside.
 set -euo pipefail
@@ -189,20 +191,28 @@ build_base() {
 
 mkdir -p "$runs"
 work=$(mktemp -d "$runs/run.XXXXXX")
+root=$work/root
 if [ "$rebuild" -eq 1 ] || [ ! -f "$cache" ]; then
     build_base "$work"
-    rm -rf "$work/root"
+    # The root just built is what the cache holds: this run uses it as it is.
 else
     echo "base root: $cache ($(du -h "$cache" | cut -f1), $(wc -l <"$cache.packages") packages, made $(date -u -r "$cache" '+%F %T UTC'))"
+    [ "$base_only" -eq 1 ] || {
+        step "unpacking a pristine copy of the base root"
+        mkdir "$root"
+        tar -C "$root" --numeric-owner -xf "$cache"
+    }
 fi
 [ "$base_only" -eq 1 ] && { step "done"; exit 0; }
 
-# ------------------------------------------------------------------ a pristine copy
-step "unpacking a pristine copy of the base root"
-root=$work/root
-mkdir "$root"
-tar -C "$root" --numeric-owner -xf "$cache"
 mount_system "$root"
+step "this machine's local CA certificates"
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+    in_root "$root" update-ca-certificates >/dev/null
+    ls /usr/local/share/ca-certificates/*.crt | xargs -n1 basename | sed 's/^/  /'
+fi
 
 step "Rust: $rust_home/.rustup (read-only, under an overlay) and $rust_home/.cargo/bin"
 [ -d "$rust_home/.rustup" ] && [ -d "$rust_home/.cargo/bin" ] ||
