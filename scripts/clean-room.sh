@@ -20,9 +20,11 @@
 #     google-cloud-cli* come from Google's repository and are left out; the list is printed).
 #     Nothing the project's scripts install is in the base: not the Vulkan packages, not cpio.
 #   - root, as on the CI machines (the scripts install with apt-get as root; no sudo package).
-#   - Rust: this machine's rustup (~/.rustup, mounted read-only under a writable overlay so that
-#     `rustup target add` works and changes nothing here) and its ~/.cargo/bin proxies (copied);
-#     CARGO_HOME starts empty, so every crate comes from crates.io as on a new machine.
+#   - Rust: what `rustup-init -y` gives a new machine: rustup's proxies (this machine's
+#     ~/.cargo/bin, copied) and its default toolchain (copied from ~/.rustup, with the standard
+#     library of the host's target only: another target added here, e.g. aarch64, is left out, so
+#     `rustup target add` runs inside as it would there); nothing here is changed. CARGO_HOME
+#     starts empty, so every crate comes from crates.io as on a new machine.
 #   - proc, sys and dev mounted, /etc/resolv.conf copied (apt, crates.io and PyPI need the
 #     network) and this machine's local CA certificates (/usr/local/share/ca-certificates, e.g.
 #     an egress proxy's: without them cargo fails with "SSL certificate problem: self-signed
@@ -214,15 +216,40 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
     ls /usr/local/share/ca-certificates/*.crt | xargs -n1 basename | sed 's/^/  /'
 fi
 
-step "Rust: $rust_home/.rustup (read-only, under an overlay) and $rust_home/.cargo/bin"
-[ -d "$rust_home/.rustup" ] && [ -d "$rust_home/.cargo/bin" ] ||
+copy_rust() { # the default toolchain, host target only, and the proxies into the root
+    local tc src dst rl t host
+    tc=$(RUSTUP_HOME="$rust_home/.rustup" "$rust_home/.cargo/bin/rustup" default 2>/dev/null | awk '{print $1}')
+    src=$(readlink -f "$rust_home/.rustup/toolchains/$tc")
+    [ -n "$tc" ] && [ -d "$src" ] ||
+        { echo "scripts/clean-room.sh: no default rustup toolchain under $rust_home/.rustup" >&2; exit 1; }
+    host=$(uname -m)-unknown-linux-gnu
+    dst=$root/root/.rustup/toolchains/$tc
+    mkdir -p "$root/root/.rustup/toolchains" "$root/root/.cargo"
+    printf 'version = "12"\ndefault_toolchain = "%s"\nprofile = "default"\n' "$tc" >"$root/root/.rustup/settings.toml"
+    cp -a "$src" "$dst"
+    rl=$dst/lib/rustlib
+    for t in $(sed -n 's/^rust-std-//p' "$rl/components"); do
+        [ "$t" = "$host" ] && continue
+        rm -rf "${rl:?}/$t" "$rl/manifest-rust-std-$t"
+        sed -i "/^rust-std-$t\$/d" "$rl/components"
+    done
+    # rustup's own record of what the toolchain holds: the other targets' rust-std out of it too.
+    python3 - "$rl/multirust-config.toml" "$host" <<'PY'
+import sys
+path, host = sys.argv[1], sys.argv[2]
+blocks = open(path).read().split("\n\n")
+keep = [b for b in blocks if not ('pkg = "rust-std"' in b and f'target = "{host}"' not in b)]
+open(path, "w").write("\n\n".join(keep))
+PY
+    cp -a "$rust_home/.cargo/bin" "$root/root/.cargo/bin"
+}
+step "Rust: $rust_home/.rustup's default toolchain (host target only) and $rust_home/.cargo/bin, copied"
+[ -d "$rust_home/.rustup" ] && [ -x "$rust_home/.cargo/bin/rustup" ] ||
     { echo "scripts/clean-room.sh: no rustup at $rust_home/.rustup and $rust_home/.cargo/bin" >&2; exit 1; }
-mkdir -p "$work/rustup.up" "$work/rustup.work" "$root/root/.cargo"
-mount_at "$root/root/.rustup" -t overlay overlay \
-    -o "lowerdir=$rust_home/.rustup,upperdir=$work/rustup.up,workdir=$work/rustup.work"
-cp -a "$rust_home/.cargo/bin" "$root/root/.cargo/bin"
+copy_rust
 [ -f "$rust_home/.cargo/env" ] && cp "$rust_home/.cargo/env" "$root/root/.cargo/env"
 in_root "$root" rustc --version
+in_root "$root" rustup target list --installed | sed 's/^/  target: /'
 
 head=$(git -C "$repo" rev-parse HEAD)
 step "cloning $head into /build/vk-layer-echo (and ../shared beside it)"
