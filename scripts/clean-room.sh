@@ -10,6 +10,7 @@
 #   scripts/clean-room.sh --base-only     only make sure the cached base root exists
 #   scripts/clean-room.sh --keep          leave the run's root behind (it is removed otherwise)
 #   scripts/clean-room.sh --demo-only     run only scripts/demo.sh inside (a quicker check)
+#   scripts/clean-room.sh --test-only     run only scripts/test.sh inside
 #
 # "A fresh Debian 12 machine with only Rust" is, here:
 #   - Debian 12 (bookworm) from debootstrap --variant=minbase, from the Debian mirrors this
@@ -45,12 +46,14 @@ rebuild=0
 base_only=0
 keep=0
 demo_only=0
+test_only=0
 for a in "$@"; do
     case "$a" in
         --rebuild-base) rebuild=1 ;;
         --base-only) base_only=1 ;;
         --keep) keep=1 ;;
         --demo-only) demo_only=1 ;;
+        --test-only) test_only=1 ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "scripts/clean-room.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
     esac
@@ -272,7 +275,9 @@ run_inside() { # run_inside NAME COMMAND
     [ "$rc" -eq 0 ] || status=1
 }
 timings=()
-run_inside "scripts/demo.sh" "scripts/demo.sh"
+if [ "$test_only" -eq 0 ]; then
+    run_inside "scripts/demo.sh" "scripts/demo.sh"
+fi
 if [ "$demo_only" -eq 0 ]; then
     run_inside "scripts/test.sh" "scripts/test.sh"
 fi
