@@ -166,7 +166,7 @@ pub unsafe fn gather(create_info: *const vk::InstanceCreateInfo<'_>) -> Settings
     for w in warnings {
         log::warn!("{w}");
     }
-    if let Some(v) = disabled(std::env::var_os(DISABLE_ENV).as_deref()) {
+    if let Some(v) = disabled(env(DISABLE_ENV).as_deref()) {
         if settings.mode != Mode::Off {
             log::info!(
                 "{DISABLE_ENV}={v} is set: echo is off in this process (mode off: passthrough), whatever else is set"
@@ -187,11 +187,11 @@ pub const DISABLE_ENV: &str = "VK_ECHO_DISABLE";
 /// loader), switches echo off.
 pub const DISABLE_IMPLICIT_ONLY: &str = "implicit";
 
-/// `Some(value)` when `VK_ECHO_DISABLE` (its value `v`) switches this copy of echo off. Read even
-/// in secure-execution processes, as the loader reads it: it can only switch echo off.
-pub fn disabled(v: Option<&std::ffi::OsStr>) -> Option<String> {
+/// `Some(value)` when `VK_ECHO_DISABLE` (its value `v`, read through [`env_lookup`] like every
+/// `VK_ECHO_*` variable) switches this copy of echo off.
+pub fn disabled(v: Option<&str>) -> Option<String> {
     let v = v?;
-    (v != DISABLE_IMPLICIT_ONLY).then(|| v.to_string_lossy().into_owned())
+    (v != DISABLE_IMPLICIT_ONLY).then(|| v.to_string())
 }
 
 #[cfg(test)]
@@ -201,13 +201,12 @@ mod tests {
 
     #[test]
     fn disable_environment_switches_off_unless_implicit_only() {
-        use std::ffi::OsStr;
         assert_eq!(disabled(None), None);
-        assert_eq!(disabled(Some(OsStr::new("1"))).as_deref(), Some("1"));
+        assert_eq!(disabled(Some("1")).as_deref(), Some("1"));
         // The loader keeps the implicit layer out for any value, empty and 0 included.
-        assert_eq!(disabled(Some(OsStr::new(""))).as_deref(), Some(""));
-        assert_eq!(disabled(Some(OsStr::new("0"))).as_deref(), Some("0"));
-        assert_eq!(disabled(Some(OsStr::new(DISABLE_IMPLICIT_ONLY))), None);
+        assert_eq!(disabled(Some("")).as_deref(), Some(""));
+        assert_eq!(disabled(Some("0")).as_deref(), Some("0"));
+        assert_eq!(disabled(Some(DISABLE_IMPLICIT_ONLY)), None);
     }
 
     #[test]
