@@ -26,7 +26,7 @@
 #     library of the host's target only: another target added here, e.g. aarch64, is left out, so
 #     `rustup target add` runs inside as it would there); nothing here is changed. CARGO_HOME
 #     starts empty, so every crate comes from crates.io as on a new machine.
-#   - proc, sys and dev mounted, /etc/resolv.conf copied (apt, crates.io and PyPI need the
+#   - the root bind-mounted onto itself (so that / is a mount point), proc, sys and dev mounted, /etc/resolv.conf copied (apt, crates.io and PyPI need the
 #     network) and this machine's local CA certificates (/usr/local/share/ca-certificates, e.g.
 #     an egress proxy's: without them cargo fails with "SSL certificate problem: self-signed
 #     certificate in certificate chain") added with update-ca-certificates, XDG_RUNTIME_DIR=/tmp, an environment of HOME, PATH, LANG, TERM, USER only, and
@@ -210,6 +210,10 @@ else
 fi
 [ "$base_only" -eq 1 ] && { step "done"; exit 0; }
 
+# The root a mount point of its own, as / is on a machine: `unshare --propagation private`
+# (tests/scripts/deb-install.sh's sandbox) fails with EINVAL in a chroot whose / is not one, and
+# the package test then installs into the root itself.
+mount_at "$root" --bind "$root"
 mount_system "$root"
 step "this machine's local CA certificates"
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
