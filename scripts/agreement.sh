@@ -58,7 +58,7 @@ PY
 }
 plans() { # mode iterations -> $tmp/plan-MODE-N-{1,2,3}.json for exactly these arguments
   local m=$1 n=$2 e=(VK_ECHO_ENABLE=1)
-  [ "$m" = interleave ] && e=(VK_ECHO_DISABLE=1 VK_ADD_LAYER_PATH=$tmp/explicit)
+  [ "$m" = interleave ] && e=(VK_ECHO_DISABLE=implicit VK_ADD_LAYER_PATH=$tmp/explicit)
   env "${e[@]}" VK_ECHO_MODE=profile VK_ECHO_TRACE="$tmp/t.jsonl" \
     "$C/c_tensors" "$m" "$n" "$MIB" >/dev/null 2>&1
   "$R/vkecho" analyze "$tmp/t.jsonl" -o "$tmp/plan-$m-$n-3.json" >/dev/null
@@ -84,7 +84,7 @@ plans interleave "$ROUNDS"
 for p in $(seq 1 "$PROCS"); do
   for k in 1 2 3; do
     rm -f "$tmp/stats.jsonl"
-    VK_ECHO_DISABLE=1 VK_ADD_LAYER_PATH=$tmp/explicit VK_ECHO_MODE=enforce \
+    VK_ECHO_DISABLE=implicit VK_ADD_LAYER_PATH=$tmp/explicit VK_ECHO_MODE=enforce \
       VK_ECHO_PLAN="$tmp/plan-interleave-$ROUNDS-$k.json" VK_ECHO_STATS="$tmp/stats.jsonl" \
       "$C/c_tensors" interleave "$ROUNDS" "$MIB" > "$tmp/out" 2> "$tmp/err"
     cmp -s "$tmp/out" "$tmp/ref" || { echo "agreement.sh: output differs (plan of $k groups)" >&2; diff "$tmp/out" "$tmp/ref" >&2; exit 1; }

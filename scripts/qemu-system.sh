@@ -24,7 +24,8 @@
 # qemu-system-aarch64: the installed one when there is one; else `apt-get install
 # qemu-system-arm` when that removes nothing; else (e.g. a newer qemu-utils is installed that
 # the bookworm qemu-system-common would remove) its .debs are downloaded and extracted under
-# target/qemu-system/qemu and run from there. Needs root (or passwordless sudo) only for
+# target/qemu-system/qemu and run from there; cpio (packs the initramfs) through scripts/deps.sh
+# when it is missing. Needs root (or passwordless sudo) only for
 # `dpkg --add-architecture arm64`, apt-get update and install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +71,11 @@ if [ "$build" -eq 1 ]; then
 fi
 unit=$target/aarch64-unknown-linux-gnu/release/vk-layer-echo-unit-tests
 [ -x "$unit" ] || { echo "scripts/qemu-system.sh: $unit missing (scripts/cross.sh --unit-tests)" >&2; exit 1; }
+
+# ------------------------------------------------------------------ host tools
+# cpio packs the initramfs; a fresh Debian machine does not have it (issue 34).
+step "host packages (cpio)"
+ECHO_EXTRA_PACKAGES="cpio ${ECHO_EXTRA_PACKAGES:-}" scripts/deps.sh
 
 # ------------------------------------------------------------------ qemu-system-aarch64
 step "qemu-system-aarch64"

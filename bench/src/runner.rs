@@ -1,8 +1,9 @@
 //! Starting the programs the bench measures, with or without this build's layer. The few lines of
 //! environment set-up mirror `vkecho`'s launch module: an explicit manifest for this build's
 //! `libVkLayer_echo.so` in a private directory, `VK_ADD_LAYER_PATH` + `VK_INSTANCE_LAYERS`, and
-//! `VK_ECHO_DISABLE=1` so an installed implicit copy cannot load a second instance of the layer
-//! (or load at all in the no-layer configuration).
+//! `VK_ECHO_DISABLE` so an installed implicit copy cannot load a second instance of the layer
+//! (or load at all in the no-layer configuration): `implicit` with the layer (the explicit copy
+//! takes any other value as "off"), `1` without.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -111,6 +112,7 @@ pub fn command(build: &Build, prog: &Path, args: &[String], layer: &Layer) -> Co
     }
     cmd.env("VK_ECHO_DISABLE", "1");
     if let Layer::Mode(mode, settings) = layer {
+        cmd.env("VK_ECHO_DISABLE", "implicit");
         let add = match std::env::var("VK_ADD_LAYER_PATH") {
             Ok(old) if !old.is_empty() => format!("{}:{old}", build.manifest_dir.display()),
             _ => build.manifest_dir.display().to_string(),

@@ -376,7 +376,11 @@ fn build_report(env: paths::Env) -> Value {
             );
         }
         if disabled_now {
-            notes.push("VK_ECHO_DISABLE is set: the implicit layer is switched off".into());
+            notes.push(
+                "VK_ECHO_DISABLE is set: the implicit layer is switched off, and an explicitly \
+                 enabled echo runs in mode off (passthrough)"
+                    .into(),
+            );
         }
     }
     let probe = if !manifests.is_empty() && loader["found"] == true && seen {

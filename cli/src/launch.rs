@@ -143,8 +143,10 @@ pub fn command(argv: &[String], run: &LayerRun) -> Result<Command, String> {
                 prepend("VK_INSTANCE_LAYERS", "VK_LAYER_echo", ":"),
             );
             cmd.env("VK_ECHO_MODE", mode);
-            // An implicit installed copy would load a second instance of the layer.
-            cmd.env("VK_ECHO_DISABLE", "1");
+            // An implicit installed copy would load a second instance of the layer: the loader
+            // keeps it out for any value of VK_ECHO_DISABLE, and `implicit` is the one value the
+            // explicitly loaded echo does not take as "off" (layer/src/settings.rs).
+            cmd.env("VK_ECHO_DISABLE", "implicit");
             for (k, v) in &run.settings {
                 cmd.env(format!("VK_ECHO_{k}"), v);
             }

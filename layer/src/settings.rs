@@ -5,7 +5,7 @@
 
 use crate::log;
 use ash::vk;
-use echo_analyzer::settings::{parse_settings_file, resolve, Settings};
+use echo_analyzer::settings::{parse_settings_file, resolve, Mode, Settings};
 use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
 
@@ -160,19 +160,54 @@ pub unsafe fn gather(create_info: *const vk::InstanceCreateInfo<'_>) -> Settings
         None => Vec::new(),
     };
     let app = app_settings(create_info);
-    let (settings, more) = resolve(&env, &file, &app);
+    let (mut settings, more) = resolve(&env, &file, &app);
     warnings.extend(more);
     log::set_level(settings.log);
     for w in warnings {
         log::warn!("{w}");
     }
+    if let Some(v) = disabled(env(DISABLE_ENV).as_deref()) {
+        if settings.mode != Mode::Off {
+            log::info!(
+                "{DISABLE_ENV}={v} is set: echo is off in this process (mode off: passthrough), whatever else is set"
+            );
+        }
+        settings.mode = Mode::Off;
+    }
     settings
+}
+
+/// The implicit manifest's `disable_environment`. The loader keeps the implicit layer out when it
+/// is set (to any value); an explicitly enabled echo (`VK_INSTANCE_LAYERS=VK_LAYER_echo`) is not
+/// the loader's to switch off, so the layer honours it itself: mode off.
+pub const DISABLE_ENV: &str = "VK_ECHO_DISABLE";
+
+/// The value of `VK_ECHO_DISABLE` that keeps only the implicit copy out: what `vkecho run` and
+/// `profile` set when they load echo explicitly. Every other value, empty included (as for the
+/// loader), switches echo off.
+pub const DISABLE_IMPLICIT_ONLY: &str = "implicit";
+
+/// `Some(value)` when `VK_ECHO_DISABLE` (its value `v`, read through [`env_lookup`] like every
+/// `VK_ECHO_*` variable) switches this copy of echo off.
+pub fn disabled(v: Option<&str>) -> Option<String> {
+    let v = v?;
+    (v != DISABLE_IMPLICIT_ONLY).then(|| v.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::ffi::c_void;
+
+    #[test]
+    fn disable_environment_switches_off_unless_implicit_only() {
+        assert_eq!(disabled(None), None);
+        assert_eq!(disabled(Some("1")).as_deref(), Some("1"));
+        // The loader keeps the implicit layer out for any value, empty and 0 included.
+        assert_eq!(disabled(Some("")).as_deref(), Some(""));
+        assert_eq!(disabled(Some("0")).as_deref(), Some("0"));
+        assert_eq!(disabled(Some(DISABLE_IMPLICIT_ONLY)), None);
+    }
 
     #[test]
     fn secure_execution_ignores_echo_environment() {

@@ -366,6 +366,53 @@ fn disable_environment_wins() {
     );
 }
 
+/// `VK_ECHO_DISABLE=1` is "off whatever else is set", also for an explicitly enabled echo, which
+/// the loader's `disable_environment` does not reach (it applies to implicit layers only): the
+/// layer honours it itself, as mode off. `VK_ECHO_DISABLE=implicit` (what `vkecho run` sets to
+/// keep an installed implicit copy out) leaves the explicit one acting.
+#[test]
+fn disable_environment_switches_an_explicit_echo_off() {
+    let profiling = |disable: Option<&str>| {
+        let w = World::new(Setup {
+            explicit: true,
+            ..Default::default()
+        });
+        let trace = w.dir.join("trace.jsonl");
+        let mut w = w
+            .set("VK_ECHO_MODE", "profile")
+            .set("VK_ECHO_TRACE", trace.to_str().unwrap());
+        if let Some(v) = disable {
+            w = w.set("VK_ECHO_DISABLE", v);
+        }
+        let (r, stderr) = w.probe(&[]);
+        assert_work_ok(lavapipe(&r));
+        (r, stderr, trace.is_file(), w)
+    };
+
+    // Without it the explicit echo acts: it profiles into the trace.
+    let (r, stderr, traced, _w) = profiling(None);
+    assert_active(lavapipe(&r), &stderr);
+    assert!(traced, "profile mode wrote no trace:\n{stderr}");
+
+    // With it: loaded (by name) but off, passthrough, no trace, and it says why.
+    let (r, stderr, traced, _w) = profiling(Some("1"));
+    assert_inactive(lavapipe(&r), &stderr);
+    assert!(stderr.contains("mode off"), "{stderr}");
+    assert!(
+        stderr.contains("VK_ECHO_DISABLE=1 is set: echo is off in this process"),
+        "no info line saying why echo is off:\n{stderr}"
+    );
+    assert!(!traced, "echo traced despite VK_ECHO_DISABLE=1:\n{stderr}");
+
+    // `implicit`: the loader keeps an implicit copy out, the explicit one acts.
+    let (r, stderr, traced, _w) = profiling(Some("implicit"));
+    assert_active(lavapipe(&r), &stderr);
+    assert!(
+        traced,
+        "profile mode wrote no trace with VK_ECHO_DISABLE=implicit:\n{stderr}"
+    );
+}
+
 #[test]
 fn discrete_test_layer_below_makes_echo_inactive() {
     let reference = reference_checksum();
