@@ -286,6 +286,12 @@ fn echo_environment_is_read_only_through_the_secure_lookup() {
         // scripts/qemu-system.sh (require the ESR; the planted fault: ignore it).
         "ECHO_TEST_REQUIRE_ESR",
         "ECHO_TEST_IGNORE_ESR",
+        // Unit tests only (spirv_golden.rs, #[cfg(test)], checked below): rewrite the golden
+        // file, the mutation test's length and seed, where to write fuzz seeds.
+        "VKECHO_BLESS",
+        "VKECHO_FUZZ_ITERS",
+        "VKECHO_FUZZ_SEED",
+        "VKECHO_WRITE_SEEDS",
     ];
     let mut bad = Vec::new();
     let mut lookups = 0;
@@ -296,6 +302,13 @@ fn echo_environment_is_read_only_through_the_secure_lookup() {
         let text = std::fs::read_to_string(&f).unwrap();
         // The unit tests' helpers (a child-process marker the test names): compiled into unit
         // tests only, which the line below in lib.rs makes sure of.
+        if f.ends_with("layer/src/spirv_golden.rs") {
+            let lib = std::fs::read_to_string(repo_root().join("layer/src/lib.rs")).unwrap();
+            assert!(
+                lib.contains("#[cfg(test)]\nmod spirv_golden;"),
+                "layer/src/spirv_golden.rs reads the environment and must stay #[cfg(test)]"
+            );
+        }
         if f.ends_with("layer/src/testutil.rs") {
             let lib = std::fs::read_to_string(repo_root().join("layer/src/lib.rs")).unwrap();
             assert!(
