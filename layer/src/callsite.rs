@@ -662,8 +662,10 @@ mod tests {
             .unwrap_or_else(|| panic!("{first:?}"));
         let path = std::env::current_exe().unwrap();
         assert_eq!(exe.path, path.to_str().unwrap());
+        // The file's build-id, or none when the linker wrote none (the aarch64 cross build links
+        // with zig's, which does not by default): the record says the same either way.
         let id = echo_analyzer::context::elf_build_id(&std::fs::read(&path).unwrap())
-            .expect("the test binary has a build-id");
+            .unwrap_or_default();
         assert_eq!(exe.build_id, id);
         let names: Vec<&str> = first.iter().map(|m| m.name.as_str()).collect();
         let mut unique = names.clone();

@@ -110,6 +110,16 @@ int main(int argc, char **argv) {
     CHECK(vkEnumeratePhysicalDevices(inst, &n, pds)); if (!n) { fprintf(stderr, "no device\n"); return 2; }
     pd = pds[0];
     vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    /* vkCmdCopyBufferToImage2 is Vulkan 1.3 core: on an older device (the Jetson Nano's 1.2
+     * table of the test layer) b2i2 reads with the 1.0 command instead (b2i1), the same in
+     * every mode, and says so on stderr. */
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(pd, &props);
+    if (IS("b2i2") && props.apiVersion < VK_API_VERSION_1_3) {
+        fprintf(stderr, "b2i2: the device has Vulkan %u.%u; vkCmdCopyBufferToImage2 needs 1.3: b2i1 instead\n",
+                VK_API_VERSION_MAJOR(props.apiVersion), VK_API_VERSION_MINOR(props.apiVersion));
+        mode = "b2i1";
+    }
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = { VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, 0, 1, &prio };
     VkDeviceCreateInfo dci = { VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, NULL, 0, 1, &qci, 0, NULL, 0, NULL, NULL };

@@ -17,8 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn script(name: &str, args: &[&str], env: &[(&str, &Path)]) -> (bool, String, PathBuf) {
-    let out_dir =
-        std::env::temp_dir().join(format!("echo-{name}-{}-{}", std::process::id(), args.len()));
+    // One directory per call: the tests of this file run in parallel in one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out_dir = std::env::temp_dir().join(format!("echo-{name}-{}-{call}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
     let mut cmd = Command::new(repo_root().join("scripts").join(name));
     cmd.args(args)
