@@ -35,6 +35,26 @@ pub fn c_spv() -> String {
     c_program("c_double.spv").display().to_string()
 }
 
+/// `vkecho analyze TRACE -o PLAN` (this build's): the plan written, and what the analysis printed.
+/// Panics when the analysis fails.
+pub fn analyze_plan(trace: &Path, plan: &Path) -> (Value, String) {
+    let out = Command::new(artifact("vkecho"))
+        .arg("analyze")
+        .arg(trace)
+        .arg("-o")
+        .arg(plan)
+        .output()
+        .expect("run vkecho analyze");
+    assert!(
+        out.status.success(),
+        "vkecho analyze: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(plan).expect("the plan vkecho analyze wrote");
+    let plan = serde_json::from_str(&text).expect("the plan is JSON");
+    (plan, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 pub fn artifact(name: &str) -> PathBuf {
     if let Some(dir) = std::env::var_os("ECHO_TEST_ARTIFACT_DIR") {
         let p = PathBuf::from(dir).join(name);

@@ -7,10 +7,9 @@
 //! changes the output (so the comparison can fail), sampled validation refuses instead of
 //! accepting, and the guard counts the read it cannot make right.
 
-use echo_tests::world::{artifact, Layers, World};
+use echo_tests::world::{Layers, World};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 const ITERS: u32 = 8;
@@ -54,19 +53,7 @@ fn args(iters: u32, k: u32) -> Vec<String> {
 }
 
 fn analyze(trace: &Path, plan: &Path) -> Value {
-    let out = Command::new(artifact("vkecho"))
-        .arg("analyze")
-        .arg(trace)
-        .arg("-o")
-        .arg(plan)
-        .output()
-        .expect("run vkecho analyze");
-    assert!(
-        out.status.success(),
-        "vkecho analyze: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap()
+    echo_tests::world::analyze_plan(trace, plan).0
 }
 
 fn groups(plan: &Value) -> usize {

@@ -7,10 +7,8 @@
 //! plan of a run that never uses MODE's command, forced onto one that does, changes the output — so
 //! the comparisons above can fail.
 
-use echo_tests::world::{artifact, Layers, World};
-use serde_json::Value;
+use echo_tests::world::{analyze_plan as analyze, Layers, World};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -36,23 +34,6 @@ fn run(mode: Option<&'static str>, args: &[&str], env: &[(&str, String)]) -> Str
         r.stderr
     );
     r.stdout
-}
-
-fn analyze(trace: &Path, plan: &Path) -> (Value, String) {
-    let out = Command::new(artifact("vkecho"))
-        .arg("analyze")
-        .arg(trace)
-        .arg("-o")
-        .arg(plan)
-        .output()
-        .expect("run vkecho analyze");
-    assert!(
-        out.status.success(),
-        "vkecho analyze: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan = serde_json::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap();
-    (plan, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn scratch(name: &str) -> PathBuf {
