@@ -457,6 +457,43 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The records of device `dev` alone, as a trace of their own (same header).
+    pub fn for_device(&self, dev: u32) -> Trace {
+        Trace {
+            header: self.header.clone(),
+            records: self
+                .records
+                .iter()
+                .filter(|r| r.dev == dev)
+                .cloned()
+                .collect(),
+            truncated: self.truncated,
+        }
+    }
+
+    /// The analysis thresholds: those given (`min_bytes`, `min_copies`), else the profile's
+    /// settings in the header, else the defaults; a `min_copies` below 1 counts as not given.
+    pub fn thresholds(
+        &self,
+        min_bytes: Option<u64>,
+        min_copies: Option<u64>,
+    ) -> crate::plan::Thresholds {
+        let setting = |k: &str| {
+            self.header
+                .settings
+                .get(k)
+                .and_then(|v| crate::settings::parse_u64(v))
+        };
+        let d = crate::plan::Thresholds::default();
+        crate::plan::Thresholds {
+            min_bytes: min_bytes.or(setting("min_bytes")).unwrap_or(d.min_bytes),
+            min_copies: min_copies
+                .filter(|&k| k >= 1)
+                .or(setting("min_copies").filter(|&k| k >= 1))
+                .unwrap_or(d.min_copies),
+        }
+    }
+
     /// Every module the trace describes ([`Module`]), by the name its frames use; the first
     /// record of a name wins. Empty for traces written before module records existed.
     pub fn modules(&self) -> std::collections::BTreeMap<String, Module> {

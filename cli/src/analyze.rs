@@ -2,7 +2,6 @@
 //! decision explained.
 
 use echo_analyzer::analysis::explain;
-use echo_analyzer::plan::Thresholds;
 use echo_analyzer::report;
 use echo_analyzer::settings::parse_u64;
 use echo_analyzer::trace::read_trace;
@@ -70,14 +69,7 @@ pub fn main(args: &Args) -> i32 {
         Err(e) => return fail(&format!("{trace_path}: {e}")),
     };
     // Thresholds: the command line, else what the trace was recorded with, else the defaults.
-    let from_trace = |k: &str| trace.header.settings.get(k).and_then(|v| parse_u64(v));
-    let d = Thresholds::default();
-    let t = Thresholds {
-        min_bytes: min_bytes.or(from_trace("min_bytes")).unwrap_or(d.min_bytes),
-        min_copies: min_copies
-            .or(from_trace("min_copies").filter(|&k| k >= 1))
-            .unwrap_or(d.min_copies),
-    };
+    let t = trace.thresholds(min_bytes, min_copies);
     let sym = if symbolize {
         let s = Symbolizer::new(&trace.header.context.exe_path);
         match debug_dir {

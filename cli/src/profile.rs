@@ -6,8 +6,6 @@
 use crate::launch::{self, LayerRun};
 use echo_analyzer::analysis::{explain, plain_site, Decision};
 use echo_analyzer::model::{Model, Step};
-use echo_analyzer::plan::Thresholds;
-use echo_analyzer::settings::parse_u64;
 use echo_analyzer::trace::{read_trace, Access, Trace};
 use std::collections::BTreeSet;
 use std::io::BufReader;
@@ -82,14 +80,7 @@ pub fn host_accesses_in_windows(m: &Model) -> Vec<(u64, usize, Access, u64)> {
 /// The summary lines for a trace.
 pub fn summary(trace: &Trace, path: &std::path::Path) -> String {
     let m = Model::build(trace);
-    let from_trace = |k: &str| trace.header.settings.get(k).and_then(|v| parse_u64(v));
-    let d = Thresholds::default();
-    let t = Thresholds {
-        min_bytes: from_trace("min_bytes").unwrap_or(d.min_bytes),
-        min_copies: from_trace("min_copies")
-            .filter(|&k| k >= 1)
-            .unwrap_or(d.min_copies),
-    };
+    let t = trace.thresholds(None, None);
     let a = explain(trace, t, &plain_site);
     let accepted = a
         .candidates

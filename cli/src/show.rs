@@ -4,8 +4,7 @@
 //! `echo_analyzer::show`.
 
 use echo_analyzer::analysis::explain;
-use echo_analyzer::plan::{parse_plan, Thresholds};
-use echo_analyzer::settings::parse_u64;
+use echo_analyzer::plan::parse_plan;
 use echo_analyzer::show::{self, Inputs};
 use echo_analyzer::trace::read_trace;
 use echo_symbols::Symbolizer;
@@ -137,14 +136,7 @@ pub fn render(
         .map_err(|e| format!("cannot open {}: {e}", trace_path.display()))?;
     let trace = read_trace(std::io::BufReader::new(f))
         .map_err(|e| format!("{}: {e}", trace_path.display()))?;
-    let from_trace = |k: &str| trace.header.settings.get(k).and_then(|v| parse_u64(v));
-    let d = Thresholds::default();
-    let t = Thresholds {
-        min_bytes: from_trace("min_bytes").unwrap_or(d.min_bytes),
-        min_copies: from_trace("min_copies")
-            .filter(|&k| k >= 1)
-            .unwrap_or(d.min_copies),
-    };
+    let t = trace.thresholds(None, None);
     let sym = if symbolize {
         Symbolizer::new(&trace.header.context.exe_path)
     } else {

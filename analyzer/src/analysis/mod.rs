@@ -230,16 +230,7 @@ pub fn explain(trace: &Trace, t: Thresholds, site: &dyn Fn(&[Frame]) -> String) 
         members: Vec::new(),
     };
     for d in devices {
-        let sub = Trace {
-            header: trace.header.clone(),
-            records: trace
-                .records
-                .iter()
-                .filter(|r| r.dev == d)
-                .cloned()
-                .collect(),
-            truncated: trace.truncated,
-        };
+        let sub = trace.for_device(d);
         let mut a = explain_device(&sub, t, site);
         tag_device(&mut a, d, out.plan.groups.len() as u32);
         out.plan.groups.append(&mut a.plan.groups);

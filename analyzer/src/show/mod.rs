@@ -194,16 +194,7 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
     for &d in &devices {
         let sub;
         let t = if multi {
-            sub = Trace {
-                header: trace.header.clone(),
-                records: trace
-                    .records
-                    .iter()
-                    .filter(|r| r.dev == d)
-                    .cloned()
-                    .collect(),
-                truncated: trace.truncated,
-            };
+            sub = trace.for_device(d);
             &sub
         } else {
             trace
