@@ -11,7 +11,7 @@
 //! `RESULTS.md`, `results.json` and SVG/PNG plots in the output directory.
 
 mod memory;
-mod progress;
+use echo_analyzer::progress;
 mod report;
 mod runner;
 mod stats;
@@ -495,7 +495,7 @@ fn bench_sample(
     kind: &str,
     size_mib: f64,
     configs: &[Config],
-    pb: &indicatif::ProgressBar,
+    pb: &crate::progress::ProgressBar,
 ) -> SampleRun {
     pb.set_message(format!("{name} at {size_mib} MiB: profile and plan"));
     let plan = if configs.contains(&Config::Echo) {
@@ -821,6 +821,7 @@ fn run(o: Opts) -> Result<i32, String> {
     let pb = progress::bar(
         (chosen.len() + o.sweep.len() + usize::from(o.calls)) as u64,
         "echo-bench",
+        "",
     );
     let mut samples = Vec::new();
     for (i, (name, kind)) in chosen.iter().enumerate() {

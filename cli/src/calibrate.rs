@@ -102,7 +102,7 @@ fn calibrate(args: &Args) -> Result<(), String> {
         settings: vec![("PLAN", trial_path.display().to_string())],
     };
     let (mut a, mut b) = (Vec::new(), Vec::new());
-    let pb = crate::progress::bar(2 * u64::from(trials), "calibrate");
+    let pb = crate::progress::bar(2 * u64::from(trials), "vkecho calibrate", " runs");
     let result = (|| -> Result<(), String> {
         for t in 0..trials {
             crate::progress::say(&pb, &format!("vkecho calibrate: trial {}/{trials}", t + 1));

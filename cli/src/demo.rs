@@ -169,7 +169,7 @@ fn demo_one(
     bin: &Path,
     name: &str,
     kind: &str,
-    pb: &indicatif::ProgressBar,
+    pb: &crate::progress::ProgressBar,
 ) -> Result<Row, String> {
     let size = size_for(o, name);
     let argv = |variant: &str| -> Vec<String> {
@@ -382,7 +382,7 @@ pub fn main(args: &Args) -> i32 {
     let mut failures = 0;
     // Each sample: the profile run, then base, enforce and zero-copy in every round.
     let per_sample = 1 + 3 * o.rounds.max(1) as u64;
-    let pb = crate::progress::bar(per_sample * chosen.len() as u64, "demo");
+    let pb = crate::progress::bar(per_sample * chosen.len() as u64, "vkecho demo", " runs");
     for (i, (name, kind)) in chosen.iter().enumerate() {
         crate::progress::say(
             &pb,

@@ -13,7 +13,7 @@ mod launch;
 mod paths;
 mod plan;
 mod profile;
-mod progress;
+use echo_analyzer::progress;
 mod report;
 mod run;
 mod show;
