@@ -127,7 +127,9 @@ case " ${passes[*]} " in
         rm -rf "${mdir:?}"
         ECHO_NO_BUILD=1 ECHO_BIN_DIR="$bin" ECHO_VALIDATE_OUT="$mdir" \
             $stack scripts/validate-all.sh --samples '' --programs c_modern \
-            --modes none,profile,enforce,auto1,auto2 > "$out/modern-paths.log" 2>&1 || true ;;
+            --modes none,profile,enforce,auto1,auto2 > "$out/modern-paths.log" 2>&1 ||
+            { echo "modern-paths	c_modern	-	FAIL	the gate failed ($out/modern-paths.log)" >> "$out/results.tsv"
+              failed=1; } ;;
 esac
 while IFS=$'\t' read -r label want; do
     d=$(ls -d "$mdir"/[0-9][0-9][0-9]-"${label// /_}" 2>/dev/null | head -1)
