@@ -20,7 +20,11 @@
 #
 # and first two checks of the stack itself: vulkaninfo reports a 1.4 instance and a 1.4 lavapipe,
 # and synchronization validation is heard (echo-samples saxpy --inject-hazard, with the gate's own
-# validation settings, reports a SYNC-HAZARD).
+# validation settings, reports a SYNC-HAZARD); and last a check of the Vulkan 1.4 paths
+# (modern-paths): tests/c/c_modern, which uploads with vkMapMemory2, VkBufferUsageFlags2CreateInfo,
+# vkCmdBindDescriptorSets2 / vkCmdPushDescriptorSet2 and vkCmdPushConstants2 (core 1.4 and the
+# KHR names), took those paths, and its enforce and auto2 runs applied every planned group and
+# left its staging allocations unmade at the driver (VK_ECHO_STATS).
 #
 #   scripts/modern-check.sh                 all passes
 #   scripts/modern-check.sh lavapipe plain  some passes
@@ -105,6 +109,80 @@ for p in "${passes[@]}"; do
     [ "$rc" -eq 0 ] || failed=1
     echo "   pass $p: exit $rc in $((SECONDS - s)) s"
 done
+
+# 4. The Vulkan 1.4 paths (issue 33 item 3): tests/c/c_modern makes its upload with vkMapMemory2,
+# VkBufferUsageFlags2CreateInfo, vkCmdBindDescriptorSets2 / vkCmdPushDescriptorSet2 and
+# vkCmdPushConstants2 (core 1.4, and the KHR extensions). The gate above showed every mode's
+# output equal to validation alone; here its enforce and auto2 runs must also have taken the 1.4
+# paths (its first line), applied every planned group and left every staging allocation the
+# plan leaves out unmade at the driver (VK_ECHO_STATS: allocations_skipped equal to the plan's
+# skip_allocation members, one of them the upload's, none made late). It reuses the lavapipe
+# pass's runs; without that pass it runs c_modern through the gate itself (none, profile,
+# enforce, auto twice).
+echo "== modern stack: the Vulkan 1.4 paths (c_modern: pairs applied, staging allocations not made)"
+case " ${passes[*]} " in
+    *" lavapipe "*) mdir="$out/lavapipe" ;;
+    *)
+        mdir="$out/modern-paths"
+        rm -rf "${mdir:?}"
+        ECHO_NO_BUILD=1 ECHO_BIN_DIR="$bin" ECHO_VALIDATE_OUT="$mdir" \
+            $stack scripts/validate-all.sh --samples '' --programs c_modern \
+            --modes none,profile,enforce,auto1,auto2 > "$out/modern-paths.log" 2>&1 ||
+            { echo "modern-paths	c_modern	-	FAIL	the gate failed ($out/modern-paths.log)" >> "$out/results.tsv"
+              failed=1; } ;;
+esac
+while IFS=$'\t' read -r label want; do
+    d=$(ls -d "$mdir"/[0-9][0-9][0-9]-"${label// /_}" 2>/dev/null | head -1)
+    for m in enforce auto2; do
+        if [ -z "$d" ]; then
+            verdict=FAIL; detail="no run of $label in $mdir"
+        else
+            detail=$(python3 - "$d" "$m" "$want" <<'PY'
+import json, sys
+d, mode, want = sys.argv[1:4]
+try:
+    first = open(f"{d}/{mode}.stdout").readline().strip()
+    plan = json.load(open(f"{d}/plan.json"))
+    stats = [json.loads(l) for l in open(f"{d}/{mode}.stats.jsonl") if l.strip()]
+except OSError as e:
+    print(f"FAIL missing {e.filename}")
+    sys.exit()
+bad = []
+if not first.startswith(f"calls: {want}"):
+    bad.append(f"not the 1.4 paths ({first!r})")
+members = [m for g in plan.get("groups", []) for m in g["members"]]
+skip = [m for m in members if m.get("skip_allocation")]
+if not any(m["role"] == "upload" for m in skip):
+    bad.append("the plan leaves no upload staging allocation out")
+s = {k: sum(x.get(k, 0) for x in stats if isinstance(x.get(k, 0), int))
+     for k in ("groups_planned", "groups_applied", "groups_partly_applied", "bytes_elided_run",
+               "memory_not_allocated", "allocations_skipped", "allocations_made_late")}
+if not all(x.get("mode") == "enforce" for x in stats):
+    bad.append("mode " + "+".join(sorted({str(x.get("mode")) for x in stats})))
+if s["groups_planned"] < 1 or s["groups_applied"] != s["groups_planned"] or s["groups_partly_applied"]:
+    bad.append(f"{s['groups_applied']} of {s['groups_planned']} groups applied")
+if s["bytes_elided_run"] <= 0:
+    bad.append("no bytes elided")
+if s["allocations_skipped"] != len(skip) or s["allocations_made_late"] or s["memory_not_allocated"] <= 0:
+    bad.append(f"{s['allocations_skipped']} allocations not made ({len(skip)} planned), "
+               f"{s['allocations_made_late']} made late, {s['memory_not_allocated']} B not allocated")
+if bad:
+    print("FAIL " + "; ".join(bad))
+else:
+    print(f"ok {s['groups_applied']}/{s['groups_planned']} groups applied, {s['bytes_elided_run']} B elided, "
+          f"{s['allocations_skipped']} staging allocations ({s['memory_not_allocated']} B) not made at the driver")
+PY
+)
+            verdict=${detail%% *}; detail=${detail#* }
+        fi
+        echo "   $label $m: $verdict, $detail"
+        echo "modern-paths	$label	$m	$verdict	$detail" >> "$out/results.tsv"
+        [ "$verdict" = ok ] || failed=1
+    done
+done <<'EOF'
+c_modern 3 core set	Vulkan 1.4 core
+c_modern 3 khr push	KHR extensions
+EOF
 
 ok=$(grep -c $'\tok\t' "$out/results.tsv" || true)
 bad=$(grep -vc $'\tok\t' "$out/results.tsv" || true)

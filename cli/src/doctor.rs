@@ -409,6 +409,7 @@ fn build_report(env: paths::Env) -> Value {
         "drivers": drivers,
         "layers_seen_by_loader": layers_seen,
         "devices": devices,
+        "follows": follows_report(),
         "echo": {
             "manifests": manifests,
             "seen_by_loader": seen,
@@ -489,6 +490,46 @@ fn device_type_name(t: DeviceType) -> &'static str {
 }
 
 /// Every physical device, and whether echo's library was mapped while the instance lived.
+/// Which Vulkan versions and extensions echo follows (the registry's table, issue 32/33): per
+/// core version, the commands that can reach memory that echo follows, that are inert and that it
+/// steps aside from; the extensions it follows and those it steps aside from.
+fn follows_report() -> Value {
+    let c = echo_analyzer::registry::coverage();
+    json!({
+        "registry": echo_analyzer::registry::VK_XML_VERSION,
+        "core": c.core.iter().map(|v| json!({
+            "version": v.version,
+            "followed": v.followed,
+            "inert": v.inert,
+            "aside": v.aside,
+        })).collect::<Vec<_>>(),
+        "extensions_followed": c.extensions_followed,
+        "extensions_aside": c.extensions_aside.len(),
+    })
+}
+
+/// A device's side of [`follows_report`]: of the extensions it offers, those echo follows and
+/// those it steps aside from (when the application enables them), and which of them would make
+/// echo keep every allocation (`apply::memory_commands_followed` with every offered extension
+/// enabled, sparseBinding not).
+fn device_follows(d: &mut Value, exts: &[String], api_version: u32) {
+    let c = echo_analyzer::registry::coverage();
+    let has = |e: &&str| exts.iter().any(|x| x == e);
+    let followed: Vec<&str> = c.extensions_followed.iter().copied().filter(has).collect();
+    let aside: Vec<&str> = c.extensions_aside.iter().copied().filter(has).collect();
+    d["extensions_followed"] = json!(followed);
+    d["extensions_aside"] = json!(aside);
+    // sparseBinding is a feature the application enables or not; here: not.
+    d["allocations_kept_with"] = match echo_analyzer::apply::memory_commands_followed(
+        exts.iter().map(String::as_str),
+        false,
+        api_version,
+    ) {
+        Ok(()) => Value::Null,
+        Err(why) => Value::String(why),
+    };
+}
+
 fn list_devices(entry: &ash::Entry, loader_version: u32) -> Result<(Vec<Value>, bool), String> {
     let api = if loader_version >= vk::API_VERSION_1_1 {
         vk::API_VERSION_1_1
@@ -543,6 +584,14 @@ fn list_devices(entry: &ash::Entry, loader_version: u32) -> Result<(Vec<Value>, 
                 "alias_type": topo.alias_type,
                 "cached_host_visible": topo.cached_host_visible,
             });
+            let exts: Vec<String> = instance
+                .enumerate_device_extension_properties(pd)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|e| e.extension_name_as_c_str().ok())
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect();
+            device_follows(&mut d, &exts, props.api_version);
             if api >= vk::API_VERSION_1_1 && props.api_version >= vk::API_VERSION_1_2 {
                 let mut drv = vk::PhysicalDeviceDriverProperties::default();
                 let mut idp = vk::PhysicalDeviceIDProperties::default();
@@ -866,6 +915,78 @@ fn render(r: &Value) -> String {
     }
     if r["devices"].as_array().is_some_and(|d| d.is_empty()) {
         let _ = writeln!(o, "  none");
+    }
+    let f = &r["follows"];
+    let _ = writeln!(
+        o,
+        "\nWhat echo follows (Vulkan registry {}: device commands that can reach memory)",
+        s(&f["registry"])
+    );
+    for v in f["core"].as_array().into_iter().flatten() {
+        let aside: Vec<String> = v["aside"].as_array().into_iter().flatten().map(s).collect();
+        let _ = writeln!(
+            o,
+            "  Vulkan {} core: {} followed, {} inert{}",
+            s(&v["version"]),
+            s(&v["followed"]),
+            s(&v["inert"]),
+            if aside.is_empty() {
+                String::new()
+            } else {
+                format!("; steps aside from {}", aside.join(", "))
+            }
+        );
+    }
+    let followed: Vec<String> = f["extensions_followed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(s)
+        .collect();
+    let _ = writeln!(o, "  extensions followed: {}", followed.join(", "));
+    let _ = writeln!(
+        o,
+        "  {} other extensions are stepped aside from: what their commands name leaves every group",
+        s(&f["extensions_aside"])
+    );
+    for d in r["devices"].as_array().into_iter().flatten() {
+        let list = |k: &str| -> String {
+            let v: Vec<String> = d[k].as_array().into_iter().flatten().map(s).collect();
+            if v.is_empty() {
+                "none".into()
+            } else {
+                v.join(", ")
+            }
+        };
+        let _ = writeln!(
+            o,
+            "  device [{}], Vulkan {}:",
+            s(&d["index"]),
+            s(&d["api_version"])
+        );
+        let _ = writeln!(
+            o,
+            "    its extensions echo follows: {}",
+            list("extensions_followed")
+        );
+        let _ = writeln!(
+            o,
+            "    its extensions echo steps aside from (if enabled): {}",
+            list("extensions_aside")
+        );
+        let _ = writeln!(
+            o,
+            "    staging allocations may be left unmade: {}",
+            match d["allocations_kept_with"].as_str() {
+                None => "yes, unless the application enables sparseBinding (vkQueueBindSparse \
+                         is not followed)"
+                    .to_string(),
+                Some(why) => format!(
+                    "yes, unless the application enables sparseBinding or an extension of \
+                     these ({why})"
+                ),
+            }
+        );
     }
     let e = &r["echo"];
     let _ = writeln!(o, "\nVK_LAYER_echo");

@@ -178,6 +178,45 @@ fn doctor_text_names_the_device_and_its_class() {
     }
 }
 
+/// Doctor says which Vulkan versions and extensions echo follows (issue 33 item 4), from the
+/// registry's table: every core version up to 1.4, the 1.4 extensions among those followed, and
+/// per device which of its extensions echo follows or steps aside from.
+#[test]
+fn doctor_says_which_versions_and_extensions_echo_follows() {
+    let t = Temp::new("doctor-follows");
+    let out = run(vkecho(&t, &["doctor"]));
+    let s = text(&out.stdout);
+    for want in [
+        "What echo follows (Vulkan registry 1.4.",
+        "Vulkan 1.0 core:",
+        "Vulkan 1.4 core:",
+        "vkCmdCopyQueryPoolResults",
+        "VK_KHR_map_memory2",
+        "VK_KHR_maintenance5",
+        "VK_KHR_maintenance6",
+        "its extensions echo follows:",
+        "staging allocations may be left unmade: yes",
+    ] {
+        assert!(s.contains(want), "doctor's text lacks '{want}':\n{s}");
+    }
+    let (doc, _) = doctor_json(vkecho(&t, &["doctor", "--json"]));
+    let core = doc["follows"]["core"].as_array().expect("follows.core");
+    let versions: Vec<&str> = core
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["1.0", "1.1", "1.2", "1.3", "1.4"]);
+    assert_eq!(core[4]["aside"], serde_json::json!([]), "{:#}", core[4]);
+    let d = lavapipe(&doc);
+    let followed = d["extensions_followed"]
+        .as_array()
+        .expect("extensions_followed");
+    assert!(
+        followed.iter().any(|e| e == "VK_KHR_copy_commands2"),
+        "lavapipe offers VK_KHR_copy_commands2: {followed:?}"
+    );
+}
+
 /// Install writes the repository's manifest with an absolute library_path into the user's
 /// implicit-layer directory; doctor then finds it where the loader looks, the loader lists it,
 /// and doctor did not load echo itself even with VK_ECHO_ENABLE=1 in its environment.

@@ -113,6 +113,10 @@ const DEFERRED_LATE: Prog = prog("c_deferred_ref", &["late", "3"]);
 const DOWNLOAD_6: Prog = prog("c_download", &["ok", "6"]);
 const WRITEONLY_6: Prog = prog("c_writeonly_download", &["write", "6"]);
 const WRITEONLY_READS_6: Prog = prog("c_writeonly_download", &["read", "6"]);
+/// Issue 33: the upload with the Vulkan 1.4 paths (core 1.4 / the KHR extensions; the 1.0 calls
+/// on a device without them, as Debian 12's lavapipe).
+const MODERN_CORE: Prog = prog("c_modern", &["3", "core", "set"]);
+const MODERN_KHR: Prog = prog("c_modern", &["3", "khr", "push"]);
 const VALIDATION: Prog = Prog {
     name: "c_validation",
     args: &[],
@@ -1481,4 +1485,60 @@ fn writeonly_download_reading_kernel_has_no_class() {
         "{label}: no download may be elided: {:?}",
         out.stats
     );
+}
+
+// ------------------------------------------------------------------- (issue 33) c_modern
+
+/// c_modern's upload and readback pairs are both accepted (staging into device) and applied,
+/// and both staging allocations are left unmade at the driver, with the output of the run
+/// without echo: with the Vulkan 1.4 paths where the device has them (scripts/modern-check.sh
+/// runs this program on Debian 13's 1.4 lavapipe and checks that it took them), with the 1.0
+/// calls where it does not (Debian 12's lavapipe 22.3.6).
+fn modern_paths_apply(prog: Prog) {
+    let f = flow(prog);
+    let label = f.case.label(Some("profile"));
+    assert!(
+        f.baseline.starts_with("calls: "),
+        "{label}: the first line says which calls ran:\n{}",
+        f.baseline
+    );
+    let m = members(&f.plan);
+    assert_eq!(
+        m.len(),
+        2,
+        "{label}: want the upload and the readback: {:#}",
+        f.plan
+    );
+    for (direction, member) in &m {
+        assert_eq!(direction, "staging_into_device", "{label}: {member:#}");
+        assert_eq!(member["skip_allocation"], true, "{label}: {member:#}");
+    }
+    for (mode, out) in [("enforce", &f.enforce), ("auto (run 2)", &f.auto[1])] {
+        let label = f.case.label(Some(mode));
+        all_applied(&label, &out.stats);
+        assert!(
+            sum(&out.stats, "bytes_elided") > 0,
+            "{label}: {:?}",
+            out.stats
+        );
+        assert_eq!(
+            (
+                sum(&out.stats, "allocations_skipped"),
+                sum(&out.stats, "allocations_made_late")
+            ),
+            (2, 0),
+            "{label}: both staging allocations stay unmade: {:?}",
+            out.stats
+        );
+    }
+}
+
+#[test]
+fn modern_paths_core_set_apply() {
+    modern_paths_apply(MODERN_CORE);
+}
+
+#[test]
+fn modern_paths_khr_push_apply() {
+    modern_paths_apply(MODERN_KHR);
 }

@@ -96,6 +96,85 @@ pub fn memory_commands_not_followed(
         .collect()
 }
 
+/// What echo does about the commands one core version brought in (a command counts under the
+/// lowest version that has it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreCoverage {
+    /// `"1.0"` … `"1.4"`.
+    pub version: String,
+    pub followed: usize,
+    pub inert: usize,
+    /// The commands echo steps aside from.
+    pub aside: Vec<&'static str>,
+}
+
+/// Which Vulkan versions and extensions echo follows, from the table (`vkecho doctor`,
+/// docs/status.md "Vulkan versions tested").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Coverage {
+    pub core: Vec<CoreCoverage>,
+    /// Extensions each of whose commands that can reach memory is followed (or inert).
+    pub extensions_followed: Vec<&'static str>,
+    /// Extensions with a command echo steps aside from.
+    pub extensions_aside: Vec<&'static str>,
+}
+
+/// The lowest core version (`(major, minor)`) of a command, if it is core.
+fn lowest_core(c: &Command) -> Option<(u32, u32)> {
+    c.requires
+        .iter()
+        .filter_map(|r| core_version(r))
+        .filter_map(|v| {
+            let (a, b) = v.split_once('_')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .min()
+}
+
+/// The whole table's [`Coverage`].
+pub fn coverage() -> Coverage {
+    let mut core: std::collections::BTreeMap<(u32, u32), CoreCoverage> = Default::default();
+    let mut ext: std::collections::BTreeMap<&'static str, (bool, bool)> = Default::default();
+    for c in COMMANDS {
+        if let Some((a, b)) = lowest_core(c) {
+            let e = core.entry((a, b)).or_insert_with(|| CoreCoverage {
+                version: format!("{a}.{b}"),
+                followed: 0,
+                inert: 0,
+                aside: Vec::new(),
+            });
+            match c.class {
+                Class::Followed => e.followed += 1,
+                Class::Inert(_) => e.inert += 1,
+                Class::Aside => e.aside.push(c.name),
+                Class::Platform => {}
+            }
+        }
+        for r in c.requires.iter().filter(|r| core_version(r).is_none()) {
+            // (has a command echo follows or that is inert, has one it steps aside from)
+            let e = ext.entry(r).or_default();
+            match c.class {
+                Class::Followed | Class::Inert(_) => e.0 = true,
+                Class::Aside => e.1 = true,
+                Class::Platform => {}
+            }
+        }
+    }
+    Coverage {
+        core: core.into_values().collect(),
+        extensions_followed: ext
+            .iter()
+            .filter(|(_, &(f, a))| f && !a)
+            .map(|(n, _)| *n)
+            .collect(),
+        extensions_aside: ext
+            .iter()
+            .filter(|(_, &(_, a))| a)
+            .map(|(n, _)| *n)
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +211,36 @@ mod tests {
         let tf = find("vkCmdBindTransformFeedbackBuffersEXT").unwrap();
         assert!(!tf.available(&[], v(1, 4)));
         assert!(tf.available(&["VK_EXT_transform_feedback"], v(1, 0)));
+    }
+
+    #[test]
+    fn coverage_names_the_versions_and_extensions_echo_follows() {
+        let c = coverage();
+        let versions: Vec<&str> = c.core.iter().map(|v| v.version.as_str()).collect();
+        assert_eq!(versions, ["1.0", "1.1", "1.2", "1.3", "1.4"]);
+        // Every 1.4 core command that can reach memory is followed (maintenance5/6, map_memory2,
+        // push descriptors).
+        let v14 = &c.core[4];
+        assert!(v14.followed >= 8 && v14.aside.is_empty(), "{v14:?}");
+        assert!(c.core[0].aside.contains(&"vkCmdCopyQueryPoolResults"));
+        assert!(c.core[0].aside.contains(&"vkQueueBindSparse"));
+        for e in [
+            "VK_KHR_map_memory2",
+            "VK_KHR_maintenance5",
+            "VK_KHR_maintenance6",
+            "VK_KHR_push_descriptor",
+            "VK_KHR_copy_commands2",
+        ] {
+            assert!(c.extensions_followed.contains(&e), "{e}");
+        }
+        assert!(c.extensions_aside.contains(&"VK_EXT_transform_feedback"));
+        assert!(!c.extensions_followed.contains(&"VK_EXT_transform_feedback"));
+        let counted: usize = c
+            .core
+            .iter()
+            .map(|v| v.followed + v.inert + v.aside.len())
+            .sum();
+        assert!(counted < COMMANDS.len());
     }
 
     #[test]
