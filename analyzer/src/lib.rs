@@ -15,8 +15,6 @@ pub mod model;
 pub mod pairing;
 pub mod plan;
 pub mod program;
-#[cfg(feature = "progress")]
-pub mod progress;
 pub mod registry;
 pub mod report;
 pub mod safety;

@@ -11,7 +11,7 @@
 //! `RESULTS.md`, `results.json` and SVG/PNG plots in the output directory.
 
 mod memory;
-use echo_analyzer::progress;
+use echo_progress as progress;
 mod report;
 mod runner;
 mod stats;

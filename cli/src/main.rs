@@ -13,7 +13,7 @@ mod launch;
 mod paths;
 mod plan;
 mod profile;
-use echo_analyzer::progress;
+use echo_progress as progress;
 mod report;
 mod run;
 mod show;

@@ -1566,7 +1566,7 @@ pub fn watched(n: u64, full: bool, every: u64) -> bool {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
-    z.is_multiple_of(every)
+    z % every == 0 // every > 1 here; `is_multiple_of` would need Rust 1.87
 }
 
 /// Exported/imported memory or capture-replay addresses: never aliasable.

@@ -277,7 +277,7 @@ impl Enforcer {
     fn in_window(b: &Block, offset: u64, req: &vk::MemoryRequirements) -> Option<(u64, u64)> {
         let (w, _) = b.window?;
         let end = offset.checked_add(req.size)?;
-        (offset >= b.lo && end <= b.hi && (offset - b.lo).is_multiple_of(req.alignment.max(1)))
+        (offset >= b.lo && end <= b.hi && (offset - b.lo) % req.alignment.max(1) == 0)
             .then(|| (w, offset - b.lo))
     }
 

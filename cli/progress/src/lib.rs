@@ -1,6 +1,7 @@
 //! Progress on stderr for long work, through `indicatif`: `vkecho demo` and `vkecho calibrate`,
-//! echo-bench's samples, sweep and per-call rounds. Behind the `progress` feature, which the two
-//! command-line crates enable; the layer does not, so `indicatif` stays out of its library.
+//! echo-bench's samples, sweep and per-call rounds. A crate of its own, which only the two
+//! command-line crates depend on: the layer's dependency graph never holds `indicatif` (a feature
+//! of the analyzer would, in a workspace build, be unified into the layer's copy too).
 //!
 //! The bar is drawn only when stderr is a terminal (and `VKECHO_NO_PROGRESS` is unset): piped
 //! into a file, a test or a log, it is hidden and stderr carries exactly the lines it carried
