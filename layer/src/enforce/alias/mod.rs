@@ -51,6 +51,8 @@ pub(super) struct Counters {
     pub bytes_elided_run: AtomicU64,
     pub regions_passed: AtomicU64,
     pub barriers_inserted: AtomicU64,
+    pub command_buffers_dropped: AtomicU64,
+    pub submissions_emptied: AtomicU64,
     pub binds_redirected: AtomicU64,
     pub maps_redirected: AtomicU64,
     pub frees_deferred: AtomicU64,
@@ -187,6 +189,9 @@ pub struct Enforcer {
     pub(super) elided_in: HandleMap<u64, super::copy::Elided>,
     /// Some copy was ever elided (`elided_in` is worth looking at).
     pub(super) any_elided: AtomicBool,
+    /// Command buffers that recorded real work since their last begin (`empty.rs`): any
+    /// command but a copy whose every region was dropped.
+    pub(super) content: crate::handles::HandleSet<u64>,
     /// Per creation key without its ordinal (buffers and allocations): the thread that created
     /// the first one, and whether another thread created one too. Ordinals count creations, so
     /// when several threads create objects with the same key concurrently the ordinals follow
@@ -294,6 +299,7 @@ impl Enforcer {
             group_of: HandleMap::default(),
             elided_in: HandleMap::default(),
             any_elided: AtomicBool::new(false),
+            content: Default::default(),
             bases: Mutex::new(HashMap::new()),
             any_alias: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
@@ -603,6 +609,8 @@ impl Enforcer {
         s.bytes_elided_run = ld(&c.bytes_elided_run);
         s.regions_passed = ld(&c.regions_passed);
         s.barriers_inserted = ld(&c.barriers_inserted);
+        s.command_buffers_dropped = ld(&c.command_buffers_dropped);
+        s.submissions_emptied = ld(&c.submissions_emptied);
         s.binds_redirected = ld(&c.binds_redirected);
         s.maps_redirected = ld(&c.maps_redirected);
         s.frees_deferred = ld(&c.frees_deferred);
