@@ -26,19 +26,22 @@ use crate::records::Device;
 use crate::records::HandleMap;
 use ash::vk;
 use echo_analyzer::apply::{check_redirect, PlanIndex, Target};
+use echo_analyzer::fasthash::{FastMap as HashMap, FastSet as HashSet};
 use echo_analyzer::plan::Direction;
 use echo_analyzer::stats::{MemberStatus, NotApplied, PartlyApplied, Stats};
 use echo_analyzer::topology::MemoryTable;
 use echo_analyzer::trace::{MemReq, ObjectKey};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 const HOST_VISIBLE: u32 = vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw();
 
-/// A key without its ordinal, for buffers (`true`) or allocations.
-type Base = (bool, String, u64, u32, u32);
+/// A key without its ordinal, for buffers or allocations, as a 64-bit fingerprint (no string
+/// copied per lookup). Two bases that share a fingerprint share one entry: then both count as
+/// made on several threads as soon as either is, which refuses more, never less.
+type Base = u64;
 
 #[derive(Default)]
 pub(super) struct Counters {
@@ -259,8 +262,8 @@ fn req_of(r: &vk::MemoryRequirements) -> MemReq {
 impl Enforcer {
     pub fn new(plan_path: PathBuf, index: PlanIndex, table: &MemoryTable, atom: u64) -> Enforcer {
         let mut groups = BTreeMap::new();
-        let mut staging_memory = HashMap::new();
-        let mut block_memory: HashMap<ObjectKey, Option<(u64, u64)>> = HashMap::new();
+        let mut staging_memory = HashMap::default();
+        let mut block_memory: HashMap<ObjectKey, Option<(u64, u64)>> = HashMap::default();
         for g in &index.plan.groups {
             if index.role(&g.device.key).is_none() {
                 continue; // left out by PlanIndex (a key in two groups)
@@ -300,7 +303,7 @@ impl Enforcer {
             elided_in: HandleMap::default(),
             any_elided: AtomicBool::new(false),
             content: Default::default(),
-            bases: Mutex::new(HashMap::new()),
+            bases: Mutex::new(HashMap::default()),
             any_alias: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             c: Counters::default(),
@@ -445,7 +448,14 @@ impl Enforcer {
     }
 
     fn base(buffer: bool, k: &ObjectKey) -> Base {
-        (buffer, k.site.clone(), k.size, k.usage, k.flags)
+        use std::hash::BuildHasher;
+        echo_analyzer::fasthash::FastBuild::default().hash_one((
+            buffer,
+            k.site.as_str(),
+            k.size,
+            k.usage,
+            k.flags,
+        ))
     }
 
     /// Notes that the calling thread created an object with key `k`.
