@@ -775,7 +775,7 @@ pub fn render_mark(reg: &Registry, marked: &[Entry]) -> Result<String, String> {
     let mut s = String::new();
     s.push_str(HEADER);
     s.push_str("//! The hooks of the recorded commands echo neither follows nor steps aside from (they cannot\n//! reach memory): each notes that its command buffer records real work (`mark::marked`), then\n//! forwards the call.\n\n");
-    s.push_str("#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit)]\n\n");
+    s.push_str("#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit, clippy::single_match)]\n\n");
     s.push_str("use super::mark::marked;\nuse std::ffi::c_void;\n\n");
     let mut table = Vec::new();
     let mut idx = 0usize;

@@ -4,7 +4,7 @@
 //! reach memory): each notes that its command buffer records real work (`mark::marked`), then
 //! forwards the call.
 
-#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit)]
+#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit, clippy::single_match)]
 
 use super::mark::marked;
 use std::ffi::c_void;
