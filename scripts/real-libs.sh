@@ -23,7 +23,11 @@
 # allocator out (its cost follows the heap's layout); recovered = (b - e) / (b - z)
 # on those, with its resolution (half the range of base's and echo's steady iterations, in
 # points). c_tensors is counted at the wall clock's size, c_vkfft at `small` (its large FFTs
-# take too long under callgrind). The three get the same environment variables (getenv's cost
+# take too long under callgrind), with its plan made with min_bytes 128 KiB (the threshold of a
+# pair, default 256 KiB): its smallest case at `small` is 128 KiB, and the plan then covers the
+# same three cases as the wall clock's plan does at the large sizes (16, 8 and 32 MiB). Mesa's
+# shader cache is off under callgrind (MESA_SHADER_CACHE_DISABLE=true), so no run's compiles
+# depend on what an earlier run left on disk. The three get the same environment variables (getenv's cost
 # follows the environment's length). It counts work, not time: cache misses, memory bandwidth
 # and waiting cost time without instructions (scripts/agreement.sh compares the two).
 set -euo pipefail
@@ -43,14 +47,14 @@ scripts/layer-manifest.py "$R/libVkLayer_echo.so" "$tmp/data/vulkan/implicit_lay
 export XDG_DATA_HOME=$tmp/data XDG_DATA_DIRS=${XDG_DATA_DIRS:-/usr/local/share:/usr/share}
 load0=$(cut -d' ' -f1-3 /proc/loadavg); t0=$(date -u '+%Y-%m-%d %H:%M UTC')
 
-# name | staging args | zero args | size label | callgrind: args with N, N, cases in a run
+# name | staging args | zero args | size label | callgrind: args with N, N, cases in a run, min_bytes of its plan
 PROGS=(
-  "c_tensors|staging 4 16|zero 4 16|3 tensors x 16 MiB, 4 iterations|staging N 16|zero N 16|4|1"
-  "c_vkfft|staging 3 large|zero 3 large|1D 4096x512, 2D 1024², 2D 2048² (16+8+32 MiB), 3 iterations|staging N small|zero N small|4|3"
+  "c_tensors|staging 4 16|zero 4 16|3 tensors x 16 MiB, 4 iterations|staging N 16|zero N 16|4|1|"
+  "c_vkfft|staging 3 large|zero 3 large|1D 4096x512, 2D 1024², 2D 2048² (16+8+32 MiB), 3 iterations|staging N small|zero N small|4|3|131072"
 )
-plan() { # prog args... -> $tmp/plan.json
+plan() { # prog args... -> $tmp/plan.json (min_bytes from $MINB when set)
   local p=$1; shift
-  VK_ECHO_ENABLE=1 VK_ECHO_MODE=profile VK_ECHO_TRACE="$tmp/t.jsonl" "$C/$p" "$@" >/dev/null 2>&1
+  env ${MINB:+VK_ECHO_MIN_BYTES=$MINB} VK_ECHO_ENABLE=1 VK_ECHO_MODE=profile VK_ECHO_TRACE="$tmp/t.jsonl" "$C/$p" "$@" >/dev/null 2>&1
   "$R/vkecho" analyze "$tmp/t.jsonl" -o "$tmp/plan.json" >/dev/null
 }
 runcfg() { # cfg prog stagingargs zeroargs -> stdout of the program; loop_ms to $tmp/err
@@ -63,7 +67,7 @@ runcfg() { # cfg prog stagingargs zeroargs -> stdout of the program; loop_ms to 
 }
 : > "$tmp/rows"
 for spec in "${PROGS[@]}"; do
-  IFS='|' read -r p s z label cs cz n cases <<<"$spec"
+  IFS='|' read -r p s z label cs cz n cases minb <<<"$spec"
   plan "$p" $s
   VK_ECHO_ENABLE=1 VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json VK_ECHO_STATS=$tmp/stats.jsonl \
     "$C/$p" $s >"$tmp/out.enforce" 2>/dev/null
@@ -80,13 +84,14 @@ for spec in "${PROGS[@]}"; do
   if [ "${CG:-}" = 1 ] || [[ ",${CG:-}," == *",$p,"* ]]; then
     : > "$tmp/cg"
     a0=${cs//N/$n}
-    plan "$p" $a0
+    MINB=$minb plan "$p" $a0
     for c in base echo twin; do
       # The same variables in all three (the layer is not loaded with VK_ECHO_DISABLE=1):
       # getenv walks the environment, and the programs and lavapipe call it ~27 times an
       # iteration (tests/c/common.h's buffer_barrier, lavapipe's submit), so 2 variables
       # fewer in base and twin made echo look ~400 instructions an iteration dearer (c_tensors).
-      same=(VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json VK_ECHO_STATS=$tmp/cgstats.jsonl)
+      same=(VK_ECHO_MODE=enforce VK_ECHO_PLAN=$tmp/plan.json VK_ECHO_STATS=$tmp/cgstats.jsonl
+            MESA_SHADER_CACHE_DISABLE=true)
       case $c in
         base) envs=(VK_ECHO_DISABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
         echo) envs=(VK_ECHO_ENABLE=1 "${same[@]}"); a=${cs//N/$n} ;;
@@ -148,7 +153,7 @@ n() { python3 -c "print(f'{$1:,}')"; }
 {
   echo "## Real libraries"
   echo
-  echo "Written by \`${CG:+CG=$CG }scripts/real-libs.sh $ROUNDS\` ($t0, commit $(git rev-parse --short HEAD)$dirty; load average $load0 at the start, $load1 at the end). Programs: tests/c/c_tensors.c (Kompute's tensor layout, in C: see its header), tests/c/c_vkfft.c (VkFFT 1.2.26, Debian libvkfft-dev). Wall clock: median of $ROUNDS interleaved processes per configuration of the loop's time; recovered per round, median [min–max]. Instructions (\`CG=1\`; \"-\" when not run): callgrind, every thread, one steady iteration, glibc's heap allocator left out (c_tensors at the wall clock's size; c_vkfft at its small sizes, 128 KiB + 512 KiB + 2 MiB: its large FFTs take too long under callgrind), ± the method's resolution in points (half the range of the steady iterations). f_copy (twin) = (base − twin)/base."
+  echo "Written by \`${CG:+CG=$CG }scripts/real-libs.sh $ROUNDS\` ($t0, commit $(git rev-parse --short HEAD)$dirty; load average $load0 at the start, $load1 at the end). Programs: tests/c/c_tensors.c (Kompute's tensor layout, in C: see its header), tests/c/c_vkfft.c (VkFFT 1.2.26, Debian libvkfft-dev). Wall clock: median of $ROUNDS interleaved processes per configuration of the loop's time; recovered per round, median [min–max]. Instructions (\`CG=1\`; \"-\" when not run): callgrind, every thread, one steady iteration, glibc's heap allocator left out (c_tensors at the wall clock's size; c_vkfft at its small sizes, 128 KiB + 512 KiB + 2 MiB, its plan made with min_bytes 128 KiB so that it covers all three cases as at the large sizes: its large FFTs take too long under callgrind; Mesa's shader cache off), ± the method's resolution in points (half the range of the steady iterations). f_copy (twin) = (base − twin)/base."
   echo
   echo "| program | size | f_copy (twin) | speedup base/echo | twin base/twin | recovered, wall clock | recovered, instructions | bytes elided (run) | memory not allocated at the driver | groups | base / echo / twin ms |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -160,7 +165,7 @@ n() { python3 -c "print(f'{$1:,}')"; }
   while IFS=$'\t' read -r p label f se sz rm rlo rhi cg rest; do
     [ "$cg" = "-" ] && continue
     IFS='|' read -r rec b e z mine res <<<"$cg"
-    echo "$p, one steady iteration (instructions): base − twin $(n $((b - z))), echo − twin $(n $((e - z))), of which echo's own code (libVkLayer_echo.so, and libgcc_s unwinding call sites) $(n "$mine"); the rest of echo − twin is work of the program's that echo keeps and the twin does not do (its barriers; c_vkfft's per-transfer staging buffer, memory, command buffer, submit and wait)."
+    echo "$p, one steady iteration (instructions): base − twin $(n $((b - z))), echo − twin $(n $((e - z))), of which echo's own code (libVkLayer_echo.so, and libgcc_s unwinding call sites) $(n "$mine"); the rest of echo − twin is work of the program's that echo keeps and the twin does not do (its barriers; c_vkfft's per-transfer staging buffer, command buffer, submission and wait)."
     echo
   done < "$tmp/rows"
   echo "Where the rest of the twin's gain goes (by object and function, per iteration, c_tensors at 2 and 16 MiB, c_vkfft per case) and the first iterations: warmup.md, \"Issue 26\"."

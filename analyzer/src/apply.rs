@@ -2,9 +2,9 @@
 //! plan, and whether a redirected bind is allowed. The layer (`layer/src/enforce/`) asks here and
 //! then makes the Vulkan calls; it decides nothing itself.
 
+use crate::fasthash::FastMap as HashMap;
 use crate::plan::{Direction, Group, Plan};
 use crate::trace::{MemReq, ObjectKey};
-use std::collections::HashMap;
 
 /// The part a buffer plays in the plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,7 +134,7 @@ impl PlanIndex {
     }
 
     pub fn new(plan: Plan) -> (PlanIndex, Vec<String>) {
-        let mut by_key: HashMap<ObjectKey, Vec<Role>> = HashMap::new();
+        let mut by_key: HashMap<ObjectKey, Vec<Role>> = HashMap::default();
         let mut conflicts = Vec::new();
         let mut bad_groups = Vec::new();
         for g in &plan.groups {

@@ -11,6 +11,7 @@ pub mod apply;
 pub mod cache;
 pub mod classes;
 pub mod context;
+pub mod fasthash;
 pub mod model;
 pub mod pairing;
 pub mod plan;

@@ -106,6 +106,14 @@ pub struct Stats {
     pub regions_passed: u64,
     /// Substitute barriers recorded in place of dropped copies.
     pub barriers_inserted: u64,
+    /// Command buffers left out of a submission because every command recorded in them was a
+    /// copy echo dropped (issue 35), counted per submission.
+    #[serde(default)]
+    pub command_buffers_dropped: u64,
+    /// Batches (`VkSubmitInfo`, `VkSubmitInfo2`) whose every command buffer was left out: they
+    /// went down with their semaphores only (the submission and its fence kept).
+    #[serde(default)]
+    pub submissions_emptied: u64,
     /// Binds redirected into a partner's memory, and maps redirected to a partner's mapping.
     pub binds_redirected: u64,
     pub maps_redirected: u64,
@@ -198,6 +206,8 @@ impl Stats {
             t.bytes_elided_run += s.bytes_elided_run;
             t.regions_passed += s.regions_passed;
             t.barriers_inserted += s.barriers_inserted;
+            t.command_buffers_dropped += s.command_buffers_dropped;
+            t.submissions_emptied += s.submissions_emptied;
             t.binds_redirected += s.binds_redirected;
             t.maps_redirected += s.maps_redirected;
             t.bytes_carried += s.bytes_carried;
@@ -266,8 +276,21 @@ impl Stats {
         } else {
             String::new()
         };
+        let dropped = if self.command_buffers_dropped > 0 {
+            format!(
+                ", {} left out of submissions ({} emptied)",
+                crate::report::plural(
+                    self.command_buffers_dropped,
+                    "command buffer",
+                    "command buffers"
+                ),
+                crate::report::plural(self.submissions_emptied, "batch", "batches")
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{} on {} ({}): {}/{} groups applied{part}, {} copies ({} bytes) elided as run ({} copies and {} regions, {} bytes, as recorded), {} barriers inserted, {} bytes not allocated ({} skipped{late}){carried}{guard}",
+            "{} on {} ({}): {}/{} groups applied{part}, {} copies ({} bytes) elided as run ({} copies and {} regions, {} bytes, as recorded), {} barriers inserted{dropped}, {} bytes not allocated ({} skipped{late}){carried}{guard}",
             self.mode,
             self.device,
             self.class,

@@ -29,6 +29,8 @@ pub struct DeviceData {
     /// The next layer's pointer for every command echo steps aside from, by its index in
     /// `hooks::aside::ASIDE`; `None` where the next layer has none.
     pub aside_next: Vec<vk::PFN_vkVoidFunction>,
+    /// The next layer's pointer for every command echo only marks (`hooks::mark::MARK`).
+    pub mark_next: Vec<vk::PFN_vkVoidFunction>,
     pub panic_at: Option<PanicAt>,
     /// Profile mode's recorder, once `profile::start` ran for this device.
     pub profile: OnceLock<crate::profile::Profiler>,

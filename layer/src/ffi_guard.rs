@@ -91,6 +91,8 @@ pub struct Call<'a, F: Copy, R: Copy> {
     /// The next layer's function for the exact command the application called.
     pub next: F,
     pub id: HookId,
+    /// The call's first (dispatchable) argument: for a `vkCmd*` hook, the command buffer.
+    first: u64,
     result: Cell<Option<R>>,
 }
 
@@ -100,6 +102,14 @@ impl<F: Copy, R: Copy> Call<'_, F, R> {
     #[inline]
     pub fn down(&self, r: R) -> R {
         self.result.set(Some(r));
+        // Issue 35: a recorded command went down, so its command buffer holds real work
+        // (`enforce/empty.rs`). Every followed `vkCmd*` hook calls down, except a copy whose
+        // every region echo dropped.
+        if self.id.records() {
+            if let Some(e) = self.dev.enforce() {
+                e.mark_content(self.first);
+            }
+        }
         if let Some(p) = self.dev.panic_at {
             if p.after && p.hook == self.id {
                 panic!(
@@ -117,6 +127,7 @@ impl<F: Copy, R: Copy> Call<'_, F, R> {
 #[inline]
 pub fn device_call<F: Copy, R: Fallback>(
     key: Key,
+    first: u64,
     id: HookId,
     body: impl FnOnce(&Call<'_, F, R>) -> R,
     pass: impl FnOnce(F) -> R,
@@ -145,6 +156,7 @@ pub fn device_call<F: Copy, R: Fallback>(
             dev: &dev,
             next,
             id,
+            first,
             result: Cell::new(None),
         };
         let r = catch_unwind(AssertUnwindSafe(|| {

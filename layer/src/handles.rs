@@ -10,32 +10,9 @@ pub type Key = usize;
 
 /// Hashes handle keys: opaque 64-bit handles and dispatch keys, values the driver and loader
 /// choose (no attacker picks them, so SipHash's flood resistance buys nothing, while it cost
-/// about 450 instructions per `vkCreateBuffer`+`vkDestroyBuffer` in the per-handle maps). One
-/// multiply spreads the pointer-like bits over the word; the fold feeds the high bits (DashMap's
-/// shard choice) into the low ones (hashbrown's bucket).
-#[derive(Default, Clone, Copy)]
-pub struct HandleHasher(u64);
-
-impl std::hash::Hasher for HandleHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(29) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    #[inline]
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-}
+/// about 450 instructions per `vkCreateBuffer`+`vkDestroyBuffer` in the per-handle maps): the
+/// analyzer's [`echo_analyzer::fasthash::FastHasher`], one multiply per word.
+pub use echo_analyzer::fasthash::FastHasher as HandleHasher;
 
 pub type HandleBuild = std::hash::BuildHasherDefault<HandleHasher>;
 /// A concurrent map keyed by handles (the state tracker's one map per handle type).

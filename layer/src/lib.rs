@@ -91,7 +91,8 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
                 // without an instance.
                 return instance::instance_hook(n)
                     .or_else(|| hooks::HookId::from_name(n).map(|id| id.hook()))
-                    .or_else(|| hooks::aside::hook_of(n));
+                    .or_else(|| hooks::aside::hook_of(n))
+                    .or_else(|| hooks::mark::hook_of(n));
             }
             let inst = dispatch::instance(dispatch::key_of(dispatch::raw(instance)))?;
             if let Some(f) = instance::instance_hook(n) {
@@ -100,7 +101,12 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
             let next = inst.next_proc(cname);
             match hooks::HookId::from_name(n) {
                 Some(id) if next.is_some() => Some(id.hook()),
-                None if next.is_some() => hooks::aside::hook_of(n).or(next),
+                // Device commands looked up through the instance: echo's hook whatever device
+                // they will be called on (the marking hooks pass through where echo does not
+                // enforce).
+                None if next.is_some() => hooks::aside::hook_of(n)
+                    .or_else(|| hooks::mark::hook_of(n))
+                    .or(next),
                 _ => next,
             }
         },

@@ -15,6 +15,11 @@
  * `zero` is the zero-copy twin: `buffer` is allocated HOST_VISIBLE|HOST_COHERENT (DEVICE_LOCAL
  * too where a type has both), written and read through its own mapping; no staging, no copies.
  *
+ * Test knob ECHO_C_PLANT_FILL=1 (issue 35): every transfer's command buffer also records real
+ * work beside its copy, a vkCmdFillBuffer of a small readback buffer `plant` (before the copy in
+ * an upload, after it in a download), read after the fence; stdout gets one more line, the
+ * checksum of every fill. Echo elides the copies but must run those command buffers.
+ *
  * stderr: `loop_ms T`, the wall time of the iterations without the host's checks
  * (scripts/real-libs.sh reads it). stdout: per case, the FNV-1a checksum of every iteration's result bytes and the largest
  * |inverse(forward(x)) - x| over the case ("roundtrip ok" below 1e-3); identical in every mode and
@@ -53,6 +58,11 @@ static const struct fft_case LARGE[] = {
 };
 
 static int zero_copy;
+/* ECHO_C_PLANT_FILL: the fill beside each transfer's copy, its buffer and its checksum. */
+static int plant_on;
+static struct buffer plant;
+static uint32_t plant_seq;
+static uint64_t plant_sum = FNV_OFFSET;
 /* Wall time of the timed part (transfers and FFTs; the checks excluded), all cases. */
 static double loop_ms;
 
@@ -104,11 +114,21 @@ static void transfer(const struct gpu *g, VkCommandPool pool, VkFence fence, VkB
     }
     VkCommandBuffer cmd = begin_one(g, pool);
     VkBufferCopy region = {0, 0, size};
+    if (plant_on && to_device)
+        vkCmdFillBuffer(cmd, plant.buf, 0, plant.size, 0x9e3779b9u * ++plant_seq);
     if (to_device)
         vkCmdCopyBuffer(cmd, s.buf, buffer, 1, &region);
     else
         vkCmdCopyBuffer(cmd, buffer, s.buf, 1, &region);
+    if (plant_on && !to_device)
+        vkCmdFillBuffer(cmd, plant.buf, 0, plant.size, 0x9e3779b9u * ++plant_seq);
     end_submit_wait(g, pool, cmd, fence);
+    if (plant_on) {
+        void *q;
+        CHECK(vkMapMemory(g->dev, plant.mem, 0, plant.size, 0, &q));
+        plant_sum = fnv1a(plant_sum, q, (size_t)plant.size);
+        vkUnmapMemory(g->dev, plant.mem);
+    }
     if (!to_device) {
         CHECK(vkMapMemory(g->dev, s.mem, 0, size, 0, &p));
         memcpy(host, p, (size_t)size);
@@ -230,11 +250,19 @@ int main(int argc, char **argv)
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VkFence fence;
     CHECK(vkCreateFence(g.dev, &fci, NULL, &fence));
+    const char *pf = getenv("ECHO_C_PLANT_FILL");
+    plant_on = pf && *pf && strcmp(pf, "0") != 0;
+    if (plant_on)
+        plant = buffer_create(&g, 4096, VK_BUFFER_USAGE_TRANSFER_DST_BIT, MEM_READBACK);
     glslang_initialize_process();
     const struct fft_case *cases = large ? LARGE : SMALL;
     for (int i = 0; i < 3; i++)
         run_case(&g, pool, fence, &cases[i], iters);
     glslang_finalize_process();
+    if (plant_on) {
+        printf("plant: %u fills, checksum %016llx\n", plant_seq, (unsigned long long)plant_sum);
+        buffer_destroy(&g, &plant);
+    }
     fprintf(stderr, "loop_ms %.3f\n", loop_ms);
     vkDestroyFence(g.dev, fence, NULL);
     vkDestroyCommandPool(g.dev, pool, NULL);

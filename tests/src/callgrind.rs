@@ -151,10 +151,17 @@ impl Iteration {
 /// iteration j, OUT the last iteration with the teardown. Iteration 0 (first touch) and the
 /// last are left out, as scripts/cg-steady.py does.
 pub fn steady_iterations(out: &Path, iters: usize) -> Vec<Iteration> {
+    steady_iterations_of_case(out, iters, 0)
+}
+
+/// As [`steady_iterations`], for case `case` (from 0) of a program that runs several cases one
+/// after another, `iters` iterations each (c_vkfft): its iteration `j` is dump `case * iters +
+/// j + 2` (scripts/cg-steady.py).
+pub fn steady_iterations_of_case(out: &Path, iters: usize, case: usize) -> Vec<Iteration> {
     assert!(iters >= 3, "the first and the last iteration are left out");
     (1..iters - 1)
         .map(|j| {
-            let p = PathBuf::from(format!("{}.{}", out.display(), j + 2));
+            let p = PathBuf::from(format!("{}.{}", out.display(), case * iters + j + 2));
             let text = std::fs::read_to_string(&p)
                 .unwrap_or_else(|e| panic!("{}: {e} (no dump per iteration?)", p.display()));
             let by_function = self_cost_by_function(&text);

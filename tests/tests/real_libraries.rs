@@ -83,8 +83,13 @@ fn sum(stats: &[Value], field: &str) -> u64 {
 }
 
 /// Every mode and the twin print the baseline's stdout; enforce applies all its groups and
-/// elides at least `min_elided` bytes. Returns the baseline's stdout.
-fn every_mode_and_twin(name: &str, staging: &[&str], zero: &[&str], min_elided: u64) -> String {
+/// elides at least `min_elided` bytes. Returns the baseline's stdout and enforce's statistics.
+fn every_mode_and_twin(
+    name: &str,
+    staging: &[&str],
+    zero: &[&str],
+    min_elided: u64,
+) -> (String, Vec<Value>) {
     let dir = std::env::temp_dir().join(format!("echo-reallib-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -158,13 +163,13 @@ fn every_mode_and_twin(name: &str, staging: &[&str], zero: &[&str], min_elided: 
     if std::env::var_os("ECHO_KEEP_TEST_DIRS").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    base
+    (base, enforce.stats)
 }
 
 #[test]
 fn kompute_style_tensors_every_mode_and_twin() {
     // 3 iterations of 3 tensors of 1 MiB: a and b uploaded, out read back, each iteration.
-    let out = every_mode_and_twin(
+    let (out, _) = every_mode_and_twin(
         "c_tensors",
         &["staging", "3", "1"],
         &["zero", "3", "1"],
@@ -180,7 +185,7 @@ fn kompute_style_tensors_every_mode_and_twin() {
 fn vkfft_every_mode_and_twin() {
     // 2 iterations of three FFT cases; the 2D (512 KiB) and the 1D batch (2 MiB) are above the
     // pairing threshold (256 KiB): their upload and download per iteration must go.
-    let out = every_mode_and_twin(
+    let (out, stats) = every_mode_and_twin(
         "c_vkfft",
         &["staging", "2", "small"],
         &["zero", "2", "small"],
@@ -192,6 +197,72 @@ fn vkfft_every_mode_and_twin() {
             l.ends_with("roundtrip ok"),
             "VkFFT's inverse did not give back its input: {l}"
         );
+    }
+    // Issue 35: each of those transfers' one-time command buffers held only its copy, which
+    // echo dropped: all 8 (2 cases x 2 iterations x upload and download) stay out of their
+    // submission, which goes down with its fence alone.
+    assert_eq!(
+        (
+            sum(&stats, "command_buffers_dropped"),
+            sum(&stats, "submissions_emptied")
+        ),
+        (8, 8),
+        "{stats:?}"
+    );
+}
+
+/// Issue 35's planted counterpart: with ECHO_C_PLANT_FILL=1 every transfer's command buffer also
+/// fills a small readback buffer (before the copy in an upload, after it in a download). Echo
+/// still elides the copies, but no command buffer may stay out of its submission, and the fills
+/// land (the checksum of every fill is the baseline's).
+#[test]
+fn vkfft_a_dropped_copy_beside_real_work_runs() {
+    let dir = std::env::temp_dir().join(format!("echo-reallib-{}-plant", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = |p: PathBuf| p.display().to_string();
+    let args = ["staging", "2", "small"];
+    let plant = ("ECHO_C_PLANT_FILL", "1".to_string());
+    let base = run(&dir, "c_vkfft", &args, None, &[plant.clone()]).stdout;
+    assert!(base.contains("plant: 12 fills, checksum "), "{base}");
+    let trace = dir.join("trace.jsonl");
+    let p = run(
+        &dir,
+        "c_vkfft",
+        &args,
+        Some("profile"),
+        &[plant.clone(), ("VK_ECHO_TRACE", s(trace.clone()))],
+    );
+    assert_eq!(p.stdout, base, "profile");
+    let plan = dir.join("plan.json");
+    let mut cmd = Command::new(artifact("vkecho"));
+    cmd.arg("analyze").arg(&trace).arg("-o").arg(&plan);
+    let a = run_within(cmd, LIMIT);
+    assert!(a.status.success(), "analyze: {}{}", a.stdout, a.stderr);
+    let e = run(
+        &dir,
+        "c_vkfft",
+        &args,
+        Some("enforce"),
+        &[plant, ("VK_ECHO_PLAN", s(plan))],
+    );
+    assert_eq!(
+        e.stdout, base,
+        "enforce: a fill beside a dropped copy did not run"
+    );
+    assert!(
+        sum(&e.stats, "copies_elided") >= 8,
+        "the copies were not elided, so nothing was tested: {:?}",
+        e.stats
+    );
+    assert_eq!(
+        sum(&e.stats, "command_buffers_dropped"),
+        0,
+        "a command buffer holding a fill was left out: {:?}",
+        e.stats
+    );
+    if std::env::var_os("ECHO_KEEP_TEST_DIRS").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 

@@ -503,6 +503,61 @@ impl Registry {
             .collect()
     }
 
+    /// Every command recorded into a command buffer (`vkCmd*`, first parameter a
+    /// `VkCommandBuffer`, provided by a supported feature or extension, not only on platforms no
+    /// Linux driver has) that `entries` neither follows nor steps aside from: echo hands out a
+    /// generated hook for each that only notes "this command buffer records real work"
+    /// (`layer/src/hooks/mark.rs`), so a command buffer echo drops from a submission because it
+    /// held only elided copies is known to have held nothing else. With the followed and aside
+    /// hooks, every recorded command is echo's (`every_recorded_command_is_hooked`).
+    pub fn marked(&self, entries: &[Entry], followed: &BTreeSet<String>) -> Vec<Entry> {
+        let hooked: BTreeSet<&str> = entries
+            .iter()
+            .filter(|e| matches!(e.class, Class::Followed | Class::Aside | Class::Platform))
+            .map(|e| e.name.as_str())
+            .collect();
+        let mut out = Vec::new();
+        for c in self.commands.values() {
+            if !c.name.starts_with("vkCmd")
+                || c.params.first().map(|p| p.ty.as_str()) != Some("VkCommandBuffer")
+                || hooked.contains(c.name.as_str())
+            {
+                continue;
+            }
+            let names = self.names_of(&c.name);
+            if names.iter().any(|n| followed.contains(n)) {
+                continue;
+            }
+            let mut requires: BTreeSet<String> = BTreeSet::new();
+            for n in &names {
+                if let Some(p) = self.providers.get(n) {
+                    requires.extend(p.iter().cloned());
+                }
+            }
+            if requires.is_empty() {
+                continue;
+            }
+            if requires.iter().all(|r| {
+                self.platform
+                    .get(r)
+                    .is_some_and(|p| NOT_LINUX.contains(&p.as_str()))
+            }) {
+                continue;
+            }
+            out.push(Entry {
+                name: c.name.clone(),
+                aliases: names[1..].to_vec(),
+                level: Level::CommandBuffer,
+                class: Class::Aside,
+                takes_memory: false,
+                everything: false,
+                requires: requires.into_iter().collect(),
+                why: "records work into a command buffer".into(),
+            });
+        }
+        out
+    }
+
     pub fn command(&self, name: &str) -> Option<&Command> {
         self.commands.get(self.resolve(name))
     }
@@ -714,6 +769,81 @@ pub fn render_layer(reg: &Registry, entries: &[Entry]) -> Result<String, String>
     Ok(s)
 }
 
+/// `layer/src/hooks/mark_gen.rs`: a hook per name (aliases included) of every command
+/// [`Registry::marked`] lists.
+pub fn render_mark(reg: &Registry, marked: &[Entry]) -> Result<String, String> {
+    let mut s = String::new();
+    s.push_str(HEADER);
+    s.push_str("//! The hooks of the recorded commands echo neither follows nor steps aside from (they cannot\n//! reach memory): each notes that its command buffer records real work (`mark::marked`), then\n//! forwards the call.\n\n");
+    s.push_str("#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit, clippy::single_match)]\n\n");
+    s.push_str("use super::mark::marked;\nuse std::ffi::c_void;\n\n");
+    let mut table = Vec::new();
+    let mut idx = 0usize;
+    for e in marked {
+        let def = reg.command(&e.name).expect("marked commands exist");
+        let mut args = Vec::new();
+        let mut tys = Vec::new();
+        for (i, p) in def.params.iter().enumerate() {
+            let t = if p.pointer {
+                "*const c_void"
+            } else {
+                reg.abi(&p.ty).ok_or_else(|| {
+                    format!(
+                        "{}: no ABI type for parameter {} ({})",
+                        e.name, p.name, p.ty
+                    )
+                })?
+            };
+            args.push(format!("a{i}: {t}"));
+            tys.push(t);
+        }
+        let ret = reg
+            .abi(&def.ret)
+            .ok_or_else(|| format!("{}: no ABI type for its result {}", e.name, def.ret))?;
+        let fallback = match def.ret.as_str() {
+            "void" => "()".to_string(),
+            "VkResult" => "-3 /* VK_ERROR_INITIALIZATION_FAILED */".to_string(),
+            _ => "0".to_string(),
+        };
+        let call: Vec<String> = (0..def.params.len()).map(|i| format!("a{i}")).collect();
+        for name in std::iter::once(&e.name).chain(&e.aliases) {
+            writeln!(
+                s,
+                "pub unsafe extern \"system\" fn {name}({}) -> {ret} {{",
+                args.join(", ")
+            )
+            .unwrap();
+            writeln!(
+                s,
+                "    type F = unsafe extern \"system\" fn({}) -> {ret};",
+                tys.join(", ")
+            )
+            .unwrap();
+            writeln!(s, "    match marked::<F>(a0, {idx}) {{").unwrap();
+            writeln!(s, "        Some(next) => next({}),", call.join(", ")).unwrap();
+            writeln!(s, "        None => {fallback},").unwrap();
+            writeln!(s, "    }}\n}}\n").unwrap();
+            table.push(name.clone());
+            idx += 1;
+        }
+    }
+    writeln!(s, "/// Every marking hook: (name, hook).").unwrap();
+    writeln!(
+        s,
+        "pub const MARK: [(&str, unsafe extern \"system\" fn()); {idx}] = ["
+    )
+    .unwrap();
+    for name in &table {
+        writeln!(
+            s,
+            "    ({name:?}, unsafe {{ std::mem::transmute::<*const (), unsafe extern \"system\" fn()>({name} as *const ()) }}),"
+        )
+        .unwrap();
+    }
+    writeln!(s, "];").unwrap();
+    Ok(s)
+}
+
 /// The generated files' paths, relative to the repository root, and their contents.
 pub fn generate(root: &std::path::Path) -> Result<Vec<(std::path::PathBuf, String)>, String> {
     let xml = std::fs::read_to_string(root.join("layer/registry/vk.xml"))
@@ -723,6 +853,7 @@ pub fn generate(root: &std::path::Path) -> Result<Vec<(std::path::PathBuf, Strin
     let reg = Registry::parse(&xml)?;
     let followed = followed_from_hook_table(&hooks);
     let entries = reg.classify(&followed);
+    let marked = reg.marked(&entries, &followed);
     Ok(vec![
         (
             root.join("analyzer/src/registry/generated.rs"),
@@ -731,6 +862,10 @@ pub fn generate(root: &std::path::Path) -> Result<Vec<(std::path::PathBuf, Strin
         (
             root.join("layer/src/hooks/aside_gen.rs"),
             render_layer(&reg, &entries)?,
+        ),
+        (
+            root.join("layer/src/hooks/mark_gen.rs"),
+            render_mark(&reg, &marked)?,
         ),
     ])
 }
@@ -868,6 +1003,45 @@ mod tests {
                 Class::Platform => assert!(e.requires.iter().all(|x| r.platform.contains_key(x))),
             }
         }
+    }
+
+    /// Every command recorded into a command buffer is echo's on an active enforcing device:
+    /// followed (hook table), stepped aside from (generated aside hook) or marked (generated
+    /// marking hook). A command buffer echo drops from a submission (it held only elided
+    /// copies) therefore held nothing echo did not see.
+    #[test]
+    fn every_recorded_command_is_hooked() {
+        let r = registry();
+        let f = followed();
+        let entries = r.classify(&f);
+        let layer = render_layer(&r, &entries).unwrap();
+        let mark = render_mark(&r, &r.marked(&entries, &f)).unwrap();
+        let platform: BTreeSet<&str> = entries
+            .iter()
+            .filter(|e| e.class == Class::Platform)
+            .flat_map(|e| std::iter::once(&e.name).chain(&e.aliases))
+            .map(String::as_str)
+            .collect();
+        let mut n = 0;
+        for c in r.commands.values() {
+            if !c.name.starts_with("vkCmd") || c.params[0].ty != "VkCommandBuffer" {
+                continue;
+            }
+            for name in r.names_of(&c.name) {
+                if !r.providers.contains_key(&name) || platform.contains(name.as_str()) {
+                    continue;
+                }
+                let sig = format!("pub unsafe extern \"system\" fn {name}(");
+                let how = [f.contains(&name), layer.contains(&sig), mark.contains(&sig)];
+                assert_eq!(
+                    how.iter().filter(|x| **x).count(),
+                    1,
+                    "{name}: followed, aside, marked = {how:?} (exactly one)"
+                );
+                n += 1;
+            }
+        }
+        assert!(n > 300, "only {n} recorded commands");
     }
 
     /// A command added to the registry that can reach memory is classified (stepped aside from,

@@ -31,7 +31,7 @@ type Region = (u64, u64, u64);
 /// Elided copies recorded in one command buffer since its last begin.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Elided {
-    copies: u64,
+    pub(super) copies: u64,
     regions: u64,
     bytes: u64,
 }
@@ -160,6 +160,7 @@ impl Enforcer {
     /// `vkBeginCommandBuffer`, `vkResetCommandBuffer`, a pool reset or free: `cbs` hold no
     /// elided copy any more.
     pub fn on_reset(&self, cbs: &[u64]) {
+        self.clear_content(cbs);
         if self.elides() {
             for cb in cbs {
                 self.elided_in.remove(cb);

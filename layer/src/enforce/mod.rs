@@ -15,6 +15,7 @@
 
 mod alias;
 mod copy;
+mod empty;
 pub mod guard;
 
 pub use alias::{Enforcer, FreeAction, Unmap};

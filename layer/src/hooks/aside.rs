@@ -103,6 +103,11 @@ pub unsafe fn called<F: Copy>(
     let found = catch_unwind(AssertUnwindSafe(|| {
         let dev = dispatch::device_for_call(dispatch::key_of(first as u64))?;
         let next = dev.aside_next.get(idx).copied().flatten()?;
+        if first_is_cb && dev.is_active() {
+            if let Some(e) = dev.enforce() {
+                e.mark_content(first as u64); // issue 35: real work (`enforce/empty.rs`)
+            }
+        }
         if dev.is_active() && (everything || !named.is_empty()) {
             let cmd = first_is_cb.then_some(first as u64);
             if catch_unwind(AssertUnwindSafe(|| {

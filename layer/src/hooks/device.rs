@@ -311,6 +311,13 @@ pub unsafe extern "system" fn vkCreateDevice(
                     gdpa(device, name.as_ptr())
                 })
                 .collect();
+            let mark_next = super::mark::MARK
+                .iter()
+                .map(|(n, _)| {
+                    let name = CString::new(*n).expect("command names have no NUL");
+                    gdpa(device, name.as_ptr())
+                })
+                .collect();
             let added: Vec<String> = added
                 .iter()
                 .map(|c| c.to_string_lossy().into_owned())
@@ -357,6 +364,7 @@ pub unsafe extern "system" fn vkCreateDevice(
                     },
                     next,
                     aside_next,
+                    mark_next,
                     panic_at,
                     profile: std::sync::OnceLock::new(),
                     enforce: std::sync::OnceLock::new(),
@@ -454,6 +462,13 @@ pub unsafe fn get_device_proc_addr(
                 // Every other command that can reach memory: echo's aside hook (issue 32).
                 if let Some(i) = super::aside::index_of(n) {
                     return dev.aside_next[i].map(|_| super::aside::ASIDE[i].2);
+                }
+                // Every other recorded command, where echo may drop command buffers that
+                // became empty (issue 35): echo's marking hook.
+                if dev.enforce().is_some() {
+                    if let Some(i) = super::mark::index_of(n) {
+                        return dev.mark_next[i].map(|_| super::mark::MARK[i].1);
+                    }
                 }
             }
             dev.next_proc(cname)

@@ -20,6 +20,9 @@ pub mod descriptor;
 pub mod device;
 pub mod image;
 pub mod instance;
+pub mod mark;
+#[rustfmt::skip]
+mod mark_gen;
 pub mod memory;
 pub mod queue;
 pub mod sync;
@@ -50,6 +53,7 @@ macro_rules! hook {
             $crate::ffi_guard::device_call::<Next, Ret>(
                 // SAFETY: the first parameter of every hooked command is a dispatchable handle.
                 unsafe { $crate::dispatch::key_of($crate::dispatch::raw($first)) },
+                $crate::dispatch::raw($first),
                 $crate::hooks::HookId::$name,
                 #[allow(unused_unsafe)]
                 |$cx: &$crate::ffi_guard::Call<'_, Next, Ret>| unsafe { $body },
@@ -80,12 +84,20 @@ macro_rules! hook_table {
 
         pub const HOOK_COUNT: usize = [$(stringify!($name)),*].len();
         const HOOK_NAMES: [&str; HOOK_COUNT] = [$(stringify!($name)),*];
+        /// Whether each hook records a command into a command buffer (`vkCmd*`).
+        const HOOK_RECORDS: [bool; HOOK_COUNT] = [$(is_cmd(stringify!($name))),*];
 
         impl HookId {
             pub const ALL: [HookId; HOOK_COUNT] = [$(HookId::$name),*];
 
             pub fn name(self) -> &'static str {
                 HOOK_NAMES[self as usize]
+            }
+
+            /// It records a command into its first argument, a command buffer (`vkCmd*`).
+            #[inline]
+            pub fn records(self) -> bool {
+                HOOK_RECORDS[self as usize]
             }
 
             pub fn from_name(name: &[u8]) -> Option<HookId> {
@@ -109,6 +121,18 @@ macro_rules! hook_table {
 }
 
 pub(crate) use {hook, ret_ty};
+
+/// Whether a command name is a recorded command (`vkCmd` followed by an upper-case letter).
+const fn is_cmd(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() > 5
+        && b[0] == b'v'
+        && b[1] == b'k'
+        && b[2] == b'C'
+        && b[3] == b'm'
+        && b[4] == b'd'
+        && b[5].is_ascii_uppercase()
+}
 
 hook_table! {
     // memory.rs

@@ -51,12 +51,20 @@ hook! {
             let cbs: Vec<u64> = batches_v1(count, submits).into_iter().flat_map(|b| b.command_buffers).collect();
             used = g.before_submit(cx.dev, raw(queue), &cbs);
         }
-        let r = cx.down((cx.next)(queue, count, submits, fence));
+        // Issue 35: command buffers that held only dropped copies stay out (`enforce/empty.rs`).
+        let stripped = cx.dev.enforce().and_then(|e| e.strip_v1(count, submits));
+        let r = match &stripped {
+            Some(s) => cx.down((cx.next)(queue, s.count(), s.as_ptr(), fence)),
+            None => cx.down((cx.next)(queue, count, submits, fence)),
+        };
         if let Some(g) = guard {
             g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
         }
         if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
             e.on_submit(command_buffers_v1(count, submits));
+            if let Some(s) = &stripped {
+                e.count_stripped(s);
+            }
         }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v1(count, submits), raw(fence));
@@ -78,12 +86,20 @@ hook! {
             let cbs: Vec<u64> = batches_v2(count, submits).into_iter().flat_map(|b| b.command_buffers).collect();
             used = g.before_submit(cx.dev, raw(queue), &cbs);
         }
-        let r = cx.down((cx.next)(queue, count, submits, fence));
+        // Issue 35: command buffers that held only dropped copies stay out (`enforce/empty.rs`).
+        let stripped = cx.dev.enforce().and_then(|e| e.strip_v2(count, submits));
+        let r = match &stripped {
+            Some(s) => cx.down((cx.next)(queue, s.count(), s.as_ptr(), fence)),
+            None => cx.down((cx.next)(queue, count, submits, fence)),
+        };
         if let Some(g) = guard {
             g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
         }
         if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
             e.on_submit(command_buffers_v2(count, submits));
+            if let Some(s) = &stripped {
+                e.count_stripped(s);
+            }
         }
         if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
             p.on_submit(seq, raw(queue), batches_v2(count, submits), raw(fence));

@@ -26,19 +26,22 @@ use crate::records::Device;
 use crate::records::HandleMap;
 use ash::vk;
 use echo_analyzer::apply::{check_redirect, PlanIndex, Target};
+use echo_analyzer::fasthash::{FastMap as HashMap, FastSet as HashSet};
 use echo_analyzer::plan::Direction;
 use echo_analyzer::stats::{MemberStatus, NotApplied, PartlyApplied, Stats};
 use echo_analyzer::topology::MemoryTable;
 use echo_analyzer::trace::{MemReq, ObjectKey};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 const HOST_VISIBLE: u32 = vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw();
 
-/// A key without its ordinal, for buffers (`true`) or allocations.
-type Base = (bool, String, u64, u32, u32);
+/// A key without its ordinal, for buffers or allocations, as a 64-bit fingerprint (no string
+/// copied per lookup). Two bases that share a fingerprint share one entry: then both count as
+/// made on several threads as soon as either is, which refuses more, never less.
+type Base = u64;
 
 #[derive(Default)]
 pub(super) struct Counters {
@@ -51,6 +54,8 @@ pub(super) struct Counters {
     pub bytes_elided_run: AtomicU64,
     pub regions_passed: AtomicU64,
     pub barriers_inserted: AtomicU64,
+    pub command_buffers_dropped: AtomicU64,
+    pub submissions_emptied: AtomicU64,
     pub binds_redirected: AtomicU64,
     pub maps_redirected: AtomicU64,
     pub frees_deferred: AtomicU64,
@@ -187,6 +192,9 @@ pub struct Enforcer {
     pub(super) elided_in: HandleMap<u64, super::copy::Elided>,
     /// Some copy was ever elided (`elided_in` is worth looking at).
     pub(super) any_elided: AtomicBool,
+    /// Command buffers that recorded real work since their last begin (`empty.rs`): any
+    /// command but a copy whose every region was dropped.
+    pub(super) content: crate::handles::HandleSet<u64>,
     /// Per creation key without its ordinal (buffers and allocations): the thread that created
     /// the first one, and whether another thread created one too. Ordinals count creations, so
     /// when several threads create objects with the same key concurrently the ordinals follow
@@ -254,8 +262,8 @@ fn req_of(r: &vk::MemoryRequirements) -> MemReq {
 impl Enforcer {
     pub fn new(plan_path: PathBuf, index: PlanIndex, table: &MemoryTable, atom: u64) -> Enforcer {
         let mut groups = BTreeMap::new();
-        let mut staging_memory = HashMap::new();
-        let mut block_memory: HashMap<ObjectKey, Option<(u64, u64)>> = HashMap::new();
+        let mut staging_memory = HashMap::default();
+        let mut block_memory: HashMap<ObjectKey, Option<(u64, u64)>> = HashMap::default();
         for g in &index.plan.groups {
             if index.role(&g.device.key).is_none() {
                 continue; // left out by PlanIndex (a key in two groups)
@@ -294,7 +302,8 @@ impl Enforcer {
             group_of: HandleMap::default(),
             elided_in: HandleMap::default(),
             any_elided: AtomicBool::new(false),
-            bases: Mutex::new(HashMap::new()),
+            content: Default::default(),
+            bases: Mutex::new(HashMap::default()),
             any_alias: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             c: Counters::default(),
@@ -439,7 +448,14 @@ impl Enforcer {
     }
 
     fn base(buffer: bool, k: &ObjectKey) -> Base {
-        (buffer, k.site.clone(), k.size, k.usage, k.flags)
+        use std::hash::BuildHasher;
+        echo_analyzer::fasthash::FastBuild::default().hash_one((
+            buffer,
+            k.site.as_str(),
+            k.size,
+            k.usage,
+            k.flags,
+        ))
     }
 
     /// Notes that the calling thread created an object with key `k`.
@@ -603,6 +619,8 @@ impl Enforcer {
         s.bytes_elided_run = ld(&c.bytes_elided_run);
         s.regions_passed = ld(&c.regions_passed);
         s.barriers_inserted = ld(&c.barriers_inserted);
+        s.command_buffers_dropped = ld(&c.command_buffers_dropped);
+        s.submissions_emptied = ld(&c.submissions_emptied);
         s.binds_redirected = ld(&c.binds_redirected);
         s.maps_redirected = ld(&c.maps_redirected);
         s.frees_deferred = ld(&c.frees_deferred);
