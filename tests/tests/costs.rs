@@ -205,7 +205,10 @@ fn call_site_capture_instruction_budget() {
         let out = w.dir.join(format!("cg-capture-{n}.out"));
         let mut cmd = w.command(Path::new("valgrind"), &[]);
         cmd.env("VK_ECHO_PLAN", &file)
-            .args(["--tool=callgrind", "--toggle-collect=*callsite*capture_hash*"])
+            .args([
+                "--tool=callgrind",
+                "--toggle-collect=*callsite*capture_hash*",
+            ])
             .arg(format!("--callgrind-out-file={}", out.display()))
             .arg(c_calls())
             .args(&args);
@@ -223,7 +226,10 @@ fn call_site_capture_instruction_budget() {
             "enforce made no capture with echo's unwinder:\n{stderr}"
         );
         let text = std::fs::read_to_string(&out).unwrap();
-        (self_cost_by_object(&text).values().sum(), stderr.into_owned())
+        (
+            self_cost_by_object(&text).values().sum(),
+            stderr.into_owned(),
+        )
     };
     let [(a, _), (b, log)] = LOOPS.map(count);
     assert!(
@@ -233,7 +239,10 @@ fn call_site_capture_instruction_budget() {
         LOOPS[0]
     );
     let per = (b - a).div_ceil(LOOPS[1] - LOOPS[0]);
-    let line = log.lines().find(|l| l.contains("call sites: ")).unwrap_or("");
+    let line = log
+        .lines()
+        .find(|l| l.contains("call sites: "))
+        .unwrap_or("");
     println!("call-site capture (callsite::capture_hash, release library, stack_depth 16): {per} instructions per captured call\n{line}");
     assert!(
         per <= CAPTURE_PER_CALL,
@@ -301,4 +310,3 @@ fn inactive_devices_never_enter_echo() {
         assert_eq!(in_echo(&w), none, "discrete table, mode={mode}");
     }
 }
-

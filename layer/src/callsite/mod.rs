@@ -368,11 +368,18 @@ fn skip_layer_frames(r: &Resolved) -> bool {
 /// the frames (profile mode writes them into the trace).
 #[inline(never)]
 pub fn capture(depth: usize) -> CallSite {
-    let site = capture_with(depth, &skip_layer_frames);
-    if check_enabled() {
-        check(site.hash, depth);
+    match check_mode() {
+        Check::Off => capture_with(depth, &skip_layer_frames),
+        Check::Compare => {
+            let site = capture_with(depth, &skip_layer_frames);
+            check(site.hash, depth);
+            site
+        }
+        Check::Reference => {
+            REFERENCE.fetch_add(1, Ordering::Relaxed);
+            reference_with(depth, &skip_layer_frames)
+        }
     }
-    site
 }
 
 /// The site hash alone, equal to [`capture`]'s: what enforce mode needs to recognise a buffer.
@@ -380,6 +387,11 @@ pub fn capture(depth: usize) -> CallSite {
 /// makes a buffer per iteration) finds the hash in its memo.
 #[inline(never)]
 pub fn capture_hash(depth: usize) -> u64 {
+    let mode = check_mode();
+    if mode == Check::Reference {
+        REFERENCE.fetch_add(1, Ordering::Relaxed);
+        return with_thread(reference_hash(depth, &skip_layer_frames));
+    }
     let regs = unwind::Regs::here();
     let fast = regs.and_then(|r| {
         unwound(r, depth, &skip_layer_frames, |t, c, pcs, mods| {
@@ -403,7 +415,7 @@ pub fn capture_hash(depth: usize) -> u64 {
             reference_hash(depth, &skip_layer_frames)
         }
     });
-    if check_enabled() {
+    if mode == Check::Compare {
         check(h, depth);
     }
     h
@@ -572,9 +584,11 @@ fn reference_walk(
 }
 
 /// Captures that echo's unwinder took, captures that fell back to the reference, captures
-/// checked against the reference (`VK_ECHO_CALLSITE_CHECK=1`), and how many of those differed.
+/// made by the reference alone (`VK_ECHO_CALLSITE_CHECK=reference`), captures checked against
+/// the reference (`VK_ECHO_CALLSITE_CHECK=1`), and how many of those differed.
 static UNWOUND: AtomicU64 = AtomicU64::new(0);
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
+static REFERENCE: AtomicU64 = AtomicU64::new(0);
 static CHECKED: AtomicU64 = AtomicU64::new(0);
 static MISMATCHES: AtomicU64 = AtomicU64::new(0);
 
@@ -585,6 +599,8 @@ pub struct Stats {
     pub unwound: u64,
     /// Captures that fell back to libgcc's unwinder (a frame echo's could not follow).
     pub fallbacks: u64,
+    /// Captures made by libgcc's unwinder alone (`VK_ECHO_CALLSITE_CHECK=reference`).
+    pub reference: u64,
     /// Captures also made by the reference path (`VK_ECHO_CALLSITE_CHECK=1`).
     pub checked: u64,
     /// Of those, how many gave another site.
@@ -596,6 +612,7 @@ pub fn stats() -> Stats {
     Stats {
         unwound: UNWOUND.load(Ordering::Relaxed),
         fallbacks: FALLBACKS.load(Ordering::Relaxed),
+        reference: REFERENCE.load(Ordering::Relaxed),
         checked: CHECKED.load(Ordering::Relaxed),
         mismatches: MISMATCHES.load(Ordering::Relaxed),
     }
@@ -604,29 +621,49 @@ pub fn stats() -> Stats {
 /// The log line of the counters (`vkDestroyDevice`, info), when any capture was made.
 pub fn log_stats() {
     let s = stats();
-    if s.unwound + s.fallbacks == 0 {
+    if s.unwound + s.fallbacks + s.reference == 0 {
         return;
     }
     log::info!(
-        "call sites: {} captured by echo's unwinder, {} by libgcc's (fallback); {} checked against libgcc's, {} differed",
+        "call sites: {} captured by echo's unwinder, {} by libgcc's (fallback){}; {} checked against libgcc's, {} differed",
         s.unwound,
         s.fallbacks,
+        if s.reference > 0 {
+            format!(", {} by libgcc's alone (VK_ECHO_CALLSITE_CHECK=reference)", s.reference)
+        } else {
+            String::new()
+        },
         s.checked,
         s.mismatches
     );
 }
 
-/// `VK_ECHO_CALLSITE_CHECK=1` (a diagnostic, not a setting): every capture is also made by the
-/// reference path and compared.
-fn check_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
+/// `VK_ECHO_CALLSITE_CHECK` (a diagnostic, not a setting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Check {
+    /// Unset: echo's unwinder, libgcc's where it cannot follow a frame.
+    Off,
+    /// `1`: every capture is also made by the reference path and compared.
+    Compare,
+    /// `reference`: every capture by the reference path alone (what echo did before issue 35;
+    /// tests make plans with it).
+    Reference,
+}
+
+fn check_mode() -> Check {
+    static MODE: OnceLock<Check> = OnceLock::new();
+    *MODE.get_or_init(|| {
         let env = crate::settings::env_lookup(crate::settings::secure_execution());
-        env("VK_ECHO_CALLSITE_CHECK").is_some_and(|v| {
-            let v = v.trim().to_ascii_lowercase();
-            v == "1" || v == "true" || v == "on"
-        })
+        check_value(env("VK_ECHO_CALLSITE_CHECK").as_deref())
     })
+}
+
+fn check_value(v: Option<&str>) -> Check {
+    match v.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        Some("1" | "true" | "on") => Check::Compare,
+        Some("reference") => Check::Reference,
+        _ => Check::Off,
+    }
 }
 
 /// Compares a site hash with the reference path's for the same call (both drop this layer's
@@ -1052,6 +1089,16 @@ mod tests {
             "{:?}",
             s.frames
         );
+    }
+
+    #[test]
+    fn check_values() {
+        assert_eq!(check_value(None), Check::Off);
+        assert_eq!(check_value(Some("")), Check::Off);
+        assert_eq!(check_value(Some("0")), Check::Off);
+        assert_eq!(check_value(Some("1")), Check::Compare);
+        assert_eq!(check_value(Some("On")), Check::Compare);
+        assert_eq!(check_value(Some("reference")), Check::Reference);
     }
 
     #[test]
