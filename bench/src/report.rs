@@ -258,7 +258,7 @@ fn splice(text: &str, section: &str) -> String {
 /// discrete GPU (scripts/discrete-check.sh, on a machine that has one), allocator-managed
 /// memory (bench/allocators.sh), the real-library programs (scripts/real-libs.sh) and
 /// instructions against the wall clock (scripts/agreement.sh).
-pub const KEPT: [&str; 8] = [
+pub const KEPT: [&str; 9] = [
     "instructions.md",
     "instructions-samples.md",
     "profile-overhead.md",
@@ -267,6 +267,7 @@ pub const KEPT: [&str; 8] = [
     "allocators.md",
     "real-libraries.md",
     "agreement.md",
+    "callsite.md",
 ];
 
 /// `echo-bench --kept`: puts every kept measurement (KEPT) that exists in `out` into

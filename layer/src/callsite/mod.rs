@@ -489,8 +489,9 @@ fn unwound<R>(
     let limit = depth + SLACK;
     with_modules(|c| {
         unwind::with_thread(|t| {
-            let mut pcs = [0usize; MAX_DEPTH];
-            let mut mods = [0u32; MAX_DEPTH];
+            // Not zeroed (768 bytes a capture): only `..kept` is ever read.
+            let mut pcs = [std::mem::MaybeUninit::<usize>::uninit(); MAX_DEPTH];
+            let mut mods = [std::mem::MaybeUninit::<u32>::uninit(); MAX_DEPTH];
             let (mut kept, mut raw, mut leading) = (0, 0, true);
             let lookup = |a: usize| {
                 let m = module_of(c, a)?;
@@ -500,13 +501,20 @@ fn unwound<R>(
                 raw += 1;
                 if !(leading && skip_leading(&resolved(c, m as usize, pc))) {
                     leading = false;
-                    pcs[kept] = pc;
-                    mods[kept] = m;
+                    pcs[kept].write(pc);
+                    mods[kept].write(m);
                     kept += 1;
                 }
                 kept < depth && raw < limit
             })?;
-            Some(f(t, c, &pcs[..kept], &mods[..kept]))
+            // SAFETY: `kept` ≤ MAX_DEPTH (`depth` is clamped to it) and `..kept` was written.
+            let (pcs, mods) = unsafe {
+                (
+                    std::slice::from_raw_parts(pcs.as_ptr() as *const usize, kept),
+                    std::slice::from_raw_parts(mods.as_ptr() as *const u32, kept),
+                )
+            };
+            Some(f(t, c, pcs, mods))
         })
         .flatten()
     })
