@@ -30,7 +30,7 @@ use crate::log;
 use dashmap::DashMap;
 use echo_analyzer::trace::{Frame, Module as ModuleRecord, ObjectKey};
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 
 extern "C" {
@@ -88,7 +88,16 @@ struct Module {
     layer: bool,
     /// Its unwind tables, when it has `.eh_frame_hdr` (parsed when the cache is filled).
     unwind: Option<unwind::Tables>,
+    /// Which loaded module this is, unique in the process: a module that stays loaded keeps
+    /// its serial (and its tables and build-id) when the cache is refilled for another's
+    /// `dlopen`/`dlclose`, so the per-thread unwind rows and site hashes of its frames stay.
+    serial: u32,
 }
+
+/// The next [`Module::serial`].
+static NEXT_SERIAL: AtomicU32 = AtomicU32::new(1);
+/// How many times the module cache was filled (the loader's counters moved).
+static FILLS: AtomicU64 = AtomicU64::new(0);
 
 /// Modules, refreshed when the dynamic loader's add/remove counters change. (`dladdr` would do,
 /// but glibc's also searches the symbol table for the nearest symbol: ~1 µs per frame.)
@@ -129,9 +138,16 @@ fn loader_counters() -> (u64, u64) {
     v
 }
 
-fn load_modules() -> Vec<Module> {
+/// The loaded modules, in the loader's order. A module of `old` that is still loaded (same
+/// path, load bias and segments) is taken over as it is: its build-id and unwind tables are not
+/// read again, and it keeps its serial.
+fn load_modules(old: Vec<Module>) -> Vec<Module> {
+    struct Fill {
+        old: Vec<Option<Module>>,
+        out: Vec<Module>,
+    }
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
-        let out = &mut *(data as *mut Vec<Module>);
+        let fill = &mut *(data as *mut Fill);
         let info = &*info;
         let bias = info.dlpi_addr as usize;
         let mut ranges = Vec::new();
@@ -149,8 +165,27 @@ fn load_modules() -> Vec<Module> {
                 eh_frame_hdr = Some(span);
             }
         }
-        // SAFETY: the segments of a module loaded now; the tables go with the cache, which is
-        // refilled when the loader's counters move.
+        let name = if info.dlpi_name.is_null() {
+            ""
+        } else {
+            CStr::from_ptr(info.dlpi_name).to_str().unwrap_or("")
+        };
+        let (name, path) = match name.rsplit('/').next() {
+            Some(b) if !b.is_empty() => (b.to_string(), name.to_string()),
+            // The main program has an empty name.
+            _ => (exe_basename().to_string(), exe_path().to_string()),
+        };
+        let kept = fill.old.iter_mut().find(|m| {
+            m.as_ref()
+                .is_some_and(|m| m.bias == bias && m.ranges == ranges && m.path == path)
+        });
+        if let Some(m) = kept.and_then(Option::take) {
+            fill.out.push(m);
+            return 0;
+        }
+        // SAFETY: the segments of a module loaded now; the tables go with the module, which
+        // leaves the cache when it is no longer loaded (the cache is refilled when the loader's
+        // counters move).
         let unwind = eh_frame_hdr.and_then(|h| unwind::Tables::from_segments(h, &ranges));
         let own = load_modules as *const () as usize;
         let ours = ranges.iter().any(|r| r.0 <= own && own < r.1);
@@ -165,17 +200,7 @@ fn load_modules() -> Vec<Module> {
                 build_id = gnu_build_id(bytes, align).unwrap_or_default();
             }
         }
-        let name = if info.dlpi_name.is_null() {
-            ""
-        } else {
-            CStr::from_ptr(info.dlpi_name).to_str().unwrap_or("")
-        };
-        let (name, path) = match name.rsplit('/').next() {
-            Some(b) if !b.is_empty() => (b.to_string(), name.to_string()),
-            // The main program has an empty name.
-            _ => (exe_basename().to_string(), exe_path().to_string()),
-        };
-        out.push(Module {
+        fill.out.push(Module {
             layer: ours || is_loader_or_layer(&name),
             ranges,
             bias,
@@ -183,12 +208,16 @@ fn load_modules() -> Vec<Module> {
             path,
             build_id,
             unwind,
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
         });
         0
     }
-    let mut v: Vec<Module> = Vec::new();
-    unsafe { libc::dl_iterate_phdr(Some(each), &mut v as *mut _ as *mut c_void) };
-    v
+    let mut fill = Fill {
+        old: old.into_iter().map(Some).collect(),
+        out: Vec::new(),
+    };
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut fill as *mut _ as *mut c_void) };
+    fill.out
 }
 
 fn spans_of(modules: &[Module]) -> Vec<(usize, usize, usize)> {
@@ -236,9 +265,11 @@ fn with_modules<R>(f: impl FnOnce(&ModuleCache) -> R) -> R {
         }
         let mut c = MODULES.write().unwrap_or_else(|p| p.into_inner());
         if (c.adds, c.subs) != now {
-            c.modules = load_modules();
+            let old = std::mem::take(&mut c.modules);
+            c.modules = load_modules(old);
             c.spans = spans_of(&c.modules);
             c.gen += 1;
+            FILLS.fetch_add(1, Ordering::Relaxed);
             c.adds = now.0;
             c.subs = now.1;
         }
@@ -394,8 +425,8 @@ pub fn capture_hash(depth: usize) -> u64 {
     }
     let regs = unwind::Regs::here();
     let fast = regs.and_then(|r| {
-        unwound(r, depth, &skip_layer_frames, |t, c, pcs, mods| {
-            t.memo(c.gen, pcs, || {
+        unwound(r, depth, &skip_layer_frames, |t, c, pcs, mods, serials| {
+            t.memo(pcs, serials, || {
                 let mut h = FNV_OFFSET;
                 for (&pc, &m) in pcs.iter().zip(mods) {
                     let m = &c.modules[m as usize];
@@ -439,7 +470,7 @@ pub fn site(depth: usize, frames: bool) -> (u64, Vec<Frame>) {
 fn capture_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallSite {
     let regs = unwind::Regs::here();
     let fast = regs.and_then(|r| {
-        unwound(r, depth, skip_leading, |_, c, pcs, mods| {
+        unwound(r, depth, skip_leading, |_, c, pcs, mods, _| {
             frames_of(c, pcs, mods)
         })
     });
@@ -476,14 +507,15 @@ fn frames_of(c: &ModuleCache, pcs: &[usize], mods: &[u32]) -> Vec<Frame> {
 /// The frames of the current call from the application's call on, found by echo's unwinder
 /// from `regs` (the capturing function's registers; it is still running): at most `depth`
 /// frames after the leading frames `skip_leading` names, among at most `depth + SLACK` frames
-/// in all, as the reference takes them. `f(thread, modules, pcs, module indices)` gets them.
+/// in all, as the reference takes them. `f(thread, modules, pcs, module indices, module
+/// serials)` gets them.
 /// `None` when the unwinder cannot follow every frame: the caller takes the reference path.
 #[inline(always)]
 fn unwound<R>(
     regs: unwind::Regs,
     depth: usize,
     skip_leading: &dyn Fn(&Resolved) -> bool,
-    f: impl FnOnce(&mut unwind::Thread, &ModuleCache, &[usize], &[u32]) -> R,
+    f: impl FnOnce(&mut unwind::Thread, &ModuleCache, &[usize], &[u32], &[u32]) -> R,
 ) -> Option<R> {
     let depth = depth.clamp(1, MAX_DEPTH);
     let limit = depth + SLACK;
@@ -492,29 +524,42 @@ fn unwound<R>(
             // Not zeroed (768 bytes a capture): only `..kept` is ever read.
             let mut pcs = [std::mem::MaybeUninit::<usize>::uninit(); MAX_DEPTH];
             let mut mods = [std::mem::MaybeUninit::<u32>::uninit(); MAX_DEPTH];
+            let mut serials = [std::mem::MaybeUninit::<u32>::uninit(); MAX_DEPTH];
             let (mut kept, mut raw, mut leading) = (0, 0, true);
-            let lookup = |a: usize| {
-                let m = module_of(c, a)?;
-                Some((m as u32, c.modules[m].unwind.as_ref()))
+            let modules = unwind::Modules {
+                gen: c.gen,
+                lookup: |a: usize| {
+                    let m = module_of(c, a)?;
+                    let module = &c.modules[m];
+                    Some((m as u32, module.serial, module.unwind.as_ref()))
+                },
+                index: |serial: u32| {
+                    c.modules
+                        .iter()
+                        .position(|m| m.serial == serial)
+                        .map(|i| i as u32)
+                },
             };
-            unwind::walk(t, c.gen, lookup, regs, |pc, m| {
+            unwind::walk(t, &modules, regs, |pc, m| {
                 raw += 1;
                 if !(leading && skip_leading(&resolved(c, m as usize, pc))) {
                     leading = false;
                     pcs[kept].write(pc);
                     mods[kept].write(m);
+                    serials[kept].write(c.modules[m as usize].serial);
                     kept += 1;
                 }
                 kept < depth && raw < limit
             })?;
             // SAFETY: `kept` ≤ MAX_DEPTH (`depth` is clamped to it) and `..kept` was written.
-            let (pcs, mods) = unsafe {
+            let (pcs, mods, serials) = unsafe {
                 (
                     std::slice::from_raw_parts(pcs.as_ptr() as *const usize, kept),
                     std::slice::from_raw_parts(mods.as_ptr() as *const u32, kept),
+                    std::slice::from_raw_parts(serials.as_ptr() as *const u32, kept),
                 )
             };
-            Some(f(t, c, pcs, mods))
+            Some(f(t, c, pcs, mods, serials))
         })
         .flatten()
     })
@@ -613,6 +658,8 @@ pub struct Stats {
     pub checked: u64,
     /// Of those, how many gave another site.
     pub mismatches: u64,
+    /// How many times the module cache was filled (at start, then after `dlopen`/`dlclose`).
+    pub module_fills: u64,
 }
 
 #[cfg_attr(not(test), allow(dead_code))]
@@ -623,6 +670,7 @@ pub fn stats() -> Stats {
         reference: REFERENCE.load(Ordering::Relaxed),
         checked: CHECKED.load(Ordering::Relaxed),
         mismatches: MISMATCHES.load(Ordering::Relaxed),
+        module_fills: FILLS.load(Ordering::Relaxed),
     }
 }
 
@@ -633,7 +681,7 @@ pub fn log_stats() {
         return;
     }
     log::info!(
-        "call sites: {} captured by echo's unwinder, {} by libgcc's (fallback){}; {} checked against libgcc's, {} differed",
+        "call sites: {} captured by echo's unwinder, {} by libgcc's (fallback){}; {} checked against libgcc's, {} differed; module cache filled {} times",
         s.unwound,
         s.fallbacks,
         if s.reference > 0 {
@@ -642,7 +690,8 @@ pub fn log_stats() {
             String::new()
         },
         s.checked,
-        s.mismatches
+        s.mismatches,
+        s.module_fills
     );
 }
 
@@ -850,7 +899,9 @@ mod tests {
     #[inline(never)]
     fn unwound_only(depth: usize, skip: &dyn Fn(&Resolved) -> bool) -> Option<CallSite> {
         let regs = unwind::Regs::here()?;
-        let frames = unwound(regs, depth, skip, |_, c, pcs, mods| frames_of(c, pcs, mods))?;
+        let frames = unwound(regs, depth, skip, |_, c, pcs, mods, _| {
+            frames_of(c, pcs, mods)
+        })?;
         Some(CallSite {
             hash: with_thread(CallSite::hash_frames(&frames)),
             frames,
@@ -992,6 +1043,41 @@ mod tests {
         capture_hash(16);
         let after = stats();
         assert!(after.unwound > before.unwound, "{before:?} {after:?}");
+    }
+
+    /// A `dlopen`/`dlclose` refills the module cache: modules still loaded are taken over with
+    /// their serials (and tables), a new one gets a new serial, and sites stay the reference's.
+    #[test]
+    fn modules_stay_across_dlopen_and_dlclose() {
+        let a = load_modules(Vec::new());
+        let serials: Vec<(String, u32)> = a.iter().map(|m| (m.path.clone(), m.serial)).collect();
+        let b = load_modules(a);
+        let again: Vec<(String, u32)> = b.iter().map(|m| (m.path.clone(), m.serial)).collect();
+        assert_eq!(
+            serials, again,
+            "nothing was loaded or unloaded: every module is taken over"
+        );
+        let fresh = load_modules(Vec::new());
+        assert!(fresh.iter().zip(&b).all(|(x, y)| x.serial != y.serial));
+
+        let site = || (capture_hash(16), capture_reference(16).hash);
+        let (h0, r0) = site();
+        assert_eq!(h0, r0);
+        let fills = stats().module_fills;
+        // A library no test loads: glibc's libutil stub (its functions live in libc now).
+        let lib = unsafe { libc::dlopen(c"libutil.so.1".as_ptr(), libc::RTLD_NOW) };
+        assert!(!lib.is_null(), "dlopen libutil.so.1");
+        let (h1, r1) = site();
+        assert_eq!(h1, r1);
+        assert_eq!(h1, h0, "the same call site, another module loaded");
+        assert!(stats().module_fills > fills);
+        assert!(with_modules(|c| c
+            .modules
+            .iter()
+            .any(|m| m.name == "libutil.so.1")));
+        unsafe { libc::dlclose(lib) };
+        let (h2, r2) = site();
+        assert_eq!((h2, r2), (h0, r0));
     }
 
     const CHILD_ENV: &str = "ECHO_CALLSITE_CHILD";

@@ -8,7 +8,7 @@
 //!   the loader's add/remove counters move (`dlopen`/`dlclose`).
 //! - **Rows, once per address and thread.** The unwind row of an address (how to find the
 //!   caller's CFA, return address and frame pointer) is computed with gimli on first sight and
-//!   kept in a per-thread direct-mapped cache of [`ROWS`] slots, tagged with the module cache's
+//!   kept in a per-thread two-way cache of [`ROWS`] slots, tagged with the module cache's
 //!   generation. A steady capture reads only that cache and the stack.
 //! - **Registers** (pc, sp, frame pointer, and on aarch64 the link register) come from inline
 //!   assembly in the capturing function ([`Regs::here`]); x86_64 and aarch64 only. Other
@@ -38,10 +38,12 @@ use std::cell::RefCell;
 
 type Slice = EndianSlice<'static, NativeEndian>;
 
-/// Slots of the per-thread row cache.
+/// Slots of the per-thread row cache (two-way set-associative: addresses are randomised per
+/// run, and two rows a walk needs that shared one slot would be recomputed on every capture).
 pub const ROWS: usize = 1024;
-/// Slots of the per-thread memo of site hashes (see [`Thread::memo`]).
+/// Slots of the per-thread memo of site hashes (see [`Thread::memo`]), in sets of [`WAYS`].
 const MEMO: usize = 32;
+const WAYS: usize = 4;
 
 #[cfg(target_arch = "x86_64")]
 mod arch {
@@ -173,12 +175,14 @@ const SAME: i32 = i32::MIN;
 const END: i32 = i32::MIN + 1;
 
 /// One cached unwind row: for the instruction at `key` (a return address − 1, or the
-/// capturing function's own pc) in module `module` of module-cache generation `gen`.
+/// capturing function's own pc) in the module of serial `serial`, index `module` in the module
+/// cache of generation `gen`.
 #[derive(Clone, Copy)]
 struct Row {
     key: usize,
     gen: u64,
     module: u32,
+    serial: u32,
     cfa_fp: bool,
     cfa_off: i32,
     ra: i32,
@@ -189,20 +193,23 @@ const EMPTY: Row = Row {
     key: 0,
     gen: 0,
     module: 0,
+    serial: 0,
     cfa_fp: false,
     cfa_off: 0,
     ra: END,
     fp: SAME,
 };
 
-/// One memoised site hash: the hash of the frames `pcs[..n]` under module-cache generation
-/// `gen`.
+/// One memoised site hash: the hash of the frames `pcs[..n]` in the modules of serials
+/// `serials[..n]` (the same addresses in the same loaded modules: the same names and offsets).
 #[derive(Clone, Copy)]
 struct Memo {
-    gen: u64,
+    /// A hash of `pcs[..n]`, to compare first.
+    key: u64,
     n: usize,
     hash: u64,
     pcs: [usize; super::MAX_DEPTH],
+    serials: [u32; super::MAX_DEPTH],
 }
 
 /// What a thread keeps for its captures.
@@ -212,6 +219,8 @@ pub struct Thread {
     hi: usize,
     rows: Box<[Row]>,
     memo: Box<[Memo]>,
+    /// Per memo set, the way the next miss replaces (round robin).
+    memo_next: [u8; MEMO / WAYS],
     ctx: Box<UnwindContext<usize>>,
 }
 
@@ -240,14 +249,16 @@ impl Thread {
             rows: vec![EMPTY; ROWS].into_boxed_slice(),
             memo: vec![
                 Memo {
-                    gen: 0,
+                    key: 0,
                     n: 0,
                     hash: 0,
                     pcs: [0; super::MAX_DEPTH],
+                    serials: [0; super::MAX_DEPTH],
                 };
                 MEMO
             ]
             .into_boxed_slice(),
+            memo_next: [0; MEMO / WAYS],
             ctx: Box::new(UnwindContext::new()),
         }
     }
@@ -263,63 +274,82 @@ impl Thread {
         Some(unsafe { std::ptr::read(a as *const usize) })
     }
 
-    /// The row for `key` from the cache, or computed from `lookup(key)`'s module tables.
+    /// The row for `key` from the cache, or computed from its module's tables. A row of an
+    /// earlier module cache stands while its module is still loaded (its serial is found).
     #[inline(always)]
-    fn row<'t>(
-        &mut self,
-        key: usize,
-        gen: u64,
-        lookup: &impl Fn(usize) -> Option<(u32, Option<&'t Tables>)>,
-    ) -> Option<Row> {
-        let i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (usize::BITS - 10)) % ROWS;
-        let r = self.rows[i];
-        if r.key == key && r.gen == gen {
-            return Some(r);
+    fn row<'t, L, I>(&mut self, key: usize, m: &Modules<L, I>) -> Option<Row>
+    where
+        L: Fn(usize) -> Option<(u32, u32, Option<&'t Tables>)>,
+        I: Fn(u32) -> Option<u32>,
+    {
+        let set = 2 * ((key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (usize::BITS - 9)) % (ROWS / 2));
+        for r in &mut self.rows[set..set + 2] {
+            if r.key == key {
+                if r.gen == m.gen {
+                    return Some(*r);
+                }
+                if let Some(i) = (m.index)(r.serial) {
+                    r.gen = m.gen;
+                    r.module = i;
+                    return Some(*r);
+                }
+            }
         }
-        self.fill(i, key, gen, lookup)
+        self.fill(set, key, m)
     }
 
+    /// Computes the row for `key` into way 0 of `set`; way 0's row moves to way 1.
     #[inline(never)]
-    fn fill<'t>(
-        &mut self,
-        i: usize,
-        key: usize,
-        gen: u64,
-        lookup: &impl Fn(usize) -> Option<(u32, Option<&'t Tables>)>,
-    ) -> Option<Row> {
-        let (module, tables) = lookup(key)?;
+    fn fill<'t, L, I>(&mut self, set: usize, key: usize, m: &Modules<L, I>) -> Option<Row>
+    where
+        L: Fn(usize) -> Option<(u32, u32, Option<&'t Tables>)>,
+        I: Fn(u32) -> Option<u32>,
+    {
+        let (module, serial, tables) = (m.lookup)(key)?;
         let (cfa_fp, cfa_off, ra, fp) = tables?.row(&mut self.ctx, key)?;
         let r = Row {
             key,
-            gen,
+            gen: m.gen,
             module,
+            serial,
             cfa_fp,
             cfa_off,
             ra,
             fp,
         };
-        self.rows[i] = r;
+        self.rows[set + 1] = self.rows[set];
+        self.rows[set] = r;
         Some(r)
     }
 
-    /// The site hash of the frames `pcs` under module-cache generation `gen`: memoised per
-    /// thread (the same frames give the same hash until the module cache changes), `compute`d
-    /// on a miss. The hash reads every frame's module name byte by byte; the memo compares the
-    /// addresses alone.
+    /// The site hash of the frames `pcs` in the modules of serials `serials`: memoised per
+    /// thread (the same addresses in the same loaded modules give the same hash), `compute`d
+    /// on a miss. The hash reads every frame's module name byte by byte; the memo compares
+    /// addresses and serials.
     #[inline(always)]
-    pub fn memo(&mut self, gen: u64, pcs: &[usize], compute: impl FnOnce() -> u64) -> u64 {
+    pub fn memo(&mut self, pcs: &[usize], serials: &[u32], compute: impl FnOnce() -> u64) -> u64 {
         let mut k = pcs.len() as u64;
         for &p in pcs {
             k = (k ^ p as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
-        let m = &mut self.memo[(k >> 59) as usize % MEMO];
-        if m.gen == gen && m.n == pcs.len() && m.pcs[..m.n] == *pcs {
-            return m.hash;
+        let set = (k >> 61) as usize % (MEMO / WAYS);
+        for m in &self.memo[set * WAYS..(set + 1) * WAYS] {
+            if m.key == k
+                && m.n == pcs.len()
+                && m.pcs[..m.n] == *pcs
+                && m.serials[..m.n] == *serials
+            {
+                return m.hash;
+            }
         }
         let hash = compute();
-        m.gen = gen;
+        let way = self.memo_next[set] as usize % WAYS;
+        self.memo_next[set] = (way + 1) as u8;
+        let m = &mut self.memo[set * WAYS + way];
+        m.key = k;
         m.n = pcs.len();
         m.pcs[..pcs.len()].copy_from_slice(pcs);
+        m.serials[..pcs.len()].copy_from_slice(serials);
         m.hash = hash;
         hash
     }
@@ -399,25 +429,38 @@ impl Regs {
     }
 }
 
-/// Walks the frames from `regs` on: `step(pc, module)` for each (first `regs.pc` itself, then
-/// each caller's return address) until `step` returns `false` or the outermost frame was
-/// stepped. `lookup(addr)` gives the module (index, tables) of an address not in the row cache.
-/// `None` when a frame cannot be unwound exactly: then what `step` saw must be thrown away.
+/// The module cache as [`walk`] sees it.
+pub struct Modules<L, I> {
+    /// Its generation (how many times it was filled).
+    pub gen: u64,
+    /// An address's module: (index, serial, unwind tables).
+    pub lookup: L,
+    /// The index of the module of a serial, while that module is loaded.
+    pub index: I,
+}
+
+/// Walks the frames from `regs` on: `step(pc, module index)` for each (first `regs.pc` itself,
+/// then each caller's return address) until `step` returns `false` or the outermost frame was
+/// stepped. `None` when a frame cannot be unwound exactly: then what `step` saw must be thrown
+/// away.
 #[inline(always)]
-pub fn walk<'t>(
+pub fn walk<'t, L, I>(
     t: &mut Thread,
-    gen: u64,
-    lookup: impl Fn(usize) -> Option<(u32, Option<&'t Tables>)>,
+    modules: &Modules<L, I>,
     regs: Regs,
     mut step: impl FnMut(usize, u32) -> bool,
-) -> Option<()> {
+) -> Option<()>
+where
+    L: Fn(usize) -> Option<(u32, u32, Option<&'t Tables>)>,
+    I: Fn(u32) -> Option<u32>,
+{
     let (mut pc, mut sp, mut fp, mut lr) = (regs.pc, regs.sp, regs.fp, regs.lr);
     let mut first = true;
     loop {
         // A return address may be one past its function's end (a call to a noreturn
         // function): look its call instruction up, as libgcc does.
         let key = if first { pc } else { pc.wrapping_sub(1) };
-        let row = t.row(key, gen, &lookup)?;
+        let row = t.row(key, modules)?;
         if !step(pc, row.module) {
             return Some(());
         }
@@ -451,5 +494,37 @@ pub fn walk<'t>(
         if pc == 0 {
             return Some(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The memo answers the same frames in the same modules with the hash computed the first
+    /// time; other frames, or the same addresses in other modules, are computed.
+    #[test]
+    fn memo_keeps_hashes_per_frames_and_modules() {
+        let mut t = Thread::new();
+        let lists: Vec<Vec<usize>> = (1..=40usize).map(|i| vec![i * 16, i * 16 + 8, 7]).collect();
+        let ones = [1u32; 3];
+        for (i, l) in lists.iter().enumerate() {
+            assert_eq!(t.memo(l, &ones, || i as u64), i as u64);
+        }
+        // A recent one is a hit.
+        let last = lists.len() - 1;
+        assert_eq!(t.memo(&lists[last], &ones, || unreachable!()), last as u64);
+        assert_eq!(
+            t.memo(&lists[last][..2], &ones[..2], || 99),
+            99,
+            "a prefix is other frames"
+        );
+        let other = [1u32, 2, 1];
+        assert_eq!(
+            t.memo(&lists[last], &other, || 7),
+            7,
+            "another module recomputes"
+        );
+        assert_eq!(t.memo(&lists[last], &other, || unreachable!()), 7);
     }
 }
