@@ -425,8 +425,9 @@ pub fn capture_hash(depth: usize) -> u64 {
     }
     let regs = unwind::Regs::here();
     let fast = regs.and_then(|r| {
-        unwound(r, depth, &skip_layer_frames, |t, c, pcs, mods, serials| {
-            t.memo(pcs, serials, || {
+        unwound(r, depth, &skip_layer_frames, |t, c, pcs, mods| {
+            let serial = |i: usize| c.modules[mods[i] as usize].serial;
+            t.memo(c.gen, pcs, serial, || {
                 let mut h = FNV_OFFSET;
                 for (&pc, &m) in pcs.iter().zip(mods) {
                     let m = &c.modules[m as usize];
@@ -470,7 +471,7 @@ pub fn site(depth: usize, frames: bool) -> (u64, Vec<Frame>) {
 fn capture_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallSite {
     let regs = unwind::Regs::here();
     let fast = regs.and_then(|r| {
-        unwound(r, depth, skip_leading, |_, c, pcs, mods, _| {
+        unwound(r, depth, skip_leading, |_, c, pcs, mods| {
             frames_of(c, pcs, mods)
         })
     });
@@ -507,15 +508,14 @@ fn frames_of(c: &ModuleCache, pcs: &[usize], mods: &[u32]) -> Vec<Frame> {
 /// The frames of the current call from the application's call on, found by echo's unwinder
 /// from `regs` (the capturing function's registers; it is still running): at most `depth`
 /// frames after the leading frames `skip_leading` names, among at most `depth + SLACK` frames
-/// in all, as the reference takes them. `f(thread, modules, pcs, module indices, module
-/// serials)` gets them.
+/// in all, as the reference takes them. `f(thread, modules, pcs, module indices)` gets them.
 /// `None` when the unwinder cannot follow every frame: the caller takes the reference path.
 #[inline(always)]
 fn unwound<R>(
     regs: unwind::Regs,
     depth: usize,
     skip_leading: &dyn Fn(&Resolved) -> bool,
-    f: impl FnOnce(&mut unwind::Thread, &ModuleCache, &[usize], &[u32], &[u32]) -> R,
+    f: impl FnOnce(&mut unwind::Thread, &ModuleCache, &[usize], &[u32]) -> R,
 ) -> Option<R> {
     let depth = depth.clamp(1, MAX_DEPTH);
     let limit = depth + SLACK;
@@ -524,7 +524,6 @@ fn unwound<R>(
             // Not zeroed (768 bytes a capture): only `..kept` is ever read.
             let mut pcs = [std::mem::MaybeUninit::<usize>::uninit(); MAX_DEPTH];
             let mut mods = [std::mem::MaybeUninit::<u32>::uninit(); MAX_DEPTH];
-            let mut serials = [std::mem::MaybeUninit::<u32>::uninit(); MAX_DEPTH];
             let (mut kept, mut raw, mut leading) = (0, 0, true);
             let modules = unwind::Modules {
                 gen: c.gen,
@@ -546,20 +545,18 @@ fn unwound<R>(
                     leading = false;
                     pcs[kept].write(pc);
                     mods[kept].write(m);
-                    serials[kept].write(c.modules[m as usize].serial);
                     kept += 1;
                 }
                 kept < depth && raw < limit
             })?;
             // SAFETY: `kept` ≤ MAX_DEPTH (`depth` is clamped to it) and `..kept` was written.
-            let (pcs, mods, serials) = unsafe {
+            let (pcs, mods) = unsafe {
                 (
                     std::slice::from_raw_parts(pcs.as_ptr() as *const usize, kept),
                     std::slice::from_raw_parts(mods.as_ptr() as *const u32, kept),
-                    std::slice::from_raw_parts(serials.as_ptr() as *const u32, kept),
                 )
             };
-            Some(f(t, c, pcs, mods, serials))
+            Some(f(t, c, pcs, mods))
         })
         .flatten()
     })
@@ -899,9 +896,7 @@ mod tests {
     #[inline(never)]
     fn unwound_only(depth: usize, skip: &dyn Fn(&Resolved) -> bool) -> Option<CallSite> {
         let regs = unwind::Regs::here()?;
-        let frames = unwound(regs, depth, skip, |_, c, pcs, mods, _| {
-            frames_of(c, pcs, mods)
-        })?;
+        let frames = unwound(regs, depth, skip, |_, c, pcs, mods| frames_of(c, pcs, mods))?;
         Some(CallSite {
             hash: with_thread(CallSite::hash_frames(&frames)),
             frames,

@@ -206,6 +206,8 @@ const EMPTY: Row = Row {
 struct Memo {
     /// A hash of `pcs[..n]`, to compare first.
     key: u64,
+    /// The module cache's generation when it was last confirmed.
+    gen: u64,
     n: usize,
     hash: u64,
     pcs: [usize; super::MAX_DEPTH],
@@ -250,6 +252,7 @@ impl Thread {
             memo: vec![
                 Memo {
                     key: 0,
+                    gen: 0,
                     n: 0,
                     hash: 0,
                     pcs: [0; super::MAX_DEPTH],
@@ -283,16 +286,31 @@ impl Thread {
         I: Fn(u32) -> Option<u32>,
     {
         let set = 2 * ((key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (usize::BITS - 9)) % (ROWS / 2));
-        for r in &mut self.rows[set..set + 2] {
+        let r = self.rows[set];
+        if r.key == key && r.gen == m.gen {
+            return Some(r);
+        }
+        self.row_slow(set, key, m)
+    }
+
+    /// [`Self::row`] past way 0's current row: a row of an earlier module cache (revalidated),
+    /// way 1 (which then moves to way 0), or a new row.
+    #[inline(never)]
+    fn row_slow<'t, L, I>(&mut self, set: usize, key: usize, m: &Modules<L, I>) -> Option<Row>
+    where
+        L: Fn(usize) -> Option<(u32, u32, Option<&'t Tables>)>,
+        I: Fn(u32) -> Option<u32>,
+    {
+        for way in [set, set + 1] {
+            let r = &mut self.rows[way];
             if r.key == key {
-                if r.gen == m.gen {
-                    return Some(*r);
-                }
-                if let Some(i) = (m.index)(r.serial) {
+                if r.gen != m.gen {
+                    r.module = (m.index)(r.serial)?;
                     r.gen = m.gen;
-                    r.module = i;
-                    return Some(*r);
                 }
+                let r = *r;
+                self.rows.swap(set, way);
+                return Some(r);
             }
         }
         self.fill(set, key, m)
@@ -322,24 +340,33 @@ impl Thread {
         Some(r)
     }
 
-    /// The site hash of the frames `pcs` in the modules of serials `serials`: memoised per
-    /// thread (the same addresses in the same loaded modules give the same hash), `compute`d
-    /// on a miss. The hash reads every frame's module name byte by byte; the memo compares
-    /// addresses and serials.
+    /// The site hash of the frames `pcs`, whose modules have the serials `serial(i)`, in the
+    /// module cache of generation `gen`: memoised per thread (the same addresses in the same
+    /// loaded modules give the same hash), `compute`d on a miss. The hash reads every frame's
+    /// module name byte by byte; the memo compares addresses (and the modules' serials, once
+    /// after the module cache was refilled).
     #[inline(always)]
-    pub fn memo(&mut self, pcs: &[usize], serials: &[u32], compute: impl FnOnce() -> u64) -> u64 {
+    pub fn memo(
+        &mut self,
+        gen: u64,
+        pcs: &[usize],
+        serial: impl Fn(usize) -> u32,
+        compute: impl FnOnce() -> u64,
+    ) -> u64 {
         let mut k = pcs.len() as u64;
         for &p in pcs {
             k = (k ^ p as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
         let set = (k >> 61) as usize % (MEMO / WAYS);
-        for m in &self.memo[set * WAYS..(set + 1) * WAYS] {
-            if m.key == k
-                && m.n == pcs.len()
-                && m.pcs[..m.n] == *pcs
-                && m.serials[..m.n] == *serials
-            {
-                return m.hash;
+        for m in &mut self.memo[set * WAYS..(set + 1) * WAYS] {
+            if m.key == k && m.n == pcs.len() && m.pcs[..m.n] == *pcs {
+                if m.gen == gen {
+                    return m.hash;
+                }
+                if (0..m.n).all(|i| m.serials[i] == serial(i)) {
+                    m.gen = gen;
+                    return m.hash;
+                }
             }
         }
         let hash = compute();
@@ -347,9 +374,12 @@ impl Thread {
         self.memo_next[set] = (way + 1) as u8;
         let m = &mut self.memo[set * WAYS + way];
         m.key = k;
+        m.gen = gen;
         m.n = pcs.len();
         m.pcs[..pcs.len()].copy_from_slice(pcs);
-        m.serials[..pcs.len()].copy_from_slice(serials);
+        for (i, s) in m.serials[..pcs.len()].iter_mut().enumerate() {
+            *s = serial(i);
+        }
         m.hash = hash;
         hash
     }
@@ -507,24 +537,26 @@ mod tests {
     fn memo_keeps_hashes_per_frames_and_modules() {
         let mut t = Thread::new();
         let lists: Vec<Vec<usize>> = (1..=40usize).map(|i| vec![i * 16, i * 16 + 8, 7]).collect();
-        let ones = [1u32; 3];
+        let one = |_| 1u32;
         for (i, l) in lists.iter().enumerate() {
-            assert_eq!(t.memo(l, &ones, || i as u64), i as u64);
+            assert_eq!(t.memo(1, l, one, || i as u64), i as u64);
         }
         // A recent one is a hit.
         let last = lists.len() - 1;
-        assert_eq!(t.memo(&lists[last], &ones, || unreachable!()), last as u64);
+        assert_eq!(t.memo(1, &lists[last], one, || unreachable!()), last as u64);
         assert_eq!(
-            t.memo(&lists[last][..2], &ones[..2], || 99),
+            t.memo(1, &lists[last][..2], one, || 99),
             99,
             "a prefix is other frames"
         );
-        let other = [1u32, 2, 1];
+        // A refilled module cache: the same modules still hit, another one recomputes.
+        assert_eq!(t.memo(2, &lists[last], one, || unreachable!()), last as u64);
+        let other = |i| if i == 1 { 2 } else { 1 };
         assert_eq!(
-            t.memo(&lists[last], &other, || 7),
+            t.memo(3, &lists[last], other, || 7),
             7,
             "another module recomputes"
         );
-        assert_eq!(t.memo(&lists[last], &other, || unreachable!()), 7);
+        assert_eq!(t.memo(3, &lists[last], other, || unreachable!()), 7);
     }
 }
