@@ -303,15 +303,18 @@ impl Thread {
     {
         for way in [set, set + 1] {
             let r = &mut self.rows[way];
-            if r.key == key {
-                if r.gen != m.gen {
-                    r.module = (m.index)(r.serial)?;
-                    r.gen = m.gen;
-                }
-                let r = *r;
-                self.rows.swap(set, way);
-                return Some(r);
+            if r.key != key {
+                continue;
             }
+            if r.gen != m.gen {
+                // Its module unloaded: the address may be another module's now.
+                let Some(i) = (m.index)(r.serial) else { break };
+                r.module = i;
+                r.gen = m.gen;
+            }
+            let r = *r;
+            self.rows.swap(set, way);
+            return Some(r);
         }
         self.fill(set, key, m)
     }
