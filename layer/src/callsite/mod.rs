@@ -475,7 +475,7 @@ fn capture_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallS
             frames_of(c, pcs, mods)
         })
     });
-    let site = match fast {
+    match fast {
         Some(frames) => {
             UNWOUND.fetch_add(1, Ordering::Relaxed);
             CallSite {
@@ -487,8 +487,7 @@ fn capture_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallS
             FALLBACKS.fetch_add(1, Ordering::Relaxed);
             reference_with(depth, skip_leading)
         }
-    };
-    site
+    }
 }
 
 /// Module-relative frames of raw addresses and their module indices.
