@@ -258,8 +258,9 @@ fn splice(text: &str, section: &str) -> String {
 /// discrete GPU (scripts/discrete-check.sh, on a machine that has one), allocator-managed
 /// memory (bench/allocators.sh), the real-library programs (scripts/real-libs.sh), what a
 /// transparent layer can at best recover on c_vkfft (bench/ceiling.md, written by hand from
-/// real-libs.sh's callgrind runs) and instructions against the wall clock (scripts/agreement.sh).
-pub const KEPT: [&str; 9] = [
+/// real-libs.sh's callgrind runs), instructions against the wall clock (scripts/agreement.sh)
+/// and the cost of a call-site capture (scripts/callsite-cost.sh).
+pub const KEPT: [&str; 10] = [
     "instructions.md",
     "instructions-samples.md",
     "profile-overhead.md",
@@ -269,6 +270,7 @@ pub const KEPT: [&str; 9] = [
     "real-libraries.md",
     "ceiling.md",
     "agreement.md",
+    "callsite.md",
 ];
 
 /// `echo-bench --kept`: puts every kept measurement (KEPT) that exists in `out` into

@@ -157,6 +157,99 @@ fn per_call_instruction_budgets() {
     assert!(failures.is_empty(), "{}\n{table}", failures.join("\n"));
 }
 
+/// Call-site identity (issue 35 item 1): instructions per captured call, at most. Every buffer
+/// of `min_bytes` or more pays it at `vkCreateBuffer` (and every allocation that size at
+/// `vkAllocateMemory`), in every mode that keys buffers.
+const CAPTURE_PER_CALL: u64 = 2_000;
+
+/// What one call-site capture costs, everything it runs counted (echo's unwinder, its caches,
+/// the loader's `dl_iterate_phdr`, libgcc's unwinder where echo falls back to it): callgrind
+/// collects only inside `callsite::capture_hash` (`--toggle-collect`), the capture enforce mode
+/// makes for each buffer at least as large as the plan's smallest. `c_calls create N 2097152`
+/// makes 2 MiB buffers, one capture an iteration; the difference of 300 and 100 iterations /
+/// 200 is one steady capture (the first captures, which fill the caches, cancel). The plan is
+/// c_calls's own context (from a profile of it, its argument list's hash for each run) with a
+/// saxpy plan's groups: they match no buffer of c_calls, but make enforce key every buffer of
+/// 256 KiB or more, as a real plan does.
+#[test]
+fn call_site_capture_instruction_budget() {
+    let samples = release_world(Layers {
+        echo: Some("profile"),
+        ..Default::default()
+    });
+    let saxpy = samples.make_plan(&["saxpy", "--size-kib", "256", "--iters", "2"]);
+    let saxpy: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(saxpy).unwrap()).unwrap();
+    assert!(
+        !saxpy["groups"].as_array().unwrap().is_empty(),
+        "saxpy's plan has a group"
+    );
+    let p = world(Some("profile"));
+    let trace = p.dir.join("trace.jsonl");
+    let p = p.set("VK_ECHO_TRACE", trace.display().to_string());
+    let o = p
+        .command(&c_calls(), &["create", "1", "2097152"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (own, _) = echo_tests::world::analyze_plan(&trace, &p.dir.join("own.json"));
+
+    let w = world(Some("enforce")).set("VK_ECHO_LOG", "info");
+    let count = |n: u64| -> (u64, String) {
+        let args = ["create".to_string(), n.to_string(), "2097152".to_string()];
+        let mut plan = own.clone();
+        plan["groups"] = saxpy["groups"].clone();
+        plan["context"]["args_hash"] = echo_analyzer::context::args_hash(&args).into();
+        let file = w.dir.join(format!("plan-{n}.json"));
+        std::fs::write(&file, plan.to_string()).unwrap();
+        let out = w.dir.join(format!("cg-capture-{n}.out"));
+        let mut cmd = w.command(Path::new("valgrind"), &[]);
+        cmd.env("VK_ECHO_PLAN", &file)
+            .args([
+                "--tool=callgrind",
+                "--toggle-collect=*callsite*capture_hash*",
+            ])
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(c_calls())
+            .args(&args);
+        let o = cmd
+            .output()
+            .expect("valgrind must be installed (scripts/deps.sh installs it)");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains(&format!("done {n}")),
+            "callgrind c_calls create {n} failed:\n{stderr}"
+        );
+        // The control: enforce took the plan, and echo's unwinder made the captures.
+        assert!(
+            stderr.contains("call sites: ") && !stderr.contains("call sites: 0 captured"),
+            "enforce made no capture with echo's unwinder:\n{stderr}"
+        );
+        let text = std::fs::read_to_string(&out).unwrap();
+        (
+            self_cost_by_object(&text).values().sum(),
+            stderr.into_owned(),
+        )
+    };
+    let [(a, _), (b, log)] = LOOPS.map(count);
+    assert!(
+        b > a,
+        "{b} instructions for {} captures, {a} for {}",
+        LOOPS[1],
+        LOOPS[0]
+    );
+    let per = (b - a).div_ceil(LOOPS[1] - LOOPS[0]);
+    let line = log
+        .lines()
+        .find(|l| l.contains("call sites: "))
+        .unwrap_or("");
+    println!("call-site capture (callsite::capture_hash, release library, stack_depth 16): {per} instructions per captured call\n{line}");
+    assert!(
+        per <= CAPTURE_PER_CALL,
+        "a call-site capture costs {per} instructions, over {CAPTURE_PER_CALL}"
+    );
+}
+
 /// The commands echo can hook, each with the shared object its device dispatch pointer lives in
 /// (`c_calls where`), in world `w`.
 fn dispatch_objects(w: &World) -> Vec<(String, String)> {

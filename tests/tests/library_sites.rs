@@ -150,13 +150,22 @@ fn build(dir: &Path, flags: &[&str]) -> (PathBuf, PathBuf) {
 
 /// Runs the program under echo in profile mode; returns the trace.
 fn profile(dir: &Path, app: &Path) -> PathBuf {
+    profile_as(dir, app, "trace.jsonl", "1")
+}
+
+/// [`profile`] into `dir/name`, with `VK_ECHO_CALLSITE_CHECK=check`.
+fn profile_as(dir: &Path, app: &Path, name: &str, check: &str) -> PathBuf {
     let world = World::new(Layers {
         echo: Some("profile"),
         ..Layers::default()
     });
-    let trace = dir.join("trace.jsonl");
+    let trace = dir.join(name);
     let mut cmd = world.command(app, &[&c_spv()]);
-    cmd.env("VK_ECHO_TRACE", &trace);
+    // Issue 35: every capture is also made by libgcc's unwinder (the path every site was
+    // captured with before echo had its own), through the library and the program alike.
+    cmd.env("VK_ECHO_TRACE", &trace)
+        .env("VK_ECHO_CALLSITE_CHECK", check)
+        .env("VK_ECHO_LOG", "info");
     let run = run_command(cmd);
     assert!(
         run.status.success() && run.stdout.contains("checksum"),
@@ -164,6 +173,26 @@ fn profile(dir: &Path, app: &Path) -> PathBuf {
         run.stdout,
         run.stderr
     );
+    let sites = run
+        .stderr
+        .lines()
+        .rfind(|l| l.contains("call sites: "))
+        .unwrap_or_else(|| panic!("no call-site counters:\n{}", run.stderr));
+    if check == "reference" {
+        assert!(
+            sites.contains("call sites: 0 captured by echo's unwinder")
+                && sites.contains("by libgcc's alone"),
+            "{sites}"
+        );
+    } else {
+        assert!(
+            sites.contains(" 0 by libgcc's (fallback)")
+                && sites.contains(", 0 differed")
+                && !sites.contains("; 0 checked"),
+            "echo's unwinder and libgcc's gave different sites, or echo's fell back: {sites}\n{}",
+            run.stderr
+        );
+    }
     assert!(trace.is_file(), "no trace:\n{}", run.stderr);
     trace
 }
@@ -326,9 +355,62 @@ fn split_debug_info_is_found_by_build_id() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 35: a plan made from the sites libgcc's unwinder gives (`VK_ECHO_CALLSITE_CHECK=
+/// reference`: how every plan was made before echo had its own unwinder) is the plan made with
+/// echo's unwinder, and enforce (echo's unwinder) applies it: its buffers are found, copies
+/// are elided, the output is the same.
+#[test]
+fn plans_made_with_libgcc_sites_still_match() {
+    let dir = tmp_dir("plans");
+    let (_, app) = build(&dir, &[]);
+    let plan_of = |check: &str| -> (PathBuf, serde_json::Value) {
+        let trace = profile_as(&dir, &app, &format!("trace-{check}.jsonl"), check);
+        let plan = dir.join(format!("plan-{check}.json"));
+        let (v, _) = echo_tests::world::analyze_plan(&trace, &plan);
+        (plan, v)
+    };
+    let (before, b) = plan_of("reference");
+    let (_, now) = plan_of("1");
+    let groups = b["groups"].as_array().expect("groups");
+    assert!(!groups.is_empty(), "the demo's plan has a group: {b}");
+    assert_eq!(b["groups"], now["groups"]);
+    assert_eq!(b["classes"], now["classes"]);
+    assert_eq!(b["context"], now["context"]);
+
+    let want = {
+        let w = World::new(Layers::default());
+        let run = run_command(w.command(&app, &[&c_spv()]));
+        assert!(run.status.success(), "{}", run.stderr);
+        run.stdout
+    };
+    let w = World::new(Layers {
+        echo: Some("enforce"),
+        ..Layers::default()
+    });
+    let stats = dir.join("stats.json");
+    let mut cmd = w.command(&app, &[&c_spv()]);
+    cmd.env("VK_ECHO_PLAN", &before)
+        .env("VK_ECHO_STATS", &stats)
+        .env("VK_ECHO_LOG", "info");
+    let run = run_command(cmd);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(run.stdout, want);
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert!(
+        s["bytes_elided"].as_u64().unwrap_or(0) > 0,
+        "the plan made with libgcc's sites elided nothing under echo's unwinder: {s}\n{}",
+        run.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The symbolizer's crates never reach the layer: no package `vk-layer-echo` depends on, however
 /// indirectly (Cargo.lock, all targets and features), is one of them. (The standard library has
 /// its own copies of gimli, addr2line and object for backtraces; they are not in Cargo.lock.)
+/// gimli itself is allowed since issue 35: the layer's unwinder reads `.eh_frame` with it
+/// (`read` only, no default features; docs/third-party.md). It needs neither object nor
+/// addr2line.
 #[test]
 fn layer_links_none_of_the_symbol_crates() {
     let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
@@ -363,10 +445,10 @@ fn layer_links_none_of_the_symbol_crates() {
         }
     }
     assert!(seen.contains("echo-analyzer"), "{seen:?}");
+    assert!(seen.contains("gimli"), "the layer's unwinder: {seen:?}");
     for c in [
         "echo-symbols",
         "object",
-        "gimli",
         "addr2line",
         "cpp_demangle",
         "rustc-demangle",

@@ -421,6 +421,9 @@ pub unsafe extern "system" fn vkDestroyDevice(
             || crate::coordinator::on_destroy_device(d),
         );
     }
+    if dev.is_some() {
+        crate::callsite::log_stats();
+    }
     if let Some(d) = &dev {
         log::debug!(
             "device '{}' destroyed: {} buffers, {} allocations, {} command buffers still tracked",

@@ -1,8 +1,12 @@
 //! Call-site identity (DESIGN §4): which line of the APPLICATION created a buffer or an
 //! allocation, in a form that is equal across runs despite ASLR.
 //!
-//! 1. glibc `backtrace()` collects return addresses (it unwinds with libgcc's
-//!    `_Unwind_Backtrace` from `.eh_frame`, which x86_64 and aarch64 code has by default).
+//! 1. Echo's own unwinder ([`unwind`], issue 35) collects return addresses from the modules'
+//!    `.eh_frame` tables (which x86_64 and aarch64 code has by default), parsed once per module
+//!    and cached per address; wherever it cannot follow a frame exactly, the whole capture is
+//!    taken again with glibc's `backtrace()` (libgcc's `_Unwind_Backtrace`, the reference: the
+//!    same return addresses, hence the same sites). `VK_ECHO_CALLSITE_CHECK=1` runs both on
+//!    every capture and counts the differences.
 //! 2. Leading frames inside this layer, the Vulkan loader (`libvulkan.so*`) or another layer
 //!    (`libVkLayer_*`) are dropped, so the site starts at the application's call; the next
 //!    `depth` frames are kept.
@@ -20,9 +24,13 @@
 //!
 //! [`KeyAllocator`] adds the ordinal among objects with the same (site, size, usage, flags).
 
+mod unwind;
+
+use crate::log;
 use dashmap::DashMap;
 use echo_analyzer::trace::{Frame, Module as ModuleRecord, ObjectKey};
 use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 
 extern "C" {
@@ -64,6 +72,8 @@ struct Resolved<'a> {
     module: &'a str,
     base: usize,
     addr: usize,
+    /// The module is this layer's, the Vulkan loader's or another layer's.
+    layer: bool,
 }
 
 /// A loaded module: its PT_LOAD address ranges, load bias and basename; the path it was loaded
@@ -74,13 +84,28 @@ struct Module {
     name: String,
     path: String,
     build_id: String,
+    /// This layer, the Vulkan loader or another layer (the production skip rule).
+    layer: bool,
+    /// Its unwind tables, when it has `.eh_frame_hdr` (parsed when the cache is filled).
+    unwind: Option<unwind::Tables>,
+    /// Which loaded module this is, unique in the process: a module that stays loaded keeps
+    /// its serial (and its tables and build-id) when the cache is refilled for another's
+    /// `dlopen`/`dlclose`, so the per-thread unwind rows and site hashes of its frames stay.
+    serial: u32,
 }
+
+/// The next [`Module::serial`].
+static NEXT_SERIAL: AtomicU32 = AtomicU32::new(1);
+/// How many times the module cache was filled (the loader's counters moved).
+static FILLS: AtomicU64 = AtomicU64::new(0);
 
 /// Modules, refreshed when the dynamic loader's add/remove counters change. (`dladdr` would do,
 /// but glibc's also searches the symbol table for the nearest symbol: ~1 µs per frame.)
 struct ModuleCache {
     adds: u64,
     subs: u64,
+    /// How many times the cache was filled: what the per-thread unwind caches are tagged with.
+    gen: u64,
     modules: Vec<Module>,
     /// Every PT_LOAD range as `(start, end, module index)`, sorted by start: a frame's module
     /// is one binary search away.
@@ -90,6 +115,7 @@ struct ModuleCache {
 static MODULES: RwLock<ModuleCache> = RwLock::new(ModuleCache {
     adds: u64::MAX,
     subs: u64::MAX,
+    gen: 0,
     modules: Vec::new(),
     spans: Vec::new(),
 });
@@ -112,13 +138,21 @@ fn loader_counters() -> (u64, u64) {
     v
 }
 
-fn load_modules() -> Vec<Module> {
+/// The loaded modules, in the loader's order. A module of `old` that is still loaded (same
+/// path, load bias and segments) is taken over as it is: its build-id and unwind tables are not
+/// read again, and it keeps its serial.
+fn load_modules(old: Vec<Module>) -> Vec<Module> {
+    struct Fill {
+        old: Vec<Option<Module>>,
+        out: Vec<Module>,
+    }
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
-        let out = &mut *(data as *mut Vec<Module>);
+        let fill = &mut *(data as *mut Fill);
         let info = &*info;
         let bias = info.dlpi_addr as usize;
         let mut ranges = Vec::new();
         let mut notes = Vec::new();
+        let mut eh_frame_hdr = None;
         for i in 0..info.dlpi_phnum as usize {
             let ph = &*info.dlpi_phdr.add(i);
             let start = bias.wrapping_add(ph.p_vaddr as usize);
@@ -127,17 +161,8 @@ fn load_modules() -> Vec<Module> {
                 ranges.push(span);
             } else if ph.p_type == libc::PT_NOTE {
                 notes.push((span, ph.p_align as usize));
-            }
-        }
-        let mut build_id = String::new();
-        for ((a, b), align) in notes {
-            // Only notes inside a loaded segment are read (the first one, which holds the
-            // build-id in every linker's output, is readable).
-            if build_id.is_empty() && a <= b && ranges.iter().any(|r| r.0 <= a && b <= r.1) {
-                // SAFETY: inside a PT_LOAD segment of a loaded module, which cannot be unloaded
-                // while dl_iterate_phdr runs this callback.
-                let bytes = std::slice::from_raw_parts(a as *const u8, b - a);
-                build_id = gnu_build_id(bytes, align).unwrap_or_default();
+            } else if ph.p_type == libc::PT_GNU_EH_FRAME {
+                eh_frame_hdr = Some(span);
             }
         }
         let name = if info.dlpi_name.is_null() {
@@ -150,18 +175,49 @@ fn load_modules() -> Vec<Module> {
             // The main program has an empty name.
             _ => (exe_basename().to_string(), exe_path().to_string()),
         };
-        out.push(Module {
+        let kept = fill.old.iter_mut().find(|m| {
+            m.as_ref()
+                .is_some_and(|m| m.bias == bias && m.ranges == ranges && m.path == path)
+        });
+        if let Some(m) = kept.and_then(Option::take) {
+            fill.out.push(m);
+            return 0;
+        }
+        // SAFETY: the segments of a module loaded now; the tables go with the module, which
+        // leaves the cache when it is no longer loaded (the cache is refilled when the loader's
+        // counters move).
+        let unwind = eh_frame_hdr.and_then(|h| unwind::Tables::from_segments(h, &ranges));
+        let own = load_modules as *const () as usize;
+        let ours = ranges.iter().any(|r| r.0 <= own && own < r.1);
+        let mut build_id = String::new();
+        for ((a, b), align) in notes {
+            // Only notes inside a loaded segment are read (the first one, which holds the
+            // build-id in every linker's output, is readable).
+            if build_id.is_empty() && a <= b && ranges.iter().any(|r| r.0 <= a && b <= r.1) {
+                // SAFETY: inside a PT_LOAD segment of a loaded module, which cannot be unloaded
+                // while dl_iterate_phdr runs this callback.
+                let bytes = std::slice::from_raw_parts(a as *const u8, b - a);
+                build_id = gnu_build_id(bytes, align).unwrap_or_default();
+            }
+        }
+        fill.out.push(Module {
+            layer: ours || is_loader_or_layer(&name),
             ranges,
             bias,
             name,
             path,
             build_id,
+            unwind,
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
         });
         0
     }
-    let mut v: Vec<Module> = Vec::new();
-    unsafe { libc::dl_iterate_phdr(Some(each), &mut v as *mut _ as *mut c_void) };
-    v
+    let mut fill = Fill {
+        old: old.into_iter().map(Some).collect(),
+        out: Vec::new(),
+    };
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut fill as *mut _ as *mut c_void) };
+    fill.out
 }
 
 fn spans_of(modules: &[Module]) -> Vec<(usize, usize, usize)> {
@@ -174,18 +230,25 @@ fn spans_of(modules: &[Module]) -> Vec<(usize, usize, usize)> {
     v
 }
 
-fn resolve_in(c: &ModuleCache, addr: usize) -> Option<Resolved<'_>> {
+/// The index of the module that holds `addr`.
+fn module_of(c: &ModuleCache, addr: usize) -> Option<usize> {
     let i = c.spans.partition_point(|s| s.0 <= addr);
     let &(_, end, m) = c.spans.get(i.checked_sub(1)?)?;
-    if addr >= end {
-        return None;
-    }
+    (addr < end).then_some(m)
+}
+
+fn resolved(c: &ModuleCache, m: usize, addr: usize) -> Resolved<'_> {
     let m = &c.modules[m];
-    Some(Resolved {
+    Resolved {
         module: &m.name,
         base: m.bias,
         addr,
-    })
+        layer: m.layer,
+    }
+}
+
+fn resolve_in(c: &ModuleCache, addr: usize) -> Option<Resolved<'_>> {
+    Some(resolved(c, module_of(c, addr)?, addr))
 }
 
 /// Runs `f` on the module cache under its read lock, refreshed first when the loader's counters
@@ -202,8 +265,11 @@ fn with_modules<R>(f: impl FnOnce(&ModuleCache) -> R) -> R {
         }
         let mut c = MODULES.write().unwrap_or_else(|p| p.into_inner());
         if (c.adds, c.subs) != now {
-            c.modules = load_modules();
+            let old = std::mem::take(&mut c.modules);
+            c.modules = load_modules(old);
             c.spans = spans_of(&c.modules);
+            c.gen += 1;
+            FILLS.fetch_add(1, Ordering::Relaxed);
             c.adds = now.0;
             c.subs = now.1;
         }
@@ -318,14 +384,6 @@ fn exe_basename() -> &'static str {
     })
 }
 
-/// Load base of the module that contains this layer's code.
-fn own_base() -> usize {
-    static BASE: OnceLock<usize> = OnceLock::new();
-    *BASE.get_or_init(|| {
-        with_modules(|c| resolve_in(c, own_base as *const () as usize).map(|r| r.base)).unwrap_or(0)
-    })
-}
-
 /// Is this module the Vulkan loader or a layer (ours or another)? Their frames are not part of
 /// the application's call site.
 pub fn is_loader_or_layer(module: &str) -> bool {
@@ -334,25 +392,65 @@ pub fn is_loader_or_layer(module: &str) -> bool {
 
 /// The production skip rule: this layer's own module, the loader, other layers.
 fn skip_layer_frames(r: &Resolved) -> bool {
-    r.base == own_base() || is_loader_or_layer(r.module)
+    r.layer
 }
 
 /// Capture the application's call site, `depth` frames deep (clamped to 1..=MAX_DEPTH), with
 /// the frames (profile mode writes them into the trace).
 #[inline(never)]
 pub fn capture(depth: usize) -> CallSite {
-    capture_with(depth, &skip_layer_frames)
+    match check_mode() {
+        Check::Off => capture_with(depth, &skip_layer_frames),
+        Check::Compare => {
+            let site = capture_with(depth, &skip_layer_frames);
+            check(site.hash, depth);
+            site
+        }
+        Check::Reference => {
+            REFERENCE.fetch_add(1, Ordering::Relaxed);
+            reference_with(depth, &skip_layer_frames)
+        }
+    }
 }
 
 /// The site hash alone, equal to [`capture`]'s: what enforce mode needs to recognise a buffer.
-/// No frame is named or allocated.
+/// No frame is named or allocated; a thread that captures the same frames again (a loop that
+/// makes a buffer per iteration) finds the hash in its memo.
 #[inline(never)]
 pub fn capture_hash(depth: usize) -> u64 {
-    let mut h = FNV_OFFSET;
-    walk(depth, &skip_layer_frames, &mut |module, offset| {
-        eat_frame(&mut h, module, offset)
+    let mode = check_mode();
+    if mode == Check::Reference {
+        REFERENCE.fetch_add(1, Ordering::Relaxed);
+        return with_thread(reference_hash(depth, &skip_layer_frames));
+    }
+    let regs = unwind::Regs::here();
+    let fast = regs.and_then(|r| {
+        unwound(r, depth, &skip_layer_frames, |t, c, pcs, mods| {
+            let serial = |i: usize| c.modules[mods[i] as usize].serial;
+            t.memo(c.gen, pcs, serial, || {
+                let mut h = FNV_OFFSET;
+                for (&pc, &m) in pcs.iter().zip(mods) {
+                    let m = &c.modules[m as usize];
+                    eat_frame(&mut h, &m.name, pc.wrapping_sub(m.bias) as u64);
+                }
+                h
+            })
+        })
     });
-    with_thread(h)
+    let h = with_thread(match fast {
+        Some(h) => {
+            UNWOUND.fetch_add(1, Ordering::Relaxed);
+            h
+        }
+        None => {
+            FALLBACKS.fetch_add(1, Ordering::Relaxed);
+            reference_hash(depth, &skip_layer_frames)
+        }
+    });
+    if mode == Check::Compare {
+        check(h, depth);
+    }
+    h
 }
 
 /// The call site of an object being created, `depth` frames deep: its hash, and its frames
@@ -371,8 +469,104 @@ pub fn site(depth: usize, frames: bool) -> (u64, Vec<Frame>) {
 /// the layer's code inside the test executable, where "our own module" is everything).
 #[inline(never)]
 fn capture_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallSite {
+    let regs = unwind::Regs::here();
+    let fast = regs.and_then(|r| {
+        unwound(r, depth, skip_leading, |_, c, pcs, mods| {
+            frames_of(c, pcs, mods)
+        })
+    });
+    match fast {
+        Some(frames) => {
+            UNWOUND.fetch_add(1, Ordering::Relaxed);
+            CallSite {
+                hash: with_thread(CallSite::hash_frames(&frames)),
+                frames,
+            }
+        }
+        None => {
+            FALLBACKS.fetch_add(1, Ordering::Relaxed);
+            reference_with(depth, skip_leading)
+        }
+    }
+}
+
+/// Module-relative frames of raw addresses and their module indices.
+fn frames_of(c: &ModuleCache, pcs: &[usize], mods: &[u32]) -> Vec<Frame> {
+    pcs.iter()
+        .zip(mods)
+        .map(|(&pc, &m)| {
+            let m = &c.modules[m as usize];
+            Frame {
+                module: m.name.clone(),
+                offset: pc.wrapping_sub(m.bias) as u64,
+            }
+        })
+        .collect()
+}
+
+/// The frames of the current call from the application's call on, found by echo's unwinder
+/// from `regs` (the capturing function's registers; it is still running): at most `depth`
+/// frames after the leading frames `skip_leading` names, among at most `depth + SLACK` frames
+/// in all, as the reference takes them. `f(thread, modules, pcs, module indices)` gets them.
+/// `None` when the unwinder cannot follow every frame: the caller takes the reference path.
+#[inline(always)]
+fn unwound<R>(
+    regs: unwind::Regs,
+    depth: usize,
+    skip_leading: &dyn Fn(&Resolved) -> bool,
+    f: impl FnOnce(&mut unwind::Thread, &ModuleCache, &[usize], &[u32]) -> R,
+) -> Option<R> {
+    let depth = depth.clamp(1, MAX_DEPTH);
+    let limit = depth + SLACK;
+    with_modules(|c| {
+        unwind::with_thread(|t| {
+            // Not zeroed (768 bytes a capture): only `..kept` is ever read.
+            let mut pcs = [std::mem::MaybeUninit::<usize>::uninit(); MAX_DEPTH];
+            let mut mods = [std::mem::MaybeUninit::<u32>::uninit(); MAX_DEPTH];
+            let (mut kept, mut raw, mut leading) = (0, 0, true);
+            let modules = unwind::Modules {
+                gen: c.gen,
+                lookup: |a: usize| {
+                    let m = module_of(c, a)?;
+                    let module = &c.modules[m];
+                    Some((m as u32, module.serial, module.unwind.as_ref()))
+                },
+                index: |serial: u32| {
+                    c.modules
+                        .iter()
+                        .position(|m| m.serial == serial)
+                        .map(|i| i as u32)
+                },
+            };
+            unwind::walk(t, &modules, regs, |pc, m| {
+                raw += 1;
+                if !(leading && skip_leading(&resolved(c, m as usize, pc))) {
+                    leading = false;
+                    pcs[kept].write(pc);
+                    mods[kept].write(m);
+                    kept += 1;
+                }
+                kept < depth && raw < limit
+            })?;
+            // SAFETY: `kept` ≤ MAX_DEPTH (`depth` is clamped to it) and `..kept` was written.
+            let (pcs, mods) = unsafe {
+                (
+                    std::slice::from_raw_parts(pcs.as_ptr() as *const usize, kept),
+                    std::slice::from_raw_parts(mods.as_ptr() as *const u32, kept),
+                )
+            };
+            Some(f(t, c, pcs, mods))
+        })
+        .flatten()
+    })
+}
+
+/// The reference capture: libgcc's unwinder through glibc's `backtrace()` (what every capture
+/// used before issue 35, and what echo's unwinder falls back to).
+#[inline(never)]
+fn reference_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallSite {
     let mut frames = Vec::with_capacity(depth.clamp(1, MAX_DEPTH));
-    walk(depth, skip_leading, &mut |module, offset| {
+    reference_walk(depth, skip_leading, &mut |module, offset| {
         frames.push(Frame {
             module: module.to_string(),
             offset,
@@ -384,13 +578,32 @@ fn capture_with(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> CallS
     }
 }
 
-/// The frames of the current call from the application's call on: `visit(module, offset)` for
-/// each of at most `depth` frames (leading frames `skip_leading` names are dropped). An address
-/// in no module (JIT code) is visited as `("?", 0)`: the depth still counts, without the
+/// [`capture`] by the reference path alone.
+#[inline(never)]
+pub fn capture_reference(depth: usize) -> CallSite {
+    reference_with(depth, &skip_layer_frames)
+}
+
+/// The reference path's site hash, before the thread's name is mixed in.
+#[inline(never)]
+fn reference_hash(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool) -> u64 {
+    let mut h = FNV_OFFSET;
+    reference_walk(depth, skip_leading, &mut |module, offset| {
+        eat_frame(&mut h, module, offset)
+    });
+    h
+}
+
+/// The frames of the current call by the reference path: `visit(module, offset)` for each of
+/// at most `depth` frames (leading frames `skip_leading` names are dropped). An address in no
+/// module (JIT code) is visited as `("?", 0)`: the depth still counts, without the
 /// run-dependent address.
 #[inline(always)]
-fn walk(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool, visit: &mut dyn FnMut(&str, u64)) {
-    own_base(); // initialised here, not from `skip_leading` under the module cache's lock
+fn reference_walk(
+    depth: usize,
+    skip_leading: &dyn Fn(&Resolved) -> bool,
+    visit: &mut dyn FnMut(&str, u64),
+) {
     let depth = depth.clamp(1, MAX_DEPTH);
     let mut buf = [std::ptr::null_mut::<c_void>(); MAX_DEPTH + SLACK];
     let want = (depth + SLACK).min(buf.len()) as c_int;
@@ -417,6 +630,116 @@ fn walk(depth: usize, skip_leading: &dyn Fn(&Resolved) -> bool, visit: &mut dyn 
             }
         }
     });
+}
+
+/// Captures that echo's unwinder took, captures that fell back to the reference, captures
+/// made by the reference alone (`VK_ECHO_CALLSITE_CHECK=reference`), captures checked against
+/// the reference (`VK_ECHO_CALLSITE_CHECK=1`), and how many of those differed.
+static UNWOUND: AtomicU64 = AtomicU64::new(0);
+static FALLBACKS: AtomicU64 = AtomicU64::new(0);
+static REFERENCE: AtomicU64 = AtomicU64::new(0);
+static CHECKED: AtomicU64 = AtomicU64::new(0);
+static MISMATCHES: AtomicU64 = AtomicU64::new(0);
+
+/// The call-site counters of this process so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Captures echo's unwinder made.
+    pub unwound: u64,
+    /// Captures that fell back to libgcc's unwinder (a frame echo's could not follow).
+    pub fallbacks: u64,
+    /// Captures made by libgcc's unwinder alone (`VK_ECHO_CALLSITE_CHECK=reference`).
+    pub reference: u64,
+    /// Captures also made by the reference path (`VK_ECHO_CALLSITE_CHECK=1`).
+    pub checked: u64,
+    /// Of those, how many gave another site.
+    pub mismatches: u64,
+    /// How many times the module cache was filled (at start, then after `dlopen`/`dlclose`).
+    pub module_fills: u64,
+}
+
+#[cfg_attr(not(test), allow(dead_code))]
+pub fn stats() -> Stats {
+    Stats {
+        unwound: UNWOUND.load(Ordering::Relaxed),
+        fallbacks: FALLBACKS.load(Ordering::Relaxed),
+        reference: REFERENCE.load(Ordering::Relaxed),
+        checked: CHECKED.load(Ordering::Relaxed),
+        mismatches: MISMATCHES.load(Ordering::Relaxed),
+        module_fills: FILLS.load(Ordering::Relaxed),
+    }
+}
+
+/// The log line of the counters (`vkDestroyDevice`, info), when any capture was made.
+pub fn log_stats() {
+    let s = stats();
+    if s.unwound + s.fallbacks + s.reference == 0 {
+        return;
+    }
+    log::info!(
+        "call sites: {} captured by echo's unwinder, {} by libgcc's (fallback){}; {} checked against libgcc's, {} differed; module cache filled {} times",
+        s.unwound,
+        s.fallbacks,
+        if s.reference > 0 {
+            format!(", {} by libgcc's alone (VK_ECHO_CALLSITE_CHECK=reference)", s.reference)
+        } else {
+            String::new()
+        },
+        s.checked,
+        s.mismatches,
+        s.module_fills
+    );
+}
+
+/// `VK_ECHO_CALLSITE_CHECK` (a diagnostic, not a setting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Check {
+    /// Unset: echo's unwinder, libgcc's where it cannot follow a frame.
+    Off,
+    /// `1`: every capture is also made by the reference path and compared.
+    Compare,
+    /// `reference`: every capture by the reference path alone (what echo did before issue 35;
+    /// tests make plans with it).
+    Reference,
+}
+
+fn check_mode() -> Check {
+    static MODE: OnceLock<Check> = OnceLock::new();
+    *MODE.get_or_init(|| {
+        let env = crate::settings::env_lookup(crate::settings::secure_execution());
+        check_value(env("VK_ECHO_CALLSITE_CHECK").as_deref())
+    })
+}
+
+fn check_value(v: Option<&str>) -> Check {
+    match v.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        Some("1" | "true" | "on") => Check::Compare,
+        Some("reference") => Check::Reference,
+        _ => Check::Off,
+    }
+}
+
+/// Compares a site hash with the reference path's for the same call (both drop this layer's
+/// frames, so they start at the application's call); a difference is counted and its frames
+/// are logged (the first few).
+#[inline(never)]
+fn check(hash: u64, depth: usize) {
+    CHECKED.fetch_add(1, Ordering::Relaxed);
+    let reference = capture_reference(depth);
+    if reference.hash == hash {
+        return;
+    }
+    let n = MISMATCHES.fetch_add(1, Ordering::Relaxed);
+    if n < 8 {
+        let ours = capture_with(depth, &skip_layer_frames);
+        log::warn!(
+            "call-site check: echo's unwinder gave {:016x} {:?}, libgcc's {:016x} {:?}",
+            hash,
+            ours.frames,
+            reference.hash,
+            reference.frames
+        );
+    }
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -566,6 +889,189 @@ mod tests {
         assert_eq!(strip(&a1), strip(&b), "same code, same frames");
         assert_eq!(CallSite::mix_thread(7, "x"), CallSite::mix_thread(7, "x"));
         assert_ne!(CallSite::mix_thread(7, "x"), CallSite::mix_thread(7, "y"));
+    }
+
+    /// Echo's unwinder alone (no fallback): `None` where it would fall back.
+    #[inline(never)]
+    fn unwound_only(depth: usize, skip: &dyn Fn(&Resolved) -> bool) -> Option<CallSite> {
+        let regs = unwind::Regs::here()?;
+        let frames = unwound(regs, depth, skip, |_, c, pcs, mods| frames_of(c, pcs, mods))?;
+        Some(CallSite {
+            hash: with_thread(CallSite::hash_frames(&frames)),
+            frames,
+        })
+    }
+
+    type Capture = fn(usize, &dyn Fn(&Resolved) -> bool) -> CallSite;
+
+    #[inline(never)]
+    fn unwound_or_panic(depth: usize, skip: &dyn Fn(&Resolved) -> bool) -> CallSite {
+        std::hint::black_box(unwound_only(depth, skip))
+            .expect("echo's unwinder follows every frame here")
+    }
+
+    #[inline(never)]
+    fn reference_wrapped(depth: usize, skip: &dyn Fn(&Resolved) -> bool) -> CallSite {
+        std::hint::black_box(reference_with(depth, skip))
+    }
+
+    /// Both capture paths from one call instruction (an indirect call: same return address),
+    /// `n` recursive frames below the caller.
+    #[inline(never)]
+    fn both_from(n: usize, depth: usize, out: &mut Vec<CallSite>) {
+        if n == 0 {
+            for f in [unwound_or_panic as Capture, reference_wrapped as Capture] {
+                out.push(std::hint::black_box(f)(depth, &keep_all));
+            }
+        } else {
+            both_from(n - 1, depth, out);
+            std::hint::black_box(&out);
+        }
+    }
+
+    /// Issue 35: echo's unwinder finds the return addresses libgcc's finds (`backtrace()`, the
+    /// path every site was captured with before), frame for frame, whatever the depth: the
+    /// sites are the same, so plans made before still match. The first three frames are each
+    /// path's own (where it took its registers, its wrapper, and the call to it, which the
+    /// optimiser may duplicate per path), and are not compared.
+    #[test]
+    fn unwinder_gives_the_reference_frames() {
+        for (n, depth) in [(0, 16), (5, 16), (40, 64), (3, 4), (70, 64)] {
+            for _ in 0..3 {
+                // Three times: the row cache and the memo answer the later ones.
+                let mut v = Vec::new();
+                both_from(n, depth, &mut v);
+                let (ours, reference) = (&v[0], &v[1]);
+                assert_eq!(
+                    ours.frames.len(),
+                    reference.frames.len(),
+                    "{n} {depth}: {ours:?} {reference:?}"
+                );
+                assert_eq!(
+                    ours.frames.get(3..),
+                    reference.frames.get(3..),
+                    "n={n} depth={depth}"
+                );
+                assert!(ours.frames.len() >= (n + 4).min(depth), "{ours:?}");
+            }
+        }
+        // On another thread (its own stack bounds, row cache and memo), to its outermost frame.
+        std::thread::spawn(|| {
+            let mut v = Vec::new();
+            both_from(2, 64, &mut v);
+            assert_eq!(v[0].frames[3..], v[1].frames[3..]);
+            assert!(
+                v[0].frames.len() < 64,
+                "the walk reaches the thread's first frame"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A capture whose stack is not the thread's own (a signal handler on an alternate stack,
+    /// a coroutine's stack) is never walked by echo's unwinder, which reads only inside the
+    /// thread's stack: it falls back to the reference, and gives the reference's frames.
+    #[test]
+    fn a_foreign_stack_falls_back_to_the_reference() {
+        static OUT: Mutex<Vec<(bool, CallSite)>> = Mutex::new(Vec::new());
+        #[inline(never)]
+        fn from_handler() {
+            let fast = unwound_only(16, &keep_all).is_some();
+            let mut v = Vec::new();
+            for f in [capture_with as Capture, reference_wrapped as Capture] {
+                v.push(std::hint::black_box(f)(16, &keep_all));
+            }
+            let mut out = OUT.lock().unwrap();
+            out.push((fast, v.remove(0)));
+            out.push((fast, v.remove(0)));
+        }
+        extern "C" fn handler(_: c_int) {
+            from_handler();
+        }
+        std::thread::spawn(|| unsafe {
+            let mut stack = vec![0u8; 1 << 18];
+            let ss = libc::stack_t {
+                ss_sp: stack.as_mut_ptr() as *mut c_void,
+                ss_flags: 0,
+                ss_size: stack.len(),
+            };
+            assert_eq!(libc::sigaltstack(&ss, std::ptr::null_mut()), 0);
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler as extern "C" fn(c_int) as usize;
+            sa.sa_flags = libc::SA_ONSTACK;
+            assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+            let before = stats().fallbacks;
+            libc::raise(libc::SIGUSR2);
+            assert!(stats().fallbacks > before);
+            let off = libc::stack_t {
+                ss_sp: std::ptr::null_mut(),
+                ss_flags: libc::SS_DISABLE,
+                ss_size: 0,
+            };
+            libc::sigaltstack(&off, std::ptr::null_mut());
+            drop(stack);
+        })
+        .join()
+        .unwrap();
+        let out = OUT.lock().unwrap();
+        assert_eq!(out.len(), 2);
+        assert!(!out[0].0, "echo's unwinder read outside the thread's stack");
+        let (ours, reference) = (&out[0].1, &out[1].1);
+        assert!(reference.frames.len() > 4, "{reference:?}");
+        assert_eq!(ours.frames[3..], reference.frames[3..]);
+    }
+
+    /// The production paths (hash alone, frames, reference) agree: the layer's frames dropped,
+    /// each gives the same site; the counters say which path ran.
+    #[test]
+    fn hash_frames_and_reference_agree() {
+        for _ in 0..3 {
+            let h = capture_hash(16);
+            let s = capture(16);
+            let r = capture_reference(16);
+            assert_eq!(h, r.hash, "{:?}", r.frames);
+            assert_eq!(s, r);
+        }
+        let before = stats();
+        capture_hash(16);
+        let after = stats();
+        assert!(after.unwound > before.unwound, "{before:?} {after:?}");
+    }
+
+    /// A `dlopen`/`dlclose` refills the module cache: modules still loaded are taken over with
+    /// their serials (and tables), a new one gets a new serial, and sites stay the reference's.
+    #[test]
+    fn modules_stay_across_dlopen_and_dlclose() {
+        let a = load_modules(Vec::new());
+        let serials: Vec<(String, u32)> = a.iter().map(|m| (m.path.clone(), m.serial)).collect();
+        let b = load_modules(a);
+        let again: Vec<(String, u32)> = b.iter().map(|m| (m.path.clone(), m.serial)).collect();
+        assert_eq!(
+            serials, again,
+            "nothing was loaded or unloaded: every module is taken over"
+        );
+        let fresh = load_modules(Vec::new());
+        assert!(fresh.iter().zip(&b).all(|(x, y)| x.serial != y.serial));
+
+        let site = || (capture_hash(16), capture_reference(16).hash);
+        let (h0, r0) = site();
+        assert_eq!(h0, r0);
+        let fills = stats().module_fills;
+        // A library no test loads: glibc's libutil stub (its functions live in libc now).
+        let lib = unsafe { libc::dlopen(c"libutil.so.1".as_ptr(), libc::RTLD_NOW) };
+        assert!(!lib.is_null(), "dlopen libutil.so.1");
+        let (h1, r1) = site();
+        assert_eq!(h1, r1);
+        assert_eq!(h1, h0, "the same call site, another module loaded");
+        assert!(stats().module_fills > fills);
+        assert!(with_modules(|c| c
+            .modules
+            .iter()
+            .any(|m| m.name == "libutil.so.1")));
+        unsafe { libc::dlclose(lib) };
+        let (h2, r2) = site();
+        assert_eq!((h2, r2), (h0, r0));
     }
 
     const CHILD_ENV: &str = "ECHO_CALLSITE_CHILD";
@@ -725,6 +1231,16 @@ mod tests {
             "{:?}",
             s.frames
         );
+    }
+
+    #[test]
+    fn check_values() {
+        assert_eq!(check_value(None), Check::Off);
+        assert_eq!(check_value(Some("")), Check::Off);
+        assert_eq!(check_value(Some("0")), Check::Off);
+        assert_eq!(check_value(Some("1")), Check::Compare);
+        assert_eq!(check_value(Some("On")), Check::Compare);
+        assert_eq!(check_value(Some("reference")), Check::Reference);
     }
 
     #[test]
