@@ -191,14 +191,14 @@ fn instructions_tell_the_whole_plan_from_a_third_of_it() {
 /// every case, summed. The plan is made with `min_bytes` 128 KiB so that it covers the smallest
 /// case (128 KiB) as the wall clock's plan covers all three at their large sizes.
 ///
-/// Issue 35's regression floor: measured 81.8 % (bench/RESULTS.md, "The ceiling on c_vkfft"),
-/// checked at 78 %: below it, echo's own work per transfer (or the driver work it leaves) grew.
+/// Issue 35's regression floor: measured 93.5 % (bench/RESULTS.md, "The ceiling on c_vkfft"),
+/// checked at 88 %: below it, echo's own work per transfer (or the driver work it leaves) grew.
 /// Every command buffer that held only a dropped copy stays out of its submission.
 #[test]
 fn vkfft_recovers_at_least_its_floor() {
     const ITERS: usize = 4;
     const CASES: usize = 3;
-    const FLOOR: f64 = 0.78;
+    const FLOOR: f64 = 0.88;
     let vkfft = echo_tests::world::c_program("c_vkfft");
     let args = |variant: &str| vec![variant.to_string(), ITERS.to_string(), "small".into()];
     let p = world(true)
