@@ -50,10 +50,33 @@ fn analyzer_sources_name_no_vulkan_entry_point() {
         // Names of modules (e.g. "libvulkan.so.1") are data the analyzer reads; a binding is not.
         for needle in ["ash::", "use ash", "extern \"system\""] {
             assert!(
-                !text.contains(needle),
+                !names(&text, needle),
                 "{} mentions `{needle}`: the analyzer makes no Vulkan calls",
                 f.display()
             );
         }
     }
+}
+
+/// Whether `text` holds `needle` as a word of its own: `ash::` in `use ash::vk` but not in
+/// `crate::fasthash::FastMap`.
+fn names(text: &str, needle: &str) -> bool {
+    text.match_indices(needle).any(|(at, _)| {
+        !text[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+#[test]
+fn the_word_check_catches_a_binding_and_not_a_longer_name() {
+    assert!(names("use ash::vk;", "ash::"));
+    assert!(names("let f = ash::vk::Buffer::null();", "ash::"));
+    assert!(names(
+        "x\n    extern \"system\" fn f()",
+        "extern \"system\""
+    ));
+    assert!(!names("use crate::fasthash::FastMap;", "ash::"));
+    assert!(!names("let splash::x = 1;", "ash::"));
 }
