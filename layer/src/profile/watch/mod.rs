@@ -21,11 +21,14 @@
 //! further than its most protected buffer allows ([`page_prot`]: `PROT_NONE` while a buffer with
 //! bytes there is unseen in this window, `PROT_READ` while one has only been read): a fault opens
 //! its buffer's range *except* such shared pages. An access that still faults on a shared page
-//! (its own buffer already recorded, or bytes of no armed buffer: *collateral*) is **stepped**
-//! on x86_64: the page is opened for that one instruction (the trap flag set in the signal
-//! context), and the SIGTRAP that follows it restores the page's protection. So a neighbour's
-//! access is never mistaken for a buffer's, and a buffer's access on a shared page is never
-//! missed (counted in [`stats`] as `stepped`).
+//! (its own buffer already recorded, or bytes of no armed buffer: *collateral*) is, on x86_64,
+//! **emulated** when it is a plain move and the page has a shadow (the other view of a double
+//! mapping, given to [`arm_shadowed`]): the handler decodes it, does the load or store through
+//! the shadow and moves rip past it ([`emulate`]; counted as `emulated`); every armed buffer the
+//! decoded bytes reach is recorded (`reached`). Otherwise it is **stepped**: the page is opened
+//! for that one instruction (the trap flag set in the signal context), and the SIGTRAP that
+//! follows it restores the page's protection (`stepped`). So a neighbour's access is never
+//! mistaken for a buffer's, and a buffer's access on a shared page is never missed.
 //!
 //! Where stepping is not possible — not x86_64, a second host thread has faulted on armed memory
 //! (another thread could slip an access into the instruction-long opening), SIGTRAP blocked or
