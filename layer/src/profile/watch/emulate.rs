@@ -10,6 +10,9 @@
 //! immediate, compute its address from the signal context, read or write the same bytes through
 //! the other view, put the result in the saved registers and move the instruction pointer past
 //! it. The page never opens, so the emulation is exact with any number of host threads.
+//! The instruction's bytes are read through the guard's pipe (`hostmem::fault::code`), so an
+//! unreadable page is an error, never a fault inside the handler; a code page read that way is
+//! read directly for the rest of the window ([`forget_code_pages`]).
 //!
 //! Only the forms below are emulated; anything else (a read-modify-write, a string instruction,
 //! a locked or segment-prefixed access, VEX/EVEX forms, an access that leaves the page, an
@@ -18,7 +21,7 @@
 //! [`install`] builds them from normal code; after that decoding allocates nothing.
 
 use iced_x86::{Code, Decoder, DecoderOptions, Instruction, OpKind, Register};
-use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A decoded access the handler can do itself.
 pub struct Access {
@@ -158,40 +161,42 @@ unsafe fn read_gpr(uc: &libc::ucontext_t, r: Register) -> Option<u64> {
     Some((uc.uc_mcontext.gregs[g] as u64 >> shift) & mask(size))
 }
 
-/// The instruction bytes at `rip`, read with `process_vm_readv` (a page that cannot be read
-/// gives an error, not a fault inside the handler).
-unsafe fn code_at(rip: usize, buf: &mut [u8; 15]) -> usize {
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr() as *mut c_void,
-        iov_len: buf.len(),
-    };
-    // As far as the end of the page first: a second page may not be mapped.
-    let ps = 4096usize;
-    let first = (ps - (rip & (ps - 1))).min(buf.len());
-    let mut got = 0usize;
-    for (at, len) in [(rip, first), (rip + first, buf.len() - first)] {
-        if len == 0 {
-            break;
-        }
-        let l = libc::iovec {
-            iov_base: (local.iov_base as *mut u8).add(got) as *mut c_void,
-            iov_len: len,
-        };
-        let r = libc::iovec {
-            iov_base: at as *mut c_void,
-            iov_len: len,
-        };
-        let n = libc::process_vm_readv(libc::getpid(), &l, 1, &r, 1, 0);
-        if n <= 0 {
-            break;
-        }
-        got += n as usize;
-        if (n as usize) < len {
-            break;
-        }
+/// Code pages read through the pipe in this window: the rest of the window reads them directly
+/// (the pipe's five system calls were two thirds of an emulation's cost). Forgotten at every
+/// window boundary ([`forget_code_pages`]), so each page is proven readable again in each window;
+/// a page made unreadable within a window while code on it runs (execute-only, a protection key)
+/// is the case this trusts not to happen.
+static CODE_PAGES: [AtomicUsize; 16] = [const { AtomicUsize::new(0) }; 16];
+
+/// Normal code, at a window boundary.
+pub fn forget_code_pages() {
+    for p in &CODE_PAGES {
+        p.store(0, Ordering::Relaxed);
     }
-    got
 }
+
+/// The bytes at `rip`, as many of `buf` as can be read on its page and, for an instruction that
+/// crosses into the next page, through the pipe.
+unsafe fn code(rip: usize, buf: &mut [u8; 15]) -> usize {
+    let page = rip & !4095;
+    let on_page = (page + 4096 - rip).min(buf.len());
+    let slot = &CODE_PAGES[(page >> 12) % CODE_PAGES.len()];
+    if on_page == buf.len() && slot.load(Ordering::Relaxed) == page {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = std::ptr::read_volatile((rip + i) as *const u8);
+        }
+        CODE_DIRECT.fetch_add(1, Ordering::Relaxed);
+        return buf.len();
+    }
+    let n = crate::hostmem::fault::code::bytes_at(rip, buf);
+    if n >= on_page {
+        slot.store(page, Ordering::Relaxed);
+    }
+    n
+}
+
+/// Instructions read directly from a page proven readable in this window (for tests).
+pub static CODE_DIRECT: AtomicUsize = AtomicUsize::new(0);
 
 /// The access of the instruction at the faulting context's rip, when it is one echo emulates.
 ///
@@ -204,7 +209,7 @@ pub unsafe fn decode(uc: &libc::ucontext_t) -> Option<Access> {
     }
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
     let mut buf = [0u8; 15];
-    let n = code_at(rip, &mut buf);
+    let n = code(rip, &mut buf);
     if n == 0 {
         return None;
     }
