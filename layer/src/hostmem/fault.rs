@@ -1,7 +1,8 @@
 //! Which way a page fault went (read or write), from the signal context: shared by profile's
 //! host-access watch (`profile/watch.rs`) and enforce's runtime guard (`enforce/guard.rs`).
-//! Async-signal-safe: atomics and, on aarch64 without an `esr_context`, reading the faulting
-//! instruction through a pipe.
+//! Async-signal-safe: atomics and reading the faulting instruction through a pipe ([`code`]: on
+//! aarch64 without an `esr_context`, to know the direction; on x86_64, for profile's emulation
+//! of accesses on shared pages).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +16,10 @@ pub static BY_INSTRUCTION: AtomicU64 = AtomicU64::new(0);
 /// Normal code, before a handler that classifies faults is installed: on aarch64, the pipe the
 /// instruction decoder reads through (elsewhere nothing).
 pub fn setup() {
-    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+    #[cfg(all(
+        any(target_arch = "aarch64", target_arch = "x86_64"),
+        target_os = "linux"
+    ))]
     code::setup();
     #[cfg(all(test, target_arch = "aarch64", target_os = "linux"))]
     IGNORE_ESR.store(
@@ -82,8 +86,11 @@ pub(crate) unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
 /// checked (`fstat`) to still be that pipe, in case the application closed and reused them, and
 /// the process to be the one that made it (a forked child shares the pipe but not the flag: it
 /// gets no decoding, i.e. a write).
-#[cfg(all(target_arch = "aarch64", target_os = "linux"))]
-mod code {
+#[cfg(all(
+    any(target_arch = "aarch64", target_arch = "x86_64"),
+    target_os = "linux"
+))]
+pub(crate) mod code {
     use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
     static READ_FD: AtomicI32 = AtomicI32::new(-1);
@@ -120,17 +127,28 @@ mod code {
     }
 
     /// The 32-bit word at `pc`, if it can be read. Async-signal-safe.
+    #[cfg(target_arch = "aarch64")]
     pub unsafe fn word_at(pc: usize) -> Option<u32> {
+        if pc & 3 != 0 {
+            return None;
+        }
+        let mut b = [0u8; 4];
+        (bytes_at(pc, &mut b) == 4).then(|| u32::from_ne_bytes(b))
+    }
+
+    /// Up to `buf.len()` bytes from `pc` (x86_64: the faulting instruction, at most 15 bytes),
+    /// as many as can be read: a page that cannot be read ends them. Async-signal-safe.
+    pub unsafe fn bytes_at(pc: usize, buf: &mut [u8]) -> usize {
         let (r, w) = (
             READ_FD.load(Ordering::Acquire),
             WRITE_FD.load(Ordering::Relaxed),
         );
-        if r < 0 || pc & 3 != 0 || libc::getpid() != OWNER.load(Ordering::Relaxed) {
-            return None;
+        if r < 0 || libc::getpid() != OWNER.load(Ordering::Relaxed) {
+            return 0;
         }
         let ino = INODE.load(Ordering::Relaxed);
         if inode(r) != Some(ino) || inode(w) != Some(ino) {
-            return None; // not our pipe any more
+            return 0; // not our pipe any more
         }
         let mut spins = 0u32;
         while BUSY
@@ -139,15 +157,31 @@ mod code {
         {
             spins += 1;
             if spins > 1 << 20 {
-                return None;
+                return 0;
             }
             std::hint::spin_loop();
         }
-        let mut word = 0u32;
-        let ok = libc::write(w, pc as *const libc::c_void, 4) == 4
-            && libc::read(r, &mut word as *mut u32 as *mut libc::c_void, 4) == 4;
+        // Page by page: the bytes on a page that cannot be read are an EFAULT, and so only
+        // what was written is read back.
+        let mut got = 0usize;
+        while got < buf.len() {
+            let at = pc + got;
+            let len = (4096 - (at & 4095)).min(buf.len() - got);
+            let n = libc::write(w, at as *const libc::c_void, len);
+            if n <= 0 {
+                break;
+            }
+            let n = n as usize;
+            if libc::read(r, buf[got..].as_mut_ptr() as *mut libc::c_void, n) != n as isize {
+                break;
+            }
+            got += n;
+            if n < len {
+                break;
+            }
+        }
         BUSY.store(false, Ordering::Release);
-        ok.then_some(word)
+        got
     }
 }
 

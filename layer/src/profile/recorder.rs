@@ -1392,7 +1392,8 @@ impl Profiler {
             }
             return true;
         };
-        if let Err(e) = guard::arm(b, ptr as *const u8, len) {
+        let shadow = self.shadow_of(dev, b, ptr, len).map(|p| p as *const u8);
+        if let Err(e) = guard::arm_shadowed(b, ptr as *const u8, len, shadow) {
             match e {
                 GuardError::Replaced => {
                     if log::first_time("guard-replaced") {
@@ -1470,6 +1471,15 @@ impl Profiler {
     /// mapping, in the application's view of a double mapping, or in the driver's mapping
     /// where there is no double mapping and the device has no import extension (a real GPU
     /// does not use the CPU page tables). `None`: nothing to arm.
+    /// Where candidate `b`'s bytes `[ptr, ptr + len)` (the application's view) are in the
+    /// driver's view of their double mapping, if they have one.
+    fn shadow_of(&self, dev: &Device, b: u64, ptr: usize, len: usize) -> Option<usize> {
+        let mem = dev.state.buffers.get(&b)?.bound?.0;
+        let m = self.doubles.get(&mem)?;
+        let off = ptr.checked_sub(m.app_ptr() as usize)?;
+        (off.checked_add(len)? <= m.len()).then(|| m.driver_ptr() as usize + off)
+    }
+
     fn range_of(&self, dev: &Device, b: u64) -> Option<(usize, usize)> {
         let st = dev.state.buffers.get(&b)?;
         let (mem, off) = st.bound?;
@@ -1512,11 +1522,13 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages stepped, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls, {} re-arms skipped, {} windows unwatched (sampling)",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls, {} re-arms skipped, {} windows unwatched (sampling)",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
+                s.emulated,
                 s.stepped,
+                s.reached,
                 s.shared_page,
                 s.chained,
                 s.dropped,

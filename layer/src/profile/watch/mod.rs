@@ -21,11 +21,14 @@
 //! further than its most protected buffer allows ([`page_prot`]: `PROT_NONE` while a buffer with
 //! bytes there is unseen in this window, `PROT_READ` while one has only been read): a fault opens
 //! its buffer's range *except* such shared pages. An access that still faults on a shared page
-//! (its own buffer already recorded, or bytes of no armed buffer: *collateral*) is **stepped**
-//! on x86_64: the page is opened for that one instruction (the trap flag set in the signal
-//! context), and the SIGTRAP that follows it restores the page's protection. So a neighbour's
-//! access is never mistaken for a buffer's, and a buffer's access on a shared page is never
-//! missed (counted in [`stats`] as `stepped`).
+//! (its own buffer already recorded, or bytes of no armed buffer: *collateral*) is, on x86_64,
+//! **emulated** when it is a plain move and the page has a shadow (the other view of a double
+//! mapping, given to [`arm_shadowed`]): the handler decodes it, does the load or store through
+//! the shadow and moves rip past it ([`emulate`]; counted as `emulated`); every armed buffer the
+//! decoded bytes reach is recorded (`reached`). Otherwise it is **stepped**: the page is opened
+//! for that one instruction (the trap flag set in the signal context), and the SIGTRAP that
+//! follows it restores the page's protection (`stepped`). So a neighbour's access is never
+//! mistaken for a buffer's, and a buffer's access on a shared page is never missed.
 //!
 //! Where stepping is not possible — not x86_64, a second host thread has faulted on armed memory
 //! (another thread could slip an access into the instruction-long opening), SIGTRAP blocked or
@@ -86,6 +89,10 @@ struct Slot {
     /// collateral fault, or a disarm): an ARMED slot that is not stale is still wholly
     /// `PROT_NONE`, and re-arming it needs no `mprotect`.
     stale: AtomicBool,
+    /// Where the same bytes can be reached unprotected, as `shadow address - address`
+    /// (wrapping; 0: nowhere): the other view of a double mapping. Lets the handler do an
+    /// access on a shared page itself ([`emulate`]) instead of stepping it.
+    shadow: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -99,6 +106,7 @@ const SLOT_INIT: Slot = Slot {
     budget: AtomicU64::new(0),
     gen: AtomicU64::new(0),
     stale: AtomicBool::new(false),
+    shadow: AtomicUsize::new(0),
 };
 static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
 /// One past the highest slot ever used (the handler scans `0..HIGH`).
@@ -143,6 +151,12 @@ static UNWATCHED: AtomicU64 = AtomicU64::new(0);
 static MPROTECTS: AtomicU64 = AtomicU64::new(0);
 /// Accesses on shared pages run as one stepped instruction.
 static STEPPED: AtomicU64 = AtomicU64::new(0);
+/// Accesses on shared pages done by the handler through the other view (x86_64).
+static EMULATED: AtomicU64 = AtomicU64::new(0);
+/// Armed buffers reached by an access whose first byte was another's (found by decoding it).
+static REACHED: AtomicU64 = AtomicU64::new(0);
+/// Emulations in flight: `disarm` waits for them (the other view may be unmapped after it).
+static EMULATING: AtomicUsize = AtomicUsize::new(0);
 
 /// Count a window a candidate was left unprotected in (sampled validation).
 pub fn note_unwatched() {
@@ -276,7 +290,10 @@ fn install() -> Result<(), GuardError> {
     // SAFETY: once (INSTALLED), from normal code, before any fault of ours.
     unsafe { PREV.install_segv(handler as *const () as usize) }.map_err(GuardError::Install)?;
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    step::install();
+    {
+        step::install();
+        emulate::install();
+    }
     INSTALLED.store(true, Ordering::Release);
     Ok(())
 }
@@ -476,6 +493,46 @@ unsafe fn snapshot(s: &Slot) -> Option<(Range, usize, usize, usize, usize, u64)>
     }
 }
 
+/// Record an access of slot `s` (snapshot `snap`) if it is the buffer's first read or first
+/// write in this window, and open its range as far as its new state and its neighbours on
+/// shared pages allow. True when it did.
+unsafe fn note(s: &Slot, snap: (Range, usize, usize, usize, usize, u64), write: bool) -> bool {
+    let (st, st0, en0, ps0, pe0, id) = snap;
+    let (to, acc, prot) = if write {
+        (
+            Range::Written,
+            ACC_WRITE,
+            libc::PROT_READ | libc::PROT_WRITE,
+        )
+    } else {
+        (Range::Read, ACC_READ, libc::PROT_READ)
+    };
+    // A failed exchange means another thread changed the state meanwhile: a fault of
+    // its own (then there is nothing left to record), or a re-arm at a window boundary
+    // (then this access is the new window's first): look again.
+    let mut st = st;
+    for _ in 0..8 {
+        if !(st == Range::Armed || (st == Range::Read && to == Range::Written)) {
+            break;
+        }
+        if s.state
+            .compare_exchange(st, to, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            if !push(id, acc, super::sink::next_seq()) {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+            reprotect(ps0, pe0, prot, None);
+            return true;
+        }
+        match snapshot(s) {
+            Some((now, a, b, _, _, i)) if (a, b, i) == (st0, en0, id) => st = now,
+            _ => break,
+        }
+    }
+    false
+}
+
 /// Returns true when the fault was ours (and the memory now allows the access).
 unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
     if info.is_null() || (*info).si_code <= 0 {
@@ -534,37 +591,8 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
             continue; // the byte is not this slot's: collateral for it
         }
         exact_hit = true;
-        // The buffer's first read or first write in this window: record it, and open its
-        // range as far as its new state and its neighbours on shared pages allow.
-        let (to, acc, prot) = if write() {
-            (Range::Written, ACC_WRITE, rw)
-        } else {
-            (Range::Read, ACC_READ, libc::PROT_READ)
-        };
-        // A failed exchange means another thread changed the state meanwhile: a fault of
-        // its own (then there is nothing left to record), or a re-arm at a window boundary
-        // (then this access is the new window's first): look again.
-        let mut st = st;
-        for _ in 0..8 {
-            if !(st == Range::Armed || (st == Range::Read && to == Range::Written)) {
-                break;
-            }
-            if s.state
-                .compare_exchange(st, to, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                if !push(id, acc, super::sink::next_seq()) {
-                    DROPPED.fetch_add(1, Ordering::Relaxed);
-                }
-                reprotect(ps0, pe0, prot, None);
-                reopened = true;
-                break;
-            }
-            match snapshot(s) {
-                Some((now, a, b, _, _, i)) if (a, b, i) == (st0, en0, id) => st = now,
-                _ => break,
-            }
-        }
+        // The buffer's first read or first write in this window.
+        reopened |= note(s, (st, st0, en0, ps0, pe0, id), write());
     }
     if !page_hit {
         return false;
@@ -586,6 +614,15 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
             set_prot(page, page + ps, p);
         }
         return true;
+    }
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if !ctx.is_null() {
+        EMULATING.fetch_add(1, Ordering::SeqCst);
+        let done = emulated(addr, page, need, &mut *(ctx as *mut libc::ucontext_t), high);
+        EMULATING.fetch_sub(1, Ordering::SeqCst);
+        if done {
+            return true;
+        }
     }
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     if step::begin(tid, page, need, ctx) {
@@ -619,6 +656,58 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
     true
 }
 
+/// An access on a page that must stay closed (x86_64): decode it; record every other armed
+/// buffer its bytes reach (the faulting byte's own was recorded by the caller); then, when the
+/// page allows it now, let it run, else do it through the other view of the page's double
+/// mapping. False: not done (decoded as nothing echo emulates, no other view): step it.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn emulated(
+    addr: usize,
+    page: usize,
+    need: libc::c_int,
+    uc: &mut libc::ucontext_t,
+    high: usize,
+) -> bool {
+    let Some(a) = emulate::decode(uc) else {
+        return false;
+    };
+    let ps = page_size();
+    let end = a.ea.wrapping_add(a.size);
+    if a.write != (need & libc::PROT_WRITE != 0) || a.ea < page || end > page + ps || end < a.ea {
+        return false;
+    }
+    let mut shadow = 0usize;
+    let mut reached = false;
+    for s in &TABLE[..high] {
+        let Some(snap) = snapshot(s) else { continue };
+        let (st, st0, en0, ps0, pe0, _) = snap;
+        if st == Range::Tomb || page < ps0 || page >= pe0 {
+            continue;
+        }
+        if shadow == 0 {
+            shadow = s.shadow.load(Ordering::Relaxed);
+        }
+        let held = addr >= st0 && addr < en0;
+        if !held && st0 < end && a.ea < en0 && note(s, snap, a.write) {
+            REACHED.fetch_add(1, Ordering::Relaxed);
+            reached = true;
+        }
+    }
+    if reached {
+        // Recording opened ranges: the page may allow the access now.
+        let p = page_prot(page);
+        if rank(p) >= rank(need) {
+            set_prot(page, page + ps, p);
+            return true;
+        }
+    }
+    if shadow == 0 || !emulate::perform(&a, uc, a.ea.wrapping_add(shadow)) {
+        return false;
+    }
+    EMULATED.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
 /// The host threads that fault on armed memory: stepping is safe while there is one (a second
 /// thread's access could slip into the instruction-long opening of a shared page unseen).
 static HOST_TID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
@@ -634,6 +723,8 @@ fn note_thread() -> i32 {
     tid
 }
 
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod emulate;
 /// Single-stepping one access on a shared page (x86_64): the SIGSEGV handler opens the page,
 /// sets the trap flag in the signal context and notes `(thread, page)`; the CPU runs the one
 /// instruction and raises SIGTRAP, whose handler puts the page back to [`page_prot`] and clears
@@ -652,6 +743,22 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 /// access. Arming an `id` that is already armed re-protects it and starts a new window.
 /// Installs the SIGSEGV handler on first use.
 pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
+    arm_shadowed(id, ptr, len, None)
+}
+
+/// [`arm`], with `shadow`: where the same `len` bytes can be reached without protection (the
+/// other view of a double mapping), so an access on a page shared with another armed buffer
+/// can be done by the handler instead of stepped.
+pub fn arm_shadowed(
+    id: u64,
+    ptr: *const u8,
+    len: usize,
+    shadow: Option<*const u8>,
+) -> Result<(), GuardError> {
+    let delta = shadow.map_or(0, |p| (p as usize).wrapping_sub(ptr as usize));
+    // A window boundary: code pages are proven readable again in the new window.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    emulate::forget_code_pages();
     if len == 0 {
         return Ok(());
     }
@@ -692,6 +799,7 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
     if idx.is_some()
         && prev_state == Range::Armed
         && !s.stale.load(Ordering::SeqCst)
+        && s.shadow.load(Ordering::Relaxed) == delta
         && (
             s.start.load(Ordering::Relaxed),
             s.end.load(Ordering::Relaxed),
@@ -719,6 +827,7 @@ pub fn arm(id: u64, ptr: *const u8, len: usize) -> Result<(), GuardError> {
     s.end.store(end, Ordering::Relaxed);
     s.pstart.store(pstart, Ordering::Relaxed);
     s.pend.store(pend, Ordering::Relaxed);
+    s.shadow.store(delta, Ordering::Relaxed);
     s.budget.store(0, Ordering::Relaxed);
     // Fresh before protecting: an open that lands after the mprotect marks it stale again.
     s.stale.store(false, Ordering::SeqCst);
@@ -761,6 +870,14 @@ pub fn disarm(id: u64) {
         unsafe { reprotect(p0, p1, libc::PROT_READ | libc::PROT_WRITE, Some(i)) };
         s.budget.store(TOMB_BUDGET, Ordering::Relaxed);
         s.state.store(Range::Tomb, Ordering::SeqCst);
+    }
+    // An emulation that found the slot live before the tombstone may still be using its other
+    // view, which the caller may unmap next: wait for it (bounded; an emulation is one move).
+    for _ in 0..100_000 {
+        if EMULATING.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        std::thread::yield_now();
     }
 }
 
@@ -846,6 +963,12 @@ pub struct Stats {
     /// Accesses on pages shared with a buffer still unseen in the window, run as one stepped
     /// instruction (x86_64).
     pub stepped: u64,
+    /// Accesses on such pages done by the handler through the other view of a double mapping
+    /// instead (x86_64; no page opened, no trap).
+    pub emulated: u64,
+    /// Armed buffers first reached by an access whose first byte was another buffer's (or no
+    /// buffer's), found by decoding the instruction.
+    pub reached: u64,
 }
 
 pub fn stats() -> Stats {
@@ -862,6 +985,8 @@ pub fn stats() -> Stats {
         unwatched: UNWATCHED.load(Ordering::Relaxed),
         mprotects: MPROTECTS.load(Ordering::Relaxed),
         stepped: STEPPED.load(Ordering::Relaxed),
+        emulated: EMULATED.load(Ordering::Relaxed),
+        reached: REACHED.load(Ordering::Relaxed),
     }
 }
 
@@ -1467,6 +1592,52 @@ mod tests {
         println!("CHILD-OK");
     }
 
+    /// What one access on a shared page costs, emulated and stepped (printed, not asserted:
+    /// timing is the benchmarks' business; `cargo test -p vk-layer-echo --release --lib
+    /// shared_page_access_cost -- --nocapture`).
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn shared_page_access_cost() {
+        if !in_child() {
+            let so = assert_child_ok("shared_page_access_cost");
+            for l in so.lines().filter(|l| l.contains("COST")) {
+                eprintln!("{l}");
+            }
+            return;
+        }
+        let ps = page_size();
+        let n = 2000;
+        let time = |p: *mut u8| {
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t0 = std::time::Instant::now();
+                for i in 0..n {
+                    unsafe { std::ptr::write_volatile(p.add(i % 1024), i as u8) };
+                }
+                best = best.min(t0.elapsed().as_secs_f64() * 1e6 / n as f64);
+            }
+            best
+        };
+        let m = shared_pair();
+        let emulated_us = time(unsafe { m.app_ptr().add(ps + 1024) });
+        let st = stats();
+        let direct = emulate::CODE_DIRECT.load(Ordering::Relaxed);
+        assert_eq!(st.stepped, 0);
+        disarm(1);
+        disarm(2);
+        let q = Pages::new(3);
+        arm(1, q.p, ps + 256).unwrap();
+        arm(2, unsafe { q.p.add(ps + 256) }, 2 * ps - 256).unwrap();
+        let stepped_us = time(unsafe { q.p.add(ps + 1024) });
+        disarm(1);
+        disarm(2);
+        println!(
+            "COST access on a shared page (best of 5 x {n}): emulated {emulated_us:.2} us, stepped {stepped_us:.2} us; {} of {} instructions read directly",
+            direct, st.emulated
+        );
+        println!("CHILD-OK");
+    }
+
     /// The instruction decoder (the aarch64 fallback when the signal frame has no
     /// `esr_context`), on encodings assembled with `.arch armv8.5-a` + sve, memtag, lse, rcpc,
     /// pauth (zig cc): every store, atomic and zeroing instruction is a write, every load and
@@ -1843,5 +2014,253 @@ mod tests {
             unsafe { aarch64_esr_is_write(buf.as_ptr(), buf.len()) },
             None
         );
+    }
+
+    // ------------------------------------------------------------ emulation (x86_64)
+
+    /// A double mapping with A = [0, ps + 256) (id 1) and B = [ps + 256, 3 ps) (id 2) armed
+    /// in the application's view, the driver's view as their shadow: page 1 holds both.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn shared_pair() -> crate::hostmem::memfd::DoubleMap {
+        let ps = page_size();
+        let m = crate::hostmem::memfd::DoubleMap::new(3 * ps, ps).unwrap();
+        let (app, drv) = (m.app_ptr(), m.driver_ptr());
+        unsafe {
+            arm_shadowed(1, app, ps + 256, Some(drv)).unwrap();
+            arm_shadowed(2, app.add(ps + 256), 2 * ps - 256, Some(drv.add(ps + 256))).unwrap();
+        }
+        m
+    }
+
+    /// Every form `emulate` does, as real instructions: the stores, then the loads with the
+    /// registers' values after each. Run once on plain memory and once on the shared page; the
+    /// two must agree byte for byte and register for register.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    unsafe fn every_form(p: *mut u8) -> Vec<u64> {
+        use std::arch::asm;
+        use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_storeu_si128};
+        let x1: __m128i = _mm_set_epi64x(0x0102_0304_0506_0708, -0x1122_3344_5566_7788);
+        let x9: __m128i = _mm_set_epi64x(0x7766_5544_3322_1100, 0x0f0e_0d0c_0b0a_0908);
+        asm!(
+            "mov byte ptr [rdi], 0x5a",
+            "mov word ptr [rdi + 2], 0x1234",
+            "mov dword ptr [rdi + 4], 0x7bcdef01",
+            "mov qword ptr [rdi + 8], -2",
+            "mov byte ptr [rdi + 16], cl",
+            "mov byte ptr [rdi + 17], ah",
+            "mov word ptr [rdi + 18], cx",
+            "mov dword ptr [rdi + 20], ecx",
+            "mov qword ptr [rdi + 24], rcx",
+            "mov qword ptr [rdi + rsi*8 + 16], r9",
+            "movups xmmword ptr [rdi + 40], xmm1",
+            "movdqu xmmword ptr [rdi + 56], xmm9",
+            "movaps xmmword ptr [rdi + 80], xmm1",
+            "movss dword ptr [rdi + 96], xmm1",
+            "movsd qword ptr [rdi + 100], xmm9",
+            "movd dword ptr [rdi + 108], xmm1",
+            "movq qword ptr [rdi + 112], xmm9",
+            "movq qword ptr [rdi + 120], xmm1",
+            in("rdi") p,
+            in("rsi") 2u64,
+            in("rax") 0x1122_3344_5566_7788u64,
+            in("rcx") 0x99aa_bbcc_ddee_ff01u64,
+            in("r9") 0x0123_4567_89ab_cdefu64,
+            in("xmm1") x1,
+            in("xmm9") x9,
+            options(nostack)
+        );
+        let mut v = Vec::new();
+        macro_rules! gpr {
+            ($($insn:literal),*) => {$({
+                let mut r = 0xa5a5_a5a5_a5a5_a5a5u64;
+                asm!($insn, in("rdi") p, in("rsi") 1u64, inout("rax") r, options(nostack));
+                v.push(r);
+            })*};
+        }
+        gpr!(
+            "mov al, byte ptr [rdi + 3]",
+            "mov ah, byte ptr [rdi + 17]",
+            "mov ax, word ptr [rdi + 18]",
+            "mov eax, dword ptr [rdi + 4]",
+            "mov rax, qword ptr [rdi + 8]",
+            "mov rax, qword ptr [rdi + rsi*4 + 20]",
+            "movzx ax, byte ptr [rdi + 9]",
+            "movzx eax, byte ptr [rdi + 23]",
+            "movzx rax, word ptr [rdi + 6]",
+            "movsx ax, byte ptr [rdi + 31]",
+            "movsx eax, word ptr [rdi + 30]",
+            "movsx rax, byte ptr [rdi + 27]",
+            "movsxd rax, dword ptr [rdi + 28]"
+        );
+        macro_rules! xmm {
+            ($($insn:literal),*) => {$({
+                let mut r: __m128i = _mm_set_epi64x(-1, -1);
+                asm!($insn, in("rdi") p, inout("xmm9") r, options(nostack));
+                let mut b = [0u64; 2];
+                _mm_storeu_si128(b.as_mut_ptr() as *mut __m128i, r);
+                v.extend(b);
+            })*};
+        }
+        xmm!(
+            "movups xmm9, xmmword ptr [rdi + 40]",
+            "movdqu xmm9, xmmword ptr [rdi + 44]",
+            "movaps xmm9, xmmword ptr [rdi + 64]",
+            "movdqa xmm9, xmmword ptr [rdi + 48]",
+            "movss xmm9, dword ptr [rdi + 100]",
+            "movsd xmm9, qword ptr [rdi + 56]",
+            "movd xmm9, dword ptr [rdi + 12]",
+            "movq xmm9, qword ptr [rdi + 104]"
+        );
+        v
+    }
+
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn shared_page_accesses_are_done_through_the_other_view() {
+        if !in_child() {
+            assert_child_ok("shared_page_accesses_are_done_through_the_other_view");
+            return;
+        }
+        let ps = page_size();
+        // The control: the same instructions on plain memory.
+        let mut plain = [0u8; 160 + 16];
+        let pp = unsafe { plain.as_mut_ptr().add(plain.as_ptr().align_offset(16)) };
+        let want_regs = unsafe { every_form(pp) };
+        let want_bytes = unsafe { std::slice::from_raw_parts(pp, 128) }.to_vec();
+        // On B's bytes of the shared page, A unseen: every access faults and is emulated.
+        let m = shared_pair();
+        let at = ps + 512;
+        let got_regs = unsafe { every_form(m.app_ptr().add(at)) };
+        let got_bytes = unsafe { std::slice::from_raw_parts(m.driver_ptr().add(at), 128) };
+        assert_eq!(got_bytes, &want_bytes[..], "memory after the stores");
+        assert_eq!(got_regs, want_regs, "registers after the loads");
+        let n = 18 + 13 + 8;
+        let st = stats();
+        assert_eq!((st.emulated, st.stepped), (n, 0), "{st:?}");
+        // B was written and read; A, whose page it was, untouched.
+        assert_eq!(kinds(), vec![(2, Access::Write)]);
+        // Re-armed: B's first read on the shared page is B's read, emulated too.
+        arm_shadowed(
+            2,
+            unsafe { m.app_ptr().add(ps + 256) },
+            2 * ps - 256,
+            Some(unsafe { m.driver_ptr().add(ps + 256) }),
+        )
+        .unwrap();
+        assert_eq!(
+            unsafe { std::ptr::read_volatile(m.app_ptr().add(at)) },
+            0x5a
+        );
+        assert_eq!(kinds(), vec![(2, Access::Read)]);
+        assert_eq!(stats().emulated, n + 1);
+        // A's own access is still seen.
+        unsafe { std::ptr::write_volatile(m.app_ptr().add(ps + 8), 3u8) };
+        assert_eq!(kinds(), vec![(1, Access::Write)]);
+        disarm(1);
+        disarm(2);
+        println!("CHILD-OK");
+    }
+
+    /// A planted access that begins in B's bytes and ends in A's: A is recorded (stepping alone,
+    /// which looks at the faulting byte only, would have let A's bytes change unseen).
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn an_access_reaching_into_a_neighbour_records_the_neighbour() {
+        if !in_child() {
+            assert_child_ok("an_access_reaching_into_a_neighbour_records_the_neighbour");
+            return;
+        }
+        let ps = page_size();
+        let m = crate::hostmem::memfd::DoubleMap::new(3 * ps, ps).unwrap();
+        let (app, drv) = (m.app_ptr(), m.driver_ptr());
+        // B = [0, ps + 256) first, A = [ps + 256, 3 ps) after it: page 1 holds both.
+        unsafe {
+            arm_shadowed(2, app, ps + 256, Some(drv)).unwrap();
+            arm_shadowed(1, app.add(ps + 256), 2 * ps - 256, Some(drv.add(ps + 256))).unwrap();
+        }
+        // B written on its own page, then 8 bytes from B's last 4 into A's first 4.
+        unsafe { std::ptr::write_volatile(app.add(8), 1u8) };
+        assert_eq!(kinds(), vec![(2, Access::Write)]);
+        unsafe { std::ptr::write_unaligned(app.add(ps + 252) as *mut u64, u64::MAX) };
+        assert_eq!(kinds(), vec![(1, Access::Write)], "A's bytes were written");
+        assert_eq!(stats().reached, 1);
+        assert_eq!(
+            unsafe { std::ptr::read_unaligned(drv.add(ps + 252) as *const u64) },
+            u64::MAX
+        );
+        disarm(1);
+        disarm(2);
+        println!("CHILD-OK");
+    }
+
+    /// What is not emulated (a read-modify-write) is stepped as before; without a shadow,
+    /// every access is stepped.
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn what_is_not_emulated_is_stepped() {
+        if !in_child() {
+            assert_child_ok("what_is_not_emulated_is_stepped");
+            return;
+        }
+        let ps = page_size();
+        let m = shared_pair();
+        let p = unsafe { m.app_ptr().add(ps + 512) } as *mut u32;
+        unsafe {
+            std::ptr::write_volatile(p, 41);
+            std::arch::asm!("add dword ptr [{p}], 1", p = in(reg) p, options(nostack));
+        }
+        assert_eq!(
+            unsafe { std::ptr::read_volatile(m.driver_ptr().add(ps + 512) as *const u32) },
+            42
+        );
+        let st = stats();
+        assert_eq!((st.emulated, st.stepped), (1, 1), "{st:?}");
+        assert_eq!(kinds(), vec![(2, Access::Write)]);
+        disarm(1);
+        disarm(2);
+        // Armed without a shadow: stepped.
+        let q = Pages::new(3);
+        arm(1, q.p, ps + 256).unwrap();
+        arm(2, unsafe { q.p.add(ps + 256) }, 2 * ps - 256).unwrap();
+        unsafe { std::ptr::write_volatile(q.p.add(ps + 512), 7u8) };
+        let st = stats();
+        assert_eq!((st.emulated, st.stepped), (1, 2), "{st:?}");
+        assert_eq!(kinds(), vec![(2, Access::Write)]);
+        disarm(1);
+        disarm(2);
+        println!("CHILD-OK");
+    }
+
+    /// With a second host thread stepping is off (fail closed: a neighbour taken as touched);
+    /// emulation never opens the page, so it stays exact.
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn emulation_stays_exact_with_two_host_threads() {
+        if !in_child() {
+            assert_child_ok("emulation_stays_exact_with_two_host_threads");
+            return;
+        }
+        let ps = page_size();
+        let m = shared_pair();
+        let b = unsafe { m.app_ptr().add(ps + 1024) } as usize;
+        std::thread::spawn(move || unsafe { std::ptr::write_volatile(b as *mut u64, 5) })
+            .join()
+            .unwrap();
+        unsafe { std::ptr::write_volatile((b + 8) as *mut u64, 6) };
+        assert_eq!(kinds(), vec![(2, Access::Write)]);
+        let st = stats();
+        assert_eq!(
+            (st.emulated, st.stepped, st.shared_page),
+            (2, 0, 0),
+            "{st:?}"
+        );
+        let d = unsafe { m.driver_ptr().add(ps + 1024) } as *const u64;
+        assert_eq!(
+            unsafe { (d.read_volatile(), d.add(1).read_volatile()) },
+            (5, 6)
+        );
+        disarm(1);
+        disarm(2);
+        println!("CHILD-OK");
     }
 }

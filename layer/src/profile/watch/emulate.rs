@@ -1,0 +1,365 @@
+//! Emulating one host load or store on a page shared by sub-allocations (x86_64).
+//!
+//! A page that holds bytes of a buffer still unseen in the window stays closed, so every access
+//! of its neighbour's bytes there faults. Stepping it (open the page, run one instruction under
+//! the trap flag, close it: [`super::step`]) costs about 21 µs on a virtual machine, 16 of them the
+//! single-step trap. Where the page is also reachable through the other view of a double mapping
+//! (profile hands the application view B of a memfd and the driver view A, see
+//! [`crate::hostmem::memfd`]), the handler can do the access itself instead: decode the faulting
+//! instruction (`iced-x86`), and when it is a plain move between memory and a register or an
+//! immediate, compute its address from the signal context, read or write the same bytes through
+//! the other view, put the result in the saved registers and move the instruction pointer past
+//! it. The page never opens, so the emulation is exact with any number of host threads.
+//! The instruction's bytes are read through the guard's pipe (`hostmem::fault::code`), so an
+//! unreadable page is an error, never a fault inside the handler; a code page read that way is
+//! read directly for the rest of the window ([`forget_code_pages`]).
+//!
+//! Only the forms below are emulated; anything else (a read-modify-write, a string instruction,
+//! a locked or segment-prefixed access, VEX/EVEX forms, an access that leaves the page, an
+//! aligned form at an unaligned address, an instruction under the trap flag) is left to the
+//! stepping it had before. The decoder's tables are built on first use (with allocation), so
+//! [`install`] builds them from normal code; after that decoding allocates nothing.
+
+use iced_x86::{Code, Decoder, DecoderOptions, Instruction, OpKind, Register};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A decoded access the handler can do itself.
+pub struct Access {
+    /// Its first byte and its length.
+    pub ea: usize,
+    pub size: usize,
+    pub write: bool,
+    form: Form,
+    insn: Instruction,
+}
+
+#[derive(Clone, Copy)]
+enum Form {
+    /// `mov m, r` (8/16/32/64).
+    StoreGpr,
+    /// `mov m, imm` (the 64-bit form's imm32 sign-extended).
+    StoreImm,
+    /// `mov r, m`; `movzx`/`movsx`/`movsxd` (`sign`: extend the sign).
+    LoadGpr { extend: bool, sign: bool },
+    /// SSE stores from an xmm register: `movups`/`movaps`/`movdqu`/`movss`/`movd`/... .
+    StoreXmm { aligned: bool },
+    /// SSE loads into an xmm register; `zero`: the bits above the loaded ones are cleared
+    /// (`movss`/`movsd`/`movd`/`movq` from memory), else kept (the 128-bit loads write all).
+    LoadXmm { aligned: bool, zero: bool },
+}
+
+/// Build the decoder's lazily built tables from normal code (never first in a signal handler).
+pub fn install() {
+    let mut d = Decoder::with_ip(64, &[0x8b, 0x07], 0, DecoderOptions::NONE);
+    let _ = d.decode();
+}
+
+/// (size in bytes, form) of an instruction echo emulates.
+fn form(code: Code) -> Option<(usize, Form)> {
+    use Code::*;
+    let load = |extend, sign| Form::LoadGpr { extend, sign };
+    let sx = |aligned| Form::StoreXmm { aligned };
+    let lx = |aligned, zero| Form::LoadXmm { aligned, zero };
+    Some(match code {
+        Mov_rm8_r8 => (1, Form::StoreGpr),
+        Mov_rm16_r16 => (2, Form::StoreGpr),
+        Mov_rm32_r32 => (4, Form::StoreGpr),
+        Mov_rm64_r64 => (8, Form::StoreGpr),
+        Mov_rm8_imm8 => (1, Form::StoreImm),
+        Mov_rm16_imm16 => (2, Form::StoreImm),
+        Mov_rm32_imm32 => (4, Form::StoreImm),
+        Mov_rm64_imm32 => (8, Form::StoreImm),
+        Mov_r8_rm8 => (1, load(false, false)),
+        Mov_r16_rm16 => (2, load(false, false)),
+        Mov_r32_rm32 => (4, load(false, false)),
+        Mov_r64_rm64 => (8, load(false, false)),
+        Movzx_r16_rm8 | Movzx_r32_rm8 | Movzx_r64_rm8 => (1, load(true, false)),
+        Movzx_r16_rm16 | Movzx_r32_rm16 | Movzx_r64_rm16 => (2, load(true, false)),
+        Movsx_r16_rm8 | Movsx_r32_rm8 | Movsx_r64_rm8 => (1, load(true, true)),
+        Movsx_r16_rm16 | Movsx_r32_rm16 | Movsx_r64_rm16 => (2, load(true, true)),
+        Movsxd_r64_rm32 => (4, load(true, true)),
+        Movups_xmmm128_xmm | Movupd_xmmm128_xmm | Movdqu_xmmm128_xmm => (16, sx(false)),
+        Movaps_xmmm128_xmm | Movapd_xmmm128_xmm | Movdqa_xmmm128_xmm => (16, sx(true)),
+        Movss_xmmm32_xmm | Movd_rm32_xmm => (4, sx(false)),
+        Movsd_xmmm64_xmm | Movq_rm64_xmm | Movq_xmmm64_xmm => (8, sx(false)),
+        Movups_xmm_xmmm128 | Movupd_xmm_xmmm128 | Movdqu_xmm_xmmm128 => (16, lx(false, false)),
+        Movaps_xmm_xmmm128 | Movapd_xmm_xmmm128 | Movdqa_xmm_xmmm128 => (16, lx(true, false)),
+        Movss_xmm_xmmm32 | Movd_xmm_rm32 => (4, lx(false, true)),
+        Movsd_xmm_xmmm64 | Movq_xmm_rm64 | Movq_xmm_xmmm64 => (8, lx(false, true)),
+        _ => return None,
+    })
+}
+
+/// The `gregs` index of general-purpose register number `n` (0 = rax, 1 = rcx, ... 15 = r15,
+/// the encoding's order).
+fn greg(n: u32) -> usize {
+    const G: [libc::c_int; 16] = [
+        libc::REG_RAX,
+        libc::REG_RCX,
+        libc::REG_RDX,
+        libc::REG_RBX,
+        libc::REG_RSP,
+        libc::REG_RBP,
+        libc::REG_RSI,
+        libc::REG_RDI,
+        libc::REG_R8,
+        libc::REG_R9,
+        libc::REG_R10,
+        libc::REG_R11,
+        libc::REG_R12,
+        libc::REG_R13,
+        libc::REG_R14,
+        libc::REG_R15,
+    ];
+    G[n as usize] as usize
+}
+
+/// A general-purpose register as (gregs index, bit shift, width in bytes): `AH` is bits 8..16
+/// of rax.
+fn gpr(r: Register) -> Option<(usize, u32, usize)> {
+    let v = r as u32;
+    let (al, ah, spl, ax, eax, rax) = (
+        Register::AL as u32,
+        Register::AH as u32,
+        Register::SPL as u32,
+        Register::AX as u32,
+        Register::EAX as u32,
+        Register::RAX as u32,
+    );
+    Some(if (al..ah).contains(&v) {
+        (greg(v - al), 0, 1)
+    } else if (ah..spl).contains(&v) {
+        (greg(v - ah), 8, 1)
+    } else if (spl..ax).contains(&v) {
+        (greg(v - spl + 4), 0, 1)
+    } else if (ax..eax).contains(&v) {
+        (greg(v - ax), 0, 2)
+    } else if (eax..rax).contains(&v) {
+        (greg(v - eax), 0, 4)
+    } else if (rax..rax + 16).contains(&v) {
+        (greg(v - rax), 0, 8)
+    } else {
+        return None;
+    })
+}
+
+fn xmm(r: Register) -> Option<usize> {
+    let (v, x0) = (r as u32, Register::XMM0 as u32);
+    (x0..x0 + 16).contains(&v).then(|| (v - x0) as usize)
+}
+
+fn mask(size: usize) -> u64 {
+    if size >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * size)) - 1
+    }
+}
+
+unsafe fn read_gpr(uc: &libc::ucontext_t, r: Register) -> Option<u64> {
+    let (g, shift, size) = gpr(r)?;
+    Some((uc.uc_mcontext.gregs[g] as u64 >> shift) & mask(size))
+}
+
+/// Code pages read through the pipe in this window: the rest of the window reads them directly
+/// (the pipe's five system calls were two thirds of an emulation's cost). Forgotten at every
+/// window boundary ([`forget_code_pages`]), so each page is proven readable again in each window;
+/// a page made unreadable within a window while code on it runs (execute-only, a protection key)
+/// is the case this trusts not to happen.
+static CODE_PAGES: [AtomicUsize; 16] = [const { AtomicUsize::new(0) }; 16];
+
+/// Normal code, at a window boundary.
+pub fn forget_code_pages() {
+    for p in &CODE_PAGES {
+        p.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The bytes at `rip`, as many of `buf` as can be read on its page and, for an instruction that
+/// crosses into the next page, through the pipe.
+unsafe fn code(rip: usize, buf: &mut [u8; 15]) -> usize {
+    let page = rip & !4095;
+    let on_page = (page + 4096 - rip).min(buf.len());
+    let slot = &CODE_PAGES[(page >> 12) % CODE_PAGES.len()];
+    if on_page == buf.len() && slot.load(Ordering::Relaxed) == page {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = std::ptr::read_volatile((rip + i) as *const u8);
+        }
+        CODE_DIRECT.fetch_add(1, Ordering::Relaxed);
+        return buf.len();
+    }
+    let n = crate::hostmem::fault::code::bytes_at(rip, buf);
+    if n >= on_page {
+        slot.store(page, Ordering::Relaxed);
+    }
+    n
+}
+
+/// Instructions read directly from a page proven readable in this window (for tests).
+pub static CODE_DIRECT: AtomicUsize = AtomicUsize::new(0);
+
+/// The access of the instruction at the faulting context's rip, when it is one echo emulates.
+///
+/// # Safety
+/// `uc` is the context the kernel passed to a SIGSEGV handler.
+pub unsafe fn decode(uc: &libc::ucontext_t) -> Option<Access> {
+    const TF: libc::greg_t = 0x100;
+    if uc.uc_mcontext.gregs[libc::REG_EFL as usize] & TF != 0 {
+        return None; // someone is stepping this thread: let the instruction run
+    }
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
+    let mut buf = [0u8; 15];
+    let n = code(rip, &mut buf);
+    if n == 0 {
+        return None;
+    }
+    let mut d = Decoder::with_ip(64, &buf[..n], rip as u64, DecoderOptions::NONE);
+    let insn = d.decode();
+    if insn.is_invalid()
+        || insn.has_lock_prefix()
+        || insn.has_rep_prefix()
+        || insn.has_repne_prefix()
+    {
+        return None;
+    }
+    let (size, form) = form(insn.code())?;
+    let mem = (0..insn.op_count()).find(|&i| insn.op_kind(i) == OpKind::Memory)?;
+    let write = matches!(
+        form,
+        Form::StoreGpr | Form::StoreImm | Form::StoreXmm { .. }
+    );
+    // A store's memory operand is the first, a load's the second.
+    if mem != if write { 0 } else { 1 } {
+        return None;
+    }
+    if !matches!(
+        insn.memory_segment(),
+        Register::DS | Register::SS | Register::ES | Register::CS
+    ) {
+        return None; // fs/gs: thread-local data, never a Vulkan mapping
+    }
+    let ea = insn.virtual_address(mem, 0, |r, _, _| match r {
+        Register::DS | Register::SS | Register::ES | Register::CS => Some(0),
+        _ => read_gpr(uc, r),
+    })? as usize;
+    if let Form::StoreXmm { aligned: true } | Form::LoadXmm { aligned: true, .. } = form {
+        if ea % 16 != 0 {
+            return None; // the hardware raises #GP: let it
+        }
+    }
+    Some(Access {
+        ea,
+        size,
+        write,
+        form,
+        insn,
+    })
+}
+
+unsafe fn load(p: *const u8, size: usize, out: &mut [u8; 16]) {
+    match size {
+        1 => out[0] = std::ptr::read_volatile(p),
+        2 if p as usize % 2 == 0 => {
+            out[..2].copy_from_slice(&std::ptr::read_volatile(p as *const u16).to_ne_bytes())
+        }
+        4 if p as usize % 4 == 0 => {
+            out[..4].copy_from_slice(&std::ptr::read_volatile(p as *const u32).to_ne_bytes())
+        }
+        8 if p as usize % 8 == 0 => {
+            out[..8].copy_from_slice(&std::ptr::read_volatile(p as *const u64).to_ne_bytes())
+        }
+        _ => std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), size),
+    }
+}
+
+unsafe fn store(p: *mut u8, size: usize, v: &[u8; 16]) {
+    let word = |n: usize| {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&v[..n]);
+        u64::from_ne_bytes(b)
+    };
+    match size {
+        1 => std::ptr::write_volatile(p, v[0]),
+        2 if p as usize % 2 == 0 => std::ptr::write_volatile(p as *mut u16, word(2) as u16),
+        4 if p as usize % 4 == 0 => std::ptr::write_volatile(p as *mut u32, word(4) as u32),
+        8 if p as usize % 8 == 0 => std::ptr::write_volatile(p as *mut u64, word(8)),
+        _ => std::ptr::copy_nonoverlapping(v.as_ptr(), p, size),
+    }
+}
+
+/// Do access `a` with its bytes at `shadow` (the same bytes as `a.ea`, through the other view),
+/// update the saved registers and step rip past the instruction. False (nothing done) when a
+/// register it names is not one handled here.
+///
+/// # Safety
+/// `uc` is the faulting context `a` was decoded from; `shadow .. shadow + a.size` is mapped,
+/// readable and writable.
+pub unsafe fn perform(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> bool {
+    let insn = &a.insn;
+    let fp = uc.uc_mcontext.fpregs;
+    let mut bytes = [0u8; 16];
+    match a.form {
+        Form::StoreGpr => {
+            let Some(v) = read_gpr(uc, insn.op_register(1)) else {
+                return false;
+            };
+            bytes[..8].copy_from_slice(&v.to_ne_bytes());
+            store(shadow as *mut u8, a.size, &bytes);
+        }
+        Form::StoreImm => {
+            bytes[..8].copy_from_slice(&insn.immediate(1).to_ne_bytes());
+            store(shadow as *mut u8, a.size, &bytes);
+        }
+        Form::StoreXmm { .. } => {
+            let Some(x) = xmm(insn.op_register(1)) else {
+                return false;
+            };
+            if fp.is_null() {
+                return false;
+            }
+            for (i, e) in (*fp)._xmm[x].element.iter().enumerate() {
+                bytes[4 * i..4 * i + 4].copy_from_slice(&e.to_ne_bytes());
+            }
+            store(shadow as *mut u8, a.size, &bytes);
+        }
+        Form::LoadGpr { extend, sign } => {
+            let Some((g, shift, dsize)) = gpr(insn.op_register(0)) else {
+                return false;
+            };
+            load(shadow as *const u8, a.size, &mut bytes);
+            let mut v = u64::from_ne_bytes(bytes[..8].try_into().unwrap()) & mask(a.size);
+            if extend && sign && a.size < 8 {
+                let bits = 64 - 8 * a.size as u32;
+                v = (((v << bits) as i64) >> bits) as u64;
+            }
+            let old = uc.uc_mcontext.gregs[g] as u64;
+            // A 32-bit destination clears the upper half; 8- and 16-bit ones keep the rest.
+            let new = match dsize {
+                8 => v,
+                4 => v & mask(4),
+                _ => (old & !(mask(dsize) << shift)) | ((v & mask(dsize)) << shift),
+            };
+            uc.uc_mcontext.gregs[g] = new as libc::greg_t;
+        }
+        Form::LoadXmm { zero, .. } => {
+            let Some(x) = xmm(insn.op_register(0)) else {
+                return false;
+            };
+            if fp.is_null() {
+                return false;
+            }
+            let reg = &mut (*fp)._xmm[x].element;
+            if !zero {
+                for (i, e) in reg.iter().enumerate() {
+                    bytes[4 * i..4 * i + 4].copy_from_slice(&e.to_ne_bytes());
+                }
+            }
+            load(shadow as *const u8, a.size, &mut bytes);
+            for (i, e) in reg.iter_mut().enumerate() {
+                *e = u32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+            }
+        }
+    }
+    uc.uc_mcontext.gregs[libc::REG_RIP as usize] = insn.next_ip() as libc::greg_t;
+    true
+}
