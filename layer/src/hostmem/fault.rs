@@ -139,28 +139,7 @@ pub(crate) mod code {
     /// Up to `buf.len()` bytes from `pc` (x86_64: the faulting instruction, at most 15 bytes),
     /// as many as can be read: a page that cannot be read ends them. Async-signal-safe.
     pub unsafe fn bytes_at(pc: usize, buf: &mut [u8]) -> usize {
-        let (r, w) = (
-            READ_FD.load(Ordering::Acquire),
-            WRITE_FD.load(Ordering::Relaxed),
-        );
-        if r < 0 || libc::getpid() != OWNER.load(Ordering::Relaxed) {
-            return 0;
-        }
-        let ino = INODE.load(Ordering::Relaxed);
-        if inode(r) != Some(ino) || inode(w) != Some(ino) {
-            return 0; // not our pipe any more
-        }
-        let mut spins = 0u32;
-        while BUSY
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            spins += 1;
-            if spins > 1 << 20 {
-                return 0;
-            }
-            std::hint::spin_loop();
-        }
+        let Some((r, w)) = take() else { return 0 };
         // Page by page: the bytes on a page that cannot be read are an EFAULT, and so only
         // what was written is read back.
         let mut got = 0usize;
@@ -173,6 +152,7 @@ pub(crate) mod code {
             }
             let n = n as usize;
             if libc::read(r, buf[got..].as_mut_ptr() as *mut libc::c_void, n) != n as isize {
+                drain(r);
                 break;
             }
             got += n;
@@ -182,6 +162,54 @@ pub(crate) mod code {
         }
         BUSY.store(false, Ordering::Release);
         got
+    }
+
+    /// Copy `n` bytes (at most the pipe's 64 KiB) from `from` to `to` through the pipe, so that
+    /// memory the application may not read or write is an `EFAULT`, not a fault inside the
+    /// handler. True when all were copied; false leaves a prefix of them copied (or none).
+    /// Async-signal-safe.
+    pub unsafe fn copy(from: usize, to: usize, n: usize) -> bool {
+        let Some((r, w)) = take() else { return false };
+        let wrote = libc::write(w, from as *const libc::c_void, n);
+        let ok = wrote == n as isize && libc::read(r, to as *mut libc::c_void, n) == n as isize;
+        if !ok && wrote > 0 {
+            drain(r);
+        }
+        BUSY.store(false, Ordering::Release);
+        ok
+    }
+
+    /// Empty the pipe (after a read that failed): what is left would be read as the next bytes.
+    unsafe fn drain(r: libc::c_int) {
+        let mut sink = [0u8; 64];
+        while libc::read(r, sink.as_mut_ptr() as *mut libc::c_void, sink.len()) > 0 {}
+    }
+
+    /// The pipe's fds, checked, with the flag taken (release it with `BUSY.store(false)`).
+    unsafe fn take() -> Option<(libc::c_int, libc::c_int)> {
+        let (r, w) = (
+            READ_FD.load(Ordering::Acquire),
+            WRITE_FD.load(Ordering::Relaxed),
+        );
+        if r < 0 || libc::getpid() != OWNER.load(Ordering::Relaxed) {
+            return None;
+        }
+        let ino = INODE.load(Ordering::Relaxed);
+        if inode(r) != Some(ino) || inode(w) != Some(ino) {
+            return None; // not our pipe any more
+        }
+        let mut spins = 0u32;
+        while BUSY
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins += 1;
+            if spins > 1 << 20 {
+                return None;
+            }
+            std::hint::spin_loop();
+        }
+        Some((r, w))
     }
 }
 

@@ -25,15 +25,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A decoded access the handler can do itself.
 pub struct Access {
-    /// Its first byte and its length.
+    /// Its first byte and its length on the faulting page (a string move: the part done now).
     pub ea: usize,
     pub size: usize,
     pub write: bool,
+    /// A string move's other side (`rep movsb`: the source of a write, the destination of a
+    /// read), outside every watched page; 0 for the others.
+    pub other: usize,
     form: Form,
     insn: Instruction,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Form {
     /// `mov m, r` (8/16/32/64).
     StoreGpr,
@@ -46,6 +49,11 @@ enum Form {
     /// SSE loads into an xmm register; `zero`: the bits above the loaded ones are cleared
     /// (`movss`/`movsd`/`movd`/`movq` from memory), else kept (the 128-bit loads write all).
     LoadXmm { aligned: bool, zero: bool },
+    /// `rep movsb` (forward, 64-bit addresses): up to a page of it at a time, the rest left
+    /// to the CPU (a string instruction restarts from its registers).
+    RepMovsb,
+    /// `rep stosb` (forward): likewise.
+    RepStosb,
 }
 
 /// Build the decoder's lazily built tables from normal code (never first in a signal handler).
@@ -202,7 +210,7 @@ pub static CODE_DIRECT: AtomicUsize = AtomicUsize::new(0);
 ///
 /// # Safety
 /// `uc` is the context the kernel passed to a SIGSEGV handler.
-pub unsafe fn decode(uc: &libc::ucontext_t) -> Option<Access> {
+pub unsafe fn decode(uc: &libc::ucontext_t, page: usize) -> Option<Access> {
     const TF: libc::greg_t = 0x100;
     if uc.uc_mcontext.gregs[libc::REG_EFL as usize] & TF != 0 {
         return None; // someone is stepping this thread: let the instruction run
@@ -215,12 +223,11 @@ pub unsafe fn decode(uc: &libc::ucontext_t) -> Option<Access> {
     }
     let mut d = Decoder::with_ip(64, &buf[..n], rip as u64, DecoderOptions::NONE);
     let insn = d.decode();
-    if insn.is_invalid()
-        || insn.has_lock_prefix()
-        || insn.has_rep_prefix()
-        || insn.has_repne_prefix()
-    {
+    if insn.is_invalid() || insn.has_lock_prefix() || insn.has_repne_prefix() {
         return None;
+    }
+    if insn.has_rep_prefix() {
+        return string(uc, page, insn);
     }
     let (size, form) = form(insn.code())?;
     let mem = (0..insn.op_count()).find(|&i| insn.op_kind(i) == OpKind::Memory)?;
@@ -251,6 +258,57 @@ pub unsafe fn decode(uc: &libc::ucontext_t) -> Option<Access> {
         ea,
         size,
         write,
+        other: 0,
+        form,
+        insn,
+    })
+}
+
+/// `rep movsb` / `rep stosb` with one side on `page`: the part of it that stays on that page
+/// (and, for a move, on one page of the other side).
+unsafe fn string(uc: &libc::ucontext_t, page: usize, insn: Instruction) -> Option<Access> {
+    const DF: libc::greg_t = 0x400;
+    let g = |r: libc::c_int| uc.uc_mcontext.gregs[r as usize] as usize;
+    let (rsi, rdi, rcx) = (g(libc::REG_RSI), g(libc::REG_RDI), g(libc::REG_RCX));
+    if g(libc::REG_EFL) & DF as usize != 0 || rcx == 0 || insn.op0_kind() != OpKind::MemoryESRDI {
+        return None;
+    }
+    let on = |a: usize| a & !4095 == page;
+    let room = |a: usize| 4096 - (a & 4095);
+    let (form, ea, other, write) = match insn.code() {
+        Code::Movsb_m8_m8 => {
+            if insn.op1_kind() != OpKind::MemorySegRSI
+                || !matches!(
+                    insn.memory_segment(),
+                    Register::DS | Register::ES | Register::SS
+                )
+            {
+                return None;
+            }
+            if on(rdi) {
+                (Form::RepMovsb, rdi, rsi, true)
+            } else if on(rsi) {
+                (Form::RepMovsb, rsi, rdi, false)
+            } else {
+                return None;
+            }
+        }
+        Code::Stosb_m8_AL if on(rdi) => (Form::RepStosb, rdi, 0, true),
+        _ => return None,
+    };
+    let mut size = rcx.min(room(ea));
+    if form == Form::RepMovsb {
+        size = size.min(room(other));
+        // Overlapping sides: a partial copy done twice would not be the same.
+        if !(other + size <= ea || ea + size <= other) {
+            return None;
+        }
+    }
+    Some(Access {
+        ea,
+        size,
+        write,
+        other,
         form,
         insn,
     })
@@ -357,6 +415,31 @@ pub unsafe fn perform(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> b
             load(shadow as *const u8, a.size, &mut bytes);
             for (i, e) in reg.iter_mut().enumerate() {
                 *e = u32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+            }
+        }
+        Form::RepMovsb | Form::RepStosb => {
+            // The other side is the application's memory: through the pipe, so what it may
+            // not touch is an error here, and the CPU's own fault when it runs the rest.
+            let done = match (a.form, a.write) {
+                (Form::RepStosb, _) => {
+                    let al = uc.uc_mcontext.gregs[libc::REG_RAX as usize] as u8;
+                    std::ptr::write_bytes(shadow as *mut u8, al, a.size);
+                    true
+                }
+                (_, true) => crate::hostmem::fault::code::copy(a.other, shadow, a.size),
+                (_, false) => crate::hostmem::fault::code::copy(shadow, a.other, a.size),
+            };
+            if !done {
+                return false;
+            }
+            let g = &mut uc.uc_mcontext.gregs;
+            if a.form == Form::RepMovsb {
+                g[libc::REG_RSI as usize] = g[libc::REG_RSI as usize].wrapping_add(a.size as i64);
+            }
+            g[libc::REG_RDI as usize] = g[libc::REG_RDI as usize].wrapping_add(a.size as i64);
+            g[libc::REG_RCX as usize] -= a.size as i64;
+            if g[libc::REG_RCX as usize] != 0 {
+                return true; // rip stays: the CPU does the rest (and faults again if need be)
             }
         }
     }
