@@ -2205,7 +2205,11 @@ mod tests {
         assert_eq!(kinds(), vec![(2, Access::Write)]);
         // One piece, or two where the source crosses a page.
         let e1 = stats().emulated;
-        assert!((1..=2).contains(&e1) && stats().stepped == 0, "{:?}", stats());
+        assert!(
+            (1..=2).contains(&e1) && stats().stepped == 0,
+            "{:?}",
+            stats()
+        );
         // Out of B's bytes on the shared page into plain memory, in a new window.
         arm_shadowed(
             2,
@@ -2218,7 +2222,11 @@ mod tests {
         unsafe { movsb(back.as_mut_ptr(), app.add(ps + 300), back.len()) };
         assert_eq!(&back[..], &src[44..3044]);
         assert_eq!(kinds(), vec![(2, Access::Read)]);
-        assert!(stats().emulated > e1 && stats().stepped == 0, "{:?}", stats());
+        assert!(
+            stats().emulated > e1 && stats().stepped == 0,
+            "{:?}",
+            stats()
+        );
         // A fill that runs from B's bytes into A's: both recorded, the bytes filled.
         unsafe { stosb(app.add(ps + 200), 0xee, 100) };
         let mut k = kinds();
