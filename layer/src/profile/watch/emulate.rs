@@ -14,8 +14,10 @@
 //! unreadable page is an error, never a fault inside the handler; a code page read that way is
 //! read directly for the rest of the window ([`forget_code_pages`]).
 //!
-//! Only the forms below are emulated; anything else (a read-modify-write, a string instruction,
-//! a locked or segment-prefixed access, VEX/EVEX forms, an access that leaves the page, an
+//! Only the forms below are emulated (VEX ones with the upper halves of the registers in the
+//! signal frame's XSAVE area); anything else (a read-modify-write, a string instruction other
+//! than `rep movsb`/`rep stosb`, a locked or segment-prefixed access, EVEX forms, an access
+//! that leaves the page, an
 //! aligned form at an unaligned address, an instruction under the trap flag) is left to the
 //! stepping it had before. The decoder's tables are built on first use (with allocation), so
 //! [`install`] builds them from normal code; after that decoding allocates nothing.
@@ -54,12 +56,118 @@ enum Form {
     RepMovsb,
     /// `rep stosb` (forward): likewise.
     RepStosb,
+    /// VEX stores from an xmm or ymm register (the upper half from the signal frame's XSAVE
+    /// area).
+    StoreVex { aligned: bool },
+    /// VEX loads into an xmm or ymm register: every bit above those loaded is cleared, up to
+    /// the widest vector register (VEX zeroes them).
+    LoadVex { aligned: bool },
 }
 
-/// Build the decoder's lazily built tables from normal code (never first in a signal handler).
+/// Build the decoder's lazily built tables from normal code (never first in a signal handler),
+/// and find where the XSAVE layout keeps the upper halves of the vector registers.
+#[allow(unused_unsafe)] // __cpuid became safe to call after the workspace's Rust 1.85
 pub fn install() {
     let mut d = Decoder::with_ip(64, &[0x8b, 0x07], 0, DecoderOptions::NONE);
     let _ = d.decode();
+    // CPUID leaf 0xD, sub-leaf i: EAX the size, EBX the offset of state component i in the
+    // standard (non-compacted) layout, which signal frames use.
+    // SAFETY: cpuid is available on every x86_64; leaf 0xD where XSAVE is (else zeros).
+    let max = unsafe { std::arch::x86_64::__cpuid(0) }.eax;
+    if max >= 0xd {
+        for (i, slot) in [(2u32, &YMM_HI), (6u32, &ZMM_HI)] {
+            let r = unsafe { std::arch::x86_64::__cpuid_count(0xd, i) };
+            if r.eax >= if i == 2 { 256 } else { 512 } {
+                slot.store(r.ebx as usize, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Offsets of XSAVE state components 2 (bits 255:128 of ymm0-15) and 6 (bits 511:256 of
+/// zmm0-15) in the standard layout; 0: not present.
+static YMM_HI: AtomicUsize = AtomicUsize::new(0);
+static ZMM_HI: AtomicUsize = AtomicUsize::new(0);
+
+/// The signal frame's XSAVE area, when it has one: (its base, its size, the components it
+/// holds). The kernel writes `FP_XSTATE_MAGIC1` into the software-reserved bytes of the legacy
+/// area and `FP_XSTATE_MAGIC2` right after the extended area.
+unsafe fn xsave_area(fp: *mut libc::_libc_fpstate) -> Option<(*mut u8, usize, u64)> {
+    const MAGIC1: u32 = 0x4650_5853;
+    const MAGIC2: u32 = 0x4650_5845;
+    let base = fp as *mut u8;
+    if fp.is_null() || (base.add(464) as *const u32).read_unaligned() != MAGIC1 {
+        return None;
+    }
+    let xfeatures = (base.add(472) as *const u64).read_unaligned();
+    let size = (base.add(480) as *const u32).read_unaligned() as usize;
+    if size < 576 || (base.add(size) as *const u32).read_unaligned() != MAGIC2 {
+        return None;
+    }
+    Some((base, size, xfeatures))
+}
+
+/// A VEX move between memory (`shadow`) and xmm/ymm register, in the frame's XSAVE area.
+unsafe fn vex(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> bool {
+    let fp = uc.uc_mcontext.fpregs;
+    let Some((base, size, xfeatures)) = xsave_area(fp) else {
+        return false;
+    };
+    let (store, op) = match a.form {
+        Form::StoreVex { .. } => (true, a.insn.op_register(1)),
+        _ => (false, a.insn.op_register(0)),
+    };
+    let (v, x0, y0) = (op as u32, Register::XMM0 as u32, Register::YMM0 as u32);
+    let x = if (x0..x0 + 16).contains(&v) {
+        (v - x0) as usize
+    } else if (y0..y0 + 16).contains(&v) {
+        (v - y0) as usize
+    } else {
+        return false;
+    };
+    // Component i of the frame: (its registers' bytes, whether it is live in XSTATE_BV).
+    let bv = base.add(512) as *mut u64;
+    let component = |i: u32, off: usize, len: usize| -> Option<*mut u8> {
+        (off != 0 && xfeatures & (1 << i) != 0 && off + len <= size).then(|| base.add(off))
+    };
+    let hi = component(2, YMM_HI.load(Ordering::Relaxed), 256);
+    let top = component(6, ZMM_HI.load(Ordering::Relaxed), 512);
+    if a.size == 32 && hi.is_none() {
+        return false;
+    }
+    let low = std::ptr::addr_of_mut!((*fp)._xmm[x]) as *mut u8;
+    let mut bytes = [0u8; 32];
+    if store {
+        std::ptr::copy_nonoverlapping(low, bytes.as_mut_ptr(), 16);
+        if let (32, Some(h)) = (a.size, hi) {
+            if bv.read_unaligned() & (1 << 2) != 0 {
+                std::ptr::copy_nonoverlapping(h.add(16 * x), bytes.as_mut_ptr().add(16), 16);
+            }
+        }
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), shadow as *mut u8, a.size);
+        return true;
+    }
+    std::ptr::copy_nonoverlapping(shadow as *const u8, bytes.as_mut_ptr(), a.size);
+    std::ptr::copy_nonoverlapping(bytes.as_ptr(), low, 16);
+    // Bits 255:128: loaded (256-bit) or cleared. A component not live is all zeros; making it
+    // live means writing all of it.
+    if let Some(h) = hi {
+        let live = bv.read_unaligned() & (1 << 2) != 0;
+        if a.size == 32 && !live {
+            std::ptr::write_bytes(h, 0, 256);
+            bv.write_unaligned(bv.read_unaligned() | (1 << 2));
+        }
+        if a.size == 32 || live {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr().add(16), h.add(16 * x), 16);
+        }
+    }
+    // Bits 511:256 of zmm0-15 (AVX-512): cleared.
+    if let Some(t) = top {
+        if bv.read_unaligned() & (1 << 6) != 0 {
+            std::ptr::write_bytes(t.add(32 * x), 0, 32);
+        }
+    }
+    true
 }
 
 /// (size in bytes, form) of an instruction echo emulates.
@@ -68,6 +176,8 @@ fn form(code: Code) -> Option<(usize, Form)> {
     let load = |extend, sign| Form::LoadGpr { extend, sign };
     let sx = |aligned| Form::StoreXmm { aligned };
     let lx = |aligned, zero| Form::LoadXmm { aligned, zero };
+    let vs = |aligned| Form::StoreVex { aligned };
+    let vl = |aligned| Form::LoadVex { aligned };
     Some(match code {
         Mov_rm8_r8 => (1, Form::StoreGpr),
         Mov_rm16_r16 => (2, Form::StoreGpr),
@@ -94,6 +204,40 @@ fn form(code: Code) -> Option<(usize, Form)> {
         Movaps_xmm_xmmm128 | Movapd_xmm_xmmm128 | Movdqa_xmm_xmmm128 => (16, lx(true, false)),
         Movss_xmm_xmmm32 | Movd_xmm_rm32 => (4, lx(false, true)),
         Movsd_xmm_xmmm64 | Movq_xmm_rm64 | Movq_xmm_xmmm64 => (8, lx(false, true)),
+        VEX_Vmovups_xmmm128_xmm | VEX_Vmovupd_xmmm128_xmm | VEX_Vmovdqu_xmmm128_xmm => {
+            (16, vs(false))
+        }
+        VEX_Vmovaps_xmmm128_xmm
+        | VEX_Vmovapd_xmmm128_xmm
+        | VEX_Vmovdqa_xmmm128_xmm
+        | VEX_Vmovntps_m128_xmm
+        | VEX_Vmovntpd_m128_xmm
+        | VEX_Vmovntdq_m128_xmm => (16, vs(true)),
+        VEX_Vmovups_ymmm256_ymm | VEX_Vmovupd_ymmm256_ymm | VEX_Vmovdqu_ymmm256_ymm => {
+            (32, vs(false))
+        }
+        VEX_Vmovaps_ymmm256_ymm
+        | VEX_Vmovapd_ymmm256_ymm
+        | VEX_Vmovdqa_ymmm256_ymm
+        | VEX_Vmovntps_m256_ymm
+        | VEX_Vmovntpd_m256_ymm
+        | VEX_Vmovntdq_m256_ymm => (32, vs(true)),
+        VEX_Vmovss_m32_xmm | VEX_Vmovd_rm32_xmm => (4, vs(false)),
+        VEX_Vmovsd_m64_xmm | VEX_Vmovq_rm64_xmm | VEX_Vmovq_xmmm64_xmm => (8, vs(false)),
+        VEX_Vmovups_xmm_xmmm128 | VEX_Vmovupd_xmm_xmmm128 | VEX_Vmovdqu_xmm_xmmm128 => {
+            (16, vl(false))
+        }
+        VEX_Vmovaps_xmm_xmmm128 | VEX_Vmovapd_xmm_xmmm128 | VEX_Vmovdqa_xmm_xmmm128 => {
+            (16, vl(true))
+        }
+        VEX_Vmovups_ymm_ymmm256 | VEX_Vmovupd_ymm_ymmm256 | VEX_Vmovdqu_ymm_ymmm256 => {
+            (32, vl(false))
+        }
+        VEX_Vmovaps_ymm_ymmm256 | VEX_Vmovapd_ymm_ymmm256 | VEX_Vmovdqa_ymm_ymmm256 => {
+            (32, vl(true))
+        }
+        VEX_Vmovss_xmm_m32 | VEX_Vmovd_xmm_rm32 => (4, vl(false)),
+        VEX_Vmovsd_xmm_m64 | VEX_Vmovq_xmm_rm64 | VEX_Vmovq_xmm_xmmm64 => (8, vl(false)),
         _ => return None,
     })
 }
@@ -233,7 +377,7 @@ pub unsafe fn decode(uc: &libc::ucontext_t, page: usize) -> Option<Access> {
     let mem = (0..insn.op_count()).find(|&i| insn.op_kind(i) == OpKind::Memory)?;
     let write = matches!(
         form,
-        Form::StoreGpr | Form::StoreImm | Form::StoreXmm { .. }
+        Form::StoreGpr | Form::StoreImm | Form::StoreXmm { .. } | Form::StoreVex { .. }
     );
     // A store's memory operand is the first, a load's the second.
     if mem != if write { 0 } else { 1 } {
@@ -249,8 +393,12 @@ pub unsafe fn decode(uc: &libc::ucontext_t, page: usize) -> Option<Access> {
         Register::DS | Register::SS | Register::ES | Register::CS => Some(0),
         _ => read_gpr(uc, r),
     })? as usize;
-    if let Form::StoreXmm { aligned: true } | Form::LoadXmm { aligned: true, .. } = form {
-        if ea % 16 != 0 {
+    if let Form::StoreXmm { aligned: true }
+    | Form::LoadXmm { aligned: true, .. }
+    | Form::StoreVex { aligned: true }
+    | Form::LoadVex { aligned: true } = form
+    {
+        if ea % size.max(16) != 0 {
             return None; // the hardware raises #GP: let it
         }
     }
@@ -415,6 +563,11 @@ pub unsafe fn perform(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> b
             load(shadow as *const u8, a.size, &mut bytes);
             for (i, e) in reg.iter_mut().enumerate() {
                 *e = u32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+            }
+        }
+        Form::StoreVex { .. } | Form::LoadVex { .. } => {
+            if !vex(a, uc, shadow) {
+                return false;
             }
         }
         Form::RepMovsb | Form::RepStosb => {

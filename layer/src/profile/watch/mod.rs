@@ -2126,6 +2126,95 @@ mod tests {
         v
     }
 
+    /// The VEX moves `emulate` does, as real instructions: each leaves its vector register
+    /// (all 256 bits, and all 512 where AVX-512 is) or the memory after it; the upper bits a
+    /// VEX load clears were set first.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    unsafe fn every_vex_form(p: *mut u8, zmm: bool) -> Vec<u8> {
+        use std::arch::asm;
+        let init: [u8; 64] = std::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
+        let mut out = Vec::new();
+        macro_rules! op {
+            ($($insn:literal),*) => {$({
+                let mut r = [0u8; 64];
+                if zmm {
+                    asm!(
+                        "vmovdqu ymm1, ymmword ptr [{init}]",
+                        "vpternlogd zmm9, zmm9, zmm9, 0xff",
+                        $insn,
+                        "vmovdqu64 zmmword ptr [{out}], zmm9",
+                        "vzeroupper",
+                        init = in(reg) init.as_ptr(), out = in(reg) r.as_mut_ptr(),
+                        in("rdi") p, out("xmm1") _, out("xmm9") _, options(nostack)
+                    );
+                } else {
+                    asm!(
+                        "vmovdqu ymm1, ymmword ptr [{init}]",
+                        "vpcmpeqd ymm9, ymm9, ymm9",
+                        $insn,
+                        "vmovdqu ymmword ptr [{out}], ymm9",
+                        "vzeroupper",
+                        init = in(reg) init.as_ptr(), out = in(reg) r.as_mut_ptr(),
+                        in("rdi") p, out("xmm1") _, out("xmm9") _, options(nostack)
+                    );
+                }
+                out.extend_from_slice(&r[..if zmm { 64 } else { 32 }]);
+            })*};
+        }
+        // Stores first (from ymm1), then loads into ymm9 of what they wrote.
+        op!(
+            "vmovdqu ymmword ptr [rdi], ymm1",
+            "vmovups xmmword ptr [rdi + 32], xmm1",
+            "vmovdqa ymmword ptr [rdi + 64], ymm1",
+            "vmovaps xmmword ptr [rdi + 96], xmm1",
+            "vmovntdq ymmword ptr [rdi + 128], ymm1",
+            "vmovss dword ptr [rdi + 160], xmm1",
+            "vmovsd qword ptr [rdi + 164], xmm1",
+            "vmovd dword ptr [rdi + 172], xmm1",
+            "vmovq qword ptr [rdi + 176], xmm1",
+            "vmovdqu ymm9, ymmword ptr [rdi + 4]",
+            "vzeroupper\n vmovdqu ymm9, ymmword ptr [rdi + 4]",
+            "vmovdqa ymm9, ymmword ptr [rdi + 64]",
+            "vmovups xmm9, xmmword ptr [rdi + 20]",
+            "vmovapd xmm9, xmmword ptr [rdi + 96]",
+            "vmovss xmm9, dword ptr [rdi + 8]",
+            "vmovsd xmm9, qword ptr [rdi + 12]",
+            "vmovd xmm9, dword ptr [rdi + 36]",
+            "vmovq xmm9, qword ptr [rdi + 40]"
+        );
+        out
+    }
+
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn vex_moves_on_a_shared_page_match_the_cpu() {
+        if !in_child() {
+            assert_child_ok("vex_moves_on_a_shared_page_match_the_cpu");
+            return;
+        }
+        if !std::is_x86_feature_detected!("avx") {
+            println!("CHILD-OK (no AVX: nothing to compare)");
+            return;
+        }
+        let zmm = std::is_x86_feature_detected!("avx512f");
+        let ps = page_size();
+        let mut plain = [0u8; 256 + 32];
+        let pp = unsafe { plain.as_mut_ptr().add(plain.as_ptr().align_offset(32)) };
+        let want = unsafe { every_vex_form(pp, zmm) };
+        let want_mem = unsafe { std::slice::from_raw_parts(pp, 192) }.to_vec();
+        let m = shared_pair();
+        let got = unsafe { every_vex_form(m.app_ptr().add(ps + 512), zmm) };
+        // The bytes as written, through the driver's view.
+        let got_mem = unsafe { std::slice::from_raw_parts(m.driver_ptr().add(ps + 512), 192) };
+        assert_eq!(got_mem, &want_mem[..], "memory after the stores");
+        assert_eq!(got, want, "registers after each (zmm compared: {zmm})");
+        let st = stats();
+        assert_eq!((st.emulated, st.stepped), (18, 0), "{st:?}");
+        disarm(1);
+        disarm(2);
+        println!("CHILD-OK");
+    }
+
     #[test]
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     fn shared_page_accesses_are_done_through_the_other_view() {
