@@ -16,7 +16,8 @@
 //!
 //! Only the forms below are emulated (VEX ones with the upper halves of the registers in the
 //! signal frame's XSAVE area); anything else (a read-modify-write, a string instruction other
-//! than `rep movsb`/`rep stosb`, a locked or segment-prefixed access, EVEX forms, an access
+//! than `rep movsb`/`rep stosb`, a locked or segment-prefixed access, a masked or broadcast
+//! EVEX form, an access
 //! that leaves the page, an
 //! aligned form at an unaligned address, an instruction under the trap flag) is left to the
 //! stepping it had before. The decoder's tables are built on first use (with allocation), so
@@ -56,12 +57,12 @@ enum Form {
     RepMovsb,
     /// `rep stosb` (forward): likewise.
     RepStosb,
-    /// VEX stores from an xmm or ymm register (the upper half from the signal frame's XSAVE
-    /// area).
-    StoreVex { aligned: bool },
-    /// VEX loads into an xmm or ymm register: every bit above those loaded is cleared, up to
-    /// the widest vector register (VEX zeroes them).
-    LoadVex { aligned: bool },
+    /// VEX and EVEX (unmasked) stores from an xmm, ymm or zmm register (the bits above the
+    /// legacy area's 128 from the signal frame's XSAVE area).
+    StoreVec { aligned: bool },
+    /// VEX and EVEX (unmasked) loads into an xmm, ymm or zmm register: every bit above those
+    /// loaded is cleared, up to the widest vector register (VEX and EVEX zero them).
+    LoadVec { aligned: bool },
 }
 
 /// Build the decoder's lazily built tables from normal code (never first in a signal handler),
@@ -75,19 +76,20 @@ pub fn install() {
     // SAFETY: cpuid is available on every x86_64; leaf 0xD where XSAVE is (else zeros).
     let max = unsafe { std::arch::x86_64::__cpuid(0) }.eax;
     if max >= 0xd {
-        for (i, slot) in [(2u32, &YMM_HI), (6u32, &ZMM_HI)] {
+        for (i, len, slot) in [(2u32, 256, &YMM_HI), (6, 512, &ZMM_HI), (7, 1024, &ZMM_16)] {
             let r = unsafe { std::arch::x86_64::__cpuid_count(0xd, i) };
-            if r.eax >= if i == 2 { 256 } else { 512 } {
+            if r.eax >= len {
                 slot.store(r.ebx as usize, Ordering::Relaxed);
             }
         }
     }
 }
 
-/// Offsets of XSAVE state components 2 (bits 255:128 of ymm0-15) and 6 (bits 511:256 of
-/// zmm0-15) in the standard layout; 0: not present.
+/// Offsets of XSAVE state components 2 (bits 255:128 of ymm0-15), 6 (bits 511:256 of
+/// zmm0-15) and 7 (all of zmm16-31) in the standard layout; 0: not present.
 static YMM_HI: AtomicUsize = AtomicUsize::new(0);
 static ZMM_HI: AtomicUsize = AtomicUsize::new(0);
+static ZMM_16: AtomicUsize = AtomicUsize::new(0);
 
 /// The signal frame's XSAVE area, when it has one: (its base, its size, the components it
 /// holds). The kernel writes `FP_XSTATE_MAGIC1` into the software-reserved bytes of the legacy
@@ -107,65 +109,90 @@ unsafe fn xsave_area(fp: *mut libc::_libc_fpstate) -> Option<(*mut u8, usize, u6
     Some((base, size, xfeatures))
 }
 
-/// A VEX move between memory (`shadow`) and xmm/ymm register, in the frame's XSAVE area.
-unsafe fn vex(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> bool {
+/// A VEX or EVEX move between memory (`shadow`) and a vector register, the register read from
+/// or written to the frame's legacy and XSAVE areas (all 512 bits: a load clears those above
+/// it).
+unsafe fn vector(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> bool {
     let fp = uc.uc_mcontext.fpregs;
     let Some((base, size, xfeatures)) = xsave_area(fp) else {
         return false;
     };
-    let (store, op) = match a.form {
-        Form::StoreVex { .. } => (true, a.insn.op_register(1)),
-        _ => (false, a.insn.op_register(0)),
-    };
-    let (v, x0, y0) = (op as u32, Register::XMM0 as u32, Register::YMM0 as u32);
-    let x = if (x0..x0 + 16).contains(&v) {
-        (v - x0) as usize
-    } else if (y0..y0 + 16).contains(&v) {
-        (v - y0) as usize
-    } else {
-        return false;
-    };
-    // Component i of the frame: (its registers' bytes, whether it is live in XSTATE_BV).
-    let bv = base.add(512) as *mut u64;
-    let component = |i: u32, off: usize, len: usize| -> Option<*mut u8> {
-        (off != 0 && xfeatures & (1 << i) != 0 && off + len <= size).then(|| base.add(off))
-    };
-    let hi = component(2, YMM_HI.load(Ordering::Relaxed), 256);
-    let top = component(6, ZMM_HI.load(Ordering::Relaxed), 512);
-    if a.size == 32 && hi.is_none() {
+    if a.insn.op_mask() != Register::None || a.insn.zeroing_masking() || a.insn.is_broadcast() {
         return false;
     }
-    let low = std::ptr::addr_of_mut!((*fp)._xmm[x]) as *mut u8;
-    let mut bytes = [0u8; 32];
+    let (store, op) = match a.form {
+        Form::StoreVec { .. } => (true, a.insn.op_register(1)),
+        _ => (false, a.insn.op_register(0)),
+    };
+    let (v, x0, z31) = (op as u32, Register::XMM0 as u32, Register::ZMM31 as u32);
+    if !(x0..=z31).contains(&v) {
+        return false;
+    }
+    let x = ((v - x0) % 32) as usize;
+    // Where each 16-byte lane of the register lives: (component, its XSAVE_BV bit, offset of
+    // the component, its length, the lane's offset in it); the low lane of xmm0-15 is in the
+    // legacy area (always live in a signal frame).
+    let bv = base.add(512) as *mut u64;
+    let lane = |l: usize| -> Option<(Option<u32>, *mut u8)> {
+        let comp = |i: u32, off: usize, len: usize, at: usize| {
+            (off != 0 && xfeatures & (1 << i) != 0 && off + len <= size)
+                .then(|| (Some(i), base.add(off + at)))
+        };
+        match (x < 16, l) {
+            (true, 0) => Some((None, std::ptr::addr_of_mut!((*fp)._xmm[x]) as *mut u8)),
+            (true, 1) => comp(2, YMM_HI.load(Ordering::Relaxed), 256, 16 * x),
+            (true, _) => comp(
+                6,
+                ZMM_HI.load(Ordering::Relaxed),
+                512,
+                32 * x + 16 * (l - 2),
+            ),
+            (false, _) => comp(
+                7,
+                ZMM_16.load(Ordering::Relaxed),
+                1024,
+                64 * (x - 16) + 16 * l,
+            ),
+        }
+    };
+    let live = |bit: Option<u32>| bit.is_none_or(|i| bv.read_unaligned() & (1 << i) != 0);
+    let mut bytes = [0u8; 64];
     if store {
-        std::ptr::copy_nonoverlapping(low, bytes.as_mut_ptr(), 16);
-        if let (32, Some(h)) = (a.size, hi) {
-            if bv.read_unaligned() & (1 << 2) != 0 {
-                std::ptr::copy_nonoverlapping(h.add(16 * x), bytes.as_mut_ptr().add(16), 16);
+        for l in 0..a.size.div_ceil(16) {
+            let Some((bit, p)) = lane(l) else {
+                return false;
+            };
+            if live(bit) {
+                std::ptr::copy_nonoverlapping(p, bytes.as_mut_ptr().add(16 * l), 16);
             }
         }
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), shadow as *mut u8, a.size);
         return true;
     }
     std::ptr::copy_nonoverlapping(shadow as *const u8, bytes.as_mut_ptr(), a.size);
-    std::ptr::copy_nonoverlapping(bytes.as_ptr(), low, 16);
-    // Bits 255:128: loaded (256-bit) or cleared. A component not live is all zeros; making it
-    // live means writing all of it.
-    if let Some(h) = hi {
-        let live = bv.read_unaligned() & (1 << 2) != 0;
-        if a.size == 32 && !live {
-            std::ptr::write_bytes(h, 0, 256);
-            bv.write_unaligned(bv.read_unaligned() | (1 << 2));
-        }
-        if a.size == 32 || live {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr().add(16), h.add(16 * x), 16);
-        }
+    // Every lane that must hold loaded bytes must exist; the lanes above are cleared where
+    // the frame has them (a component the CPU lacks holds nothing to clear).
+    if (0..a.size.div_ceil(16)).any(|l| lane(l).is_none()) {
+        return false;
     }
-    // Bits 511:256 of zmm0-15 (AVX-512): cleared.
-    if let Some(t) = top {
-        if bv.read_unaligned() & (1 << 6) != 0 {
-            std::ptr::write_bytes(t.add(32 * x), 0, 32);
+    for l in 0..4 {
+        let Some((bit, p)) = lane(l) else { continue };
+        let src = &bytes[16 * l..16 * l + 16];
+        if !live(bit) {
+            if src.iter().all(|&b| b == 0) {
+                continue; // a component not live is all zeros already
+            }
+            // Making a component live means writing all of it: zeros but for this lane.
+            let i = bit.unwrap_or(0);
+            let (off, len) = match i {
+                2 => (YMM_HI.load(Ordering::Relaxed), 256),
+                6 => (ZMM_HI.load(Ordering::Relaxed), 512),
+                _ => (ZMM_16.load(Ordering::Relaxed), 1024),
+            };
+            std::ptr::write_bytes(base.add(off), 0, len);
+            bv.write_unaligned(bv.read_unaligned() | (1 << i));
         }
+        std::ptr::copy_nonoverlapping(src.as_ptr(), p, 16);
     }
     true
 }
@@ -176,8 +203,8 @@ fn form(code: Code) -> Option<(usize, Form)> {
     let load = |extend, sign| Form::LoadGpr { extend, sign };
     let sx = |aligned| Form::StoreXmm { aligned };
     let lx = |aligned, zero| Form::LoadXmm { aligned, zero };
-    let vs = |aligned| Form::StoreVex { aligned };
-    let vl = |aligned| Form::LoadVex { aligned };
+    let vs = |aligned| Form::StoreVec { aligned };
+    let vl = |aligned| Form::LoadVec { aligned };
     Some(match code {
         Mov_rm8_r8 => (1, Form::StoreGpr),
         Mov_rm16_r16 => (2, Form::StoreGpr),
@@ -238,6 +265,79 @@ fn form(code: Code) -> Option<(usize, Form)> {
         }
         VEX_Vmovss_xmm_m32 | VEX_Vmovd_xmm_rm32 => (4, vl(false)),
         VEX_Vmovsd_xmm_m64 | VEX_Vmovq_xmm_rm64 | VEX_Vmovq_xmm_xmmm64 => (8, vl(false)),
+        EVEX_Vmovss_m32_k1_xmm | EVEX_Vmovd_rm32_xmm => (4, vs(false)),
+        EVEX_Vmovsd_m64_k1_xmm | EVEX_Vmovq_rm64_xmm | EVEX_Vmovq_xmmm64_xmm => (8, vs(false)),
+        EVEX_Vmovups_xmmm128_k1z_xmm
+        | EVEX_Vmovupd_xmmm128_k1z_xmm
+        | EVEX_Vmovdqu32_xmmm128_k1z_xmm
+        | EVEX_Vmovdqu64_xmmm128_k1z_xmm
+        | EVEX_Vmovdqu8_xmmm128_k1z_xmm
+        | EVEX_Vmovdqu16_xmmm128_k1z_xmm => (16, vs(false)),
+        EVEX_Vmovaps_xmmm128_k1z_xmm
+        | EVEX_Vmovapd_xmmm128_k1z_xmm
+        | EVEX_Vmovntps_m128_xmm
+        | EVEX_Vmovntpd_m128_xmm
+        | EVEX_Vmovdqa32_xmmm128_k1z_xmm
+        | EVEX_Vmovdqa64_xmmm128_k1z_xmm
+        | EVEX_Vmovntdq_m128_xmm => (16, vs(true)),
+        EVEX_Vmovups_ymmm256_k1z_ymm
+        | EVEX_Vmovupd_ymmm256_k1z_ymm
+        | EVEX_Vmovdqu32_ymmm256_k1z_ymm
+        | EVEX_Vmovdqu64_ymmm256_k1z_ymm
+        | EVEX_Vmovdqu8_ymmm256_k1z_ymm
+        | EVEX_Vmovdqu16_ymmm256_k1z_ymm => (32, vs(false)),
+        EVEX_Vmovaps_ymmm256_k1z_ymm
+        | EVEX_Vmovapd_ymmm256_k1z_ymm
+        | EVEX_Vmovntps_m256_ymm
+        | EVEX_Vmovntpd_m256_ymm
+        | EVEX_Vmovdqa32_ymmm256_k1z_ymm
+        | EVEX_Vmovdqa64_ymmm256_k1z_ymm
+        | EVEX_Vmovntdq_m256_ymm => (32, vs(true)),
+        EVEX_Vmovups_zmmm512_k1z_zmm
+        | EVEX_Vmovupd_zmmm512_k1z_zmm
+        | EVEX_Vmovdqu32_zmmm512_k1z_zmm
+        | EVEX_Vmovdqu64_zmmm512_k1z_zmm
+        | EVEX_Vmovdqu8_zmmm512_k1z_zmm
+        | EVEX_Vmovdqu16_zmmm512_k1z_zmm => (64, vs(false)),
+        EVEX_Vmovaps_zmmm512_k1z_zmm
+        | EVEX_Vmovapd_zmmm512_k1z_zmm
+        | EVEX_Vmovntps_m512_zmm
+        | EVEX_Vmovntpd_m512_zmm
+        | EVEX_Vmovdqa32_zmmm512_k1z_zmm
+        | EVEX_Vmovdqa64_zmmm512_k1z_zmm
+        | EVEX_Vmovntdq_m512_zmm => (64, vs(true)),
+        EVEX_Vmovss_xmm_k1z_m32 | EVEX_Vmovd_xmm_rm32 => (4, vl(false)),
+        EVEX_Vmovsd_xmm_k1z_m64 | EVEX_Vmovq_xmm_rm64 | EVEX_Vmovq_xmm_xmmm64 => (8, vl(false)),
+        EVEX_Vmovups_xmm_k1z_xmmm128
+        | EVEX_Vmovupd_xmm_k1z_xmmm128
+        | EVEX_Vmovdqu32_xmm_k1z_xmmm128
+        | EVEX_Vmovdqu64_xmm_k1z_xmmm128
+        | EVEX_Vmovdqu8_xmm_k1z_xmmm128
+        | EVEX_Vmovdqu16_xmm_k1z_xmmm128 => (16, vl(false)),
+        EVEX_Vmovaps_xmm_k1z_xmmm128
+        | EVEX_Vmovapd_xmm_k1z_xmmm128
+        | EVEX_Vmovdqa32_xmm_k1z_xmmm128
+        | EVEX_Vmovdqa64_xmm_k1z_xmmm128 => (16, vl(true)),
+        EVEX_Vmovups_ymm_k1z_ymmm256
+        | EVEX_Vmovupd_ymm_k1z_ymmm256
+        | EVEX_Vmovdqu32_ymm_k1z_ymmm256
+        | EVEX_Vmovdqu64_ymm_k1z_ymmm256
+        | EVEX_Vmovdqu8_ymm_k1z_ymmm256
+        | EVEX_Vmovdqu16_ymm_k1z_ymmm256 => (32, vl(false)),
+        EVEX_Vmovaps_ymm_k1z_ymmm256
+        | EVEX_Vmovapd_ymm_k1z_ymmm256
+        | EVEX_Vmovdqa32_ymm_k1z_ymmm256
+        | EVEX_Vmovdqa64_ymm_k1z_ymmm256 => (32, vl(true)),
+        EVEX_Vmovups_zmm_k1z_zmmm512
+        | EVEX_Vmovupd_zmm_k1z_zmmm512
+        | EVEX_Vmovdqu32_zmm_k1z_zmmm512
+        | EVEX_Vmovdqu64_zmm_k1z_zmmm512
+        | EVEX_Vmovdqu8_zmm_k1z_zmmm512
+        | EVEX_Vmovdqu16_zmm_k1z_zmmm512 => (64, vl(false)),
+        EVEX_Vmovaps_zmm_k1z_zmmm512
+        | EVEX_Vmovapd_zmm_k1z_zmmm512
+        | EVEX_Vmovdqa32_zmm_k1z_zmmm512
+        | EVEX_Vmovdqa64_zmm_k1z_zmmm512 => (64, vl(true)),
         _ => return None,
     })
 }
@@ -377,7 +477,7 @@ pub unsafe fn decode(uc: &libc::ucontext_t, page: usize) -> Option<Access> {
     let mem = (0..insn.op_count()).find(|&i| insn.op_kind(i) == OpKind::Memory)?;
     let write = matches!(
         form,
-        Form::StoreGpr | Form::StoreImm | Form::StoreXmm { .. } | Form::StoreVex { .. }
+        Form::StoreGpr | Form::StoreImm | Form::StoreXmm { .. } | Form::StoreVec { .. }
     );
     // A store's memory operand is the first, a load's the second.
     if mem != if write { 0 } else { 1 } {
@@ -395,8 +495,8 @@ pub unsafe fn decode(uc: &libc::ucontext_t, page: usize) -> Option<Access> {
     })? as usize;
     if let Form::StoreXmm { aligned: true }
     | Form::LoadXmm { aligned: true, .. }
-    | Form::StoreVex { aligned: true }
-    | Form::LoadVex { aligned: true } = form
+    | Form::StoreVec { aligned: true }
+    | Form::LoadVec { aligned: true } = form
     {
         if ea % size.max(16) != 0 {
             return None; // the hardware raises #GP: let it
@@ -565,8 +665,8 @@ pub unsafe fn perform(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> b
                 *e = u32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
             }
         }
-        Form::StoreVex { .. } | Form::LoadVex { .. } => {
-            if !vex(a, uc, shadow) {
+        Form::StoreVec { .. } | Form::LoadVec { .. } => {
+            if !vector(a, uc, shadow) {
                 return false;
             }
         }

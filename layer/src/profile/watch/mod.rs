@@ -2185,6 +2185,83 @@ mod tests {
         out
     }
 
+    /// The EVEX moves (AVX-512F, unmasked), with registers below and above 16: each leaves
+    /// zmm9 and zmm25 (all 512 bits, set to ones first) or the memory after it.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    unsafe fn every_evex_form(p: *mut u8) -> Vec<u8> {
+        use std::arch::asm;
+        let init: [u8; 64] = std::array::from_fn(|i| (i as u8).wrapping_mul(29).wrapping_add(5));
+        let mut out = Vec::new();
+        macro_rules! op {
+            ($($insn:literal),*) => {$({
+                let mut r = [0u8; 128];
+                asm!(
+                    "vmovdqu64 zmm17, zmmword ptr [{init}]",
+                    "vmovdqu64 zmm1, zmmword ptr [{init}]",
+                    "vpternlogd zmm9, zmm9, zmm9, 0xff",
+                    "vpternlogd zmm25, zmm25, zmm25, 0xff",
+                    $insn,
+                    "vmovdqu64 zmmword ptr [{out}], zmm9",
+                    "vmovdqu64 zmmword ptr [{out} + 64], zmm25",
+                    "vzeroupper",
+                    init = in(reg) init.as_ptr(), out = in(reg) r.as_mut_ptr(),
+                    in("rdi") p, out("xmm1") _, out("xmm9") _, out("xmm17") _, out("xmm25") _,
+                    options(nostack)
+                );
+                out.extend_from_slice(&r);
+            })*};
+        }
+        op!(
+            "vmovdqu64 zmmword ptr [rdi], zmm17",
+            "vmovdqu32 ymmword ptr [rdi + 64], ymm17",
+            "vmovups xmmword ptr [rdi + 96], xmm17",
+            "vmovdqa64 zmmword ptr [rdi + 128], zmm1",
+            "vmovntdq zmmword ptr [rdi + 192], zmm17",
+            "vmovq qword ptr [rdi + 256], xmm17",
+            "vmovd dword ptr [rdi + 264], xmm17",
+            "vmovss dword ptr [rdi + 268], xmm17",
+            "vmovdqu64 zmm25, zmmword ptr [rdi + 4]",
+            "vmovdqu32 ymm25, ymmword ptr [rdi + 8]",
+            "vmovdqu64 xmm25, xmmword ptr [rdi + 12]",
+            "vmovdqa32 zmm9, zmmword ptr [rdi + 128]",
+            "vmovups zmm9, zmmword ptr [rdi + 20]",
+            "vmovapd ymm25, ymmword ptr [rdi + 64]",
+            "vmovq xmm25, qword ptr [rdi + 24]",
+            "vmovd xmm25, dword ptr [rdi + 28]",
+            "vmovss xmm25, dword ptr [rdi + 32]",
+            "vmovsd xmm9, qword ptr [rdi + 36]"
+        );
+        out
+    }
+
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn evex_moves_on_a_shared_page_match_the_cpu() {
+        if !in_child() {
+            assert_child_ok("evex_moves_on_a_shared_page_match_the_cpu");
+            return;
+        }
+        if !std::is_x86_feature_detected!("avx512f") {
+            println!("CHILD-OK (no AVX-512: nothing to compare)");
+            return;
+        }
+        let ps = page_size();
+        let mut plain = [0u8; 320 + 64];
+        let pp = unsafe { plain.as_mut_ptr().add(plain.as_ptr().align_offset(64)) };
+        let want = unsafe { every_evex_form(pp) };
+        let want_mem = unsafe { std::slice::from_raw_parts(pp, 272) }.to_vec();
+        let m = shared_pair();
+        let got = unsafe { every_evex_form(m.app_ptr().add(ps + 512)) };
+        let got_mem = unsafe { std::slice::from_raw_parts(m.driver_ptr().add(ps + 512), 272) };
+        assert_eq!(got_mem, &want_mem[..], "memory after the stores");
+        assert_eq!(got, want, "zmm9 and zmm25 after each");
+        let st = stats();
+        assert_eq!((st.emulated, st.stepped), (18, 0), "{st:?}");
+        disarm(1);
+        disarm(2);
+        println!("CHILD-OK");
+    }
+
     #[test]
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     fn vex_moves_on_a_shared_page_match_the_cpu() {
