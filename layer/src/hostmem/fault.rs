@@ -168,6 +168,7 @@ pub(crate) mod code {
     /// memory the application may not read or write is an `EFAULT`, not a fault inside the
     /// handler. True when all were copied; false leaves a prefix of them copied (or none).
     /// Async-signal-safe.
+    #[cfg(target_arch = "x86_64")]
     pub unsafe fn copy(from: usize, to: usize, n: usize) -> bool {
         let Some((r, w)) = take() else { return false };
         let wrote = libc::write(w, from as *const libc::c_void, n);

@@ -14,13 +14,11 @@
 //! unreadable page is an error, never a fault inside the handler; a code page read that way is
 //! read directly for the rest of the window ([`forget_code_pages`]).
 //!
-//! Only the forms below are emulated (VEX ones with the upper halves of the registers in the
-//! signal frame's XSAVE area); anything else (a read-modify-write, a string instruction other
-//! than `rep movsb`/`rep stosb`, a locked or segment-prefixed access, a masked or broadcast
-//! EVEX form, an access
-//! that leaves the page, an
-//! aligned form at an unaligned address, an instruction under the trap flag) is left to the
-//! stepping it had before. The decoder's tables are built on first use (with allocation), so
+//! Only the forms below are emulated (VEX and EVEX ones with the bits of the registers above the
+//! legacy area's 128 in the signal frame's XSAVE area); anything else (a read-modify-write, a
+//! string instruction other than `rep movsb`/`rep stosb`, a locked or segment-prefixed access, a
+//! masked or broadcast EVEX form, an access that leaves the page, an aligned form at an
+//! unaligned address, an instruction under the trap flag) is left to the stepping it had before. The decoder's tables are built on first use (with allocation), so
 //! [`install`] builds them from normal code; after that decoding allocates nothing.
 
 use iced_x86::{Code, Decoder, DecoderOptions, Instruction, OpKind, Register};
@@ -76,9 +74,9 @@ pub fn install() {
     // SAFETY: cpuid is available on every x86_64; leaf 0xD where XSAVE is (else zeros).
     let max = unsafe { std::arch::x86_64::__cpuid(0) }.eax;
     if max >= 0xd {
-        for (i, len, slot) in [(2u32, 256, &YMM_HI), (6, 512, &ZMM_HI), (7, 1024, &ZMM_16)] {
+        for (i, slot) in [2u32, 6, 7].into_iter().zip(&COMPONENTS) {
             let r = unsafe { std::arch::x86_64::__cpuid_count(0xd, i) };
-            if r.eax >= len {
+            if r.eax as usize >= component(i).1 {
                 slot.store(r.ebx as usize, Ordering::Relaxed);
             }
         }
@@ -87,9 +85,17 @@ pub fn install() {
 
 /// Offsets of XSAVE state components 2 (bits 255:128 of ymm0-15), 6 (bits 511:256 of
 /// zmm0-15) and 7 (all of zmm16-31) in the standard layout; 0: not present.
-static YMM_HI: AtomicUsize = AtomicUsize::new(0);
-static ZMM_HI: AtomicUsize = AtomicUsize::new(0);
-static ZMM_16: AtomicUsize = AtomicUsize::new(0);
+static COMPONENTS: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+
+/// XSAVE state component 2, 6 or 7: (its offset, 0 when absent; its length).
+fn component(i: u32) -> (usize, usize) {
+    let (slot, len) = match i {
+        2 => (0, 256),
+        6 => (1, 512),
+        _ => (2, 1024),
+    };
+    (COMPONENTS[slot].load(Ordering::Relaxed), len)
+}
 
 /// The signal frame's XSAVE area, when it has one: (its base, its size, the components it
 /// holds). The kernel writes `FP_XSTATE_MAGIC1` into the software-reserved bytes of the legacy
@@ -129,30 +135,20 @@ unsafe fn vector(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> bool {
         return false;
     }
     let x = ((v - x0) % 32) as usize;
-    // Where each 16-byte lane of the register lives: (component, its XSAVE_BV bit, offset of
-    // the component, its length, the lane's offset in it); the low lane of xmm0-15 is in the
-    // legacy area (always live in a signal frame).
+    // Where each 16-byte lane of the register lives: (the XSAVE component holding it, None
+    // for the legacy area, which is always live in a signal frame; the lane's bytes).
     let bv = base.add(512) as *mut u64;
     let lane = |l: usize| -> Option<(Option<u32>, *mut u8)> {
-        let comp = |i: u32, off: usize, len: usize, at: usize| {
+        let comp = |i: u32, at: usize| {
+            let (off, len) = component(i);
             (off != 0 && xfeatures & (1 << i) != 0 && off + len <= size)
                 .then(|| (Some(i), base.add(off + at)))
         };
         match (x < 16, l) {
             (true, 0) => Some((None, std::ptr::addr_of_mut!((*fp)._xmm[x]) as *mut u8)),
-            (true, 1) => comp(2, YMM_HI.load(Ordering::Relaxed), 256, 16 * x),
-            (true, _) => comp(
-                6,
-                ZMM_HI.load(Ordering::Relaxed),
-                512,
-                32 * x + 16 * (l - 2),
-            ),
-            (false, _) => comp(
-                7,
-                ZMM_16.load(Ordering::Relaxed),
-                1024,
-                64 * (x - 16) + 16 * l,
-            ),
+            (true, 1) => comp(2, 16 * x),
+            (true, _) => comp(6, 32 * x + 16 * (l - 2)),
+            (false, _) => comp(7, 64 * (x - 16) + 16 * l),
         }
     };
     let live = |bit: Option<u32>| bit.is_none_or(|i| bv.read_unaligned() & (1 << i) != 0);
@@ -184,11 +180,7 @@ unsafe fn vector(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> bool {
             }
             // Making a component live means writing all of it: zeros but for this lane.
             let i = bit.unwrap_or(0);
-            let (off, len) = match i {
-                2 => (YMM_HI.load(Ordering::Relaxed), 256),
-                6 => (ZMM_HI.load(Ordering::Relaxed), 512),
-                _ => (ZMM_16.load(Ordering::Relaxed), 1024),
-            };
+            let (off, len) = component(i);
             std::ptr::write_bytes(base.add(off), 0, len);
             bv.write_unaligned(bv.read_unaligned() | (1 << i));
         }
@@ -455,8 +447,7 @@ pub static CODE_DIRECT: AtomicUsize = AtomicUsize::new(0);
 /// # Safety
 /// `uc` is the context the kernel passed to a SIGSEGV handler.
 pub unsafe fn decode(uc: &libc::ucontext_t, page: usize) -> Option<Access> {
-    const TF: libc::greg_t = 0x100;
-    if uc.uc_mcontext.gregs[libc::REG_EFL as usize] & TF != 0 {
+    if uc.uc_mcontext.gregs[libc::REG_EFL as usize] & super::step::TF != 0 {
         return None; // someone is stepping this thread: let the instruction run
     }
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;

@@ -2034,14 +2034,44 @@ mod tests {
     /// in the application's view, the driver's view as their shadow: page 1 holds both.
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     fn shared_pair() -> crate::hostmem::memfd::DoubleMap {
-        let ps = page_size();
-        let m = crate::hostmem::memfd::DoubleMap::new(3 * ps, ps).unwrap();
-        let (app, drv) = (m.app_ptr(), m.driver_ptr());
-        unsafe {
-            arm_shadowed(1, app, ps + 256, Some(drv)).unwrap();
-            arm_shadowed(2, app.add(ps + 256), 2 * ps - 256, Some(drv.add(ps + 256))).unwrap();
-        }
+        let m = crate::hostmem::memfd::DoubleMap::new(3 * page_size(), page_size()).unwrap();
+        arm_a(&m);
+        arm_b(&m);
         m
+    }
+
+    /// (Re-)arm A or B of [`shared_pair`]'s mapping: a new window for it.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn arm_a(m: &crate::hostmem::memfd::DoubleMap) {
+        arm_shadowed(1, m.app_ptr(), page_size() + 256, Some(m.driver_ptr())).unwrap();
+    }
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn arm_b(m: &crate::hostmem::memfd::DoubleMap) {
+        let ps = page_size();
+        let at = |p: *mut u8| unsafe { p.add(ps + 256) };
+        arm_shadowed(2, at(m.app_ptr()), 2 * ps - 256, Some(at(m.driver_ptr()))).unwrap();
+    }
+
+    /// Run `forms` once on plain memory (aligned to `align`) and once on B's bytes of a fresh
+    /// [`shared_pair`] at page 1 + 512 (A unseen, so every access there faults): their results,
+    /// and the first `len` bytes each left (the shared ones read through the driver's view).
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    unsafe fn on_plain_and_shared<R>(
+        align: usize,
+        len: usize,
+        forms: impl Fn(*mut u8) -> R,
+    ) -> (crate::hostmem::memfd::DoubleMap, [(R, Vec<u8>); 2]) {
+        let mut plain = vec![0u8; len + 64 + align];
+        let pp = plain.as_mut_ptr().add(plain.as_ptr().align_offset(align));
+        let want = (forms(pp), std::slice::from_raw_parts(pp, len).to_vec());
+        let m = shared_pair();
+        let at = page_size() + 512;
+        let got = forms(m.app_ptr().add(at));
+        let got = (
+            got,
+            std::slice::from_raw_parts(m.driver_ptr().add(at), len).to_vec(),
+        );
+        (m, [want, got])
     }
 
     /// Every form `emulate` does, as real instructions: the stores, then the loads with the
@@ -2245,16 +2275,9 @@ mod tests {
             println!("CHILD-OK (no AVX-512: nothing to compare)");
             return;
         }
-        let ps = page_size();
-        let mut plain = [0u8; 320 + 64];
-        let pp = unsafe { plain.as_mut_ptr().add(plain.as_ptr().align_offset(64)) };
-        let want = unsafe { every_evex_form(pp) };
-        let want_mem = unsafe { std::slice::from_raw_parts(pp, 272) }.to_vec();
-        let m = shared_pair();
-        let got = unsafe { every_evex_form(m.app_ptr().add(ps + 512)) };
-        let got_mem = unsafe { std::slice::from_raw_parts(m.driver_ptr().add(ps + 512), 272) };
-        assert_eq!(got_mem, &want_mem[..], "memory after the stores");
-        assert_eq!(got, want, "zmm9 and zmm25 after each");
+        let (_m, [want, got]) = unsafe { on_plain_and_shared(64, 272, |p| every_evex_form(p)) };
+        assert_eq!(got.1, want.1, "memory after the stores");
+        assert_eq!(got.0, want.0, "zmm9 and zmm25 after each");
         let st = stats();
         assert_eq!((st.emulated, st.stepped), (18, 0), "{st:?}");
         disarm(1);
@@ -2274,17 +2297,9 @@ mod tests {
             return;
         }
         let zmm = std::is_x86_feature_detected!("avx512f");
-        let ps = page_size();
-        let mut plain = [0u8; 256 + 32];
-        let pp = unsafe { plain.as_mut_ptr().add(plain.as_ptr().align_offset(32)) };
-        let want = unsafe { every_vex_form(pp, zmm) };
-        let want_mem = unsafe { std::slice::from_raw_parts(pp, 192) }.to_vec();
-        let m = shared_pair();
-        let got = unsafe { every_vex_form(m.app_ptr().add(ps + 512), zmm) };
-        // The bytes as written, through the driver's view.
-        let got_mem = unsafe { std::slice::from_raw_parts(m.driver_ptr().add(ps + 512), 192) };
-        assert_eq!(got_mem, &want_mem[..], "memory after the stores");
-        assert_eq!(got, want, "registers after each (zmm compared: {zmm})");
+        let (_m, [want, got]) = unsafe { on_plain_and_shared(32, 192, |p| every_vex_form(p, zmm)) };
+        assert_eq!(got.1, want.1, "memory after the stores");
+        assert_eq!(got.0, want.0, "registers after each (zmm compared: {zmm})");
         let st = stats();
         assert_eq!((st.emulated, st.stepped), (18, 0), "{st:?}");
         disarm(1);
@@ -2300,31 +2315,19 @@ mod tests {
             return;
         }
         let ps = page_size();
-        // The control: the same instructions on plain memory.
-        let mut plain = [0u8; 160 + 16];
-        let pp = unsafe { plain.as_mut_ptr().add(plain.as_ptr().align_offset(16)) };
-        let want_regs = unsafe { every_form(pp) };
-        let want_bytes = unsafe { std::slice::from_raw_parts(pp, 128) }.to_vec();
-        // On B's bytes of the shared page, A unseen: every access faults and is emulated.
-        let m = shared_pair();
         let at = ps + 512;
-        let got_regs = unsafe { every_form(m.app_ptr().add(at)) };
-        let got_bytes = unsafe { std::slice::from_raw_parts(m.driver_ptr().add(at), 128) };
-        assert_eq!(got_bytes, &want_bytes[..], "memory after the stores");
-        assert_eq!(got_regs, want_regs, "registers after the loads");
+        // The control on plain memory; then on B's bytes of the shared page, A unseen: every
+        // access faults and is emulated.
+        let (m, [want, got]) = unsafe { on_plain_and_shared(16, 128, |p| every_form(p)) };
+        assert_eq!(got.1, want.1, "memory after the stores");
+        assert_eq!(got.0, want.0, "registers after the loads");
         let n = 18 + 13 + 8;
         let st = stats();
         assert_eq!((st.emulated, st.stepped), (n, 0), "{st:?}");
         // B was written and read; A, whose page it was, untouched.
         assert_eq!(kinds(), vec![(2, Access::Write)]);
         // Re-armed: B's first read on the shared page is B's read, emulated too.
-        arm_shadowed(
-            2,
-            unsafe { m.app_ptr().add(ps + 256) },
-            2 * ps - 256,
-            Some(unsafe { m.driver_ptr().add(ps + 256) }),
-        )
-        .unwrap();
+        arm_b(&m);
         assert_eq!(
             unsafe { std::ptr::read_volatile(m.app_ptr().add(at)) },
             0x5a
@@ -2377,13 +2380,7 @@ mod tests {
             stats()
         );
         // Out of B's bytes on the shared page into plain memory, in a new window.
-        arm_shadowed(
-            2,
-            unsafe { app.add(ps + 256) },
-            2 * ps - 256,
-            Some(unsafe { drv.add(ps + 256) }),
-        )
-        .unwrap();
+        arm_b(&m);
         let mut back = vec![0u8; 3000];
         unsafe { movsb(back.as_mut_ptr(), app.add(ps + 300), back.len()) };
         assert_eq!(&back[..], &src[44..3044]);
@@ -2404,14 +2401,8 @@ mod tests {
                 .all(|&b| b == 0xee)
         );
         // Both sides watched (A's own page to B's bytes on the shared page): stepped.
-        arm_shadowed(1, app, ps + 256, Some(drv)).unwrap();
-        arm_shadowed(
-            2,
-            unsafe { app.add(ps + 256) },
-            2 * ps - 256,
-            Some(unsafe { drv.add(ps + 256) }),
-        )
-        .unwrap();
+        arm_a(&m);
+        arm_b(&m);
         unsafe { std::ptr::write_volatile(app.add(2 * ps), 1u8) }; // B written on its own page
         let before = stats();
         unsafe { movsb(app.add(ps + 1024), app.add(64), 64) };

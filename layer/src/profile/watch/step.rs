@@ -7,7 +7,8 @@ use std::sync::atomic::AtomicI32;
 
 const ENTRIES: usize = 64;
 const PAGES: usize = 4;
-const TF: libc::greg_t = 0x100;
+/// The trap flag in RFLAGS.
+pub(super) const TF: libc::greg_t = 0x100;
 
 struct Entry {
     tid: AtomicI32,
