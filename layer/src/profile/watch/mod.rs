@@ -93,6 +93,13 @@ struct Slot {
     /// (wrapping; 0: nowhere): the other view of a double mapping. Lets the handler do an
     /// access on a shared page itself ([`emulate`]) instead of stepping it.
     shadow: AtomicUsize,
+    /// Where this slot's page tables are parked while it is armed ([`park`]; 0: no park), and
+    /// the park's length.
+    park: AtomicUsize,
+    park_len: AtomicUsize,
+    /// [`park::NONE`], [`park::PARKED`] (the range is empty and closed, its tables at `park`),
+    /// or being moved.
+    parking: AtomicU8,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -107,6 +114,9 @@ const SLOT_INIT: Slot = Slot {
     gen: AtomicU64::new(0),
     stale: AtomicBool::new(false),
     shadow: AtomicUsize::new(0),
+    park: AtomicUsize::new(0),
+    park_len: AtomicUsize::new(0),
+    parking: AtomicU8::new(park::NONE),
 };
 static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
 /// One past the highest slot ever used (the handler scans `0..HIGH`).
@@ -149,6 +159,23 @@ static REARMS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 static UNWATCHED: AtomicU64 = AtomicU64::new(0);
 /// Calls to `mprotect` the guard made (arms, and ranges or pages opened by faults and disarms).
 static MPROTECTS: AtomicU64 = AtomicU64::new(0);
+/// Nanoseconds spent in those calls (CLOCK_MONOTONIC, the vDSO: async-signal-safe).
+static MPROTECT_NS: AtomicU64 = AtomicU64::new(0);
+
+fn now_ns() -> u64 {
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// `mprotect`, counted and timed: the one way the guard changes a protection.
+unsafe fn protect(start: usize, len: usize, prot: libc::c_int) -> libc::c_int {
+    MPROTECTS.fetch_add(1, Ordering::Relaxed);
+    let t0 = now_ns();
+    let r = libc::mprotect(start as *mut c_void, len, prot);
+    MPROTECT_NS.fetch_add(now_ns().wrapping_sub(t0), Ordering::Relaxed);
+    r
+}
 /// Accesses on shared pages run as one stepped instruction.
 static STEPPED: AtomicU64 = AtomicU64::new(0);
 /// Accesses on shared pages done by the handler through the other view (x86_64).
@@ -316,8 +343,7 @@ unsafe fn set_prot(start: usize, end: usize, prot: libc::c_int) {
                 s.stale.store(true, Ordering::SeqCst);
             }
         }
-        MPROTECTS.fetch_add(1, Ordering::Relaxed);
-        libc::mprotect(start as *mut c_void, end - start, prot);
+        protect(start, end - start, prot);
     }
 }
 
@@ -522,7 +548,7 @@ unsafe fn note(s: &Slot, snap: (Range, usize, usize, usize, usize, u64), write: 
             if !push(id, acc, super::sink::next_seq()) {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
             }
-            reprotect(ps0, pe0, prot, None);
+            open(s, ps0, pe0, prot);
             return true;
         }
         match snapshot(s) {
@@ -531,6 +557,20 @@ unsafe fn note(s: &Slot, snap: (Range, usize, usize, usize, usize, u64), write: 
         }
     }
     false
+}
+
+/// Open slot `s`'s range `[a, b)` to `prot` after a recorded access: parked page tables come
+/// back at the least protection any live slot with bytes there allows (all of `prot` when the
+/// range shares no page), and shared pages are then cut as [`reprotect`] does.
+unsafe fn open(s: &Slot, a: usize, b: usize, prot: libc::c_int) {
+    let least = range_prot(a, b, prot, None);
+    if park::unpark(s, a, b, least) {
+        s.stale.store(true, Ordering::SeqCst);
+        if least == prot {
+            return;
+        }
+    }
+    reprotect(a, b, prot, None);
 }
 
 /// Returns true when the fault was ours (and the memory now allows the access).
@@ -737,6 +777,8 @@ fn note_thread() -> i32 {
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod emulate;
+/// Arming a double mapping's range by moving its page tables aside instead of rewriting them.
+mod park;
 /// Single-stepping one access on a shared page (x86_64): the SIGSEGV handler opens the page,
 /// sets the trap flag in the signal context and notes `(thread, page)`; the CPU runs the one
 /// instruction and raises SIGTRAP, whose handler puts the page back to [`page_prot`] and clears
@@ -829,10 +871,15 @@ pub fn arm_shadowed(
     );
     s.gen.fetch_add(1, Ordering::SeqCst);
     s.state.store(Range::Busy, Ordering::SeqCst);
-    if matches!(prev_state, Range::Armed | Range::Read) && (old0, old1) != (pstart, pend) {
-        // Re-armed at a new place (remapped): open the old range (but for pages that other
-        // armed buffers share), or it stays protected.
-        unsafe { reprotect(old0, old1, libc::PROT_READ | libc::PROT_WRITE, Some(i)) };
+    if (old0, old1) != (pstart, pend) {
+        // A new place (remapped, or a new slot): the old park goes, its tables back home.
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        unsafe { park::release(s, old0, old1, range_prot(old0, old1, rw, Some(i))) };
+        if matches!(prev_state, Range::Armed | Range::Read) {
+            // Open the old range (but for pages that other armed buffers share), or it stays
+            // protected.
+            unsafe { reprotect(old0, old1, rw, Some(i)) };
+        }
     }
     s.id.store(id, Ordering::Relaxed);
     s.start.store(start, Ordering::Relaxed);
@@ -843,9 +890,14 @@ pub fn arm_shadowed(
     s.budget.store(0, Ordering::Relaxed);
     // Fresh before protecting: an open that lands after the mprotect marks it stale again.
     s.stale.store(false, Ordering::SeqCst);
-    // Protect while BUSY (a racing fault waits in the handler), then publish ARMED.
-    MPROTECTS.fetch_add(1, Ordering::Relaxed);
-    let r = unsafe { libc::mprotect(pstart as *mut c_void, pend - pstart, libc::PROT_NONE) };
+    // Protect while BUSY (a racing fault waits in the handler), then publish ARMED. A range of
+    // a double mapping's view is parked (its tables moved aside) rather than rewritten.
+    let parked = delta != 0 && unsafe { park::park(s, pstart, pend) };
+    let r = if parked {
+        0
+    } else {
+        unsafe { protect(pstart, pend - pstart, libc::PROT_NONE) }
+    };
     if r != 0 {
         let e = std::io::Error::last_os_error();
         s.state.store(Range::Free, Ordering::SeqCst);
@@ -855,8 +907,7 @@ pub fn arm_shadowed(
     // allowed then: once steps in flight are over, protect again.
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     if step::settle() {
-        MPROTECTS.fetch_add(1, Ordering::Relaxed);
-        unsafe { libc::mprotect(pstart as *mut c_void, pend - pstart, libc::PROT_NONE) };
+        unsafe { protect(pstart, pend - pstart, libc::PROT_NONE) };
     }
     s.state.store(Range::Armed, Ordering::SeqCst);
     Ok(())
@@ -879,7 +930,11 @@ pub fn disarm(id: u64) {
         // finds the tombstone and retries instead of being sent to the app's handler; one
         // handled before the open is recorded (a real access in this window). Pages other
         // armed buffers share keep their protection.
-        unsafe { reprotect(p0, p1, libc::PROT_READ | libc::PROT_WRITE, Some(i)) };
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        unsafe {
+            park::release(s, p0, p1, range_prot(p0, p1, rw, Some(i)));
+            reprotect(p0, p1, rw, Some(i));
+        }
         s.budget.store(TOMB_BUDGET, Ordering::Relaxed);
         s.state.store(Range::Tomb, Ordering::SeqCst);
     }
@@ -972,6 +1027,14 @@ pub struct Stats {
     pub unwatched: u64,
     /// Calls to `mprotect` (arms, and opens by faults and disarms).
     pub mprotects: u64,
+    /// Time spent in them, nanoseconds.
+    pub mprotect_ns: u64,
+    /// Arms that parked the range's page tables instead of rewriting them, and opens that
+    /// moved them back.
+    pub parked: u64,
+    pub unparked: u64,
+    /// Time spent moving page tables, nanoseconds.
+    pub move_ns: u64,
     /// Accesses on pages shared with a buffer still unseen in the window, run as one stepped
     /// instruction (x86_64).
     pub stepped: u64,
@@ -996,6 +1059,10 @@ pub fn stats() -> Stats {
         shared_page: SHARED_PAGE.load(Ordering::Relaxed),
         unwatched: UNWATCHED.load(Ordering::Relaxed),
         mprotects: MPROTECTS.load(Ordering::Relaxed),
+        mprotect_ns: MPROTECT_NS.load(Ordering::Relaxed),
+        parked: park::PARKS.load(Ordering::Relaxed),
+        unparked: park::UNPARKS.load(Ordering::Relaxed),
+        move_ns: park::MOVE_NS.load(Ordering::Relaxed),
         stepped: STEPPED.load(Ordering::Relaxed),
         emulated: EMULATED.load(Ordering::Relaxed),
         reached: REACHED.load(Ordering::Relaxed),
@@ -1646,6 +1713,139 @@ mod tests {
         println!(
             "COST access on a shared page (best of 5 x {n}): emulated {emulated_us:.2} us, stepped {stepped_us:.2} us; {} of {} instructions read directly",
             direct, st.emulated
+        );
+        println!("CHILD-OK");
+    }
+
+    // ------------------------------------------------------------------ parking
+
+    fn accesses() -> Vec<(u64, Access)> {
+        drained().into_iter().map(|e| (e.0, e.1)).collect()
+    }
+
+    /// A double mapping's range is armed by parking its page tables: every window's first read
+    /// and first write are still recorded, a range parked writable comes back read-only after
+    /// a read (so the write after it is recorded too), the bytes are the driver view's
+    /// throughout, and disarm leaves it open.
+    #[test]
+    fn parked_ranges_are_watched_and_keep_their_bytes() {
+        if !in_child() {
+            assert_child_ok("parked_ranges_are_watched_and_keep_their_bytes");
+            return;
+        }
+        let ps = page_size();
+        let m = crate::hostmem::memfd::DoubleMap::new(8 * ps, ps).unwrap();
+        let (app, drv) = (m.app_ptr(), m.driver_ptr());
+        let len = 8 * ps;
+        let arm = || arm_shadowed(21, app, len, Some(drv)).unwrap();
+        let rd = |o: usize| unsafe { std::ptr::read_volatile(app.add(o)) };
+        let wr = |o: usize, v: u8| unsafe { std::ptr::write_volatile(app.add(o), v) };
+        // Window 1: a write first.
+        arm();
+        assert_eq!(stats().parked, 1, "a double mapping's range is parked");
+        wr(100, 7);
+        wr(5 * ps, 8);
+        assert_eq!(accesses(), vec![(21, Access::Write)]);
+        assert_eq!(stats().unparked, 1);
+        assert_eq!(unsafe { *drv.add(100) }, 7, "the write reached the memory");
+        // Window 2: the driver writes; the application reads, then writes.
+        arm();
+        unsafe { *drv.add(200) = 9 };
+        assert_eq!(rd(200), 9, "a parked range shows the driver's bytes");
+        assert_eq!(rd(5 * ps), 8);
+        wr(300, 10);
+        assert_eq!(
+            accesses(),
+            vec![(21, Access::Read), (21, Access::Write)],
+            "parked writable, it came back read-only after the read"
+        );
+        // Window 3: a read then a write again (parked read+write this time).
+        arm();
+        assert_eq!(rd(300), 10);
+        wr(7 * ps + 1, 11);
+        assert_eq!(accesses(), vec![(21, Access::Read), (21, Access::Write)]);
+        // Window 4: nothing; window 5: its re-arm is skipped, and a read is still seen.
+        arm();
+        arm();
+        assert_eq!(rd(7 * ps + 1), 11);
+        assert_eq!(accesses(), vec![(21, Access::Read)]);
+        assert_eq!(stats().parked, 4);
+        disarm(21);
+        wr(6 * ps, 12);
+        assert_eq!(rd(6 * ps), 12);
+        assert_eq!(unsafe { *drv.add(6 * ps) }, 12);
+        assert!(accesses().is_empty(), "disarmed: nothing recorded");
+        println!("CHILD-OK");
+    }
+
+    /// A buffer armed later over the last page of a parked range: when the parked one opens,
+    /// its tables come back closed and only its own pages are opened, so the newcomer's first
+    /// access on the shared page is still recorded.
+    #[test]
+    fn a_neighbour_armed_over_a_parked_range_keeps_its_protection() {
+        if !in_child() {
+            assert_child_ok("a_neighbour_armed_over_a_parked_range_keeps_its_protection");
+            return;
+        }
+        let ps = page_size();
+        let m = crate::hostmem::memfd::DoubleMap::new(6 * ps, ps).unwrap();
+        let (app, drv) = (m.app_ptr(), m.driver_ptr());
+        arm_shadowed(31, app, 4 * ps - 512, Some(drv)).unwrap();
+        assert_eq!(stats().parked, 1);
+        let at = |p: *mut u8| unsafe { p.add(4 * ps - 512) };
+        arm_shadowed(32, at(app), 2 * ps + 512, Some(at(drv))).unwrap();
+        assert_eq!(
+            stats().parked,
+            1,
+            "a range sharing a page with a live one is not parked"
+        );
+        unsafe { std::ptr::write_volatile(app.add(10), 1u8) };
+        assert_eq!(accesses(), vec![(31, Access::Write)]);
+        // The neighbour's byte on the shared page (page 3).
+        unsafe { std::ptr::write_volatile(app.add(4 * ps - 100), 2u8) };
+        assert_eq!(accesses(), vec![(32, Access::Write)]);
+        assert_eq!(unsafe { *drv.add(4 * ps - 100) }, 2);
+        disarm(31);
+        disarm(32);
+        println!("CHILD-OK");
+    }
+
+    /// Prints what arming and opening a 16 MiB range costs parked and with `mprotect` (no
+    /// claim: bench/RESULTS.md has the figures).
+    #[test]
+    fn parking_cost() {
+        if !in_child() {
+            let so = assert_child_ok("parking_cost");
+            for l in so.lines().filter(|l| l.contains("COST")) {
+                eprintln!("{l}");
+            }
+            return;
+        }
+        let len = 16 << 20;
+        let m = crate::hostmem::memfd::DoubleMap::new(len, 2 << 20).unwrap();
+        let (app, drv) = (m.app_ptr(), m.driver_ptr());
+        unsafe { std::ptr::write_bytes(app, 1, len) };
+        let mut cycle = |parked: bool| {
+            park::OFF.store(!parked, Ordering::SeqCst);
+            let (mut arm_us, mut open_us) = (f64::MAX, f64::MAX);
+            for _ in 0..20 {
+                let t0 = std::time::Instant::now();
+                arm_shadowed(41, app, len, Some(drv)).unwrap();
+                let t1 = std::time::Instant::now();
+                unsafe { std::ptr::write_volatile(app, 2u8) };
+                let t2 = std::time::Instant::now();
+                unsafe { std::ptr::write_bytes(app, 3, len) };
+                arm_us = arm_us.min((t1 - t0).as_secs_f64() * 1e6);
+                open_us = open_us.min((t2 - t1).as_secs_f64() * 1e6);
+            }
+            drained();
+            disarm(41);
+            (arm_us, open_us)
+        };
+        let (pa, po) = cycle(true);
+        let (ma, mo) = cycle(false);
+        println!(
+            "COST 16 MiB range (best of 20): parked: arm {pa:.1} us, first access {po:.1} us; mprotect: arm {ma:.1} us, first access {mo:.1} us"
         );
         println!("CHILD-OK");
     }

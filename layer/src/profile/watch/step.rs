@@ -88,8 +88,7 @@ pub unsafe fn begin(tid: i32, page: usize, need: libc::c_int, ctx: *mut c_void) 
     }
     e.pages[n].store(page, Ordering::Relaxed);
     e.n.store(n + 1, Ordering::Release);
-    MPROTECTS.fetch_add(1, Ordering::Relaxed);
-    libc::mprotect(page as *mut c_void, page_size(), need);
+    protect(page, page_size(), need);
     uc.uc_mcontext.gregs[libc::REG_EFL as usize] |= TF;
     true
 }
@@ -103,8 +102,7 @@ extern "C" fn trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_voi
                 let n = e.n.load(Ordering::Acquire).min(PAGES);
                 for p in &e.pages[..n] {
                     let page = p.load(Ordering::Relaxed);
-                    MPROTECTS.fetch_add(1, Ordering::Relaxed);
-                    libc::mprotect(page as *mut c_void, page_size(), page_prot(page));
+                    protect(page, page_size(), page_prot(page));
                 }
                 e.n.store(0, Ordering::Relaxed);
                 e.tid.store(0, Ordering::Release);
