@@ -70,20 +70,11 @@ impl DoubleMap {
         if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
             return Err(err("ftruncate"));
         }
-        m.a = map_aligned(fd, len, align)?;
-        let b = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if b == libc::MAP_FAILED {
-            return Err(err("mmap (view B)"));
-        }
+        m.a = map_aligned(fd, len, align, "view A")?;
+        // View B at 2 MiB when it spans that much: the guard parks its page tables a
+        // page-table page at a time (profile/watch/park.rs).
+        let huge = 2 << 20;
+        let b = map_aligned(fd, len, if len >= huge { huge } else { ps }, "view B")?;
         m.b = b as *mut u8;
         Ok(m)
     }
@@ -109,13 +100,13 @@ impl DoubleMap {
 }
 
 /// Map `fd` shared at an address aligned to `align` (over-reserve, then trim).
-fn map_aligned(fd: libc::c_int, len: usize, align: usize) -> io::Result<*mut u8> {
+fn map_aligned(fd: libc::c_int, len: usize, align: usize, what: &str) -> io::Result<*mut u8> {
     let ps = page_size();
     let rw = libc::PROT_READ | libc::PROT_WRITE;
     if align <= ps {
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, rw, libc::MAP_SHARED, fd, 0) };
         if p == libc::MAP_FAILED {
-            return Err(err("mmap (view A)"));
+            return Err(err(&format!("mmap ({what})")));
         }
         return Ok(p as *mut u8);
     }
@@ -131,7 +122,7 @@ fn map_aligned(fd: libc::c_int, len: usize, align: usize) -> io::Result<*mut u8>
         )
     };
     if r == libc::MAP_FAILED {
-        return Err(err("mmap (reserve for view A)"));
+        return Err(err(&format!("mmap (reserve for {what})")));
     }
     let r = r as usize;
     let at = (r + align - 1) & !(align - 1);
@@ -146,7 +137,7 @@ fn map_aligned(fd: libc::c_int, len: usize, align: usize) -> io::Result<*mut u8>
         )
     };
     if p == libc::MAP_FAILED {
-        let e = err("mmap (view A)");
+        let e = err(&format!("mmap ({what})"));
         unsafe { libc::munmap(r as *mut c_void, reserve) };
         return Err(e);
     }

@@ -36,6 +36,11 @@
 //! window and every other armed buffer with bytes on it is recorded once as read *and* written
 //! (`readwrite`, counted as `shared_page`): fail closed, never an unseen access.
 //!
+//! Arming a range of a double mapping's application view (a `MAP_SHARED` memfd mapping) does
+//! not rewrite its page-table entries: they are *parked*, moved aside with `mremap`, and the
+//! emptied range closed; the first access moves them back ([`park`]). Same faults, same
+//! records, a few microseconds instead of a 16 MiB `mprotect`'s 0.2–0.6 ms each way.
+//!
 //! Rules for callers: [`disarm`] before the memory is unmapped or freed; [`arm`] only mappings
 //! that are readable and writable when open (Vulkan host-visible maps are).
 
@@ -97,6 +102,8 @@ struct Slot {
     /// the park's length.
     park: AtomicUsize,
     park_len: AtomicUsize,
+    /// The first page of the range that is parked (its end pages may be shared, not parked).
+    park_lo: AtomicUsize,
     /// [`park::NONE`], [`park::PARKED`] (the range is empty and closed, its tables at `park`),
     /// or being moved.
     parking: AtomicU8,
@@ -116,6 +123,7 @@ const SLOT_INIT: Slot = Slot {
     shadow: AtomicUsize::new(0),
     park: AtomicUsize::new(0),
     park_len: AtomicUsize::new(0),
+    park_lo: AtomicUsize::new(0),
     parking: AtomicU8::new(park::NONE),
 };
 static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
@@ -563,13 +571,17 @@ unsafe fn note(s: &Slot, snap: (Range, usize, usize, usize, usize, u64), write: 
 /// back at the least protection any live slot with bytes there allows (all of `prot` when the
 /// range shares no page), and shared pages are then cut as [`reprotect`] does.
 unsafe fn open(s: &Slot, a: usize, b: usize, prot: libc::c_int) {
-    let least = range_prot(a, b, prot, None);
-    if park::unpark(s, a, b, least) {
-        s.stale.store(true, Ordering::SeqCst);
-        if least == prot {
-            return;
+    if s.parking.load(Ordering::SeqCst) == park::PARKED {
+        let (lo, hi) = park::parked_range(s);
+        let least = range_prot(lo, hi, prot, None);
+        if park::unpark(s, least) {
+            s.stale.store(true, Ordering::SeqCst);
+            if least == prot && (lo, hi) == (a, b) {
+                return;
+            }
         }
     }
+    // (Pages the tables came back to at `prot` already have it: mprotect leaves them alone.)
     reprotect(a, b, prot, None);
 }
 
@@ -872,13 +884,12 @@ pub fn arm_shadowed(
     s.gen.fetch_add(1, Ordering::SeqCst);
     s.state.store(Range::Busy, Ordering::SeqCst);
     if (old0, old1) != (pstart, pend) {
-        // A new place (remapped, or a new slot): the old park goes, its tables back home.
-        let rw = libc::PROT_READ | libc::PROT_WRITE;
-        unsafe { park::release(s, old0, old1, range_prot(old0, old1, rw, Some(i))) };
+        // A new place (remapped, or a new slot): the old park goes.
+        unsafe { park::release(s) };
         if matches!(prev_state, Range::Armed | Range::Read) {
             // Open the old range (but for pages that other armed buffers share), or it stays
             // protected.
-            unsafe { reprotect(old0, old1, rw, Some(i)) };
+            unsafe { reprotect(old0, old1, libc::PROT_READ | libc::PROT_WRITE, Some(i)) };
         }
     }
     s.id.store(id, Ordering::Relaxed);
@@ -930,10 +941,9 @@ pub fn disarm(id: u64) {
         // finds the tombstone and retries instead of being sent to the app's handler; one
         // handled before the open is recorded (a real access in this window). Pages other
         // armed buffers share keep their protection.
-        let rw = libc::PROT_READ | libc::PROT_WRITE;
         unsafe {
-            park::release(s, p0, p1, range_prot(p0, p1, rw, Some(i)));
-            reprotect(p0, p1, rw, Some(i));
+            park::release(s);
+            reprotect(p0, p1, libc::PROT_READ | libc::PROT_WRITE, Some(i));
         }
         s.budget.store(TOMB_BUDGET, Ordering::Relaxed);
         s.state.store(Range::Tomb, Ordering::SeqCst);
@@ -1769,18 +1779,29 @@ mod tests {
         arm();
         assert_eq!(rd(7 * ps + 1), 11);
         assert_eq!(accesses(), vec![(21, Access::Read)]);
-        assert_eq!(stats().parked, 4);
+        // Window 6: disarmed while parked; the range refills from the memfd.
+        arm();
+        assert_eq!(stats().parked, 5);
+        unsafe { *drv.add(6 * ps) = 13 };
         disarm(21);
+        assert_eq!(
+            rd(6 * ps),
+            13,
+            "the driver's byte, through the refilled range"
+        );
         wr(6 * ps, 12);
-        assert_eq!(rd(6 * ps), 12);
+        assert_eq!(rd(100), 7);
         assert_eq!(unsafe { *drv.add(6 * ps) }, 12);
         assert!(accesses().is_empty(), "disarmed: nothing recorded");
+        assert_eq!(stats().unparked, 4, "disarm moves nothing back");
         println!("CHILD-OK");
     }
 
     /// A buffer armed later over the last page of a parked range: when the parked one opens,
     /// its tables come back closed and only its own pages are opened, so the newcomer's first
-    /// access on the shared page is still recorded.
+    /// access on the shared page is still recorded. In the next window both are live: each
+    /// parks all but the page they share, which is protected as before, and every first
+    /// access on it is recorded.
     #[test]
     fn a_neighbour_armed_over_a_parked_range_keeps_its_protection() {
         if !in_child() {
@@ -1790,21 +1811,36 @@ mod tests {
         let ps = page_size();
         let m = crate::hostmem::memfd::DoubleMap::new(6 * ps, ps).unwrap();
         let (app, drv) = (m.app_ptr(), m.driver_ptr());
-        arm_shadowed(31, app, 4 * ps - 512, Some(drv)).unwrap();
-        assert_eq!(stats().parked, 1);
         let at = |p: *mut u8| unsafe { p.add(4 * ps - 512) };
-        arm_shadowed(32, at(app), 2 * ps + 512, Some(at(drv))).unwrap();
+        let arm_x = || arm_shadowed(31, app, 4 * ps - 512, Some(drv)).unwrap();
+        let arm_y = || arm_shadowed(32, at(app), 2 * ps + 512, Some(at(drv))).unwrap();
+        let wr = |o: usize, v: u8| unsafe { std::ptr::write_volatile(app.add(o), v) };
+        arm_x();
+        assert_eq!(stats().parked, 1);
+        arm_y();
         assert_eq!(
             stats().parked,
-            1,
-            "a range sharing a page with a live one is not parked"
+            2,
+            "the newcomer parks all but the page it shares"
         );
-        unsafe { std::ptr::write_volatile(app.add(10), 1u8) };
+        wr(10, 1);
         assert_eq!(accesses(), vec![(31, Access::Write)]);
         // The neighbour's byte on the shared page (page 3).
-        unsafe { std::ptr::write_volatile(app.add(4 * ps - 100), 2u8) };
+        wr(4 * ps - 100, 2);
         assert_eq!(accesses(), vec![(32, Access::Write)]);
         assert_eq!(unsafe { *drv.add(4 * ps - 100) }, 2);
+        // Window 2: both live when armed.
+        arm_x();
+        arm_y();
+        assert_eq!(stats().parked, 4);
+        wr(4 * ps - 600, 3); // X's byte on the shared page, Y unseen
+        assert_eq!(accesses(), vec![(31, Access::Write)]);
+        wr(ps, 4);
+        wr(5 * ps, 5);
+        assert_eq!(accesses(), vec![(32, Access::Write)]);
+        for (o, v) in [(4 * ps - 600, 3), (ps, 4), (5 * ps, 5), (4 * ps - 100, 2)] {
+            assert_eq!(unsafe { *drv.add(o) }, v, "byte {o}");
+        }
         disarm(31);
         disarm(32);
         println!("CHILD-OK");

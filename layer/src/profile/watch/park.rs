@@ -13,12 +13,14 @@
 //! the application's reach, to the protection the range may have now — never more. An access
 //! that lands between the move and the `mprotect` refills its page from the memfd (the same
 //! bytes) and belongs to the window before, like one just before an `mprotect`; an access to the
-//! emptied range refills it the same way, so a move that fails costs time, never a byte.
+//! emptied range refills it the same way, so a move that fails, or a park dropped by `disarm`
+//! without moving back, costs time, never a byte.
 //!
-//! Only ranges whose pages no other live slot shares are parked (their neighbours' protections
-//! are cut page by page, [`super::reprotect`]); a neighbour armed later over a parked range is
-//! met when it opens: the tables come back at the least protection any slot there allows and
-//! the range is cut as before. Linux ≥ 5.13 moves shared mappings with `MREMAP_DONTUNMAP`;
+//! Only the pages no other live slot shares are parked: a sub-allocated buffer's first and last
+//! page may hold a neighbour's bytes, and those are protected (and later cut page by page,
+//! [`super::reprotect`]) as before. A neighbour armed later over parked pages is met when the
+//! range opens: the tables come back at the least protection any slot there allows, and the
+//! range is cut as before. Linux ≥ 5.13 moves shared mappings with `MREMAP_DONTUNMAP`;
 //! older kernels refuse it (`EINVAL`), and arming falls back to `mprotect` from then on.
 //! `VK_ECHO_PARK=0` turns parking off (to measure it).
 
@@ -110,9 +112,10 @@ fn shared(me: &Slot, a: usize, b: usize) -> bool {
     })
 }
 
-/// Arm slot `s` (BUSY, under the control lock) over `[a, b)` by parking its page tables and
-/// closing the emptied range. False: not parked (off, shared pages, the kernel refused, no
-/// address for a park); the caller protects the range with `mprotect` instead.
+/// Arm slot `s` (BUSY, under the control lock) over `[a, b)` by parking the page tables of its
+/// pages no other live slot shares (all but a shared first or last page) and closing the
+/// range. False: not parked (off, shared beyond its end pages, the kernel refused, no address
+/// for a park); the caller protects the range with `mprotect` instead.
 pub(super) unsafe fn park(s: &Slot, a: usize, b: usize) -> bool {
     ENV_READ.call_once(|| {
         if std::env::var("VK_ECHO_PARK").is_ok_and(|v| v == "0") {
@@ -125,14 +128,26 @@ pub(super) unsafe fn park(s: &Slot, a: usize, b: usize) -> bool {
         NONE => {}
         _ => return false,
     }
-    if OFF.load(Ordering::Relaxed) || shared(s, a, b) {
+    if OFF.load(Ordering::Relaxed) {
         return false;
     }
-    let len = b - a;
+    // The pages that are this slot's alone: sub-allocations share at most their end pages.
+    let ps = page_size();
+    let (mut lo, mut hi) = (a, b);
+    if shared(s, lo, lo + ps) {
+        lo += ps;
+    }
+    if hi > lo && shared(s, hi - ps, hi) {
+        hi -= ps;
+    }
+    if hi <= lo || shared(s, lo, hi) {
+        return false;
+    }
+    let len = hi - lo;
     let mut at = s.park.load(Ordering::Relaxed);
-    if at == 0 || s.park_len.load(Ordering::Relaxed) != len || at & (SPAN - 1) != a & (SPAN - 1) {
+    if at == 0 || s.park_len.load(Ordering::Relaxed) != len || at & (SPAN - 1) != lo & (SPAN - 1) {
         drop_park(s);
-        at = reserve(len, a);
+        at = reserve(len, lo);
         if at == 0 {
             return false;
         }
@@ -140,37 +155,46 @@ pub(super) unsafe fn park(s: &Slot, a: usize, b: usize) -> bool {
         s.park_len.store(len, Ordering::Relaxed);
     }
     s.parking.store(MOVING, Ordering::SeqCst);
-    if !mremap(a, len, at) {
+    if !mremap(lo, len, at) {
         if *libc::__errno_location() == libc::EINVAL {
             OFF.store(true, Ordering::SeqCst); // this kernel cannot: mprotect from now on
         }
         s.parking.store(NONE, Ordering::SeqCst);
         return false;
     }
-    if protect(a, len, libc::PROT_NONE) != 0 {
+    // The emptied pages cost nothing to close; shared end pages are rewritten as before.
+    if protect(a, b - a, libc::PROT_NONE) != 0 {
         // Put the tables back where they were; the caller's mprotect reports the failure.
-        mremap(at, len, a);
+        mremap(at, len, lo);
         s.parking.store(NONE, Ordering::SeqCst);
         return false;
     }
+    s.park_lo.store(lo, Ordering::Relaxed);
     s.parking.store(PARKED, Ordering::SeqCst);
     PARKS.fetch_add(1, Ordering::Relaxed);
     true
 }
 
-/// Move slot `s`'s parked page tables back over `[a, b)` at protection `prot` (async-signal-
-/// safe). True when they came back: the whole range allows exactly `prot`. False: not parked,
-/// or the move failed (the range is still closed and empty).
-pub(super) unsafe fn unpark(s: &Slot, a: usize, b: usize, prot: libc::c_int) -> bool {
+/// The part of its range slot `s` parked, `[lo, hi)` (meaningful while it is parked).
+pub(super) fn parked_range(s: &Slot) -> (usize, usize) {
+    let lo = s.park_lo.load(Ordering::Relaxed);
+    (lo, lo + s.park_len.load(Ordering::Relaxed))
+}
+
+/// Move slot `s`'s parked page tables back over [`parked_range`] at protection `prot`
+/// (async-signal-safe). True when they came back: those pages allow exactly `prot`. False: not
+/// parked, or the move failed (the pages are still closed and empty).
+pub(super) unsafe fn unpark(s: &Slot, prot: libc::c_int) -> bool {
     if s.parking
         .compare_exchange(PARKED, MOVING, Ordering::SeqCst, Ordering::SeqCst)
         .is_err()
     {
         return false;
     }
-    let (at, len) = (s.park.load(Ordering::Relaxed), b - a);
+    let at = s.park.load(Ordering::Relaxed);
+    let (lo, hi) = parked_range(s);
     // At the park nothing of the application's reaches it: set it there, then move it.
-    let ok = protect(at, len, prot) == 0 && mremap(at, len, a);
+    let ok = protect(at, hi - lo, prot) == 0 && mremap(at, hi - lo, lo);
     s.parking.store(NONE, Ordering::SeqCst);
     if ok {
         UNPARKS.fetch_add(1, Ordering::Relaxed);
@@ -179,11 +203,11 @@ pub(super) unsafe fn unpark(s: &Slot, a: usize, b: usize, prot: libc::c_int) -> 
 }
 
 /// Unmap slot `s`'s park (it maps the application's memory: it must go before the memory is
-/// freed). Parked tables are moved back first at `prot` over `[a, b)` (normal context).
-pub(super) unsafe fn release(s: &Slot, a: usize, b: usize, prot: libc::c_int) {
-    if settled(s) == PARKED {
-        unpark(s, a, b, prot);
-    }
+/// freed), never moving parked tables back: the range stays empty, and opening it (the
+/// caller's next step) lets it refill from the memfd. Normal context.
+pub(super) unsafe fn release(s: &Slot) {
+    settled(s);
+    s.parking.store(NONE, Ordering::SeqCst);
     drop_park(s);
 }
 
