@@ -22,7 +22,8 @@
 //! range opens: the tables come back at the least protection any slot there allows, and the
 //! range is cut as before. Linux ≥ 5.13 moves shared mappings with `MREMAP_DONTUNMAP`;
 //! older kernels refuse it (`EINVAL`), and arming falls back to `mprotect` from then on.
-//! `VK_ECHO_PARK=0` turns parking off (to measure it).
+//! `VK_ECHO_PARK=0` turns parking off, to measure it (docs/settings.md; ignored, like every
+//! `VK_ECHO_*` variable, in secure-execution processes).
 
 use super::*;
 
@@ -118,7 +119,8 @@ fn shared(me: &Slot, a: usize, b: usize) -> bool {
 /// for a park); the caller protects the range with `mprotect` instead.
 pub(super) unsafe fn park(s: &Slot, a: usize, b: usize) -> bool {
     ENV_READ.call_once(|| {
-        if std::env::var("VK_ECHO_PARK").is_ok_and(|v| v == "0") {
+        let env = crate::settings::env_lookup(crate::settings::secure_execution());
+        if env("VK_ECHO_PARK").is_some_and(|v| v == "0") {
             OFF.store(true, Ordering::SeqCst);
         }
     });
