@@ -8,7 +8,9 @@
 #
 # Per program:
 #   - counted (deterministic: the layer's closing log line at VK_ECHO_LOG=info, the same whatever
-#     the machine does): mprotect calls and faults of host-access validation per iteration;
+#     the machine does): mprotect calls and faults of host-access validation per iteration; and
+#     timed from the same line, the time those mprotect calls and the page-table moves of
+#     parking (layer/src/profile/watch/park.rs) took, per iteration;
 #   - timed: ROUNDS rounds, each running the program once with no layer (A, VK_ECHO_DISABLE=1)
 #     and once profiling (C, `vkecho profile`, every window watched), the order alternating; per
 #     round the ratio C/A of the time per iteration (samples: their iter_ms_mean; the C programs:
@@ -70,8 +72,8 @@ same() {
   fi
 }
 
-echo "| program | mprotect / iteration | faults / iteration | every window / no layer, per-round median [min–max] | fastest / fastest | CPU time / iteration |"
-echo "|---|---|---|---|---|---|"
+echo "| program | mprotect / iteration | faults / iteration | mprotect + page-table moves, ms / iteration | every window / no layer, per-round median [min–max] | fastest / fastest | CPU time / iteration |"
+echo "|---|---|---|---|---|---|---|"
 for spec in "${PROGS[@]}"; do
   IFS='|' read -r kind name cmd iters <<<"$spec"
   # shellcheck disable=SC2086
@@ -100,10 +102,12 @@ fast = min(d["C"][0] for d in full) / min(d["A"][0] for d in full)
 g = lambda pat: int(re.search(pat, line).group(1)) if re.search(pat, line) else None
 mp, f = g(r"(\d+) mprotect calls"), g(r"(\d+) faults")
 cnt = lambda v: "-" if v is None else f"{v / iters:.2f}"
+ms = [float(x) for x in re.findall(r"mprotect calls \(([\d.]+) ms\)", line) + re.findall(r"moves ([\d.]+) ms", line)]
+prot = f"{sum(ms) / iters:.3f}" if ms else "-"
 cpu = "-"
 if all(d["A"][1] is not None for d in full):
     cpu = f"{st.median(d['C'][1] for d in full) / st.median(d['A'][1] for d in full):.3f}x"
-print(f"| {name} | {cnt(mp)} | {cnt(f)} | {st.median(ratios):.3f}x [{ratios[0]:.3f}–{ratios[-1]:.3f}] "
+print(f"| {name} | {cnt(mp)} | {cnt(f)} | {prot} | {st.median(ratios):.3f}x [{ratios[0]:.3f}–{ratios[-1]:.3f}] "
       f"| {fast:.3f}x | {cpu} |")
 PY
 done
