@@ -1834,10 +1834,17 @@ mod tests {
         arm_y();
         assert_eq!(stats().parked, 4);
         wr(4 * ps - 600, 3); // X's byte on the shared page, Y unseen
-        assert_eq!(accesses(), vec![(31, Access::Write)]);
+        let (first, then) = if cfg!(target_arch = "x86_64") {
+            // Emulated: the page stays closed for Y.
+            (vec![(31, Access::Write)], vec![(32, Access::Write)])
+        } else {
+            // No emulation or stepping: the page opens and Y is taken as touched (fail closed).
+            (vec![(31, Access::Write), (32, Access::ReadWrite)], vec![])
+        };
+        assert_eq!(accesses(), first);
         wr(ps, 4);
         wr(5 * ps, 5);
-        assert_eq!(accesses(), vec![(32, Access::Write)]);
+        assert_eq!(accesses(), then);
         for (o, v) in [(4 * ps - 600, 3), (ps, 4), (5 * ps, 5), (4 * ps - 100, 2)] {
             assert_eq!(unsafe { *drv.add(o) }, v, "byte {o}");
         }
