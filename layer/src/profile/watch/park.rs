@@ -37,7 +37,9 @@ const SPAN: usize = 2 << 20;
 /// The `parking` field of a slot.
 pub(super) const NONE: u8 = 0;
 pub(super) const PARKED: u8 = 1;
-/// Being moved (by `arm` or by the handler): the other side waits.
+/// Being moved: by `arm` (the handler waits for it, as for any BUSY slot), or by the handler
+/// (`arm` and `release` wait; a second fault's open finds it moving and opens the range the slow
+/// way, with `mprotect`; a page the move then leaves too closed faults once more and is opened).
 const MOVING: u8 = 2;
 
 /// Parking is off: `VK_ECHO_PARK=0`, or the kernel refused `MREMAP_DONTUNMAP` on a shared
