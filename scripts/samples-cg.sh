@@ -99,7 +99,7 @@ dirty=$(git diff --quiet || echo ', with uncommitted changes')
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   cat "$tmp/rows"
   echo
-  echo "echo − twin: what echo's run does that the twin's does not, per iteration; echo's own code is the part of it inside libVkLayer_echo.so and libgcc_s (the unwinder of call-site identities); the rest is the program's own work that echo keeps and the twin does not do (its barriers around the copies, its submissions of command buffers that became empty) and echo's substitute barriers."
+  echo "echo − twin: what echo's run does that the twin's does not, per iteration; echo's own code is the part of it inside libVkLayer_echo.so and libgcc_s (libgcc's unwinder: echo's fallback for call-site identities); the rest is the program's own work that echo keeps and the twin does not do (its barriers around the copies, its submissions, from which a command buffer that held only dropped copies is left out) and echo's substitute barriers."
 } > bench/instructions-samples.md
 "$R/echo-bench" --kept
 cat bench/instructions-samples.md
