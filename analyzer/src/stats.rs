@@ -254,7 +254,7 @@ impl Stats {
         let late = if self.maps_refused > 0 {
             format!(
                 "{late}, {} across a window refused",
-                crate::report::plural(self.maps_refused as u64, "map", "maps")
+                crate::report::plural(self.maps_refused, "map", "maps")
             )
         } else {
             late
@@ -262,11 +262,11 @@ impl Stats {
         let guard = if self.guard_windows > 0 {
             format!(
                 ", guard: {}, {}, {}, {}, {} inside a window",
-                crate::report::plural(self.guard_windows as u64, "window", "windows"),
-                crate::report::plural(self.guard_splits as u64, "split", "splits"),
-                crate::report::plural(self.guard_merges as u64, "merge", "merges"),
-                crate::report::plural(self.guard_timeouts as u64, "timeout", "timeouts"),
-                crate::report::plural(self.guard_reads as u64, "read", "reads")
+                crate::report::plural(self.guard_windows, "window", "windows"),
+                crate::report::plural(self.guard_splits, "split", "splits"),
+                crate::report::plural(self.guard_merges, "merge", "merges"),
+                crate::report::plural(self.guard_timeouts, "timeout", "timeouts"),
+                crate::report::plural(self.guard_reads, "read", "reads")
             )
         } else {
             String::new()
@@ -303,7 +303,7 @@ impl Stats {
             self.bytes_elided,
             self.barriers_inserted,
             self.memory_not_allocated,
-            crate::report::plural(self.allocations_skipped as u64, "allocation", "allocations")
+            crate::report::plural(self.allocations_skipped, "allocation", "allocations")
         )
     }
 }

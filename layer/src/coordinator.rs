@@ -257,7 +257,7 @@ fn choose(settings: &Settings, ctx: &Context) -> Result<PathBuf, Start> {
                 p.display(),
                 trace.display()
             );
-            return Err(Start::Profile { trace, plan: p });
+            Err(Start::Profile { trace, plan: p })
         }
         AutoChoice::Enforce => {
             log::info!("auto mode: enforcing the plan {}", p.display());

@@ -169,9 +169,7 @@ pub fn load(words: &[u32]) -> Option<dr::Module> {
             return None;
         }
         if words[at] & OPCODE_MASK == Op::SpecConstantOp as u32 && count > 3 {
-            let Some(g) = rspirv::grammar::INSTRUCTION_TABLE.lookup_opcode(words[at + 3]) else {
-                return None;
-            };
+            let g = rspirv::grammar::INSTRUCTION_TABLE.lookup_opcode(words[at + 3])?;
             if g.operands.iter().any(|o| {
                 matches!(
                     o.kind,

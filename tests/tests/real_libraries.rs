@@ -223,7 +223,7 @@ fn vkfft_a_dropped_copy_beside_real_work_runs() {
     let s = |p: PathBuf| p.display().to_string();
     let args = ["staging", "2", "small"];
     let plant = ("ECHO_C_PLANT_FILL", "1".to_string());
-    let base = run(&dir, "c_vkfft", &args, None, &[plant.clone()]).stdout;
+    let base = run(&dir, "c_vkfft", &args, None, std::slice::from_ref(&plant)).stdout;
     assert!(base.contains("plant: 12 fills, checksum "), "{base}");
     let trace = dir.join("trace.jsonl");
     let p = run(

@@ -870,7 +870,7 @@ fn vma_second_block_mapped_after_device_bind() {
     let case = Case::new(VMA, "12mib");
     let s = |p: &Path| p.display().to_string();
     let big = ("ECHO_SIZE_MIB", "12".to_string());
-    let baseline = case.run(None, false, &[big.clone()]).stdout;
+    let baseline = case.run(None, false, std::slice::from_ref(&big)).stdout;
     let trace = case.path("trace.jsonl");
     case.run(
         Some("profile"),
@@ -918,7 +918,7 @@ fn vma_second_block_mapped_after_device_bind() {
         "{label}: {:?}",
         out.stats
     );
-    let alone = case.run(None, true, &[big.clone()]);
+    let alone = case.run(None, true, std::slice::from_ref(&big));
     let checked = case.run(Some("enforce"), true, &enforce_env[..2]);
     assert_eq!(
         validation_ids(&VMA, &checked),

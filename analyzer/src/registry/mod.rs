@@ -48,7 +48,7 @@ pub struct Command {
 
 impl Command {
     /// Whether a device with these extensions and effective API version can call it.
-    pub fn available<'a>(&self, extensions: &[&'a str], api_version: u32) -> bool {
+    pub fn available(&self, extensions: &[&str], api_version: u32) -> bool {
         let (major, minor) = (api_version >> 22 & 0x7f, api_version >> 12 & 0x3ff);
         self.requires.iter().any(|r| match core_version(r) {
             Some(v) => {

@@ -87,7 +87,7 @@ impl Reach {
 
 fn api_ok(api: &Option<String>) -> bool {
     api.as_deref()
-        .map_or(true, |a| a.split(',').any(|x| x == "vulkan"))
+        .is_none_or(|a| a.split(',').any(|x| x == "vulkan"))
 }
 
 fn param_of(def: &vk_parse::NameWithType, len: &Option<String>) -> Param {
@@ -664,7 +664,7 @@ pub fn render_layer(reg: &Registry, entries: &[Entry]) -> Result<String, String>
     let mut s = String::new();
     s.push_str(HEADER);
     s.push_str("//! The hooks of the commands echo steps aside from (docs/architecture.md, \"Complete by\n//! construction\"): each reports what it names to `aside::called`, then forwards the call.\n\n");
-    s.push_str("#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit)]\n\n");
+    s.push_str("#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit, clippy::single_match)]\n\n");
     s.push_str("use super::aside::{called, Named, What};\nuse std::ffi::c_void;\n\n");
     let mut table = Vec::new();
     let mut idx = 0usize;

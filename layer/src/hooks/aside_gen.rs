@@ -3,7 +3,7 @@
 //! The hooks of the commands echo steps aside from (docs/architecture.md, "Complete by
 //! construction"): each reports what it names to `aside::called`, then forwards the call.
 
-#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit)]
+#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit, clippy::single_match)]
 
 use super::aside::{called, Named, What};
 use std::ffi::c_void;

@@ -75,7 +75,7 @@ impl DoubleMap {
         // page-table page at a time (profile/watch/park.rs).
         let huge = 2 << 20;
         let b = map_aligned(fd, len, if len >= huge { huge } else { ps }, "view B")?;
-        m.b = b as *mut u8;
+        m.b = b;
         Ok(m)
     }
 

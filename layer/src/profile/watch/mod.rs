@@ -49,7 +49,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ord
 use std::sync::Mutex;
 
 use crate::hostmem::fault::fault_is_write;
-use crate::hostmem::signal::{call_handler, segv_handler_is, Previous};
+use crate::hostmem::signal::{segv_handler_is, Previous};
 use crate::hostmem::slot_state::StateCell;
 use echo_analyzer::trace::Access;
 
@@ -1868,7 +1868,7 @@ mod tests {
         let m = crate::hostmem::memfd::DoubleMap::new(len, 2 << 20).unwrap();
         let (app, drv) = (m.app_ptr(), m.driver_ptr());
         unsafe { std::ptr::write_bytes(app, 1, len) };
-        let mut cycle = |parked: bool| {
+        let cycle = |parked: bool| {
             park::OFF.store(!parked, Ordering::SeqCst);
             let (mut arm_us, mut open_us) = (f64::MAX, f64::MAX);
             for _ in 0..20 {

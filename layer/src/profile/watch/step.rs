@@ -3,6 +3,7 @@
 //! parent module).
 
 use super::*;
+use crate::hostmem::signal::call_handler;
 use std::sync::atomic::AtomicI32;
 
 const ENTRIES: usize = 64;
