@@ -6,13 +6,13 @@
 # the run without echo. Prints one line per run and the analyzer's copy summary, and exits
 # non-zero when a run fails, hangs or changes the output.
 #
-#   scripts/third-party.sh              ffmpeg's Vulkan filters, a wgpu-py compute program and an
-#                                       ncnn (ML runtime) network
-#   scripts/third-party.sh ffmpeg       one of them (ffmpeg | wgpu-py | ncnn)
+#   scripts/third-party.sh              ffmpeg's Vulkan filters, a wgpu-py compute program, an
+#                                       ncnn (ML runtime) network and a Taichi program
+#   scripts/third-party.sh ffmpeg       one of them (ffmpeg | wgpu-py | ncnn | taichi)
 #
 # Installs what it needs (as root): Debian's ffmpeg (its Vulkan filters: hwupload, scale_vulkan,
-# gblur_vulkan, hwdownload) and, in a venv under target/third-party, wgpu-py (wgpu-native), ncnn
-# and numpy from PyPI. Not run by scripts/test.sh (downloads ~160 MB); results:
+# gblur_vulkan, hwdownload) and, in a venv under target/third-party, wgpu-py (wgpu-native), ncnn,
+# Taichi and numpy from PyPI. Not run by scripts/test.sh (downloads ~220 MB); results:
 # docs/third-party.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,6 +100,17 @@ if [ "$which" = all ] || [ "$which" = ncnn ]; then
     echo "== ncnn $("$venv/bin/python" -c 'import ncnn; print(ncnn.__version__)' 2> /dev/null) (Vulkan compute): tests/data/ncnn_convnet.py, 3 convolutions on 16×256×256, 4 inferences"
     out="$root/$work/ncnn.txt"
     run_all ncnn "$out" -- sh -c "\"$root/$venv/bin/python\" \"$root/tests/data/ncnn_convnet.py\" 256 4 > \"$out\""
+fi
+
+if [ "$which" = all ] || [ "$which" = taichi ]; then
+    venv="$work/venv"
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import taichi, numpy" 2> /dev/null; then
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q taichi numpy
+    fi
+    echo "== taichi $("$venv/bin/python" -c 'import taichi; print(".".join(map(str, taichi.__version__)))' 2> /dev/null | tail -1) (Vulkan backend): tests/data/taichi_ndarray.py, ndarrays of 4 MiB and a field, 4 iterations"
+    out="$root/$work/taichi.txt"
+    run_all taichi "$out" -- "$root/$venv/bin/python" "$root/tests/data/taichi_ndarray.py" "$out" 4 4
 fi
 
 if [ "$failed" -ne 0 ]; then
