@@ -64,6 +64,16 @@ run_all() {
     one auto-2 "${layer_env[@]}" VK_ECHO_MODE=auto
 }
 
+# venv_with PACKAGE: the venv under $work (in $venv) with PACKAGE (its PyPI name is its module's
+# name) and numpy, installed from PyPI when missing.
+venv="$work/venv"
+venv_with() {
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import $1, numpy" 2> /dev/null; then
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q "$1" numpy
+    fi
+}
+
 if [ "$which" = all ] || [ "$which" = ffmpeg ]; then
     if ! ffmpeg -hide_banner -filters 2>/dev/null | grep -q gblur_vulkan; then
         if [ "$(id -u)" = 0 ]; then
@@ -81,33 +91,21 @@ if [ "$which" = all ] || [ "$which" = ffmpeg ]; then
 fi
 
 if [ "$which" = all ] || [ "$which" = wgpu-py ]; then
-    venv="$work/venv"
-    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import wgpu, numpy" 2> /dev/null; then
-        python3 -m venv "$venv"
-        "$venv/bin/pip" install -q wgpu numpy
-    fi
+    venv_with wgpu
     echo "== wgpu-py $("$venv/bin/python" -c 'import wgpu; print(wgpu.__version__)') (wgpu-native): tests/data/wgpu_py_saxpy.py, 4 MiB, 4 iterations"
     out="$root/$work/wgpu-py.txt"
     run_all wgpu-py "$out" -- sh -c "\"$root/$venv/bin/python\" \"$root/tests/data/wgpu_py_saxpy.py\" > \"$out\""
 fi
 
 if [ "$which" = all ] || [ "$which" = ncnn ]; then
-    venv="$work/venv"
-    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import ncnn, numpy" 2> /dev/null; then
-        python3 -m venv "$venv"
-        "$venv/bin/pip" install -q ncnn numpy
-    fi
+    venv_with ncnn
     echo "== ncnn $("$venv/bin/python" -c 'import ncnn; print(ncnn.__version__)' 2> /dev/null) (Vulkan compute): tests/data/ncnn_convnet.py, 3 convolutions on 16×256×256, 4 inferences"
     out="$root/$work/ncnn.txt"
     run_all ncnn "$out" -- sh -c "\"$root/$venv/bin/python\" \"$root/tests/data/ncnn_convnet.py\" 256 4 > \"$out\""
 fi
 
 if [ "$which" = all ] || [ "$which" = taichi ]; then
-    venv="$work/venv"
-    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import taichi, numpy" 2> /dev/null; then
-        python3 -m venv "$venv"
-        "$venv/bin/pip" install -q taichi numpy
-    fi
+    venv_with taichi
     echo "== taichi $("$venv/bin/python" -c 'import taichi; print(".".join(map(str, taichi.__version__)))' 2> /dev/null | tail -1) (Vulkan backend): tests/data/taichi_ndarray.py, ndarrays of 4 MiB and a field, 4 iterations"
     out="$root/$work/taichi.txt"
     run_all taichi "$out" -- "$root/$venv/bin/python" "$root/tests/data/taichi_ndarray.py" "$out" 4 4

@@ -1,8 +1,8 @@
 """A Taichi (Vulkan backend) program for scripts/third-party.sh: ndarrays filled from NumPy
-(`from_numpy`: a host-visible staging buffer, then a copy into device memory), a kernel over
-them, and the result read back (`to_numpy`: a copy into a host-visible buffer); a field filled
-and read the same way. Writes the SHA-256 of every result to the file named by the first
-argument.
+(`from_numpy`), a kernel over them, and the result read back (`to_numpy`: on lavapipe a copy
+into a fresh host-visible staging buffer); a field filled and read the same way. Taichi's
+runtime chooses how the bytes move: on lavapipe the uploads make no buffer copy. Writes the
+SHA-256 of every result to the file named by the first argument.
 
     python3 taichi_ndarray.py OUT [MIB=4] [ITERS=4]
 """
