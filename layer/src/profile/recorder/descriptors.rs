@@ -71,6 +71,8 @@ pub(super) struct LateUse {
 /// when the primary is submitted).
 #[derive(Default)]
 pub(super) struct Late {
+    /// The planted fault of `TEST_LATE_AT_RECORD`: no binding is late.
+    off: bool,
     layouts: HandleMap<u64, Arc<std::collections::BTreeSet<u32>>>,
     sets: HandleMap<u64, Arc<std::collections::BTreeSet<u32>>>,
     uses: HandleMap<u64, Vec<LateUse>>,
@@ -79,6 +81,13 @@ pub(super) struct Late {
 }
 
 impl Late {
+    pub(super) fn new(off: bool) -> Late {
+        Late {
+            off,
+            ..Default::default()
+        }
+    }
+
     /// A command buffer begins, is reset or freed: what it recorded is gone.
     pub(super) fn forget(&self, cmd: u64) {
         self.uses.remove(&cmd);
@@ -168,7 +177,7 @@ impl Profiler {
             p = (*p).p_next;
         }
         // Handles are recycled: every creation sets the entry anew.
-        if late.is_empty() {
+        if late.is_empty() || self.late.off {
             self.late.layouts.remove(&layout);
         } else {
             self.late.layouts.insert(layout, Arc::new(late));

@@ -33,6 +33,10 @@ use descriptors::{CmdBinds, Late, SetContents};
 /// On lavapipe the driver's CPU threads then fault too ("the detector has teeth" test).
 pub const TEST_NO_DOUBLE_MAP: &str = "VK_ECHO_TEST_NO_DOUBLE_MAP";
 
+/// Test-only switch (environment only): take every descriptor as it stood at recording, as echo
+/// did before issue 44 — the planted fault that shows `c_gpu_reads`'s test can fail.
+pub const TEST_LATE_AT_RECORD: &str = "VK_ECHO_TEST_LATE_AT_RECORD";
+
 /// Live profilers in the process; the sink is finished when the last one goes.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
@@ -183,6 +187,10 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
     if test_off {
         log::warn!("{TEST_NO_DOUBLE_MAP}=1 (test only): the driver's own mapping is protected");
     }
+    let late_at_record = env(TEST_LATE_AT_RECORD).is_some_and(|v| v == "1");
+    if late_at_record {
+        log::warn!("{TEST_LATE_AT_RECORD}=1 (test only): descriptors are taken as recorded, not as submitted");
+    }
     let min_import_alignment = if ext { import_alignment(dev) } else { 0 };
     let host_ptr_props = if ext {
         dev.next_proc(c"vkGetMemoryHostPointerPropertiesEXT")
@@ -234,7 +242,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         sets: HandleMap::default(),
         views: HandleMap::default(),
         cmds: HandleMap::default(),
-        late: Late::default(),
+        late: Late::new(late_at_record),
         candidates: HandleSet::default(),
         doubles: HandleMap::default(),
         importing: HandleMap::default(),
