@@ -99,6 +99,9 @@ pub struct Profiler {
     /// Candidates whose host accesses cannot be seen (their allocation could not be
     /// double-mapped, or protecting them failed): recorded once each as `Unvalidated`.
     unvalidated: HandleSet<u64>,
+    /// Candidates a fault echo could not explain or finish left open for good
+    /// (`guard::Seen::Lost`): never armed again.
+    lost: HandleSet<u64>,
 }
 
 /// Candidate buffer → creation index of its device: the guard's records are process-wide, and
@@ -248,6 +251,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         importing: HandleMap::default(),
         candidates_total: AtomicUsize::new(0),
         unvalidated: HandleSet::default(),
+        lost: HandleSet::default(),
     };
     let validation = match (validate, double_map) {
         (false, _) => "off",
@@ -953,6 +957,9 @@ impl Profiler {
     /// Arms candidate `b`'s range in the current mapping (nothing when it is not mapped);
     /// `false` when validation stopped for good.
     fn arm_one(&self, dev: &Device, b: u64) -> bool {
+        if self.lost.contains(&b) {
+            return true;
+        }
         let Some((ptr, len)) = self.range_of(dev, b) else {
             if self.import_missing(dev, b) {
                 self.unvalidated(b, "its allocation could not be double-mapped");
@@ -984,12 +991,45 @@ impl Profiler {
         let sink = self.sink;
         let on = self.on();
         let own = self.index;
-        guard::drain(|id, access, seq| {
-            if on {
-                let dev = owners().get(&id).map_or(own, |d| *d);
-                sink.record_at(seq, dev, Event::HostAccess { buffer: id, access });
+        let mut lost = Vec::new();
+        guard::drain(|id, seen, seq| match seen {
+            guard::Seen::Access(access) => {
+                if on {
+                    let dev = owners().get(&id).map_or(own, |d| *d);
+                    sink.record_at(seq, dev, Event::HostAccess { buffer: id, access });
+                }
             }
+            guard::Seen::Lost => lost.push(id),
         });
+        for id in lost {
+            // Whichever profiler drains files it under the buffer's device; the set that stops
+            // re-arming is this device's (a buffer of another device is refused there by the
+            // record, and that device's own arms stop at its next failed fault).
+            if self.lost.insert(id) {
+                let pc = guard::last_lost_pc();
+                let level = if log::first_time("guard-lost") {
+                    echo_analyzer::settings::LogLevel::Warn
+                } else {
+                    echo_analyzer::settings::LogLevel::Debug
+                };
+                log::write(
+                    level,
+                    format_args!("profile: a fault at pc {pc:#x}, in code that is not the program's (a Vulkan driver's module or JIT-compiled code), touched buffer {id:#x}'s protected memory; its range stays open and its pairs are refused for missing evidence (the program runs on)")
+                );
+                if on {
+                    let dev = owners().get(&id).map_or(own, |d| *d);
+                    sink.record(
+                        dev,
+                        Event::Unvalidated {
+                            buffer: id,
+                            reason: format!(
+                                "a fault echo cannot explain (code that is not the program's: a Vulkan driver's module or JIT-compiled code, pc {pc:#x}) opened its memory; its host accesses are not seen from then on"
+                            ),
+                        },
+                    );
+                }
+            }
+        }
     }
 
     /// Validation stopped for the rest of the run: the trace says so, and the analyzer refuses
@@ -1089,7 +1129,7 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling)",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped, {} unexplained (driver or JIT code: ranges left open, buffers refused), {} handler panics contained); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling)",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
@@ -1099,6 +1139,8 @@ impl Profiler {
                 s.shared_page,
                 s.chained,
                 s.dropped,
+                s.lost,
+                s.panics,
                 s.by_context,
                 s.by_instruction,
                 s.unclassified,
