@@ -68,6 +68,11 @@ pub struct Profiler {
     window_count: AtomicU64,
     /// Host-visible allocations are backed by a double mapping.
     double_map: bool,
+    /// How (`Some` exactly when `double_map`): echo's memfd imported, or the driver's memory
+    /// exported as an fd (issue 49, hostmem/export.rs).
+    backing: Option<crate::hostmem::export::Backing>,
+    /// `vkGetMemoryFdKHR`, for the fd way.
+    get_fd: Option<vk::PFN_vkGetMemoryFdKHR>,
     /// False once the guard cannot be used (the app replaced our SIGSEGV handler).
     guard_ok: AtomicBool,
     min_bytes: u64,
@@ -194,6 +199,44 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
     if late_at_record {
         log::warn!("{TEST_LATE_AT_RECORD}=1 (test only): descriptors are taken as recorded, not as submitted");
     }
+    // Issue 49: the way of double-mapping (hostmem/export.rs) — the driver's exported fd where
+    // echo enabled VK_KHR_external_memory_fd for it (images cannot follow host imports there)
+    // and the device shows that a mapping of the fd is the driver's memory.
+    use crate::hostmem::export::{self, Backing};
+    let fd_ext = dev
+        .extensions
+        .contains(export::KHR_MEMORY_FD.to_str().unwrap_or_default());
+    let images_follow_host = dev
+        .instance
+        .as_ref()
+        .is_some_and(|i| export::images_follow(i, dev.physical_device, Backing::HostImport));
+    let mut get_fd: Option<vk::PFN_vkGetMemoryFdKHR> = None;
+    if dev.settings.validate && fd_ext && !test_off && !(ext && images_follow_host) {
+        let get = dev
+            .next_proc(c"vkGetMemoryFdKHR")
+            // SAFETY: resolved by that name.
+            .map(|f| unsafe { crate::records::typed::<vk::PFN_vkGetMemoryFdKHR>(f) });
+        let ty = dev
+            .decision
+            .table
+            .types
+            .iter()
+            .position(|t| t.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() != 0);
+        match (get, ty) {
+            (Some(get), Some(ty)) => {
+                match export::aliases(dev, get, ty as u32) {
+                    Ok(()) => get_fd = Some(get),
+                    Err(e) => {
+                        log::info!(
+                    "profile: the driver's exported memory cannot be double-mapped ({e}); {}",
+                    if ext { "importing host memory instead" } else { "no double mapping" }
+                )
+                    }
+                }
+            }
+            _ => log::info!("profile: vkGetMemoryFdKHR or a host-visible memory type is missing"),
+        }
+    }
     let min_import_alignment = if ext { import_alignment(dev) } else { 0 };
     let host_ptr_props = if ext {
         dev.next_proc(c"vkGetMemoryHostPointerPropertiesEXT")
@@ -208,16 +251,22 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         // SAFETY: resolved by that name.
         .map(|f| unsafe { crate::records::typed(f) });
     let validate = dev.settings.validate;
-    let double_map = validate
+    let host_way = validate
         && ext
         && !test_off
         && host_ptr_props.is_some()
         && min_import_alignment.is_power_of_two();
+    let backing = match (get_fd.is_some() && validate, host_way) {
+        (true, _) => Some(Backing::FdExport),
+        (false, true) => Some(Backing::HostImport),
+        _ => None,
+    };
+    let double_map = backing.is_some();
     if validate {
         log::info!(
             "profile: host-access validation on; {}",
-            if double_map {
-                "host-visible memory is double-mapped (VK_EXT_external_memory_host)".to_string()
+            if let Some(b) = backing {
+                format!("host-visible memory is double-mapped ({})", b.name())
             } else {
                 "the driver's mapping is protected (no double mapping)".to_string()
             }
@@ -235,6 +284,8 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         copied: Default::default(),
         window_count: AtomicU64::new(0),
         double_map,
+        backing,
+        get_fd,
         guard_ok: AtomicBool::new(true),
         min_bytes: dev.settings.min_bytes,
         min_import_alignment,
@@ -277,15 +328,24 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
 /// A patched `vkAllocateMemory` that imports a double mapping's driver view (the mapping
 /// itself waits in `Profiler::importing`).
 pub struct Import {
-    alloc: Box<crate::hostmem::import::ImportInfo>,
+    way: Way,
     driver_ptr: usize,
     len: usize,
+}
+
+/// The patched allocate info of each way of double-mapping.
+enum Way {
+    Host(Box<crate::hostmem::import::ImportInfo>),
+    Export(Box<crate::hostmem::export::ExportInfo>),
 }
 
 impl Import {
     /// The allocate info to pass down (valid while `self` lives).
     pub fn info(&self) -> *const vk::MemoryAllocateInfo<'static> {
-        self.alloc.info()
+        match &self.way {
+            Way::Host(i) => i.info(),
+            Way::Export(e) => e.info(),
+        }
     }
 }
 
@@ -323,6 +383,14 @@ impl Profiler {
         if ty.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() == 0 {
             return None;
         }
+        if self.backing == Some(crate::hostmem::export::Backing::FdExport) {
+            let e = crate::hostmem::export::ExportInfo::new(info)?;
+            return Some(Box::new(Import {
+                way: Way::Export(e),
+                driver_ptr: 0,
+                len: info.allocation_size as usize,
+            }));
+        }
         let chain = crate::hostmem::import::importable_chain(info)?;
         let map = DoubleMap::new(
             info.allocation_size as usize,
@@ -342,12 +410,12 @@ impl Profiler {
             return None;
         }
         let b = Box::new(Import {
-            alloc: crate::hostmem::import::ImportInfo::new(
+            way: Way::Host(crate::hostmem::import::ImportInfo::new(
                 chain,
                 map.driver_ptr() as *mut c_void,
                 map.len() as u64,
                 info.memory_type_index,
-            ),
+            )),
             driver_ptr: map.driver_ptr() as usize,
             len: map.len(),
         });
@@ -360,6 +428,12 @@ impl Profiler {
     #[inline]
     pub fn may_import(&self) -> bool {
         self.double_map && self.guard_ok.load(Ordering::Relaxed)
+    }
+
+    /// How this device's double mappings are made (`None`: none are).
+    #[inline]
+    pub fn backing(&self) -> Option<crate::hostmem::export::Backing> {
+        self.backing
     }
 
     /// The import was refused by the driver: drop its double mapping.
@@ -379,10 +453,10 @@ impl Profiler {
         &self,
         info: &vk::BufferCreateInfo<'_>,
     ) -> Option<Box<BufferPatch>> {
-        if !self.double_map || !self.guard_ok.load(Ordering::Relaxed) {
+        if !self.guard_ok.load(Ordering::Relaxed) {
             return None;
         }
-        BufferPatch::host_allocation(info)
+        BufferPatch::external(info, self.backing?.handle_type())
     }
 
     /// After a successful `vkAllocateMemory` (`import`: the double mapping it used, if any).
@@ -397,8 +471,19 @@ impl Profiler {
         import: Option<Box<Import>>,
     ) {
         if let Some(i) = import {
-            if let Some((_, map)) = self.importing.remove(&i.driver_ptr) {
-                self.doubles.insert(memory, map);
+            match &i.way {
+                Way::Host(_) => {
+                    if let Some((_, map)) = self.importing.remove(&i.driver_ptr) {
+                        self.doubles.insert(memory, map);
+                    }
+                }
+                Way::Export(_) => match self.export_map(dev, memory, i.len) {
+                    Ok(map) => {
+                        self.doubles.insert(memory, map);
+                    }
+                    // No double mapping: its candidates are refused (`import_missing`).
+                    Err(e) => log::debug!("profile: no double mapping of {memory:#x} ({e})"),
+                },
             }
         }
         if !self.on() {
@@ -427,6 +512,20 @@ impl Profiler {
             external: is_external(info, m.alloc_flags),
             host_import: is_host_import(info),
         });
+    }
+
+    /// The two views of exported allocation `memory` (`len` bytes).
+    fn export_map(&self, dev: &Device, memory: u64, len: usize) -> Result<DoubleMap, String> {
+        use ash::vk::Handle;
+        let get = self.get_fd.ok_or("vkGetMemoryFdKHR is missing")?;
+        let fd = crate::hostmem::export::memory_fd(
+            get,
+            dev.handle,
+            vk::DeviceMemory::from_raw(memory),
+            len as u64,
+        )?;
+        // The map owns the fd from here on (closed on drop, also when mapping fails).
+        DoubleMap::from_fd(fd, len).map_err(|e| e.to_string())
     }
 
     /// Before `vkFreeMemory`: disarm what lives in it, record. Returns the double mapping to
