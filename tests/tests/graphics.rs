@@ -21,12 +21,13 @@
 //!   image), the checksum of the run without echo, and the block still watched in profile mode
 //!   (the host's accesses recorded: evidence kept).
 //!
-//! The driver is `ECHO_TEST_DRIVER`'s (`echo_tests::driver`: the machine's own by default,
-//! `swiftshader` for SwiftShader); each sweep checks from the plan that the program ran on it.
+//! The driver is `ECHO_TEST_DRIVER`'s (`echo_tests::drivers::Driver::from_env`: lavapipe by
+//! default, `swiftshader` for SwiftShader); each sweep checks from the plan that the program ran
+//! on it.
 //! Minimum copy size 16 KiB (`VK_ECHO_MIN_BYTES`, as the validation gate): the buffers are 16
 //! and 64 KiB.
 
-use echo_tests::driver::Driver;
+use echo_tests::drivers::Driver;
 use echo_tests::world::{analyze_plan, c_program, run_within, Layers, World};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
