@@ -17,7 +17,7 @@
  * submission or spread them over several:
  *   GFX_UPLOAD     every h_* -> d_* copy, and d_out cleared (vkCmdFillBuffer)
  *   GFX_RENDER     the draw, in a render pass (vkCmdBeginRenderPass) or with dynamic rendering
- *                  (vkCmdBeginRendering), as vkCmdDraw, vkCmdDrawIndexed, vkCmdDrawIndirect or
+ *                  (vkCmdBeginRendering, or vkCmdBeginRenderingKHR before 1.3), as vkCmdDraw, vkCmdDrawIndexed, vkCmdDrawIndirect or
  *                  vkCmdDrawIndexedIndirect
  *   GFX_READ_IMAGE the colour attachment -> img_rb
  *   GFX_READ_OUT   d_out -> h_out
@@ -50,6 +50,9 @@ enum { IN_VTX = 1, IN_IDX = 2, IN_UNI = 4, IN_STO = 8, IN_IND = 16, IN_HITS = 32
 
 struct gfx {
     struct gpu g;
+    /* vkCmdBeginRendering / vkCmdEndRendering, or their KHR forms on a device older than 1.3. */
+    PFN_vkCmdBeginRendering begin_rendering;
+    PFN_vkCmdEndRendering end_rendering;
     enum render_kind render;
     enum draw_kind draw;
     struct buffer h_vtx, d_vtx, h_idx, d_idx, h_uni, d_uni, h_sto, d_sto, h_ind, d_ind;
@@ -98,8 +101,24 @@ static inline void skip(const char *why)
     exit(0);
 }
 
+/* Whether the device has the extension `name`. */
+static inline int has_device_extension(VkPhysicalDevice phys, const char *name)
+{
+    uint32_t n = 0;
+    CHECK(vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL));
+    VkExtensionProperties *e = calloc(n ? n : 1, sizeof *e);
+    REQUIRE(e != NULL);
+    CHECK(vkEnumerateDeviceExtensionProperties(phys, NULL, &n, e));
+    int found = 0;
+    for (uint32_t i = 0; i < n && !found; i++)
+        found = strcmp(e[i].extensionName, name) == 0;
+    free(e);
+    return found;
+}
+
 /* A device with one graphics queue and what the draw needs: vertex and fragment shader stores,
- * plus dynamic rendering (Vulkan 1.3) and timeline semaphores (1.2) when asked for. */
+ * plus dynamic rendering (Vulkan 1.3, or VK_KHR_dynamic_rendering on an older device: the
+ * Jetson Nano's table is Vulkan 1.2) and timeline semaphores (1.2) when asked for. */
 static inline struct gpu gfx_gpu_create(VkInstance inst, int dynamic, int timeline)
 {
     struct gpu g;
@@ -109,46 +128,38 @@ static inline struct gpu gfx_gpu_create(VkInstance inst, int dynamic, int timeli
     vkGetPhysicalDeviceProperties(g.phys, &props);
     memcpy(g.name, props.deviceName, sizeof g.name);
     vkGetPhysicalDeviceMemoryProperties(g.phys, &g.mem);
-    if (dynamic && props.apiVersion < VK_API_VERSION_1_3)
-        skip("dynamic rendering needs a Vulkan 1.3 device");
+    const char *ext = VK_KHR_DYNAMIC_RENDERING_EXTENSION_NAME;
+    int dynamic_ext = dynamic && props.apiVersion < VK_API_VERSION_1_3;
+    if (dynamic_ext && !has_device_extension(g.phys, ext))
+        skip("dynamic rendering needs a Vulkan 1.3 device or VK_KHR_dynamic_rendering");
     if (timeline && props.apiVersion < VK_API_VERSION_1_2)
         skip("timeline semaphores need a Vulkan 1.2 device");
 
-    VkPhysicalDeviceVulkan13Features f13 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
-    VkPhysicalDeviceVulkan12Features f12 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    /* The feature structs of the extensions (core in 1.2 and 1.3 under the same layout). */
+    VkPhysicalDeviceDynamicRenderingFeatures dr = {
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DYNAMIC_RENDERING_FEATURES};
+    VkPhysicalDeviceTimelineSemaphoreFeatures ts = {
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES};
     VkPhysicalDeviceFeatures2 f2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     if (timeline) {
-        f12.pNext = f2.pNext;
-        f2.pNext = &f12;
+        ts.pNext = f2.pNext;
+        f2.pNext = &ts;
     }
     if (dynamic) {
-        f13.pNext = f2.pNext;
-        f2.pNext = &f13;
+        dr.pNext = f2.pNext;
+        f2.pNext = &dr;
     }
     vkGetPhysicalDeviceFeatures2(g.phys, &f2);
     if (!f2.features.vertexPipelineStoresAndAtomics || !f2.features.fragmentStoresAndAtomics)
         skip("no vertexPipelineStoresAndAtomics / fragmentStoresAndAtomics");
-    if (dynamic && !f13.dynamicRendering)
+    if (dynamic && !dr.dynamicRendering)
         skip("no dynamicRendering");
-    if (timeline && !f12.timelineSemaphore)
+    if (timeline && !ts.timelineSemaphore)
         skip("no timelineSemaphore");
-    /* Enable only what the programs use. */
-    VkPhysicalDeviceFeatures2 want = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, f2.pNext};
-    want.features.vertexPipelineStoresAndAtomics = VK_TRUE;
-    want.features.fragmentStoresAndAtomics = VK_TRUE;
-    VkPhysicalDeviceVulkan13Features w13 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
-    VkPhysicalDeviceVulkan12Features w12 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    want.pNext = NULL;
-    if (timeline) {
-        w12.timelineSemaphore = VK_TRUE;
-        w12.pNext = want.pNext;
-        want.pNext = &w12;
-    }
-    if (dynamic) {
-        w13.dynamicRendering = VK_TRUE;
-        w13.pNext = want.pNext;
-        want.pNext = &w13;
-    }
+    /* Enable only what the programs use: the same chain, every other feature off. */
+    memset(&f2.features, 0, sizeof f2.features);
+    f2.features.vertexPipelineStoresAndAtomics = VK_TRUE;
+    f2.features.fragmentStoresAndAtomics = VK_TRUE;
 
     uint32_t nf = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(g.phys, &nf, NULL);
@@ -170,9 +181,11 @@ static inline struct gpu gfx_gpu_create(VkInstance inst, int dynamic, int timeli
     };
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-        .pNext = &want,
+        .pNext = &f2,
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &qci,
+        .enabledExtensionCount = dynamic_ext ? 1 : 0,
+        .ppEnabledExtensionNames = &ext,
     };
     CHECK(vkCreateDevice(g.phys, &dci, NULL, &g.dev));
     vkGetDeviceQueue(g.dev, g.family, 0, &g.queue);
@@ -419,6 +432,16 @@ static inline void gfx_create(struct gfx *x, VkInstance inst, enum render_kind r
     x->draw = draw;
     x->g = gfx_gpu_create(inst, render == RENDER_DYNAMIC, timeline);
     const struct gpu *g = &x->g;
+    if (render == RENDER_DYNAMIC) {
+        VkPhysicalDeviceProperties props;
+        vkGetPhysicalDeviceProperties(g->phys, &props);
+        int core = props.apiVersion >= VK_API_VERSION_1_3;
+        x->begin_rendering = (PFN_vkCmdBeginRendering)vkGetDeviceProcAddr(
+            g->dev, core ? "vkCmdBeginRendering" : "vkCmdBeginRenderingKHR");
+        x->end_rendering = (PFN_vkCmdEndRendering)vkGetDeviceProcAddr(
+            g->dev, core ? "vkCmdEndRendering" : "vkCmdEndRenderingKHR");
+        REQUIRE(x->begin_rendering && x->end_rendering);
+    }
     const VkBufferUsageFlags src = VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
     const VkBufferUsageFlags dst = VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     x->h_vtx = gfx_buffer(g, GFX_VERTS * 16, src, MEM_STAGING, &x->m_vtx);
@@ -602,7 +625,7 @@ static inline void gfx_record(struct gfx *x, VkCommandBuffer cmd, uint32_t it, u
                 .colorAttachmentCount = 1,
                 .pColorAttachments = &att,
             };
-            vkCmdBeginRendering(cmd, &ri);
+            x->begin_rendering(cmd, &ri);
         }
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, x->pipe);
         vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, x->layout, 0, 1, &x->set, 0,
@@ -631,7 +654,7 @@ static inline void gfx_record(struct gfx *x, VkCommandBuffer cmd, uint32_t it, u
         if (x->render == RENDER_PASS) {
             vkCmdEndRenderPass(cmd);
         } else {
-            vkCmdEndRendering(cmd);
+            x->end_rendering(cmd);
             gfx_image_barrier(cmd, x->image, VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
                               VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL,
                               VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
