@@ -9,9 +9,9 @@
 //! with sampled windows (1 in 8), enforce, auto twice, guarded enforce — under
 //! VK_LAYER_KHRONOS_validation with synchronization validation: each must report exactly the
 //! messages validation alone reports and compute the same result. Small sizes (64 KiB, 2
-//! iterations) keep it to about 1.5 minutes per driver on 2 cores. SwiftShader's plans must hold as
-//! many groups as lavapipe's for every check (or a stated reason, `SWIFTSHADER_DIFFERS`). `gate_catches_a_new_and_a_missing_message`
-//! shows the gate can fail: a control program that makes one invalid call only in the mode it is
+//! iterations) keep it to about 1.5 minutes per driver on 2 cores. SwiftShader's plans must hold
+//! as many groups as lavapipe's for every check (or a stated reason, `SWIFTSHADER_DIFFERS`).
+//! `gate_catches_a_new_and_a_missing_message` shows the gate can fail: a control program that makes one invalid call only in the mode it is
 //! told to. `leaks_short`: `scripts/leaks.sh` (valgrind) in enforce mode when valgrind is installed
 //! (scripts/deps.sh installs it, so CI runs it).
 
