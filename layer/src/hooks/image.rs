@@ -1,19 +1,21 @@
-//! Images, as far as echo's imported memory goes (issue 23).
+//! Images, as far as echo's double-mapped memory goes (issues 23 and 49).
 //!
-//! Profile mode backs host-visible allocations with a memfd imported through
-//! `VK_EXT_external_memory_host` (DESIGN §4), and guarded enforce does the same for the memory of
-//! guarded groups. An image bound into such memory must have been created with
-//! `VkExternalMemoryImageCreateInfo { HOST_ALLOCATION_EXT }` (VUID-vkBindImageMemory-memory-02729),
-//! and that handle type is legal only where `vkGetPhysicalDeviceImageFormatProperties2` with
-//! `VkPhysicalDeviceExternalImageFormatInfo` says the image's format, type, tiling, usage and flags
-//! can import it (VUID-VkImageCreateInfo-pNext-00990). So at `vkCreateImage`, while imports may
-//! happen on the device: where the query says yes, the create info gets the handle type in front;
+//! Profile mode backs host-visible allocations with a double mapping — echo's memfd imported
+//! through `VK_EXT_external_memory_host`, or the driver's memory exported as an opaque fd
+//! (`hostmem/export.rs` picks the way per device) — and guarded enforce imports the memory of
+//! guarded groups. An image bound into such memory must have been created with that handle type
+//! in `VkExternalMemoryImageCreateInfo` (VUID-vkBindImageMemory-memory-02729 / -02728), which is
+//! legal only where `vkGetPhysicalDeviceImageFormatProperties2` with
+//! `VkPhysicalDeviceExternalImageFormatInfo` says the image can carry it
+//! (VUID-VkImageCreateInfo-pNext-00990). So at `vkCreateImage`, while double mappings may be
+//! made on the device: where the query says yes, the create info gets the handle type in front;
 //! where it says no (or cannot be asked), the image is created as asked and the device stops
-//! importing (`DeviceState::image_imports`): later allocations stay off the import path, so an
-//! image bound into them is valid, and profile's host-access evidence for buffers in them is
-//! missing, so their candidates are refused (fail closed). An image the driver cannot import that
-//! is bound into memory imported *before* it was created cannot be made valid any more; echo says
-//! so once (an error line) — the bind goes down as the application asked.
+//! double-mapping (`DeviceState::image_imports`): later allocations stay plain, so an image bound
+//! into them is valid, and profile's host-access evidence for buffers in them is missing, so
+//! their candidates are refused (fail closed). The way is chosen so that the images programs
+//! place in blocks can all carry its handle type; an image outside those that cannot, bound into
+//! memory double-mapped *before* it was created, cannot be made valid any more: echo says so
+//! once (an error line) — the bind goes down as the application asked.
 
 use super::hook;
 use crate::dispatch::{raw, DeviceData};
