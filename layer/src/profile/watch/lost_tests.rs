@@ -159,6 +159,43 @@ fn emulation_and_stepping_switched_off_fail_closed() {
     println!("CHILD-OK");
 }
 
+/// An instruction the emulator does not know (a read-modify-write) on a shared page, with
+/// stepping off: fail closed, the right bytes, the program runs on.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn an_instruction_the_emulator_lacks_fails_closed() {
+    own_process!(an_instruction_the_emulator_lacks_fails_closed, FLAG);
+    let ps = page_size();
+    let m = crate::hostmem::memfd::DoubleMap::new(3 * ps, ps).unwrap();
+    let app = m.app_ptr();
+    arm_shadowed(1, app, ps + 256, Some(m.driver_ptr())).unwrap();
+    let at = |p: *mut u8| unsafe { p.add(ps + 256) };
+    arm_shadowed(2, at(app), 2 * ps - 256, Some(at(m.driver_ptr()))).unwrap();
+    STEP_OFF.store(true, Ordering::SeqCst);
+    unsafe { std::ptr::write_volatile(app.add(16), 1u8) };
+    let p = unsafe { app.add(ps + 8) } as *mut u32;
+    unsafe {
+        std::ptr::write_volatile(m.driver_ptr().add(ps + 8) as *mut u32, 41);
+        std::arch::asm!("add dword ptr [{p}], 1", p = in(reg) p, options(nostack));
+    }
+    assert_eq!(
+        unsafe { std::ptr::read_volatile(m.driver_ptr().add(ps + 8) as *const u32) },
+        42
+    );
+    let st = stats();
+    assert_eq!((st.emulated, st.stepped, st.lost), (0, 0, 0), "{st:?}");
+    assert_eq!(
+        seen(),
+        vec![
+            (1, Seen::Access(Access::Write)),
+            (2, Seen::Access(Access::ReadWrite))
+        ]
+    );
+    disarm(1);
+    disarm(2);
+    println!("CHILD-OK");
+}
+
 /// The handler's deepest path (an emulated access on a shared page) fits in the alternate signal
 /// stack every thread Rust's std starts has (8 KiB, or the kernel's minimum signal frame size
 /// when larger): measured on a 1 MiB alternate stack filled with a pattern, the handler itself
