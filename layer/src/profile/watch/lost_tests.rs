@@ -5,8 +5,12 @@
 //! handler is process-wide) and must finish with the memory's bytes right and the buffers lost
 //! (or, for the switches, recorded as read and written), never with a signal.
 
+use super::handler::{EMULATE_OFF, PANIC_NEXT, STEP_OFF};
+use super::prot::page_size;
 use super::*;
 use crate::testutil::own_process;
+use echo_analyzer::trace::Access;
+use std::ffi::c_void;
 
 const FLAG: &str = "ECHO_GUARD_LOST_CHILD";
 

@@ -18,14 +18,17 @@
 //!
 //! Only the pages no other live slot shares are parked: a sub-allocated buffer's first and last
 //! page may hold a neighbour's bytes, and those are protected (and later cut page by page,
-//! [`super::reprotect`]) as before. A neighbour armed later over parked pages is met when the
+//! `prot::reprotect`) as before. A neighbour armed later over parked pages is met when the
 //! range opens: the tables come back at the least protection any slot there allows, and the
 //! range is cut as before. Linux ≥ 5.13 moves shared mappings with `MREMAP_DONTUNMAP`;
 //! older kernels refuse it (`EINVAL`), and arming falls back to `mprotect` from then on.
 //! `VK_ECHO_PARK=0` turns parking off, to measure it (docs/settings.md; ignored, like every
 //! `VK_ECHO_*` variable, in secure-execution processes).
 
-use super::*;
+use super::prot::{allowed, now_ns, page_size, protect};
+use super::slots::{slots, Slot, HIGH, PARKED, PARK_MOVING as MOVING, PARK_NONE as NONE, SLOTS};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// `MREMAP_DONTUNMAP` (Linux 5.7; shared mappings since 5.13).
 const MREMAP_DONTUNMAP: libc::c_int = 4;
@@ -33,14 +36,6 @@ const MOVE: libc::c_int = libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | MREMAP_DON
 /// Page-table page span on x86_64 and aarch64 (4 KiB pages): a park is aligned like its range
 /// modulo this, so whole page-table pages move.
 const SPAN: usize = 2 << 20;
-
-/// The `parking` field of a slot.
-pub(super) const NONE: u8 = 0;
-pub(super) const PARKED: u8 = 1;
-/// Being moved: by `arm` (the handler waits for it, as for any BUSY slot), or by the handler
-/// (`arm` and `release` wait; a second fault's open finds it moving and opens the range the slow
-/// way, with `mprotect`; a page the move then leaves too closed faults once more and is opened).
-const MOVING: u8 = 2;
 
 /// Parking is off: `VK_ECHO_PARK=0`, or the kernel refused `MREMAP_DONTUNMAP` on a shared
 /// mapping.

@@ -2,9 +2,10 @@
 //! opened for one instruction and the SIGTRAP after it restores the protection (see the
 //! parent module).
 
-use super::*;
+use super::prot::{page_prot, page_size, protect};
 use crate::hostmem::signal::call_handler;
-use std::sync::atomic::AtomicI32;
+use std::ffi::c_void;
+use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 const ENTRIES: usize = 64;
 const PAGES: usize = 4;
@@ -152,4 +153,20 @@ pub fn settle() -> bool {
         std::thread::yield_now();
     }
     waited
+}
+
+/// The host threads that fault on armed memory: stepping is safe while there is one (a second
+/// thread's access could slip into the instruction-long opening of a shared page unseen).
+static HOST_TID: AtomicI32 = AtomicI32::new(0);
+pub(super) static MULTI: AtomicBool = AtomicBool::new(false);
+
+/// Notes the thread that faulted on armed memory; returns its id.
+pub(super) fn note_thread() -> i32 {
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    match HOST_TID.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {}
+        Err(t) if t == tid => {}
+        Err(_) => MULTI.store(true, Ordering::SeqCst),
+    }
+    tid
 }

@@ -1,0 +1,148 @@
+//! The slot table: one slot per armed range, in a fixed static array the SIGSEGV handler reads
+//! without a lock or an allocation. `arm` and `disarm` (normal code, under the table mutex) write
+//! a slot while it is [`Range::Busy`] and publish it with its state; the handler takes a
+//! consistent [`snapshot`] (a seqlock on `gen`), waiting a bounded time for a slot another thread
+//! keeps busy.
+
+use crate::hostmem::slot_state::StateCell;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+/// Armed ranges the table holds at once.
+pub const SLOTS: usize = 1024;
+
+crate::hostmem::slot_state::slot_states! {
+    /// An armed range.
+    pub(super) enum Range {
+        Free,
+        /// Being written by `arm` (under the table mutex); the handler waits for it to finish.
+        Busy,
+        Armed,
+        /// Read fault seen: range is PROT_READ.
+        Read,
+        /// Write fault seen: range is open.
+        Written,
+        /// Disarmed recently; its range swallows a few faults that raced the disarm.
+        Tomb,
+    }
+}
+
+/// The `parking` field of a slot (`park.rs`): no park, or parked.
+pub(super) const PARK_NONE: u8 = 0;
+pub(super) const PARKED: u8 = 1;
+/// Being moved: by `arm` (the handler waits for it, as for any BUSY slot), or by the handler
+/// (`arm` and `release` wait; a second fault's open finds it moving and opens the range the slow
+/// way, with `mprotect`; a page the move then leaves too closed faults once more and is opened).
+pub(super) const PARK_MOVING: u8 = 2;
+
+/// How many faults a tombstone swallows before its range stops being ours.
+pub(super) const TOMB_BUDGET: u64 = 16;
+
+/// One armed range: written by `arm`/`disarm` under the table mutex, read by the handler
+/// through [`snapshot`].
+pub(super) struct Slot {
+    pub(super) state: StateCell<Range>,
+    pub(super) id: AtomicU64,
+    /// Exact byte range [start, end).
+    pub(super) start: AtomicUsize,
+    pub(super) end: AtomicUsize,
+    /// Page-aligned range [pstart, pend).
+    pub(super) pstart: AtomicUsize,
+    pub(super) pend: AtomicUsize,
+    /// Tombstone budget.
+    pub(super) budget: AtomicU64,
+    /// Bumped by every arm (seqlock for the handler's snapshot).
+    pub(super) gen: AtomicU64,
+    /// Some page of `[pstart, pend)` was opened since the last arm (by any slot's fault, a
+    /// collateral fault, or a disarm): an ARMED slot that is not stale is still wholly
+    /// `PROT_NONE`, and re-arming it needs no `mprotect`.
+    pub(super) stale: AtomicBool,
+    /// Where the same bytes can be reached unprotected, as `shadow address - address`
+    /// (wrapping; 0: nowhere): the other view of a double mapping. Lets the handler do an
+    /// access on a shared page itself (`emulate`) instead of stepping it.
+    pub(super) shadow: AtomicUsize,
+    /// Where this slot's page tables are parked while it is armed (`park`; 0: no park), and
+    /// the park's length.
+    pub(super) park: AtomicUsize,
+    pub(super) park_len: AtomicUsize,
+    /// The first page of the range that is parked (its end pages may be shared, not parked).
+    pub(super) park_lo: AtomicUsize,
+    /// [`PARK_NONE`], [`PARKED`] (the range is empty and closed, its tables at `park`), or
+    /// [`PARK_MOVING`].
+    pub(super) parking: AtomicU8,
+    /// A fault echo could not explain opened this range since its last arm (recorded once).
+    pub(super) lost: AtomicBool,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const SLOT_INIT: Slot = Slot {
+    state: StateCell::new(Range::Free as u8),
+    id: AtomicU64::new(0),
+    start: AtomicUsize::new(0),
+    end: AtomicUsize::new(0),
+    pstart: AtomicUsize::new(0),
+    pend: AtomicUsize::new(0),
+    budget: AtomicU64::new(0),
+    gen: AtomicU64::new(0),
+    stale: AtomicBool::new(false),
+    shadow: AtomicUsize::new(0),
+    park: AtomicUsize::new(0),
+    park_len: AtomicUsize::new(0),
+    park_lo: AtomicUsize::new(0),
+    parking: AtomicU8::new(PARK_NONE),
+    lost: AtomicBool::new(false),
+};
+pub(super) static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
+/// One past the highest slot ever used (the handler scans `0..HIGH`).
+pub(super) static HIGH: AtomicUsize = AtomicUsize::new(0);
+
+/// The slots `0..high` (at most the table).
+pub(super) fn slots(high: usize) -> &'static [Slot] {
+    TABLE.get(..high).unwrap_or(TABLE.as_slice())
+}
+
+/// Wait (bounded) until slot `s` is not BUSY; returns its state and a consistent snapshot of
+/// its fields `(gen, start, end, pstart, pend, id)`.
+pub(super) unsafe fn snapshot(s: &Slot) -> Option<(Range, usize, usize, usize, usize, u64)> {
+    let mut deadline: Option<libc::timespec> = None;
+    let mut spins = 0u32;
+    loop {
+        let g1 = s.gen.load(Ordering::SeqCst);
+        let st = s.state.load(Ordering::SeqCst);
+        if st == Range::Free {
+            return None;
+        }
+        if st != Range::Busy {
+            let v = (
+                st,
+                s.start.load(Ordering::Relaxed),
+                s.end.load(Ordering::Relaxed),
+                s.pstart.load(Ordering::Relaxed),
+                s.pend.load(Ordering::Relaxed),
+                s.id.load(Ordering::Relaxed),
+            );
+            fence(Ordering::Acquire);
+            if s.gen.load(Ordering::SeqCst) == g1 && s.state.load(Ordering::SeqCst) == st {
+                return Some(v);
+            }
+            continue;
+        }
+        // arm() is writing this slot on another thread (it never touches the memory itself, so
+        // it is not this thread): wait for it, up to two seconds.
+        spins += 1;
+        if spins & 63 == 0 {
+            libc::sched_yield();
+            let mut now: libc::timespec = std::mem::zeroed();
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+            match deadline {
+                None => {
+                    now.tv_sec += 2;
+                    deadline = Some(now);
+                }
+                Some(d) if (now.tv_sec, now.tv_nsec) > (d.tv_sec, d.tv_nsec) => return None,
+                _ => {}
+            }
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
