@@ -18,15 +18,46 @@ pub fn target_dir() -> PathBuf {
     samples_bin().parent().unwrap().to_path_buf()
 }
 
-/// An artifact of this build: `libVkLayer_echo.so`, `vkecho`, `echo-fresh` …
-///
-/// Test knob: when `ECHO_TEST_ARTIFACT_DIR` is set and holds a file named `name`, that file is
-/// used instead, to run the tests (e.g. the C corpus, `tests/tests/real_programs.rs`) against
-/// another build of the layer and CLI (say, the artifacts of an older commit); artifacts it does
-/// not hold still come from this build.
-/// A program of tests/c, built by tests/build.rs into this package's OUT_DIR.
+/// A file tests/build.rs builds into this package's OUT_DIR: a program of tests/c (`c_upload`),
+/// its shaders (`c_double.spv`), the test layers' libraries.
 pub fn c_program(name: &str) -> PathBuf {
     Path::new(env!("OUT_DIR")).join(name)
+}
+
+/// A program of tests/c that must have been built ([`c_program`]); panics, saying why it may be
+/// missing, when it was not (tests/build.rs skips the programs whose libraries are not
+/// installed).
+pub fn program(name: &str) -> PathBuf {
+    let p = c_program(name);
+    assert!(
+        p.exists(),
+        "{} was not built: tests/build.rs skips a program whose libraries or tools are missing \
+         (c_vkfft: Debian's libvkfft-dev and glslang-dev; scripts/deps.sh installs them)",
+        p.display()
+    );
+    p
+}
+
+/// A fresh, empty directory for one test: `<temp>/echo-<test file>-<pid>-<name>` (the test file
+/// is the running test binary's name without its hash), removed first if a test of this process
+/// made it before, and left behind afterwards for inspection. Tests running at once must use
+/// different names.
+pub fn scratch(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().ok();
+    let stem = exe
+        .as_deref()
+        .and_then(Path::file_stem)
+        .and_then(|s| s.to_str())
+        .unwrap_or("test");
+    // `enforce-0123456789abcdef` → `enforce`
+    let file = match stem.rsplit_once('-') {
+        Some((f, hash)) if hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()) => f,
+        _ => stem,
+    };
+    let d = std::env::temp_dir().join(format!("echo-{file}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
 /// The value of `ECHO_C_SPV` for the C programs: c_double.spv, beside which the programs find
@@ -55,6 +86,12 @@ pub fn analyze_plan(trace: &Path, plan: &Path) -> (Value, String) {
     (plan, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// An artifact of this build: `libVkLayer_echo.so`, `vkecho`, `echo-fresh` …
+///
+/// Test knob: when `ECHO_TEST_ARTIFACT_DIR` is set and holds a file named `name`, that file is
+/// used instead, to run the tests (e.g. the C corpus, `tests/tests/real_programs.rs`) against
+/// another build of the layer and CLI (say, the artifacts of an older commit); artifacts it does
+/// not hold still come from this build.
 pub fn artifact(name: &str) -> PathBuf {
     if let Some(dir) = std::env::var_os("ECHO_TEST_ARTIFACT_DIR") {
         let p = PathBuf::from(dir).join(name);
@@ -95,6 +132,15 @@ pub struct World {
 }
 
 impl World {
+    /// A world with echo alone, in `mode` (`None`: echo not installed): no test layer, no
+    /// validation.
+    pub fn echo(mode: Option<&'static str>) -> World {
+        World::new(Layers {
+            echo: mode,
+            ..Default::default()
+        })
+    }
+
     pub fn new(layers: Layers) -> World {
         static N: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(

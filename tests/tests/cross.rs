@@ -24,7 +24,7 @@ use echo_analyzer::plan::parse_plan;
 use echo_analyzer::stats::Stats;
 use echo_analyzer::trace::{read_trace, Access, Event, Trace};
 use echo_tests::samples::{run_command, SampleRun, ALL, NEGATIVE};
-use echo_tests::world::{files_under, private_env, repo_root, target_dir};
+use echo_tests::world::{files_under, private_env, repo_root, scratch, target_dir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -68,13 +68,6 @@ fn qemu() -> PathBuf {
         );
     }
     p
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("echo-cross-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn readelf(args: &[&str], file: &Path) -> String {

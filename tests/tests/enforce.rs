@@ -24,6 +24,7 @@ use echo_analyzer::trace::{read_trace, Event, ObjectKey, Trace};
 use echo_tests::samples::{
     command as sample_command, run_command, samples_bin, validation_env, SampleRun,
 };
+use echo_tests::world::scratch;
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -35,13 +36,6 @@ const ITERS: u64 = 3;
 
 fn vkecho() -> PathBuf {
     samples_bin().with_file_name("vkecho")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("echo-enforce-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// One sample with fixed arguments (a plan only applies to the arguments it was made with).

@@ -7,17 +7,13 @@
 //! changes the output (so the comparison can fail), sampled validation refuses instead of
 //! accepting, and the guard counts the read it cannot make right.
 
-use echo_tests::world::{Layers, World};
+use echo_tests::world::{program, scratch, World};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 const ITERS: u32 = 8;
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn program() -> PathBuf {
-    Path::new(env!("OUT_DIR")).join("c_overlap_read")
-}
 
 struct Run {
     stdout: String,
@@ -26,15 +22,12 @@ struct Run {
 
 /// Runs c_overlap_read ARGS with echo in `mode` (`None`: not installed) and `env`.
 fn run(mode: Option<&'static str>, args: &[String], env: &[(&str, String)]) -> Run {
-    let mut w = World::new(Layers {
-        echo: mode,
-        ..Default::default()
-    });
+    let mut w = World::echo(mode);
     for (k, v) in env {
         w = w.set(k, v);
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let r = echo_tests::world::run_within(w.command(&program(), &args), LIMIT);
+    let r = echo_tests::world::run_within(w.command(&program("c_overlap_read"), &args), LIMIT);
     assert!(
         r.status.success(),
         "c_overlap_read {args:?} (echo {mode:?}) failed ({}):\n{}\n{}",
@@ -71,13 +64,6 @@ fn stats(path: &Path) -> Vec<Value> {
 
 fn sum(stats: &[Value], field: &str) -> u64 {
     stats.iter().map(|s| s[field].as_u64().unwrap_or(0)).sum()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("echo-evidence-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn s(p: &Path) -> String {

@@ -16,23 +16,12 @@
 //! past the last vertex; echo's double mapping used to end on an unmapped page).
 
 use echo_tests::drivers::Driver;
-use echo_tests::world::{analyze_plan as analyze, Layers, World};
-use std::path::{Path, PathBuf};
+use echo_tests::world::{analyze_plan as analyze, program, scratch, World};
+use std::path::Path;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(180);
 const MODES: [&str; 5] = ["uab", "template", "copy", "secondary", "pending"];
-
-fn program() -> PathBuf {
-    Path::new(env!("OUT_DIR")).join("c_gpu_reads")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("echo-gpu-reads-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn s(p: &Path) -> String {
     p.display().to_string()
@@ -46,14 +35,11 @@ fn run(
     args: &[&str],
     env: &[(&str, String)],
 ) -> (bool, String) {
-    let mut w = driver.select(World::new(Layers {
-        echo: mode,
-        ..Default::default()
-    }));
+    let mut w = driver.select(World::echo(mode));
     for (k, v) in env {
         w = w.set(k, v);
     }
-    let r = echo_tests::world::run_within(w.command(&program(), args), LIMIT);
+    let r = echo_tests::world::run_within(w.command(&program("c_gpu_reads"), args), LIMIT);
     (r.status.success(), format!("{}{}", r.stdout, r.stderr))
 }
 
@@ -94,7 +80,7 @@ fn late_descriptors_are_followed_on_every_driver() {
                 at("the pair must be refused")
             );
             assert!(
-                !plan["rejected"].as_array().map_or(true, Vec::is_empty),
+                !plan["rejected"].as_array().is_none_or(Vec::is_empty),
                 "{}",
                 at("a refusal with its cause")
             );

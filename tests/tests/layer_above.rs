@@ -7,7 +7,7 @@
 //! loader's "layer callstack" log lists it first, from the application down). Every mode, `off` included, must run the program to
 //! the same output with the test layer's "ok" line and no NULL answer.
 
-use echo_tests::world::{artifact, run_within, Layers, World};
+use echo_tests::world::{artifact, program, run_within, Layers, World};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -37,25 +37,18 @@ fn above_manifest() -> String {
 
 /// A world with echo in `mode` (None: not installed) and the test layer above it.
 fn world(mode: Option<&'static str>) -> World {
-    let w = World::new(Layers {
-        echo: mode,
-        ..Default::default()
-    });
+    let w = World::echo(mode);
     let d = w.dir.join("config/vulkan/implicit_layer.d");
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("VkLayer_ECHO_test_above.json"), above_manifest()).unwrap();
     w.set("ECHO_TEST_ABOVE", "1")
 }
 
-fn program() -> PathBuf {
-    out_dir().join("c_deferred_ref")
-}
-
 #[test]
 fn null_instance_lookups_from_a_layer_above() {
     let _ = artifact("libVkLayer_echo.so");
     let baseline = run_within(
-        World::new(Layers::default()).command(&program(), &["early", "2"]),
+        World::new(Layers::default()).command(&program("c_deferred_ref"), &["early", "2"]),
         LIMIT,
     );
     assert!(baseline.status.success(), "{}", baseline.stderr);
@@ -64,7 +57,10 @@ fn null_instance_lookups_from_a_layer_above() {
             "VK_ECHO_TRACE",
             w_path(mode, "trace.jsonl").display().to_string(),
         );
-        let run = run_within(w.command(&program(), &["early", "2"]), LIMIT);
+        let run = run_within(
+            w.command(&program("c_deferred_ref"), &["early", "2"]),
+            LIMIT,
+        );
         let label = format!("c_deferred_ref under the test layer above echo (mode {mode})");
         let nulls: Vec<&str> = run
             .stderr
@@ -98,7 +94,10 @@ fn null_instance_lookups_from_a_layer_above() {
 #[test]
 fn the_test_layer_is_above_echo() {
     let w = world(Some("off")).set("VK_LOADER_DEBUG", "layer");
-    let run = run_within(w.command(&program(), &["early", "1"]), LIMIT);
+    let run = run_within(
+        w.command(&program("c_deferred_ref"), &["early", "1"]),
+        LIMIT,
+    );
     assert!(run.status.success(), "{}", run.stderr);
     let all = format!("{}{}", run.stdout, run.stderr);
     // "vkCreateInstance layer callstack setup to: <Application> || <Loader> || LAYER || ..."
@@ -131,17 +130,14 @@ fn renderdoc_capture_layer_above_echo() {
         manifest.exists(),
         "RenderDoc's capture layer is not installed: run scripts/deps.sh (apt-get install librenderdoc)"
     );
-    let prog = out_dir().join("c_image_in_block");
+    let prog = program("c_image_in_block");
     let baseline = run_within(
         World::new(Layers::default()).command(&prog, &["slab", "2"]),
         LIMIT,
     );
     assert!(baseline.status.success(), "{}", baseline.stderr);
     for mode in ["off", "profile", "enforce", "auto"] {
-        let w = World::new(Layers {
-            echo: Some(mode),
-            ..Default::default()
-        });
+        let w = World::echo(Some(mode));
         let late = w.dir.join("late/vulkan/implicit_layer.d");
         std::fs::create_dir_all(&late).unwrap();
         std::fs::rename(

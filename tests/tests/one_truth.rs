@@ -22,7 +22,7 @@ use echo_analyzer::analysis::{Analysis, Decision};
 use echo_analyzer::apply::MAPPED_BY_APPLICATION;
 use echo_analyzer::stats::{MemberStatus, Stats};
 use echo_tests::samples::SampleRun;
-use echo_tests::world::{artifact, c_program, c_spv, run_within, Layers, World};
+use echo_tests::world::{artifact, c_spv, program, run_within, scratch, World};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,38 +31,17 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// Scratch files of the test, removed at the end unless `ECHO_KEEP_TEST_DIRS` is set.
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        if std::env::var_os("ECHO_KEEP_TEST_DIRS").is_none() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn scratch(tag: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("echo-one-truth-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
-}
-
 fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
 /// `c_mapped_upload ARG` with echo in `mode` (`None`: not installed) and `env`; must exit 0.
 fn run(mode: Option<&'static str>, arg: &str, env: &[(&str, String)]) -> SampleRun {
-    let mut w = World::new(Layers {
-        echo: mode,
-        ..Default::default()
-    })
-    .set("ECHO_C_SPV", c_spv());
+    let mut w = World::echo(mode).set("ECHO_C_SPV", c_spv());
     for (k, v) in env {
         w = w.set(k, v);
     }
-    let r = run_within(w.command(&c_program("c_mapped_upload"), &[arg]), LIMIT);
+    let r = run_within(w.command(&program("c_mapped_upload"), &[arg]), LIMIT);
     assert!(
         r.status.success(),
         "c_mapped_upload {arg} (echo {mode:?}) failed ({}):\nstdout:\n{}\nstderr:\n{}",
@@ -133,7 +112,7 @@ fn summary_line(r: &SampleRun) -> &str {
 #[test]
 fn analysis_log_and_statistics_agree_member_by_member() {
     let dir = scratch("agree");
-    let dir = dir.0.as_path();
+    let dir = dir.as_path();
     let baseline = run(None, "persistent", &[]).stdout;
     assert!(baseline.contains("checksum"), "{baseline}");
     assert_eq!(

@@ -8,6 +8,7 @@ use echo_analyzer::plan::{Condition, Thresholds};
 use echo_analyzer::settings::parse_u64;
 use echo_analyzer::trace::{read_trace, Access, Event, ObjectKey, Trace};
 use echo_tests::samples::{self, run_command, SampleRun};
+use echo_tests::world::scratch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,12 +25,6 @@ fn bin(name: &str) -> PathBuf {
         b.display()
     );
     b
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("echo-profile-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
 }
 
 /// `vkecho profile --trace TRACE -- PROGRAM ARGS` with extra environment.
@@ -64,7 +59,7 @@ fn sample_args(name: &str) -> Vec<&str> {
 fn profile_sample(name: &str, env: &[(&str, &str)]) -> (SampleRun, Trace) {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let trace = scratch(&format!("{name}-{n}.jsonl"));
+    let trace = scratch(&format!("{name}-{n}")).join("trace.jsonl");
     let run = profile(&trace, &samples::samples_bin(), &sample_args(name), env);
     assert!(run.status.success(), "{}:\n{}", run.args, run.stderr);
     let f = std::fs::File::open(&trace)
@@ -222,7 +217,7 @@ fn the_detector_has_teeth_without_the_double_mapping_the_driver_faults() {
 fn an_application_sigsegv_handler_still_receives_its_own_faults() {
     let segv = bin("echo-segv");
     for when in ["before", "late"] {
-        let trace = scratch(&format!("segv-{when}.jsonl"));
+        let trace = scratch(&format!("segv-{when}")).join("trace.jsonl");
         let run = profile(&trace, &segv, &[when], &[("VK_ECHO_LOG", "info")]);
         let v = run.json();
         assert_eq!(
@@ -383,7 +378,7 @@ fn race_decision(
 ) -> (Trace, Decision, Option<echo_analyzer::sampling::Coverage>) {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = scratch(&format!("race-sampled-{n}.jsonl"));
+    let path = scratch(&format!("race-sampled-{n}")).join("trace.jsonl");
     let mut args = vec![
         "race",
         "--size-mib",
@@ -481,7 +476,7 @@ fn sampling_only_ever_refuses_more_than_watching_every_window() {
     let decide = |name: &str, env: &[(&str, &str)]| -> (Vec<(String, String)>, usize) {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = scratch(&format!("{name}-same-{n}.jsonl"));
+        let path = scratch(&format!("{name}-same-{n}")).join("trace.jsonl");
         let args = [
             name,
             "--size-mib",

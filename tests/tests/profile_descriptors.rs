@@ -13,6 +13,7 @@ use echo_analyzer::model::{Model, OpKind};
 use echo_analyzer::plan::{Condition, Thresholds};
 use echo_analyzer::trace::{read_trace, Access, Event, Trace, UseKind};
 use echo_tests::samples::{run_command, samples_bin, validation_env, SampleRun};
+use echo_tests::world::scratch;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -28,12 +29,6 @@ fn bin(name: &str) -> PathBuf {
         b.display()
     );
     b
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("echo-profile-desc-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
 }
 
 fn args(input: &str) -> Vec<&str> {
@@ -71,7 +66,7 @@ fn vkecho(sub: &[&str], input: &str, env: &[(&str, &str)]) -> SampleRun {
 fn profile(input: &str, env: &[(&str, &str)]) -> (SampleRun, PathBuf, Trace) {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let trace = scratch(&format!("{input}-{n}.jsonl"));
+    let trace = scratch(&format!("{input}-{n}")).join("trace.jsonl");
     let mut env = env.to_vec();
     env.push(("VK_ECHO_MIN_BYTES", MIN_BYTES));
     let run = vkecho(

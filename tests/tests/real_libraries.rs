@@ -9,7 +9,7 @@
 //! a plan that stopped pairing these libraries' buffers fails the test); VkFFT's inverse
 //! reproduces its input.
 
-use echo_tests::world::{artifact, c_program, c_spv, run_within, Layers, World};
+use echo_tests::world::{artifact, c_spv, program, run_within, Layers, World};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,17 +17,6 @@ use std::time::Duration;
 
 /// c_vkfft compiles its shaders at run time (glslang, then llvmpipe): slower than the others.
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn program(name: &str) -> PathBuf {
-    let p = c_program(name);
-    assert!(
-        p.exists(),
-        "{} was not built: tests/build.rs skips c_vkfft when Debian's libvkfft-dev or \
-         glslang-dev is missing (scripts/deps.sh installs them)",
-        p.display()
-    );
-    p
-}
 
 struct Run {
     stdout: String,

@@ -22,7 +22,7 @@
 use echo_tests::callgrind::{
     release_layer, steady_iterations, steady_iterations_of_case, use_release_layer, Iteration,
 };
-use echo_tests::world::{artifact, c_program, c_spv, run_within, Layers, World};
+use echo_tests::world::{artifact, c_program, c_spv, run_within, World};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -37,10 +37,7 @@ fn c_tensors() -> PathBuf {
 /// A world with echo's release library installed (implicit), enabled or not, and the same
 /// variables either way.
 fn world(enabled: bool) -> World {
-    let w = World::new(Layers {
-        echo: Some("enforce"),
-        ..Default::default()
-    });
+    let w = World::echo(Some("enforce"));
     use_release_layer(&w);
     w.set("VK_ECHO_ENABLE", if enabled { "1" } else { "0" })
         .set("ECHO_C_SPV", c_spv())

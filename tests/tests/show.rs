@@ -10,7 +10,7 @@ use echo_analyzer::analysis::{explain, plain_site, Decision};
 use echo_analyzer::plan::Thresholds;
 use echo_analyzer::report;
 use echo_analyzer::trace::read_trace;
-use echo_tests::world::{artifact, Layers, World};
+use echo_tests::world::{artifact, World};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,10 +29,7 @@ const ARGS: [&str; 7] = [
 fn run_sample(name: &str) -> (World, PathBuf, PathBuf, PathBuf) {
     let mut args = ARGS;
     args[0] = name;
-    let w = World::new(Layers {
-        echo: Some("enforce"),
-        ..Default::default()
-    });
+    let w = World::echo(Some("enforce"));
     let plan = w.make_plan(&args);
     let trace = w.dir.join("trace.jsonl");
     let stats = w.dir.join("stats.json");
@@ -359,11 +356,7 @@ fn show_exports_chrome_trace_events_for_perfetto() {
 fn report_holds_the_page_of_the_newest_cached_trace() {
     let mut args = ARGS;
     args[0] = "saxpy";
-    let w = World::new(Layers {
-        echo: Some("auto"),
-        ..Default::default()
-    })
-    .set("VK_ECHO_KEEP_TRACES", "1");
+    let w = World::echo(Some("auto")).set("VK_ECHO_KEEP_TRACES", "1");
     let run = w.sample(&args);
     assert!(run.status.success(), "{}", run.stderr);
     let tar = w.dir.join("report.tar");

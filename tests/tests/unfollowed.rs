@@ -7,25 +7,18 @@
 //! plan of a run that never uses MODE's command, forced onto one that does, changes the output — so
 //! the comparisons above can fail.
 
-use echo_tests::world::{analyze_plan as analyze, Layers, World};
-use std::path::{Path, PathBuf};
+use echo_tests::world::{analyze_plan as analyze, program, scratch, World};
+use std::path::Path;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn program() -> PathBuf {
-    Path::new(env!("OUT_DIR")).join("c_unfollowed")
-}
-
 fn run(mode: Option<&'static str>, args: &[&str], env: &[(&str, String)]) -> String {
-    let mut w = World::new(Layers {
-        echo: mode,
-        ..Default::default()
-    });
+    let mut w = World::echo(mode);
     for (k, v) in env {
         w = w.set(k, v);
     }
-    let r = echo_tests::world::run_within(w.command(&program(), args), LIMIT);
+    let r = echo_tests::world::run_within(w.command(&program("c_unfollowed"), args), LIMIT);
     assert!(
         r.status.success(),
         "c_unfollowed {args:?} (echo {mode:?}) failed ({}):\n{}\n{}",
@@ -34,13 +27,6 @@ fn run(mode: Option<&'static str>, args: &[&str], env: &[(&str, String)]) -> Str
         r.stderr
     );
     r.stdout
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("echo-unfollowed-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn s(p: &Path) -> String {
