@@ -1,6 +1,8 @@
-//! VK_LAYER_echo: the exported entry points of the layer, nothing else.
+//! VK_LAYER_echo: the exported entry points of the layer, and the name lookups through which
+//! `vkGetInstanceProcAddr` and `vkGetDeviceProcAddr` hand out echo's functions (the top of the
+//! layer: nothing names this file).
 //!
-//! Every entry point runs inside `catch_unwind` (`guard.rs`): a panic in echo logs once and
+//! Every entry point runs inside `catch_unwind` (`ffi_guard.rs`): a panic in echo logs once and
 //! falls back to passthrough; it never unwinds into the loader or the application. The version
 //! script `layer/exports.map` keeps every other symbol private. See docs/architecture.md.
 
@@ -30,8 +32,9 @@ mod state;
 mod testutil;
 
 use ash::vk;
+use dispatch::{cstr, key_of, raw};
 use ffi_guard::guard_value;
-use hooks::instance;
+use hooks::{device, instance, HookId};
 use loader::{VkNegotiateLayerInterface, VkNegotiateLayerStructType};
 use std::ffi::c_char;
 
@@ -78,7 +81,7 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
         || {
             let cname = dispatch::cstr(name)?;
             let n = cname.to_bytes();
-            if let Some(f) = instance::global_hook(n) {
+            if let Some(f) = global_hook(n) {
                 return Some(f);
             }
             if instance == vk::Instance::null() {
@@ -89,17 +92,17 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
                 // its instance or device from its dispatchable argument and passes through where
                 // echo does not act (or does not know the handle). Other names: nothing known
                 // without an instance.
-                return instance::instance_hook(n)
-                    .or_else(|| hooks::HookId::from_name(n).map(|id| id.hook()))
+                return instance_hook(n)
+                    .or_else(|| HookId::from_name(n).map(|id| id.hook()))
                     .or_else(|| hooks::aside::hook_of(n))
                     .or_else(|| hooks::mark::hook_of(n));
             }
             let inst = dispatch::instance(dispatch::key_of(dispatch::raw(instance)))?;
-            if let Some(f) = instance::instance_hook(n) {
+            if let Some(f) = instance_hook(n) {
                 return Some(f);
             }
             let next = inst.next_proc(cname);
-            match hooks::HookId::from_name(n) {
+            match HookId::from_name(n) {
                 Some(id) if next.is_some() => Some(id.hook()),
                 // Device commands looked up through the instance: echo's hook whatever device
                 // they will be called on (the marking hooks pass through where echo does not
@@ -121,7 +124,7 @@ pub unsafe extern "system" fn vkGetDeviceProcAddr(
     guard_value(
         "vkGetDeviceProcAddr",
         || None,
-        || hooks::device::get_device_proc_addr(device, name),
+        || get_device_proc_addr(device, name),
     )
 }
 
@@ -175,4 +178,104 @@ pub unsafe extern "system" fn vkEnumerateDeviceExtensionProperties(
         || vk::Result::ERROR_LAYER_NOT_PRESENT,
         || instance::vkEnumerateDeviceExtensionProperties(pd, layer_name, count, props),
     )
+}
+
+/// Echo's own instance-level commands, by name (global ones need no instance).
+pub fn global_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
+    // SAFETY: each pointer is returned for the command of that name.
+    unsafe {
+        let f: *const () = match name {
+            b"vkGetInstanceProcAddr" => vkGetInstanceProcAddr as *const (),
+            b"vkCreateInstance" => instance::vkCreateInstance as *const (),
+            b"vkEnumerateInstanceLayerProperties" => {
+                instance::vkEnumerateInstanceLayerProperties as *const ()
+            }
+            b"vkEnumerateInstanceExtensionProperties" => {
+                instance::vkEnumerateInstanceExtensionProperties as *const ()
+            }
+            _ => return None,
+        };
+        Some(std::mem::transmute::<*const (), unsafe extern "system" fn()>(f))
+    }
+}
+
+/// Echo's instance-level commands that need an instance.
+pub fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
+    // SAFETY: as in global_hook.
+    unsafe {
+        let f: *const () = match name {
+            b"vkDestroyInstance" => instance::vkDestroyInstance as *const (),
+            b"vkCreateDevice" => device::vkCreateDevice as *const (),
+            b"vkDestroyDevice" => device::vkDestroyDevice as *const (),
+            b"vkGetDeviceProcAddr" => vkGetDeviceProcAddr as *const (),
+            b"vkEnumerateDeviceExtensionProperties" => {
+                instance::vkEnumerateDeviceExtensionProperties as *const ()
+            }
+            b"vkEnumerateDeviceLayerProperties" => {
+                instance::vkEnumerateDeviceLayerProperties as *const ()
+            }
+            _ => return None,
+        };
+        Some(std::mem::transmute::<*const (), unsafe extern "system" fn()>(f))
+    }
+}
+
+/// `vkGetDeviceProcAddr`: echo's hook for an intercepted command on an active device (when the
+/// next layer has the command), the next layer's pointer otherwise. `vkGetDeviceProcAddr` and
+/// `vkDestroyDevice` stay echo's on every device (bookkeeping; never on a hot path).
+pub unsafe fn get_device_proc_addr(
+    device: vk::Device,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    let cname = cstr(name)?;
+    let n = cname.to_bytes();
+    if n == b"vkGetDeviceProcAddr" || n == b"vkDestroyDevice" {
+        return instance_hook(n);
+    }
+    if device == vk::Device::null() {
+        return None;
+    }
+    let key = key_of(raw(device));
+    match dispatch::device(key) {
+        Some(dev) => {
+            if dev.is_active() {
+                if let Some(id) = HookId::from_name(n) {
+                    return dev.next[id as usize].map(|_| id.hook());
+                }
+                // Every other command that can reach memory: echo's aside hook (issue 32).
+                if let Some(i) = hooks::aside::index_of(n) {
+                    return dev.aside_next[i].map(|_| hooks::aside::ASIDE[i].2);
+                }
+                // Every other recorded command, where echo may drop command buffers that
+                // became empty (issue 35): echo's marking hook.
+                if dev.enforce().is_some() {
+                    if let Some(i) = hooks::mark::index_of(n) {
+                        return dev.mark_next[i].map(|_| hooks::mark::MARK[i].1);
+                    }
+                }
+            }
+            dev.next_proc(cname)
+        }
+        None => dispatch::device_link(key).and_then(|g| g(device, name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 14: budget and heap queries (`VK_EXT_memory_budget` rides on
+    /// `vkGetPhysicalDeviceMemoryProperties2`) are not echo's: the application reads what the
+    /// driver reports — echo neither adds the allocations it skipped nor invents memory.
+    #[test]
+    fn memory_properties_and_budget_are_the_drivers() {
+        for n in [
+            &b"vkGetPhysicalDeviceMemoryProperties"[..],
+            b"vkGetPhysicalDeviceMemoryProperties2",
+            b"vkGetPhysicalDeviceMemoryProperties2KHR",
+        ] {
+            assert!(global_hook(n).is_none() && instance_hook(n).is_none());
+            assert!(HookId::from_name(n).is_none());
+        }
+    }
 }

@@ -809,7 +809,7 @@ mod tests {
     //! answer must be conservative, the test says so. Tools missing: the test says so and
     //! passes (the same as the other glslang-based tests).
     use super::*;
-    use crate::reflect::tests::{compile_for, compile_with};
+    use crate::testutil::{compile_for, compile_with};
     use Access::{Read as R, ReadWrite as RW, Write as W};
 
     fn words_of(bytes: &[u8]) -> Vec<u32> {

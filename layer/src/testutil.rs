@@ -52,3 +52,42 @@ macro_rules! own_process {
     };
 }
 pub(crate) use own_process;
+
+/// GLSL → SPIR-V with glslangValidator (`None` where it is not installed).
+pub fn compile(src: &str) -> Option<Vec<u32>> {
+    compile_for(src, "vulkan1.1")
+}
+
+pub fn compile_for(src: &str, env: &str) -> Option<Vec<u32>> {
+    compile_with(src, env, "")
+}
+
+/// [`compile_for`] with one more glslangValidator flag (`""`: none).
+pub fn compile_with(src: &str, env: &str, flag: &str) -> Option<Vec<u32>> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("echo-reflect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let comp = dir.join(format!("t{n}.comp"));
+    let spv = dir.join(format!("t{n}.spv"));
+    std::fs::write(&comp, src).ok()?;
+    let ok = std::process::Command::new("glslangValidator")
+        .args(["-V", "--target-env", env, "-o"])
+        .arg(&spv)
+        .args((!flag.is_empty()).then_some(flag))
+        .arg(&comp)
+        .output()
+        .ok()?
+        .status
+        .success();
+    if !ok {
+        return None;
+    }
+    let bytes = std::fs::read(&spv).ok()?;
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}

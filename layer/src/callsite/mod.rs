@@ -38,8 +38,7 @@ extern "C" {
     fn backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int;
 }
 
-/// Most frames we ever keep (the `stack_depth` setting accepts 1..64).
-pub const MAX_DEPTH: usize = 64;
+pub use unwind::MAX_DEPTH;
 /// Extra frames captured to make room for the ones we drop (layer, loader, other layers).
 const SLACK: usize = 48;
 

@@ -36,6 +36,10 @@ use gimli::{
 };
 use std::cell::RefCell;
 
+/// Most frames a capture ever keeps (the `stack_depth` setting accepts 1..64); the per-thread
+/// cache of the last walk holds as many.
+pub const MAX_DEPTH: usize = 64;
+
 type Slice = EndianSlice<'static, NativeEndian>;
 
 /// Slots of the per-thread row cache (two-way set-associative: addresses are randomised per
@@ -210,8 +214,8 @@ struct Memo {
     gen: u64,
     n: usize,
     hash: u64,
-    pcs: [usize; super::MAX_DEPTH],
-    serials: [u32; super::MAX_DEPTH],
+    pcs: [usize; MAX_DEPTH],
+    serials: [u32; MAX_DEPTH],
 }
 
 /// What a thread keeps for its captures.
@@ -255,8 +259,8 @@ impl Thread {
                     gen: 0,
                     n: 0,
                     hash: 0,
-                    pcs: [0; super::MAX_DEPTH],
-                    serials: [0; super::MAX_DEPTH],
+                    pcs: [0; MAX_DEPTH],
+                    serials: [0; MAX_DEPTH],
                 };
                 MEMO
             ]

@@ -18,6 +18,7 @@
 //! submission are visible to every command of the submission (no barrier needed); every
 //! `vkQueueSubmit` is kept, so fences and semaphores signal as before.
 
+use super::alias::Elided;
 use super::Enforcer;
 use crate::log;
 use crate::records::Device;
@@ -27,14 +28,6 @@ use std::sync::atomic::Ordering;
 
 /// One region, as (src offset, dst offset, size).
 type Region = (u64, u64, u64);
-
-/// Elided copies recorded in one command buffer since its last begin.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Elided {
-    pub(super) copies: u64,
-    regions: u64,
-    bytes: u64,
-}
 
 impl Elided {
     fn add(&mut self, o: &Elided) {

@@ -275,7 +275,7 @@ pub unsafe extern "system" fn vkCreateDevice(
         r = next_create(pd, info, alloc, out);
     } else {
         let own: Vec<*const c_char> = added.iter().map(|c| c.as_ptr()).collect();
-        let names = super::extension_list(
+        let names = super::instance::extension_list(
             (*info).enabled_extension_count,
             (*info).pp_enabled_extension_names,
             &own,
@@ -447,45 +447,5 @@ pub unsafe extern "system" fn vkDestroyDevice(
     match destroy {
         Some(f) => f(device, alloc),
         None => log::error!("vkDestroyDevice on a device echo does not know; not forwarded"),
-    }
-}
-
-/// `vkGetDeviceProcAddr`: echo's hook for an intercepted command on an active device (when the
-/// next layer has the command), the next layer's pointer otherwise. `vkGetDeviceProcAddr` and
-/// `vkDestroyDevice` stay echo's on every device (bookkeeping; never on a hot path).
-pub unsafe fn get_device_proc_addr(
-    device: vk::Device,
-    name: *const c_char,
-) -> vk::PFN_vkVoidFunction {
-    let cname = cstr(name)?;
-    let n = cname.to_bytes();
-    if n == b"vkGetDeviceProcAddr" || n == b"vkDestroyDevice" {
-        return super::instance::instance_hook(n);
-    }
-    if device == vk::Device::null() {
-        return None;
-    }
-    let key = key_of(raw(device));
-    match dispatch::device(key) {
-        Some(dev) => {
-            if dev.is_active() {
-                if let Some(id) = HookId::from_name(n) {
-                    return dev.next[id as usize].map(|_| id.hook());
-                }
-                // Every other command that can reach memory: echo's aside hook (issue 32).
-                if let Some(i) = super::aside::index_of(n) {
-                    return dev.aside_next[i].map(|_| super::aside::ASIDE[i].2);
-                }
-                // Every other recorded command, where echo may drop command buffers that
-                // became empty (issue 35): echo's marking hook.
-                if dev.enforce().is_some() {
-                    if let Some(i) = super::mark::index_of(n) {
-                        return dev.mark_next[i].map(|_| super::mark::MARK[i].1);
-                    }
-                }
-            }
-            dev.next_proc(cname)
-        }
-        None => dispatch::device_link(key).and_then(|g| g(device, name)),
     }
 }

@@ -76,7 +76,7 @@ pub unsafe extern "system" fn vkCreateInstance(
                 r = down.record(next_create(info, alloc, out));
             } else {
                 let own: Vec<*const c_char> = added.iter().map(|c| c.as_ptr()).collect();
-                let names = super::extension_list(
+                let names = extension_list(
                     (*info).enabled_extension_count,
                     (*info).pp_enabled_extension_names,
                     &own,
@@ -309,60 +309,22 @@ pub unsafe extern "system" fn vkEnumerateDeviceExtensionProperties(
     }
 }
 
-/// Echo's own instance-level commands, by name (global ones need no instance).
-pub fn global_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
-    // SAFETY: each pointer is returned for the command of that name.
-    unsafe {
-        let f: *const () = match name {
-            b"vkGetInstanceProcAddr" => crate::vkGetInstanceProcAddr as *const (),
-            b"vkCreateInstance" => vkCreateInstance as *const (),
-            b"vkEnumerateInstanceLayerProperties" => {
-                vkEnumerateInstanceLayerProperties as *const ()
-            }
-            b"vkEnumerateInstanceExtensionProperties" => {
-                vkEnumerateInstanceExtensionProperties as *const ()
-            }
-            _ => return None,
-        };
-        Some(std::mem::transmute::<*const (), unsafe extern "system" fn()>(f))
-    }
-}
-
-/// Echo's instance-level commands that need an instance.
-pub fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
-    // SAFETY: as in global_hook.
-    unsafe {
-        let f: *const () = match name {
-            b"vkDestroyInstance" => vkDestroyInstance as *const (),
-            b"vkCreateDevice" => super::device::vkCreateDevice as *const (),
-            b"vkDestroyDevice" => super::device::vkDestroyDevice as *const (),
-            b"vkGetDeviceProcAddr" => crate::vkGetDeviceProcAddr as *const (),
-            b"vkEnumerateDeviceExtensionProperties" => {
-                vkEnumerateDeviceExtensionProperties as *const ()
-            }
-            b"vkEnumerateDeviceLayerProperties" => vkEnumerateDeviceLayerProperties as *const (),
-            _ => return None,
-        };
-        Some(std::mem::transmute::<*const (), unsafe extern "system" fn()>(f))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Issue 14: budget and heap queries (`VK_EXT_memory_budget` rides on
-    /// `vkGetPhysicalDeviceMemoryProperties2`) are not echo's: the application reads what the
-    /// driver reports — echo neither adds the allocations it skipped nor invents memory.
-    #[test]
-    fn memory_properties_and_budget_are_the_drivers() {
-        for n in [
-            &b"vkGetPhysicalDeviceMemoryProperties"[..],
-            b"vkGetPhysicalDeviceMemoryProperties2",
-            b"vkGetPhysicalDeviceMemoryProperties2KHR",
-        ] {
-            assert!(global_hook(n).is_none() && instance_hook(n).is_none());
-            assert!(crate::hooks::HookId::from_name(n).is_none());
-        }
-    }
+/// An enabled-extension list for a patched create info: the application's `count` names
+/// followed by `added` (echo's own). Keep the returned vector alive while the create info that
+/// points into it is used.
+///
+/// # Safety
+/// `names` must hold `count` valid C strings (or be null with `count` 0).
+pub unsafe fn extension_list(
+    count: u32,
+    names: *const *const std::ffi::c_char,
+    added: &[*const std::ffi::c_char],
+) -> Vec<*const std::ffi::c_char> {
+    let mut v: Vec<*const std::ffi::c_char> = if names.is_null() {
+        Vec::new()
+    } else {
+        std::slice::from_raw_parts(names, count as usize).to_vec()
+    };
+    v.extend_from_slice(added);
+    v
 }

@@ -263,23 +263,3 @@ hook_table! {
     sync::vkSignalSemaphore,
     sync::vkSignalSemaphoreKHR,
 }
-
-/// An enabled-extension list for a patched create info: the application's `count` names
-/// followed by `added` (echo's own). Keep the returned vector alive while the create info that
-/// points into it is used.
-///
-/// # Safety
-/// `names` must hold `count` valid C strings (or be null with `count` 0).
-pub unsafe fn extension_list(
-    count: u32,
-    names: *const *const std::ffi::c_char,
-    added: &[*const std::ffi::c_char],
-) -> Vec<*const std::ffi::c_char> {
-    let mut v: Vec<*const std::ffi::c_char> = if names.is_null() {
-        Vec::new()
-    } else {
-        std::slice::from_raw_parts(names, count as usize).to_vec()
-    };
-    v.extend_from_slice(added);
-    v
-}

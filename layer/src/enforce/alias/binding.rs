@@ -4,8 +4,10 @@
 //! the bytes carried over, the bind held back until the partner is bound, and the held-back
 //! bind done as asked at first use.
 
-use super::mapping::map_whole;
-use super::{check_redirect, req_of, Bind, BufRt, Enforcer, Inner, Redirect, Slot, Target};
+use super::{
+    check_redirect, fp_bind, map_whole, req_of, Bind, BufRt, Enforcer, Inner, Redirect, Slot,
+    Target,
+};
 use crate::log;
 use crate::records::Device;
 use ash::vk;
@@ -794,17 +796,4 @@ pub(super) fn plain_bind(
         }
     }
     r
-}
-
-/// Echo's own bind through the next layer (deferred binds).
-pub(super) fn fp_bind(dev: &Device, buffer: u64, memory: u64, offset: u64) -> vk::Result {
-    // SAFETY: live handles of this device; the application asked for (or echo checked) the bind.
-    unsafe {
-        (dev.fp.bind_buffer_memory)(
-            dev.handle,
-            vk::Buffer::from_raw(buffer),
-            vk::DeviceMemory::from_raw(memory),
-            offset,
-        )
-    }
 }

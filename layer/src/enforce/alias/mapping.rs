@@ -3,8 +3,7 @@
 //! `vkUnmapMemory` answered without going down, and `vkFlushMappedMemoryRanges` /
 //! `vkInvalidateMappedMemoryRanges` ranges translated into the allocation the bytes live in.
 
-use super::binding::fp_bind;
-use super::{Bind, Enforcer, Inner, Redirect, Slot, Unmap};
+use super::{fp_bind, map_whole, Bind, Enforcer, Inner, Redirect, Slot, Unmap};
 use crate::log;
 use crate::records::Device;
 use crate::state::Mapping;
@@ -315,26 +314,5 @@ impl Enforcer {
         self.type_flags
             .get(ty as usize)
             .is_some_and(|f| f & vk::MemoryPropertyFlags::HOST_COHERENT.as_raw() != 0)
-    }
-}
-
-/// Maps all of `memory` through the next layer (echo's own mapping); the host address.
-pub(super) fn map_whole(dev: &Device, memory: u64) -> Result<usize, vk::Result> {
-    let mut p: *mut c_void = std::ptr::null_mut();
-    // SAFETY: callers pass a live host-visible allocation of this device that nobody maps now.
-    let r = unsafe {
-        (dev.fp.map_memory)(
-            dev.handle,
-            vk::DeviceMemory::from_raw(memory),
-            0,
-            vk::WHOLE_SIZE,
-            vk::MemoryMapFlags::empty(),
-            &mut p,
-        )
-    };
-    match r {
-        vk::Result::SUCCESS if !p.is_null() => Ok(p as usize),
-        vk::Result::SUCCESS => Err(vk::Result::ERROR_MEMORY_MAP_FAILED),
-        e => Err(e),
     }
 }

@@ -25,6 +25,7 @@ use crate::log;
 use crate::records::Device;
 use crate::records::HandleMap;
 use ash::vk;
+use ash::vk::Handle;
 use echo_analyzer::apply::{check_redirect, PlanIndex, Target};
 use echo_analyzer::fasthash::{FastMap as HashMap, FastSet as HashSet};
 use echo_analyzer::plan::Direction;
@@ -32,6 +33,7 @@ use echo_analyzer::stats::{MemberStatus, NotApplied, PartlyApplied, Stats};
 use echo_analyzer::topology::MemoryTable;
 use echo_analyzer::trace::{MemReq, ObjectKey};
 use std::collections::BTreeMap;
+use std::ffi::c_void;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -160,9 +162,9 @@ struct MemRt {
     /// The application freed it while guests lived in it.
     deferred_free: Option<Option<Callbacks>>,
     /// Echo handed out this handle without making the allocation (`virt.rs`).
-    virt: Option<virt::Virt>,
+    virt: Option<Virt>,
     /// Echo handed out this handle and made only a window of the allocation (`virt.rs`).
-    block: Option<window::Block>,
+    block: Option<Block>,
 }
 
 #[derive(Default)]
@@ -189,7 +191,7 @@ pub struct Enforcer {
     /// Groups of each live planned buffer (hot path: copies).
     group_of: HandleMap<u64, Vec<u32>>,
     /// Per command buffer: the copies dropped while recording it (`copy.rs`).
-    pub(super) elided_in: HandleMap<u64, super::copy::Elided>,
+    pub(super) elided_in: HandleMap<u64, Elided>,
     /// Some copy was ever elided (`elided_in` is worth looking at).
     pub(super) any_elided: AtomicBool,
     /// Command buffers that recorded real work since their last begin (`empty.rs`): any
@@ -652,9 +654,129 @@ impl Enforcer {
     }
 }
 
+// ---------------------------------------------------------------- shared by the files below
+//
+// Types and calls the files of this folder (and `copy.rs`) share, defined here so that they
+// name this file and it names none of them.
+
+/// What `vkFreeMemory` does.
+pub enum FreeAction {
+    /// Free this allocation through the next layer, then `then` (a free that waited for it).
+    Down {
+        memory: u64,
+        then: Option<DeferredFree>,
+    },
+    /// A guest still lives in the memory: the free waits for it.
+    Deferred,
+    /// Nothing to free at the driver (echo never made it); then `then`.
+    Skip { then: Option<DeferredFree> },
+}
+
+/// What `vkUnmapMemory` does.
+pub enum Unmap {
+    /// Echo serves the mapping: nothing goes down.
+    Served,
+    /// Unmap this allocation through the next layer.
+    Down(u64),
+}
+
+/// Elided copies recorded in one command buffer since its last begin (`copy.rs` counts them).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Elided {
+    pub(super) copies: u64,
+    pub(super) regions: u64,
+    pub(super) bytes: u64,
+}
+
+/// An allocation echo did not make.
+pub(super) struct Virt {
+    /// The plan member (group, member) whose own allocation it is.
+    member: (u32, usize),
+    type_index: u32,
+    size: u64,
+    /// `VkMemoryDedicatedAllocateInfo::buffer` (the member), recreated when made late.
+    dedicated: Option<u64>,
+    /// `VkMemoryPriorityAllocateInfoEXT::priority` (bits), recreated when made late.
+    priority: Option<u32>,
+    /// The application's allocation callbacks (the late allocation uses them, so that its
+    /// `vkFreeMemory` with them is valid).
+    callbacks: Option<Callbacks>,
+    /// The device buffer's memory that holds its bytes (it is a guest there until freed) and
+    /// where: byte `x` of this allocation is byte `shift + x` there.
+    target: u64,
+    shift: i128,
+    /// The member's range in this allocation.
+    range: (u64, u64),
+    /// Made at the driver after all: the real handle.
+    pub(super) real: Option<u64>,
+    /// The application's current mapping is of `real`, made through the next layer.
+    pub(super) real_mapped: bool,
+    /// Keeps the handle's value (this cell's address) unique while the handle lives.
+    _cell: Box<u64>,
+}
+
+/// An allocation echo made only in part.
+pub(super) struct Block {
+    type_index: u32,
+    size: u64,
+    /// `VkMemoryDedicatedAllocateInfo::buffer` (a planned device buffer; the window is empty).
+    dedicated: Option<u64>,
+    priority: Option<u32>,
+    callbacks: Option<Callbacks>,
+    /// The window `[lo, hi)`, its allocation and echo's mapping of it (none when empty).
+    lo: u64,
+    hi: u64,
+    window: Option<(u64, usize)>,
+    /// Device buffers the application bound into it that live in their staging memory: (offset
+    /// the application named, bytes, the memory they live in, offset there). That memory is not
+    /// freed while this allocation lives (this handle is a guest there), so the bytes a device
+    /// buffer left are there for a late allocation even after the buffer is destroyed.
+    pub(super) aliased: Vec<(u64, u64, u64, u64)>,
+    /// The whole allocation, made at the driver after all.
+    pub(super) overflow: Option<u64>,
+    /// The application's current mapping is of the overflow (through the next layer).
+    overflow_mapped: bool,
+    /// A resource was bound across the window's edge (warned once per allocation).
+    straddled: bool,
+    _cell: Box<u64>,
+}
+
+/// Echo's own bind through the next layer (deferred binds).
+pub(super) fn fp_bind(dev: &Device, buffer: u64, memory: u64, offset: u64) -> vk::Result {
+    // SAFETY: live handles of this device; the application asked for (or echo checked) the bind.
+    unsafe {
+        (dev.fp.bind_buffer_memory)(
+            dev.handle,
+            vk::Buffer::from_raw(buffer),
+            vk::DeviceMemory::from_raw(memory),
+            offset,
+        )
+    }
+}
+
+/// Maps all of `memory` through the next layer (echo's own mapping); the host address.
+pub(super) fn map_whole(dev: &Device, memory: u64) -> Result<usize, vk::Result> {
+    let mut p: *mut c_void = std::ptr::null_mut();
+    // SAFETY: callers pass a live host-visible allocation of this device that nobody maps now.
+    let r = unsafe {
+        (dev.fp.map_memory)(
+            dev.handle,
+            vk::DeviceMemory::from_raw(memory),
+            0,
+            vk::WHOLE_SIZE,
+            vk::MemoryMapFlags::empty(),
+            &mut p,
+        )
+    };
+    match r {
+        vk::Result::SUCCESS if !p.is_null() => Ok(p as usize),
+        vk::Result::SUCCESS => Err(vk::Result::ERROR_MEMORY_MAP_FAILED),
+        e => Err(e),
+    }
+}
+
 mod binding;
 mod mapping;
 mod release;
 mod virt;
 mod window;
-pub use virt::{FreeAction, Unmap};

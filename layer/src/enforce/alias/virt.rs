@@ -27,9 +27,9 @@
 //! memory is not followed never get one (`apply::memory_commands_followed`).
 
 use super::binding::plain_bind;
-use super::mapping::map_whole;
 use super::{
-    check_redirect, req_of, Bind, Callbacks, DeferredFree, Enforcer, Inner, Redirect, Slot, Target,
+    check_redirect, map_whole, req_of, Bind, Callbacks, DeferredFree, Enforcer, FreeAction, Inner,
+    Redirect, Slot, Target, Unmap, Virt,
 };
 use crate::log;
 use crate::records::Device;
@@ -58,33 +58,6 @@ pub(super) fn callbacks_of(alloc: *const vk::AllocationCallbacks<'_>) -> Option<
     })
 }
 
-/// An allocation echo did not make.
-pub(super) struct Virt {
-    /// The plan member (group, member) whose own allocation it is.
-    member: (u32, usize),
-    type_index: u32,
-    size: u64,
-    /// `VkMemoryDedicatedAllocateInfo::buffer` (the member), recreated when made late.
-    dedicated: Option<u64>,
-    /// `VkMemoryPriorityAllocateInfoEXT::priority` (bits), recreated when made late.
-    priority: Option<u32>,
-    /// The application's allocation callbacks (the late allocation uses them, so that its
-    /// `vkFreeMemory` with them is valid).
-    callbacks: Option<Callbacks>,
-    /// The device buffer's memory that holds its bytes (it is a guest there until freed) and
-    /// where: byte `x` of this allocation is byte `shift + x` there.
-    target: u64,
-    shift: i128,
-    /// The member's range in this allocation.
-    range: (u64, u64),
-    /// Made at the driver after all: the real handle.
-    pub(super) real: Option<u64>,
-    /// The application's current mapping is of `real`, made through the next layer.
-    pub(super) real_mapped: bool,
-    /// Keeps the handle's value (this cell's address) unique while the handle lives.
-    _cell: Box<u64>,
-}
-
 impl Virt {
     /// Where its bytes live, as a redirect.
     pub(super) fn home(&self) -> Redirect {
@@ -93,27 +66,6 @@ impl Virt {
             shift: self.shift,
         }
     }
-}
-
-/// What `vkFreeMemory` does.
-pub enum FreeAction {
-    /// Free this allocation through the next layer, then `then` (a free that waited for it).
-    Down {
-        memory: u64,
-        then: Option<DeferredFree>,
-    },
-    /// A guest still lives in the memory: the free waits for it.
-    Deferred,
-    /// Nothing to free at the driver (echo never made it); then `then`.
-    Skip { then: Option<DeferredFree> },
-}
-
-/// What `vkUnmapMemory` does.
-pub enum Unmap {
-    /// Echo serves the mapping: nothing goes down.
-    Served,
-    /// Unmap this allocation through the next layer.
-    Down(u64),
 }
 
 impl Enforcer {

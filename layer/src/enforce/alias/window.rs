@@ -32,8 +32,7 @@
 //! - commitment: the overflow's, else the window's; opaque capture address: 0 (allocations with
 //!   allocate flags are always made).
 
-use super::mapping::map_whole;
-use super::{Callbacks, Enforcer, Inner, Slot};
+use super::{map_whole, Block, Callbacks, Enforcer, Inner, Slot};
 use crate::log;
 use crate::records::Device;
 use ash::vk;
@@ -43,32 +42,6 @@ use echo_analyzer::plan::Direction;
 use echo_analyzer::trace::ObjectKey;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
-
-/// An allocation echo made only in part.
-pub(super) struct Block {
-    type_index: u32,
-    size: u64,
-    /// `VkMemoryDedicatedAllocateInfo::buffer` (a planned device buffer; the window is empty).
-    dedicated: Option<u64>,
-    priority: Option<u32>,
-    callbacks: Option<Callbacks>,
-    /// The window `[lo, hi)`, its allocation and echo's mapping of it (none when empty).
-    lo: u64,
-    hi: u64,
-    window: Option<(u64, usize)>,
-    /// Device buffers the application bound into it that live in their staging memory: (offset
-    /// the application named, bytes, the memory they live in, offset there). That memory is not
-    /// freed while this allocation lives (this handle is a guest there), so the bytes a device
-    /// buffer left are there for a late allocation even after the buffer is destroyed.
-    pub(super) aliased: Vec<(u64, u64, u64, u64)>,
-    /// The whole allocation, made at the driver after all.
-    pub(super) overflow: Option<u64>,
-    /// The application's current mapping is of the overflow (through the next layer).
-    overflow_mapped: bool,
-    /// A resource was bound across the window's edge (warned once per allocation).
-    straddled: bool,
-    _cell: Box<u64>,
-}
 
 impl Block {
     fn window_len(&self) -> u64 {
