@@ -5,7 +5,7 @@
 //! queues and command buffers. Non-dispatchable handles are opaque `u64`s and never dereferenced
 //! (a layer below may wrap them).
 
-use crate::hooks::{HookId, HOOK_COUNT};
+use crate::hook_id::{HookId, HOOK_COUNT};
 use ash::vk;
 use std::sync::{Arc, OnceLock};
 
@@ -19,18 +19,14 @@ pub struct PanicAt {
 }
 
 /// The hooks' record of a device: the device as below sees it ([`Device`]), the next layer's
-/// pointer for every hooked command, and the modes' state — above profile and enforce, which take
+/// pointer for every hooked name, and the modes' state — above profile and enforce, which take
 /// the [`Device`] only.
 pub struct DeviceData {
     pub device: Device,
-    /// The next layer's pointer for every hooked command, by [`HookId`]; `None` where the next
-    /// layer has none (then echo hands out no hook for it either).
+    /// The next layer's pointer for every hooked name (followed, stepped aside from, marked), by
+    /// [`HookId`]: the one table of the next layer's functions. `None` where the next layer has
+    /// none (then echo hands out no intercept for it either).
     pub next: [vk::PFN_vkVoidFunction; HOOK_COUNT],
-    /// The next layer's pointer for every command echo steps aside from, by its index in
-    /// `hooks::aside::ASIDE`; `None` where the next layer has none.
-    pub aside_next: Vec<vk::PFN_vkVoidFunction>,
-    /// The next layer's pointer for every command echo only marks (`hooks::mark::MARK`).
-    pub mark_next: Vec<vk::PFN_vkVoidFunction>,
     pub panic_at: Option<PanicAt>,
     /// Profile mode's recorder, once `profile::start` ran for this device.
     pub profile: OnceLock<crate::profile::Profiler>,

@@ -5,8 +5,8 @@
 //! and still completes the application's call through the next layer: if the call had already
 //! gone down, its recorded result is returned; otherwise it is forwarded now.
 
-use crate::dispatch::{self, typed, DeviceData, Key};
-use crate::hooks::HookId;
+use crate::dispatch::{self, typed, DeviceData};
+use crate::hook_id::HookId;
 use crate::log;
 use ash::vk;
 use std::cell::Cell;
@@ -39,6 +39,11 @@ impl Fallback for () {
     fn fallback() -> Self {}
 }
 impl Fallback for u64 {
+    fn fallback() -> Self {
+        0
+    }
+}
+impl Fallback for u32 {
     fn fallback() -> Self {
         0
     }
@@ -92,7 +97,7 @@ pub struct Call<'a, F: Copy, R: Copy> {
     pub next: F,
     pub id: HookId,
     /// The call's first (dispatchable) argument: for a `vkCmd*` hook, the command buffer.
-    first: u64,
+    pub first: u64,
     result: Cell<Option<R>>,
 }
 
@@ -103,8 +108,8 @@ impl<F: Copy, R: Copy> Call<'_, F, R> {
     pub fn down(&self, r: R) -> R {
         self.result.set(Some(r));
         // Issue 35: a recorded command went down, so its command buffer holds real work
-        // (`enforce/empty.rs`). Every followed `vkCmd*` hook calls down, except a copy whose
-        // every region echo dropped.
+        // (`enforce/empty.rs`). Every intercepted `vkCmd*` calls down — followed, stepped aside
+        // from or marked — except a copy whose every region echo dropped.
         if self.id.records() {
             if let Some(e) = self.dev.enforce() {
                 e.mark_content(self.first);
@@ -122,16 +127,21 @@ impl<F: Copy, R: Copy> Call<'_, F, R> {
     }
 }
 
-/// The body of every generated device hook: find the device by dispatch key, pass straight
-/// through when it is inactive or failed, otherwise run `body` under `catch_unwind`.
+/// The one panic guard of every intercept (`hooks/intercept_gen.rs`): find the device by the
+/// dispatch key of `first` (the call's dispatchable handle) and the next layer's pointer for
+/// `id` — warning once and returning [`Fallback`] when either is missing — pass straight
+/// through when the device is inactive or failed, otherwise run `body` under `catch_unwind`: on
+/// a panic the device is marked failed and the call completes (its recorded result if it went
+/// down, else forwarded now).
 #[inline]
-pub fn device_call<F: Copy, R: Fallback>(
-    key: Key,
+pub fn intercept<F: Copy, R: Fallback>(
     first: u64,
     id: HookId,
     body: impl FnOnce(&Call<'_, F, R>) -> R,
     pass: impl FnOnce(F) -> R,
 ) -> R {
+    // SAFETY: the first parameter of every hooked command is a dispatchable handle.
+    let key = unsafe { dispatch::key_of(first) };
     let outer = catch_unwind(AssertUnwindSafe(|| {
         let Some(dev) = dispatch::device_for_call(key) else {
             log::warn_once(

@@ -15,6 +15,8 @@ mod dispatch;
 mod enforce;
 mod ffi_guard;
 mod handles;
+#[rustfmt::skip]
+mod hook_id;
 mod hooks;
 mod hostmem;
 mod lifetime;
@@ -34,7 +36,8 @@ mod testutil;
 use ash::vk;
 use dispatch::{cstr, key_of, raw};
 use ffi_guard::guard_value;
-use hooks::{device, instance, HookId};
+use hook_id::{HookId, Kind};
+use hooks::{device, instance, intercept_of};
 use loader::{VkNegotiateLayerInterface, VkNegotiateLayerStructType};
 use std::ffi::c_char;
 
@@ -68,8 +71,8 @@ pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
 }
 
 /// Echo's instance hooks (create/destroy instance and device, the introspection queries), echo's
-/// device hooks where the next layer has the command (the loader builds device tables from
-/// them), the next layer's pointer for everything else.
+/// intercepts where the next layer has the command (the loader builds device tables from them),
+/// the next layer's pointer for everything else.
 #[no_mangle]
 pub unsafe extern "system" fn vkGetInstanceProcAddr(
     instance: vk::Instance,
@@ -92,24 +95,18 @@ pub unsafe extern "system" fn vkGetInstanceProcAddr(
                 // its instance or device from its dispatchable argument and passes through where
                 // echo does not act (or does not know the handle). Other names: nothing known
                 // without an instance.
-                return instance_hook(n)
-                    .or_else(|| HookId::from_name(n).map(|id| id.hook()))
-                    .or_else(|| hooks::aside::hook_of(n))
-                    .or_else(|| hooks::mark::hook_of(n));
+                return instance_hook(n).or_else(|| HookId::from_name(n).map(intercept_of));
             }
             let inst = dispatch::instance(dispatch::key_of(dispatch::raw(instance)))?;
             if let Some(f) = instance_hook(n) {
                 return Some(f);
             }
             let next = inst.next_proc(cname);
+            // Device commands looked up through the instance: echo's intercept whatever device
+            // they will be called on (each passes through where echo does not act; a marked
+            // command's marks nothing where echo does not enforce).
             match HookId::from_name(n) {
-                Some(id) if next.is_some() => Some(id.hook()),
-                // Device commands looked up through the instance: echo's hook whatever device
-                // they will be called on (the marking hooks pass through where echo does not
-                // enforce).
-                None if next.is_some() => hooks::aside::hook_of(n)
-                    .or_else(|| hooks::mark::hook_of(n))
-                    .or(next),
+                Some(id) if next.is_some() => Some(intercept_of(id)),
                 _ => next,
             }
         },
@@ -238,20 +235,12 @@ pub unsafe fn get_device_proc_addr(
     let key = key_of(raw(device));
     match dispatch::device(key) {
         Some(dev) => {
-            if dev.is_active() {
-                if let Some(id) = HookId::from_name(n) {
-                    return dev.next[id as usize].map(|_| id.hook());
-                }
-                // Every other command that can reach memory: echo's aside hook (issue 32).
-                if let Some(i) = hooks::aside::index_of(n) {
-                    return dev.aside_next[i].map(|_| hooks::aside::ASIDE[i].2);
-                }
-                // Every other recorded command, where echo may drop command buffers that
-                // became empty (issue 35): echo's marking hook.
-                if dev.enforce().is_some() {
-                    if let Some(i) = hooks::mark::index_of(n) {
-                        return dev.mark_next[i].map(|_| hooks::mark::MARK[i].1);
-                    }
+            // Followed and aside names: echo's intercept (issue 32: none that can reach memory
+            // reaches the driver unseen). Marked names only where echo may drop command buffers
+            // that became empty (issue 35): elsewhere they cost nothing.
+            if let Some(id) = HookId::from_name(n).filter(|_| dev.is_active()) {
+                if id.kind() != Kind::Marked || dev.enforce().is_some() {
+                    return dev.next[id as usize].map(|_| intercept_of(id));
                 }
             }
             dev.next_proc(cname)

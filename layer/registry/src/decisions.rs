@@ -6,8 +6,8 @@
 //! is not in [`NAMES_ONLY`]: such a command runs shaders or other work over whatever is bound to
 //! the command buffer (descriptor sets, vertex buffers, shader binding tables …).
 //!
-//! Every command that can reach memory is **followed** (it is in the layer's hook table,
-//! `layer/src/hooks/mod.rs`), **inert** (listed in [`INERT`], with the reason it can neither
+//! Every command that can reach memory is **followed** (listed in [`FOLLOWED`], with the file of
+//! `layer/src/hooks/` that holds what echo does for it), **inert** (listed in [`INERT`], with the reason it can neither
 //! read nor write a buffer's bytes nor make them reachable unseen), or **stepped aside from**:
 //! echo hands out a generated hook that records what it names, and the analysis takes those
 //! buffers and memory out of every group.
@@ -16,6 +16,133 @@
 //! that buffer's memory, and every image bind is followed (the bind itself makes the buffer
 //! leave). Device addresses are: a buffer whose address was taken, or that shares bytes with
 //! one, is refused by S3, so a command that only carries addresses names nothing new.
+
+/// The commands echo follows, by definition name (every alias is followed alike), with the file
+/// of `layer/src/hooks/` that holds each one's behaviour: a function of the command's name taking
+/// the call (`hooks/calls_gen.rs`) and the command's parameters. Some cannot reach memory by the
+/// registry's rule and are followed for what they tell echo (command buffers begun and reset,
+/// pipelines and their shaders, fences waited on, images created).
+///
+/// To follow a command: add it here, write its behaviour in that file, regenerate
+/// (`cargo run -p echo-registry`).
+pub const FOLLOWED: &[(&str, &[&str])] = &[
+    (
+        "memory",
+        &[
+            "vkAllocateMemory",
+            "vkFreeMemory",
+            "vkMapMemory",
+            "vkUnmapMemory",
+            "vkMapMemory2",
+            "vkUnmapMemory2",
+            "vkFlushMappedMemoryRanges",
+            "vkInvalidateMappedMemoryRanges",
+            "vkGetDeviceMemoryCommitment",
+            "vkGetDeviceMemoryOpaqueCaptureAddress",
+            "vkGetMemoryFdKHR",
+        ],
+    ),
+    (
+        "buffer",
+        &[
+            "vkCreateBuffer",
+            "vkDestroyBuffer",
+            "vkBindBufferMemory",
+            "vkBindBufferMemory2",
+            "vkGetBufferDeviceAddress",
+            "vkGetBufferOpaqueCaptureAddress",
+            "vkCreateBufferView",
+            "vkDestroyBufferView",
+            "vkBindImageMemory",
+            "vkBindImageMemory2",
+        ],
+    ),
+    ("image", &["vkCreateImage", "vkDestroyImage"]),
+    (
+        "command",
+        &[
+            "vkAllocateCommandBuffers",
+            "vkFreeCommandBuffers",
+            "vkDestroyCommandPool",
+            "vkResetCommandPool",
+            "vkBeginCommandBuffer",
+            "vkEndCommandBuffer",
+            "vkResetCommandBuffer",
+            "vkCmdCopyBuffer",
+            "vkCmdCopyBuffer2",
+            "vkCmdFillBuffer",
+            "vkCmdUpdateBuffer",
+            "vkCmdBindVertexBuffers",
+            "vkCmdBindIndexBuffer",
+            "vkCmdBindPipeline",
+            "vkCmdBindDescriptorSets",
+            "vkCmdPushDescriptorSet",
+            "vkCmdPushDescriptorSetWithTemplate",
+            "vkCmdExecuteCommands",
+            "vkCmdDispatch",
+            "vkCmdDispatchIndirect",
+            "vkCmdDraw",
+            "vkCmdDrawIndexed",
+            "vkCmdDrawIndirect",
+            "vkCmdDrawIndexedIndirect",
+            "vkCmdDrawIndirectCount",
+            "vkCmdDrawIndexedIndirectCount",
+            "vkCmdCopyBufferToImage",
+            "vkCmdCopyImageToBuffer",
+            "vkCmdPipelineBarrier",
+            "vkCmdPipelineBarrier2",
+            "vkCmdCopyBufferToImage2",
+            "vkCmdCopyImageToBuffer2",
+            "vkCmdBindVertexBuffers2",
+            "vkCmdBindIndexBuffer2",
+            "vkCmdBindDescriptorSets2",
+            "vkCmdPushDescriptorSet2",
+            "vkCmdPushDescriptorSetWithTemplate2",
+            "vkCmdDispatchBase",
+            "vkCmdDrawMultiEXT",
+            "vkCmdDrawMultiIndexedEXT",
+            "vkCmdWaitEvents",
+            "vkCmdWaitEvents2",
+            "vkCmdSetEvent2",
+        ],
+    ),
+    (
+        "descriptor",
+        &[
+            "vkUpdateDescriptorSets",
+            "vkCreateShaderModule",
+            "vkDestroyShaderModule",
+            "vkCreateComputePipelines",
+            "vkCreateGraphicsPipelines",
+            "vkAllocateDescriptorSets",
+            "vkCreatePipelineLayout",
+            "vkCreateDescriptorSetLayout",
+            "vkCreateDescriptorUpdateTemplate",
+            "vkDestroyDescriptorUpdateTemplate",
+            "vkUpdateDescriptorSetWithTemplate",
+        ],
+    ),
+    (
+        "queue",
+        &[
+            "vkQueueSubmit",
+            "vkQueueSubmit2",
+            "vkQueueWaitIdle",
+            "vkDeviceWaitIdle",
+        ],
+    ),
+    (
+        "sync",
+        &[
+            "vkWaitForFences",
+            "vkGetFenceStatus",
+            "vkResetFences",
+            "vkWaitSemaphores",
+            "vkGetSemaphoreCounterValue",
+            "vkSignalSemaphore",
+        ],
+    ),
+];
 
 /// Handles through which a command reaches a buffer's bytes.
 pub const REACH_HANDLES: &[&str] = &[

@@ -1,21 +1,29 @@
 //! Which device-level Vulkan commands can reach a buffer's bytes, and what echo does about each:
 //! derived from the Vulkan registry (`vk.xml`, read with `vk-parse`) and the decisions in
-//! [`decisions`]. `gen-registry` writes two generated files from it:
+//! [`decisions`]. `gen-registry` writes the generated files from it ([`render`]):
 //!
 //! - `analyzer/src/registry/generated.rs`: the classification as data (every command that can
 //!   reach memory, its class, whether it takes `VkDeviceMemory`, what provides it);
-//! - `layer/src/hooks/aside_gen.rs`: one hook per command echo steps aside from, with the exact
-//!   C signature, that reports the buffers, memory, views and descriptor sets it names and
-//!   forwards the call.
+//! - `layer/src/hook_id.rs`: `HookId`, one per name echo hooks — followed, stepped aside from
+//!   or marked — with its name and kind, and the one name lookup;
+//! - `layer/src/hooks/calls_gen.rs`: the call each followed command's behaviour receives, typed
+//!   by its signature;
+//! - `layer/src/hooks/intercept_gen.rs`: one intercept per hooked name, with the signature from
+//!   the registry in `ash`'s types ([`ash`]), through the one panic guard to the behaviour
+//!   (followed), the report of what it names (aside), or straight down (marked).
 //!
-//! The followed commands are read from the layer's hook table (`layer/src/hooks/mod.rs`), so
-//! the table that hands out hooks and the classification cannot disagree.
+//! Which commands echo follows is decided in [`decisions::FOLLOWED`], with the file of
+//! `layer/src/hooks/` that holds each one's behaviour.
 
+pub mod ash;
 pub mod decisions;
+pub mod render;
+pub use render::generate;
+#[cfg(test)]
+mod tests;
 
-use decisions::{INERT, NAMEABLE, NAMES_ONLY, NOT_LINUX, REACH_ADDRESS, REACH_HANDLES};
+use decisions::{FOLLOWED, INERT, NAMEABLE, NAMES_ONLY, NOT_LINUX, REACH_ADDRESS, REACH_HANDLES};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt::Write as _;
 
 /// A parameter of a command, as far as the ABI and naming go.
 #[derive(Clone, Debug)]
@@ -26,6 +34,8 @@ pub struct Param {
     pub pointer: bool,
     /// `len` attribute: the name of the parameter that counts the array.
     pub len: Option<String>,
+    /// The C declaration (`const VkBufferCopy* pRegions`).
+    pub code: String,
 }
 
 /// One command of the registry (aliases resolved to their definition).
@@ -39,7 +49,7 @@ pub struct Command {
 
 /// What the registry says about a type.
 #[derive(Clone, Debug, PartialEq)]
-enum Kind {
+pub(crate) enum Kind {
     Dispatchable,
     Handle,
     Enum,
@@ -58,6 +68,8 @@ pub struct Registry {
     /// alias → definition
     aliases: BTreeMap<String, String>,
     kinds: HashMap<String, Kind>,
+    /// type alias → the type it names
+    type_aliases: HashMap<String, String>,
     /// structure → structures that may extend it (`structextends`)
     extenders: HashMap<String, Vec<String>>,
     /// command → features and extensions that provide it
@@ -97,6 +109,7 @@ fn param_of(def: &vk_parse::NameWithType, len: &Option<String>) -> Param {
         pointer: def.code.contains('*') || def.code.contains('['),
         ty,
         len: len.clone(),
+        code: def.code.clone(),
     }
 }
 
@@ -110,6 +123,7 @@ impl Registry {
             commands: BTreeMap::new(),
             aliases: BTreeMap::new(),
             kinds: HashMap::new(),
+            type_aliases: HashMap::new(),
             extenders: HashMap::new(),
             providers: BTreeMap::new(),
             platform: HashMap::new(),
@@ -238,6 +252,7 @@ impl Registry {
         });
         let Some(name) = name else { return };
         if let Some(a) = &t.alias {
+            self.type_aliases.insert(name.clone(), a.clone());
             if let Some(k) = self.kinds.get(a).cloned() {
                 self.kinds.insert(name, k);
             } else {
@@ -319,7 +334,43 @@ impl Registry {
         name
     }
 
-    fn kind(&self, ty: &str) -> Kind {
+    /// Every name of a type: its definition's, then the aliases naming it (`VkMemoryMapInfo`,
+    /// `VkMemoryMapInfoKHR`), starting from any of them.
+    pub fn type_names(&self, ty: &str) -> Vec<String> {
+        let mut def = ty;
+        for _ in 0..8 {
+            match self.type_aliases.get(def) {
+                Some(t) => def = t,
+                None => break,
+            }
+        }
+        let mut v = vec![def.to_string()];
+        let mut aliases: Vec<&String> = self
+            .type_aliases
+            .iter()
+            .filter(|(_, t)| {
+                let mut d = t.as_str();
+                for _ in 0..8 {
+                    match self.type_aliases.get(d) {
+                        Some(x) => d = x,
+                        None => break,
+                    }
+                }
+                d == def
+            })
+            .map(|(a, _)| a)
+            .collect();
+        aliases.sort();
+        v.extend(aliases.into_iter().cloned());
+        if let Some(i) = v.iter().position(|n| n == ty) {
+            // The name asked for first.
+            let n = v.remove(i);
+            v.insert(0, n);
+        }
+        v
+    }
+
+    pub(crate) fn kind(&self, ty: &str) -> Kind {
         self.kinds.get(ty).cloned().unwrap_or(Kind::Other)
     }
 
@@ -356,31 +407,6 @@ impl Registry {
     /// Whether a type is a structure (or union).
     fn is_struct(&self, ty: &str) -> bool {
         matches!(self.kind(ty), Kind::Struct(_))
-    }
-
-    /// The Rust type a by-value parameter of C type `ty` travels as (ABI only).
-    fn abi(&self, ty: &str) -> Option<&'static str> {
-        Some(match ty {
-            "uint32_t" | "VkBool32" | "VkFlags" | "VkSampleMask" => "u32",
-            "int32_t" | "int" => "i32",
-            "uint64_t" | "VkDeviceSize" | "VkDeviceAddress" | "VkFlags64" => "u64",
-            "int64_t" => "i64",
-            "uint16_t" => "u16",
-            "uint8_t" => "u8",
-            "size_t" => "usize",
-            "float" => "f32",
-            "double" => "f64",
-            "void" => "()",
-            _ => match self.kind(ty) {
-                Kind::Dispatchable => "usize",
-                Kind::Handle => "u64",
-                Kind::Enum => "i32",
-                Kind::Bitmask => "u32",
-                Kind::Bitmask64 => "u64",
-                Kind::Base(u) => return self.abi(&u),
-                _ => return None,
-            },
-        })
     }
 
     /// The command's class and what its hook needs.
@@ -606,487 +632,21 @@ pub struct Entry {
     pub why: String,
 }
 
-/// The followed commands: every `module::vkName` of the layer's `hook_table!`.
-pub fn followed_from_hook_table(hooks_mod_rs: &str) -> BTreeSet<String> {
-    let start = hooks_mod_rs
-        .find("hook_table! {")
-        .expect("hook_table! invocation in hooks/mod.rs");
-    let body = &hooks_mod_rs[start..];
-    let body = &body[..body.find("\n}").unwrap_or(body.len())];
-    body.lines()
-        .filter_map(|l| {
-            let l = l.trim().trim_end_matches(',');
-            let (_, name) = l.split_once("::")?;
-            name.starts_with("vk").then(|| name.to_string())
-        })
-        .collect()
-}
-
-const HEADER: &str = "// @generated by `cargo run -p echo-registry` (layer/registry) from layer/registry/vk.xml.\n// Do not edit: change layer/registry/src/decisions.rs or the hook table, then regenerate.\n";
-
-/// `analyzer/src/registry/generated.rs`.
-pub fn render_analyzer(reg: &Registry, entries: &[Entry]) -> String {
-    let mut s = String::new();
-    s.push_str(HEADER);
-    writeln!(s, "\nuse super::{{Class, Command, Level}};\n").unwrap();
-    writeln!(
-        s,
-        "/// The Vulkan registry version the table was made from."
-    )
-    .unwrap();
-    writeln!(s, "pub const VK_XML_VERSION: &str = {:?};\n", reg.version).unwrap();
-    writeln!(
-        s,
-        "/// Every device-level command that can reach memory, by definition name."
-    )
-    .unwrap();
-    writeln!(s, "pub static COMMANDS: &[Command] = &[").unwrap();
-    for e in entries {
-        let class = match &e.class {
-            Class::Followed => "Class::Followed".to_string(),
-            Class::Inert(why) => format!("Class::Inert({why:?})"),
-            Class::Aside => "Class::Aside".to_string(),
-            Class::Platform => "Class::Platform".to_string(),
-        };
-        writeln!(
-            s,
-            "    Command {{ name: {:?}, aliases: &{:?}, level: Level::{:?}, class: {class}, takes_memory: {}, everything: {}, requires: &{:?}, why: {:?} }},",
-            e.name, e.aliases, e.level, e.takes_memory, e.everything, e.requires, e.why
-        )
-        .unwrap();
-    }
-    writeln!(s, "];").unwrap();
-    s
-}
-
-/// `layer/src/hooks/aside_gen.rs`: a hook per name (aliases included) of every aside command.
-pub fn render_layer(reg: &Registry, entries: &[Entry]) -> Result<String, String> {
-    let mut s = String::new();
-    s.push_str(HEADER);
-    s.push_str("//! The hooks of the commands echo steps aside from (docs/architecture.md, \"Complete by\n//! construction\"): each reports what it names to `aside::called`, then forwards the call.\n\n");
-    s.push_str("#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit, clippy::single_match)]\n\n");
-    s.push_str("use super::aside::{called, Named, What};\nuse std::ffi::c_void;\n\n");
-    let mut table = Vec::new();
-    let mut idx = 0usize;
-    for e in entries.iter().filter(|e| e.class == Class::Aside) {
-        let def = reg.command(&e.name).expect("classified commands exist");
-        let mut args = Vec::new();
-        let mut tys = Vec::new();
-        for (i, p) in def.params.iter().enumerate() {
-            let t = if p.pointer {
-                "*const c_void"
-            } else {
-                reg.abi(&p.ty).ok_or_else(|| {
-                    format!(
-                        "{}: no ABI type for parameter {} ({})",
-                        e.name, p.name, p.ty
-                    )
-                })?
-            };
-            args.push(format!("a{i}: {t}"));
-            tys.push(t);
-        }
-        let ret = reg
-            .abi(&def.ret)
-            .ok_or_else(|| format!("{}: no ABI type for its result {}", e.name, def.ret))?;
-        let fallback = match def.ret.as_str() {
-            "void" => "()".to_string(),
-            "VkResult" => "-3 /* VK_ERROR_INITIALIZATION_FAILED */".to_string(),
-            _ => "0".to_string(),
-        };
-        let mut named = Vec::new();
-        if !e.everything {
-            for (i, p) in def.params.iter().enumerate().skip(1) {
-                let variant = match p.ty.as_str() {
-                    "VkBuffer" => "Buffer",
-                    "VkBufferView" => "View",
-                    "VkDeviceMemory" => "Memory",
-                    "VkDescriptorSet" => "Set",
-                    _ => continue,
-                };
-                if p.pointer {
-                    let len = p.len.as_deref().unwrap_or("");
-                    let ci = def
-                        .params
-                        .iter()
-                        .position(|q| q.name == len)
-                        .expect("checked nameable");
-                    named.push(format!(
-                        "Named::Array(What::{variant}, a{i} as *const u64, a{ci})"
-                    ));
-                } else {
-                    named.push(format!("Named::One(What::{variant}, a{i})"));
-                }
-            }
-        }
-        let first_is_cb = e.level == Level::CommandBuffer;
-        let call: Vec<String> = (0..def.params.len()).map(|i| format!("a{i}")).collect();
-        for name in std::iter::once(&e.name).chain(&e.aliases) {
-            writeln!(
-                s,
-                "pub unsafe extern \"system\" fn {name}({}) -> {ret} {{",
-                args.join(", ")
-            )
-            .unwrap();
-            writeln!(
-                s,
-                "    type F = unsafe extern \"system\" fn({}) -> {ret};",
-                tys.join(", ")
-            )
-            .unwrap();
-            writeln!(
-                s,
-                "    match called::<F>(a0, {idx}, {first_is_cb}, {}, &[{}]) {{",
-                e.everything,
-                named.join(", ")
-            )
-            .unwrap();
-            writeln!(s, "        Some(next) => next({}),", call.join(", ")).unwrap();
-            writeln!(s, "        None => {fallback},").unwrap();
-            writeln!(s, "    }}\n}}\n").unwrap();
-            table.push((name.clone(), e.name.clone(), idx));
-            idx += 1;
-        }
-    }
-    writeln!(
-        s,
-        "/// Every aside hook: (name, the command's definition name, hook)."
-    )
-    .unwrap();
-    writeln!(
-        s,
-        "pub const ASIDE: [(&str, &str, unsafe extern \"system\" fn()); {idx}] = ["
-    )
-    .unwrap();
-    for (name, def, _) in &table {
-        writeln!(
-            s,
-            "    ({name:?}, {def:?}, unsafe {{ std::mem::transmute::<*const (), unsafe extern \"system\" fn()>({name} as *const ()) }}),"
-        )
-        .unwrap();
-    }
-    writeln!(s, "];").unwrap();
-    Ok(s)
-}
-
-/// `layer/src/hooks/mark_gen.rs`: a hook per name (aliases included) of every command
-/// [`Registry::marked`] lists.
-pub fn render_mark(reg: &Registry, marked: &[Entry]) -> Result<String, String> {
-    let mut s = String::new();
-    s.push_str(HEADER);
-    s.push_str("//! The hooks of the recorded commands echo neither follows nor steps aside from (they cannot\n//! reach memory): each notes that its command buffer records real work (`mark::marked`), then\n//! forwards the call.\n\n");
-    s.push_str("#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit, clippy::single_match)]\n\n");
-    s.push_str("use super::mark::marked;\nuse std::ffi::c_void;\n\n");
-    let mut table = Vec::new();
-    let mut idx = 0usize;
-    for e in marked {
-        let def = reg.command(&e.name).expect("marked commands exist");
-        let mut args = Vec::new();
-        let mut tys = Vec::new();
-        for (i, p) in def.params.iter().enumerate() {
-            let t = if p.pointer {
-                "*const c_void"
-            } else {
-                reg.abi(&p.ty).ok_or_else(|| {
-                    format!(
-                        "{}: no ABI type for parameter {} ({})",
-                        e.name, p.name, p.ty
-                    )
-                })?
-            };
-            args.push(format!("a{i}: {t}"));
-            tys.push(t);
-        }
-        let ret = reg
-            .abi(&def.ret)
-            .ok_or_else(|| format!("{}: no ABI type for its result {}", e.name, def.ret))?;
-        let fallback = match def.ret.as_str() {
-            "void" => "()".to_string(),
-            "VkResult" => "-3 /* VK_ERROR_INITIALIZATION_FAILED */".to_string(),
-            _ => "0".to_string(),
-        };
-        let call: Vec<String> = (0..def.params.len()).map(|i| format!("a{i}")).collect();
-        for name in std::iter::once(&e.name).chain(&e.aliases) {
-            writeln!(
-                s,
-                "pub unsafe extern \"system\" fn {name}({}) -> {ret} {{",
-                args.join(", ")
-            )
-            .unwrap();
-            writeln!(
-                s,
-                "    type F = unsafe extern \"system\" fn({}) -> {ret};",
-                tys.join(", ")
-            )
-            .unwrap();
-            writeln!(s, "    match marked::<F>(a0, {idx}) {{").unwrap();
-            writeln!(s, "        Some(next) => next({}),", call.join(", ")).unwrap();
-            writeln!(s, "        None => {fallback},").unwrap();
-            writeln!(s, "    }}\n}}\n").unwrap();
-            table.push(name.clone());
-            idx += 1;
-        }
-    }
-    writeln!(s, "/// Every marking hook: (name, hook).").unwrap();
-    writeln!(
-        s,
-        "pub const MARK: [(&str, unsafe extern \"system\" fn()); {idx}] = ["
-    )
-    .unwrap();
-    for name in &table {
-        writeln!(
-            s,
-            "    ({name:?}, unsafe {{ std::mem::transmute::<*const (), unsafe extern \"system\" fn()>({name} as *const ()) }}),"
-        )
-        .unwrap();
-    }
-    writeln!(s, "];").unwrap();
-    Ok(s)
-}
-
-/// The generated files' paths, relative to the repository root, and their contents.
-pub fn generate(root: &std::path::Path) -> Result<Vec<(std::path::PathBuf, String)>, String> {
-    let xml = std::fs::read_to_string(root.join("layer/registry/vk.xml"))
-        .map_err(|e| format!("layer/registry/vk.xml: {e}"))?;
-    let hooks = std::fs::read_to_string(root.join("layer/src/hooks/mod.rs"))
-        .map_err(|e| format!("layer/src/hooks/mod.rs: {e}"))?;
-    let reg = Registry::parse(&xml)?;
-    let followed = followed_from_hook_table(&hooks);
-    let entries = reg.classify(&followed);
-    let marked = reg.marked(&entries, &followed);
-    Ok(vec![
-        (
-            root.join("analyzer/src/registry/generated.rs"),
-            render_analyzer(&reg, &entries),
-        ),
-        (
-            root.join("layer/src/hooks/aside_gen.rs"),
-            render_layer(&reg, &entries)?,
-        ),
-        (
-            root.join("layer/src/hooks/mark_gen.rs"),
-            render_mark(&reg, &marked)?,
-        ),
-    ])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::{Path, PathBuf};
-
-    fn root() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-    }
-
-    fn registry() -> Registry {
-        let xml = std::fs::read_to_string(root().join("layer/registry/vk.xml")).unwrap();
-        Registry::parse(&xml).unwrap()
-    }
-
-    fn followed() -> BTreeSet<String> {
-        followed_from_hook_table(
-            &std::fs::read_to_string(root().join("layer/src/hooks/mod.rs")).unwrap(),
-        )
-    }
-
-    #[test]
-    fn generated_files_are_current() {
-        for (path, text) in generate(&root()).unwrap() {
-            let old = std::fs::read_to_string(&path).unwrap_or_default();
-            assert!(
-                old == text,
-                "{} is not current: run `cargo run -p echo-registry` and commit the result",
-                path.display()
-            );
-        }
-    }
-
-    #[test]
-    fn the_registry_is_the_newest_we_know() {
-        let r = registry();
-        assert!(r.version.starts_with("1.4."), "{}", r.version);
-        // Debian 12's and Debian 13's registries are older: every command they name is here.
-        for sys in ["/usr/share/vulkan/registry/vk.xml"] {
-            let Ok(text) = std::fs::read_to_string(sys) else {
-                continue;
-            };
-            let old = Registry::parse(&text).unwrap();
-            let ours = r.all_names();
-            let missing: Vec<_> = old
-                .all_names()
-                .into_iter()
-                .filter(|n| !ours.contains(n))
-                .collect();
-            assert!(
-                missing.is_empty(),
-                "{sys} ({}) has commands layer/registry/vk.xml lacks: {missing:?}",
-                old.version
-            );
-        }
-    }
-
-    #[test]
-    fn every_name_of_a_followed_command_is_hooked() {
-        // An alias left out of the hook table would reach the driver unseen: the loader hands
-        // the application the next layer's pointer for it.
-        let f = followed();
-        for e in registry()
-            .classify(&f)
-            .iter()
-            .filter(|e| e.class == Class::Followed)
-        {
-            for n in std::iter::once(&e.name).chain(&e.aliases) {
-                assert!(
-                    f.contains(n),
-                    "{} is followed but its name {n} is not in the hook table",
-                    e.name
-                );
+/// The followed commands, every name of each ([`decisions::FOLLOWED`] lists definitions):
+/// name → (the file of `layer/src/hooks/` holding its behaviour, its definition's name).
+pub fn followed(reg: &Registry) -> std::collections::BTreeMap<String, (&'static str, String)> {
+    let mut out = std::collections::BTreeMap::new();
+    for (module, defs) in FOLLOWED {
+        for d in *defs {
+            for n in reg.names_of(d) {
+                out.insert(n, (*module, d.to_string()));
             }
         }
     }
+    out
+}
 
-    #[test]
-    fn every_hook_table_name_is_a_registry_command() {
-        let names = registry().all_names();
-        for n in followed() {
-            assert!(
-                names.contains(&n),
-                "hook table names {n}, which vk.xml does not have"
-            );
-        }
-    }
-
-    #[test]
-    fn decisions_name_commands_the_rule_covers() {
-        let r = registry();
-        let entries = r.classify(&followed());
-        for (n, _) in INERT {
-            assert!(
-                entries
-                    .iter()
-                    .any(|e| e.name == *n || e.aliases.iter().any(|a| a == n)),
-                "INERT names {n}, which cannot reach memory by the registry's rule (remove it)"
-            );
-        }
-        for n in NAMES_ONLY {
-            let c = r
-                .command(n)
-                .unwrap_or_else(|| panic!("NAMES_ONLY names {n}, which vk.xml lacks"));
-            assert!(
-                c.action,
-                "NAMES_ONLY names {n}, which is not an action command"
-            );
-        }
-    }
-
-    #[test]
-    fn every_command_that_can_reach_memory_has_a_class() {
-        // Followed ones are in the hook table, aside ones have a generated hook per name.
-        let r = registry();
-        let f = followed();
-        let layer = render_layer(&r, &r.classify(&f)).unwrap();
-        for e in r.classify(&f) {
-            match &e.class {
-                Class::Followed => {
-                    assert!(f.contains(&e.name) || e.aliases.iter().any(|a| f.contains(a)))
-                }
-                Class::Aside => {
-                    for n in std::iter::once(&e.name).chain(&e.aliases) {
-                        assert!(
-                            layer.contains(&format!("pub unsafe extern \"system\" fn {n}(")),
-                            "no aside hook for {n}"
-                        );
-                    }
-                }
-                Class::Inert(why) => assert!(!why.is_empty()),
-                Class::Platform => assert!(e.requires.iter().all(|x| r.platform.contains_key(x))),
-            }
-        }
-    }
-
-    /// Every command recorded into a command buffer is echo's on an active enforcing device:
-    /// followed (hook table), stepped aside from (generated aside hook) or marked (generated
-    /// marking hook). A command buffer echo drops from a submission (it held only elided
-    /// copies) therefore held nothing echo did not see.
-    #[test]
-    fn every_recorded_command_is_hooked() {
-        let r = registry();
-        let f = followed();
-        let entries = r.classify(&f);
-        let layer = render_layer(&r, &entries).unwrap();
-        let mark = render_mark(&r, &r.marked(&entries, &f)).unwrap();
-        let platform: BTreeSet<&str> = entries
-            .iter()
-            .filter(|e| e.class == Class::Platform)
-            .flat_map(|e| std::iter::once(&e.name).chain(&e.aliases))
-            .map(String::as_str)
-            .collect();
-        let mut n = 0;
-        for c in r.commands.values() {
-            if !c.name.starts_with("vkCmd") || c.params[0].ty != "VkCommandBuffer" {
-                continue;
-            }
-            for name in r.names_of(&c.name) {
-                if !r.providers.contains_key(&name) || platform.contains(name.as_str()) {
-                    continue;
-                }
-                let sig = format!("pub unsafe extern \"system\" fn {name}(");
-                let how = [f.contains(&name), layer.contains(&sig), mark.contains(&sig)];
-                assert_eq!(
-                    how.iter().filter(|x| **x).count(),
-                    1,
-                    "{name}: followed, aside, marked = {how:?} (exactly one)"
-                );
-                n += 1;
-            }
-        }
-        assert!(n > 300, "only {n} recorded commands");
-    }
-
-    /// A command added to the registry that can reach memory is classified (stepped aside from,
-    /// with a hook), and the table committed today no longer matches: the currency test fails
-    /// until it is regenerated — a new command is never invisible.
-    #[test]
-    fn a_planted_command_is_caught() {
-        let xml = std::fs::read_to_string(root().join("layer/registry/vk.xml")).unwrap();
-        let cmd = r#"<command queues="VK_QUEUE_TRANSFER_BIT" renderpass="outside" cmdbufferlevel="primary,secondary">
-            <proto><type>void</type> <name>vkCmdFrobBufferECHO</name></proto>
-            <param externsync="true"><type>VkCommandBuffer</type> <name>commandBuffer</name></param>
-            <param><type>VkBuffer</type> <name>dstBuffer</name></param>
-            <param><type>VkDeviceSize</type> <name>dstOffset</name></param>
-        </command>
-        "#;
-        let ext = r#"<extension name="VK_ECHO_planted" number="99999" type="device" author="ECHO" supported="vulkan">
-            <require><command name="vkCmdFrobBufferECHO"/></require>
-        </extension>
-        "#;
-        let planted = xml
-            .replacen("</commands>", &format!("{cmd}</commands>"), 1)
-            .replacen("</extensions>", &format!("{ext}</extensions>"), 1);
-        let r = Registry::parse(&planted).unwrap();
-        let entries = r.classify(&followed());
-        let e = entries
-            .iter()
-            .find(|e| e.name == "vkCmdFrobBufferECHO")
-            .expect("the planted command is classified");
-        assert_eq!(e.class, Class::Aside);
-        assert!(
-            !e.everything,
-            "it names its buffer, so only that buffer leaves"
-        );
-        let layer = render_layer(&r, &entries).unwrap();
-        assert!(layer.contains("pub unsafe extern \"system\" fn vkCmdFrobBufferECHO(a0: usize, a1: u64, a2: u64) -> ()"));
-        assert!(layer.contains("Named::One(What::Buffer, a1)"));
-        let committed =
-            std::fs::read_to_string(root().join("analyzer/src/registry/generated.rs")).unwrap();
-        assert_ne!(
-            render_analyzer(&r, &entries),
-            committed,
-            "the currency test would not notice"
-        );
-        // Without the planted command, the same registry gives the committed table.
-        let r0 = Registry::parse(&xml).unwrap();
-        assert_eq!(render_analyzer(&r0, &r0.classify(&followed())), committed);
-    }
+/// The names of [`followed`].
+pub fn followed_names(reg: &Registry) -> BTreeSet<String> {
+    followed(reg).into_keys().collect()
 }

@@ -1,7 +1,7 @@
 //! Stepping aside (issue 32): the commands the registry says can reach memory and echo does not
-//! follow get a generated hook (`aside_gen.rs`, from `vk.xml` by `layer/registry`) on an active
-//! device, so none reaches the driver unseen. Each hook reports what it names here, then calls
-//! down unchanged:
+//! follow get a generated intercept (`intercept_gen.rs`, from `vk.xml` by `layer/registry`) on an
+//! active device, so none reaches the driver unseen. Each reports what it names here
+//! ([`report`]), then calls down unchanged:
 //!
 //! - profile records an `aside` event (the command, its command buffer, the buffers, memory,
 //!   views and descriptor sets it names, or `everything` when it runs work over bound state or
@@ -13,11 +13,8 @@
 //! A command that names nothing echo could alias (only images, or device addresses, which S3
 //! already keeps apart) leaves every group where it was and costs one lookup.
 
-use crate::dispatch::{self, typed, DeviceData};
-use crate::log;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-pub use super::aside_gen::ASIDE;
+use crate::dispatch;
+use crate::ffi_guard::Call;
 
 /// What a handle argument is (`View`: no aside command of today's registry takes one directly).
 #[allow(dead_code)]
@@ -75,75 +72,24 @@ impl Names {
     }
 }
 
-/// The index of `name` in [`ASIDE`], if echo steps aside from it.
-pub fn index_of(name: &[u8]) -> Option<usize> {
-    ASIDE.iter().position(|(n, _, _)| n.as_bytes() == name)
-}
-
-/// Echo's hook for aside command `name`.
-pub fn hook_of(name: &[u8]) -> Option<unsafe extern "system" fn()> {
-    index_of(name).map(|i| ASIDE[i].2)
-}
-
-/// Every aside hook's body: the next layer's function for command `idx` of the device behind
-/// the dispatchable handle `first`, after reporting what the call names (active devices only).
-/// `None` when echo does not know the device or the next layer lacks the command.
+/// What an aside call names, told to profile and enforce: `cmd` is its command buffer (a recorded
+/// command), `everything` that it reaches every buffer of the device (it runs work over bound
+/// state, or names buffers through structures echo does not read), `named` the handles among
+/// its arguments. A call that names nothing and not everything tells no one.
 ///
 /// # Safety
-/// `first` is the call's dispatchable handle; `named` arrays hold their counts.
-#[inline]
-pub unsafe fn called<F: Copy>(
-    first: usize,
-    idx: usize,
-    first_is_cb: bool,
-    everything: bool,
-    named: &[Named],
-) -> Option<F> {
-    let name = ASIDE[idx].0;
-    let found = catch_unwind(AssertUnwindSafe(|| {
-        let dev = dispatch::device_for_call(dispatch::key_of(first as u64))?;
-        let next = dev.aside_next.get(idx).copied().flatten()?;
-        if first_is_cb && dev.is_active() {
-            if let Some(e) = dev.enforce() {
-                e.mark_content(first as u64); // issue 35: real work (`enforce/empty.rs`)
-            }
-        }
-        if dev.is_active() && (everything || !named.is_empty()) {
-            let cmd = first_is_cb.then_some(first as u64);
-            if catch_unwind(AssertUnwindSafe(|| {
-                report(&dev, cmd, name, everything, named)
-            }))
-            .is_err()
-            {
-                dev.fail(name);
-            }
-        }
-        Some(next)
-    }))
-    .ok()
-    .flatten();
-    match found {
-        // SAFETY: aside_next[idx] was resolved for exactly this command.
-        Some(p) => Some(typed(p)),
-        None => {
-            log::warn_once(
-                name,
-                format_args!(
-                    "{name} called on a device echo does not know, or missing in the next layer"
-                ),
-            );
-            None
-        }
-    }
-}
-
-unsafe fn report(
-    dev: &DeviceData,
+/// `named` arrays hold their counts of handles (or are null).
+pub unsafe fn report<F: Copy, R: Copy>(
+    cx: &Call<'_, F, R>,
     cmd: Option<u64>,
-    name: &'static str,
     everything: bool,
     named: &[Named],
 ) {
+    if !everything && named.is_empty() {
+        return;
+    }
+    let dev = cx.dev;
+    let name = cx.id.name();
     let names = Names::of(named);
     if let Some(p) = dev.profile() {
         p.on_aside(

@@ -2,7 +2,7 @@
 //! "Copy Commands", "Dispatching Commands", "Drawing Commands", "Synchronization" barriers).
 //! Recording hooks are on the hot path: no global lock, one map lookup at most.
 
-use super::hook;
+use super::calls_gen;
 use crate::dispatch::{raw, slice, DeviceData};
 use crate::state::{CommandBufferState, Recording};
 use ash::vk;
@@ -254,640 +254,996 @@ unsafe fn dependency_buffers<'a>(
     })
 }
 
-hook! {
-    fn vkAllocateCommandBuffers(
-        cx,
-        device: vk::Device,
-        info: *const vk::CommandBufferAllocateInfo<'_>,
-        out: *mut vk::CommandBuffer,
-    ) -> vk::Result {
-        let r = cx.down((cx.next)(device, info, out));
-        if r == vk::Result::SUCCESS {
-            let i = &*info;
-            let pool = raw(i.command_pool);
-            let cbs = std::slice::from_raw_parts(out, i.command_buffer_count as usize);
-            let st = &cx.dev.state;
-            for cb in cbs {
-                st.command_buffers.insert(
-                    raw(*cb),
-                    CommandBufferState { pool, level: i.level, recording: Recording::Initial, one_time_submit: false },
-                );
-            }
-            st.pools.entry(pool).or_default().extend(cbs.iter().map(|c| raw(*c)));
+pub unsafe fn vkAllocateCommandBuffers(
+    cx: &calls_gen::vkAllocateCommandBuffers<'_>,
+    device: vk::Device,
+    info: *const vk::CommandBufferAllocateInfo<'_>,
+    out: *mut vk::CommandBuffer,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device, info, out));
+    if r == vk::Result::SUCCESS {
+        let i = &*info;
+        let pool = raw(i.command_pool);
+        let cbs = std::slice::from_raw_parts(out, i.command_buffer_count as usize);
+        let st = &cx.dev.state;
+        for cb in cbs {
+            st.command_buffers.insert(
+                raw(*cb),
+                CommandBufferState {
+                    pool,
+                    level: i.level,
+                    recording: Recording::Initial,
+                    one_time_submit: false,
+                },
+            );
         }
-        r
+        st.pools
+            .entry(pool)
+            .or_default()
+            .extend(cbs.iter().map(|c| raw(*c)));
     }
+    r
+}
 
-    fn vkFreeCommandBuffers(
-        cx,
-        device: vk::Device,
-        pool: vk::CommandPool,
-        count: u32,
-        cbs: *const vk::CommandBuffer,
-    ) {
-        if count > 0 && !cbs.is_null() {
-            let st = &cx.dev.state;
-            let cbs = std::slice::from_raw_parts(cbs, count as usize);
-            for cb in cbs {
-                st.command_buffers.remove(&raw(*cb));
-            }
-            if let Some(p) = cx.dev.profile() {
-                p.on_free(&cbs.iter().filter(|c| **c != vk::CommandBuffer::null()).map(|c| raw(*c)).collect::<Vec<_>>());
-            }
-            if let Some(e) = cx.dev.enforce() {
-                e.on_reset(&cbs.iter().map(|c| raw(*c)).collect::<Vec<_>>());
-            }
-            if let Some(mut set) = st.pools.get_mut(&raw(pool)) {
-                for cb in cbs {
-                    set.remove(&raw(*cb));
-                }
-            }
+pub unsafe fn vkFreeCommandBuffers(
+    cx: &calls_gen::vkFreeCommandBuffers<'_>,
+    device: vk::Device,
+    pool: vk::CommandPool,
+    count: u32,
+    cbs: *const vk::CommandBuffer,
+) {
+    if count > 0 && !cbs.is_null() {
+        let st = &cx.dev.state;
+        let cbs = std::slice::from_raw_parts(cbs, count as usize);
+        for cb in cbs {
+            st.command_buffers.remove(&raw(*cb));
         }
-        cx.down((cx.next)(device, pool, count, cbs))
-    }
-
-    fn vkDestroyCommandPool(cx, device: vk::Device, pool: vk::CommandPool, alloc: *const vk::AllocationCallbacks<'_>) {
-        let cbs = cx.dev.state.drop_pool(raw(pool));
         if let Some(p) = cx.dev.profile() {
-            p.on_free(&cbs);
+            p.on_free(
+                &cbs.iter()
+                    .filter(|c| **c != vk::CommandBuffer::null())
+                    .map(|c| raw(*c))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.on_reset(&cbs.iter().map(|c| raw(*c)).collect::<Vec<_>>());
+        }
+        if let Some(mut set) = st.pools.get_mut(&raw(pool)) {
+            for cb in cbs {
+                set.remove(&raw(*cb));
+            }
+        }
+    }
+    cx.down((cx.next)(device, pool, count, cbs))
+}
+
+pub unsafe fn vkDestroyCommandPool(
+    cx: &calls_gen::vkDestroyCommandPool<'_>,
+    device: vk::Device,
+    pool: vk::CommandPool,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    let cbs = cx.dev.state.drop_pool(raw(pool));
+    if let Some(p) = cx.dev.profile() {
+        p.on_free(&cbs);
+    }
+    if let Some(e) = cx.dev.enforce() {
+        e.on_reset(&cbs);
+    }
+    cx.down((cx.next)(device, pool, alloc))
+}
+
+pub unsafe fn vkResetCommandPool(
+    cx: &calls_gen::vkResetCommandPool<'_>,
+    device: vk::Device,
+    pool: vk::CommandPool,
+    flags: vk::CommandPoolResetFlags,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device, pool, flags));
+    if r == vk::Result::SUCCESS {
+        cx.dev.state.reset_pool(raw(pool));
+        let cbs: Vec<u64> = cx
+            .dev
+            .state
+            .pools
+            .get(&raw(pool))
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        if let Some(p) = cx.dev.profile() {
+            p.on_reset(&cbs);
         }
         if let Some(e) = cx.dev.enforce() {
             e.on_reset(&cbs);
         }
-        cx.down((cx.next)(device, pool, alloc))
     }
+    r
+}
 
-    fn vkResetCommandPool(cx, device: vk::Device, pool: vk::CommandPool, flags: vk::CommandPoolResetFlags) -> vk::Result {
-        let r = cx.down((cx.next)(device, pool, flags));
-        if r == vk::Result::SUCCESS {
-            cx.dev.state.reset_pool(raw(pool));
-            let cbs: Vec<u64> = cx.dev.state.pools.get(&raw(pool)).map(|s| s.iter().copied().collect()).unwrap_or_default();
-            if let Some(p) = cx.dev.profile() {
-                p.on_reset(&cbs);
-            }
-            if let Some(e) = cx.dev.enforce() {
-                e.on_reset(&cbs);
-            }
+pub unsafe fn vkBeginCommandBuffer(
+    cx: &calls_gen::vkBeginCommandBuffer<'_>,
+    cb: vk::CommandBuffer,
+    info: *const vk::CommandBufferBeginInfo<'_>,
+) -> vk::Result {
+    let r = cx.down((cx.next)(cb, info));
+    if r == vk::Result::SUCCESS {
+        if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
+            s.recording = Recording::Recording;
+            s.one_time_submit = (*info)
+                .flags
+                .contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
         }
-        r
-    }
-
-    fn vkBeginCommandBuffer(cx, cb: vk::CommandBuffer, info: *const vk::CommandBufferBeginInfo<'_>) -> vk::Result {
-        let r = cx.down((cx.next)(cb, info));
-        if r == vk::Result::SUCCESS {
-            if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
-                s.recording = Recording::Recording;
-                s.one_time_submit = (*info).flags.contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-            }
-            if let Some(p) = cx.dev.profile() {
-                p.on_begin(raw(cb), (*info).flags.contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT));
-            }
-            if let Some(e) = cx.dev.enforce() {
-                e.on_reset(&[raw(cb)]);
-            }
-            if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
-                g.begin(raw(cb));
-            }
+        if let Some(p) = cx.dev.profile() {
+            p.on_begin(
+                raw(cb),
+                (*info)
+                    .flags
+                    .contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            );
         }
-        r
-    }
-
-    fn vkEndCommandBuffer(cx, cb: vk::CommandBuffer) -> vk::Result {
-        let r = cx.down((cx.next)(cb));
-        if r == vk::Result::SUCCESS {
-            if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
-                s.recording = Recording::Executable;
-            }
-            if let Some(p) = cx.dev.profile() {
-                p.on_end(raw(cb));
-            }
+        if let Some(e) = cx.dev.enforce() {
+            e.on_reset(&[raw(cb)]);
         }
-        r
-    }
-
-    fn vkResetCommandBuffer(cx, cb: vk::CommandBuffer, flags: vk::CommandBufferResetFlags) -> vk::Result {
-        let r = cx.down((cx.next)(cb, flags));
-        if r == vk::Result::SUCCESS {
-            if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
-                s.recording = Recording::Initial;
-            }
-            if let Some(p) = cx.dev.profile() {
-                p.on_reset(&[raw(cb)]);
-            }
-            if let Some(e) = cx.dev.enforce() {
-                e.on_reset(&[raw(cb)]);
-            }
+        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+            g.begin(raw(cb));
         }
-        r
     }
+    r
+}
 
-    fn vkCmdCopyBuffer(
-        cx,
-        cb: vk::CommandBuffer,
-        src: vk::Buffer,
-        dst: vk::Buffer,
-        count: u32,
-        regions: *const vk::BufferCopy,
-    ) {
-        if let (Some(p), false) = (cx.dev.profile(), regions.is_null()) {
-            let r = std::slice::from_raw_parts(regions, count as usize)
+pub unsafe fn vkEndCommandBuffer(
+    cx: &calls_gen::vkEndCommandBuffer<'_>,
+    cb: vk::CommandBuffer,
+) -> vk::Result {
+    let r = cx.down((cx.next)(cb));
+    if r == vk::Result::SUCCESS {
+        if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
+            s.recording = Recording::Executable;
+        }
+        if let Some(p) = cx.dev.profile() {
+            p.on_end(raw(cb));
+        }
+    }
+    r
+}
+
+pub unsafe fn vkResetCommandBuffer(
+    cx: &calls_gen::vkResetCommandBuffer<'_>,
+    cb: vk::CommandBuffer,
+    flags: vk::CommandBufferResetFlags,
+) -> vk::Result {
+    let r = cx.down((cx.next)(cb, flags));
+    if r == vk::Result::SUCCESS {
+        if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
+            s.recording = Recording::Initial;
+        }
+        if let Some(p) = cx.dev.profile() {
+            p.on_reset(&[raw(cb)]);
+        }
+        if let Some(e) = cx.dev.enforce() {
+            e.on_reset(&[raw(cb)]);
+        }
+    }
+    r
+}
+
+pub unsafe fn vkCmdCopyBuffer(
+    cx: &calls_gen::vkCmdCopyBuffer<'_>,
+    cb: vk::CommandBuffer,
+    src: vk::Buffer,
+    dst: vk::Buffer,
+    count: u32,
+    regions: *const vk::BufferCopy,
+) {
+    if let (Some(p), false) = (cx.dev.profile(), regions.is_null()) {
+        let r = std::slice::from_raw_parts(regions, count as usize)
+            .iter()
+            .map(|r| CopyRegion {
+                src_offset: r.src_offset,
+                dst_offset: r.dst_offset,
+                size: r.size,
+            })
+            .collect();
+        p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
+    }
+    if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+        g.use_buffers(cx.dev, raw(cb), &[raw(src), raw(dst)]);
+    }
+    if let Some(e) = cx.dev.enforce() {
+        // Self-copy regions dropped, one substitute barrier in their place.
+        return e.cmd_copy_buffer(cx.dev, cb, src, dst, count, regions, |n, r| {
+            cx.down((cx.next)(cb, src, dst, n, r))
+        });
+    }
+    cx.down((cx.next)(cb, src, dst, count, regions))
+}
+
+pub unsafe fn vkCmdCopyBuffer2(
+    cx: &calls_gen::vkCmdCopyBuffer2<'_>,
+    cb: vk::CommandBuffer,
+    info: *const vk::CopyBufferInfo2<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        let i = &*info;
+        let r = if i.p_regions.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(i.p_regions, i.region_count as usize)
                 .iter()
-                .map(|r| CopyRegion { src_offset: r.src_offset, dst_offset: r.dst_offset, size: r.size })
-                .collect();
-            p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
-        }
-        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
-            g.use_buffers(cx.dev, raw(cb), &[raw(src), raw(dst)]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            // Self-copy regions dropped, one substitute barrier in their place.
-            return e.cmd_copy_buffer(cx.dev, cb, src, dst, count, regions, |n, r| cx.down((cx.next)(cb, src, dst, n, r)));
-        }
-        cx.down((cx.next)(cb, src, dst, count, regions))
+                .map(|r| CopyRegion {
+                    src_offset: r.src_offset,
+                    dst_offset: r.dst_offset,
+                    size: r.size,
+                })
+                .collect()
+        };
+        p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
     }
+    if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+        g.use_buffers(
+            cx.dev,
+            raw(cb),
+            &[raw((*info).src_buffer), raw((*info).dst_buffer)],
+        );
+    }
+    if let Some(e) = cx.dev.enforce() {
+        return e.cmd_copy_buffer2(cx.dev, cb, info, |i| cx.down((cx.next)(cb, i)));
+    }
+    cx.down((cx.next)(cb, info))
+}
 
-    fn vkCmdCopyBuffer2 | vkCmdCopyBuffer2KHR(cx, cb: vk::CommandBuffer, info: *const vk::CopyBufferInfo2<'_>) {
-        if let Some(p) = cx.dev.profile() {
-            let i = &*info;
-            let r = if i.p_regions.is_null() { Vec::new() } else {
-                std::slice::from_raw_parts(i.p_regions, i.region_count as usize)
-                    .iter()
-                    .map(|r| CopyRegion { src_offset: r.src_offset, dst_offset: r.dst_offset, size: r.size })
-                    .collect()
-            };
-            p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
+pub unsafe fn vkCmdFillBuffer(
+    cx: &calls_gen::vkCmdFillBuffer<'_>,
+    cb: vk::CommandBuffer,
+    dst: vk::Buffer,
+    offset: vk::DeviceSize,
+    size: vk::DeviceSize,
+    data: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_use(
+            raw(cb),
+            "vkCmdFillBuffer",
+            vec![buse(dst, offset, size, Access::Write, UseKind::Fill)],
+        );
+    }
+    if let Some(e) = cx.dev.enforce() {
+        e.touch(cx.dev, raw(dst)); // a bind still held back happens now
+        if let Some(g) = e.guard() {
+            g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
         }
-        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
-            g.use_buffers(cx.dev, raw(cb), &[raw((*info).src_buffer), raw((*info).dst_buffer)]);
+    }
+    cx.down((cx.next)(cb, dst, offset, size, data))
+}
+
+pub unsafe fn vkCmdUpdateBuffer(
+    cx: &calls_gen::vkCmdUpdateBuffer<'_>,
+    cb: vk::CommandBuffer,
+    dst: vk::Buffer,
+    offset: vk::DeviceSize,
+    size: vk::DeviceSize,
+    data: *const c_void,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_use(
+            raw(cb),
+            "vkCmdUpdateBuffer",
+            vec![buse(dst, offset, size, Access::Write, UseKind::Update)],
+        );
+    }
+    if let Some(e) = cx.dev.enforce() {
+        e.touch(cx.dev, raw(dst)); // a bind still held back happens now
+        if let Some(g) = e.guard() {
+            g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
         }
-        if let Some(e) = cx.dev.enforce() {
-            return e.cmd_copy_buffer2(cx.dev, cb, info, |i| cx.down((cx.next)(cb, i)));
+    }
+    cx.down((cx.next)(cb, dst, offset, size, data))
+}
+
+pub unsafe fn vkCmdBindVertexBuffers(
+    cx: &calls_gen::vkCmdBindVertexBuffers<'_>,
+    cb: vk::CommandBuffer,
+    first: u32,
+    count: u32,
+    buffers: *const vk::Buffer,
+    offsets: *const vk::DeviceSize,
+) {
+    vertex_buffers(
+        cx.dev,
+        raw(cb),
+        "vkCmdBindVertexBuffers",
+        slice(buffers, count),
+        slice(offsets, if buffers.is_null() { 0 } else { count }),
+        &[],
+    );
+    cx.down((cx.next)(cb, first, count, buffers, offsets))
+}
+
+pub unsafe fn vkCmdBindIndexBuffer(
+    cx: &calls_gen::vkCmdBindIndexBuffer<'_>,
+    cb: vk::CommandBuffer,
+    buffer: vk::Buffer,
+    offset: vk::DeviceSize,
+    ty: vk::IndexType,
+) {
+    index_buffer(
+        cx.dev,
+        raw(cb),
+        "vkCmdBindIndexBuffer",
+        buffer,
+        offset,
+        vk::WHOLE_SIZE,
+    );
+    cx.down((cx.next)(cb, buffer, offset, ty))
+}
+
+pub unsafe fn vkCmdBindPipeline(
+    cx: &calls_gen::vkCmdBindPipeline<'_>,
+    cb: vk::CommandBuffer,
+    bind_point: vk::PipelineBindPoint,
+    pipeline: vk::Pipeline,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_bind_pipeline(raw(cb), bind_point, raw(pipeline));
+    }
+    cx.down((cx.next)(cb, bind_point, pipeline))
+}
+
+pub unsafe fn vkCmdBindDescriptorSets(
+    cx: &calls_gen::vkCmdBindDescriptorSets<'_>,
+    cb: vk::CommandBuffer,
+    bind_point: vk::PipelineBindPoint,
+    layout: vk::PipelineLayout,
+    first_set: u32,
+    count: u32,
+    sets: *const vk::DescriptorSet,
+    dynamic_count: u32,
+    dynamic_offsets: *const u32,
+) {
+    bind_sets(
+        cx.dev,
+        raw(cb),
+        bind_point,
+        first_set,
+        slice(sets, count),
+        slice(dynamic_offsets, dynamic_count),
+    );
+    cx.down((cx.next)(
+        cb,
+        bind_point,
+        layout,
+        first_set,
+        count,
+        sets,
+        dynamic_count,
+        dynamic_offsets,
+    ))
+}
+
+pub unsafe fn vkCmdPushDescriptorSet(
+    cx: &calls_gen::vkCmdPushDescriptorSet<'_>,
+    cb: vk::CommandBuffer,
+    bind_point: vk::PipelineBindPoint,
+    layout: vk::PipelineLayout,
+    set: u32,
+    count: u32,
+    writes: *const vk::WriteDescriptorSet<'_>,
+) {
+    push_descriptors(cx.dev, raw(cb), bind_point, set, count, writes);
+    cx.down((cx.next)(cb, bind_point, layout, set, count, writes))
+}
+
+pub unsafe fn vkCmdPushDescriptorSetWithTemplate(
+    cx: &calls_gen::vkCmdPushDescriptorSetWithTemplate<'_>,
+    cb: vk::CommandBuffer,
+    t: vk::DescriptorUpdateTemplate,
+    layout: vk::PipelineLayout,
+    set: u32,
+    data: *const c_void,
+) {
+    push_template(cx.dev, raw(cb), t, set, data);
+    cx.down((cx.next)(cb, t, layout, set, data))
+}
+
+pub unsafe fn vkCmdExecuteCommands(
+    cx: &calls_gen::vkCmdExecuteCommands<'_>,
+    cb: vk::CommandBuffer,
+    count: u32,
+    secondaries: *const vk::CommandBuffer,
+) {
+    if let (Some(p), false) = (cx.dev.profile(), secondaries.is_null()) {
+        let s = std::slice::from_raw_parts(secondaries, count as usize)
+            .iter()
+            .map(|c| raw(*c))
+            .collect();
+        p.on_execute(raw(cb), s);
+    }
+    if let (Some(e), false) = (cx.dev.enforce(), secondaries.is_null()) {
+        let s: Vec<u64> = std::slice::from_raw_parts(secondaries, count as usize)
+            .iter()
+            .map(|c| raw(*c))
+            .collect();
+        e.on_execute(raw(cb), &s);
+        if let Some(g) = e.guard() {
+            g.execute(raw(cb), &s);
         }
-        cx.down((cx.next)(cb, info))
     }
+    cx.down((cx.next)(cb, count, secondaries))
+}
 
-    fn vkCmdFillBuffer(
-        cx,
-        cb: vk::CommandBuffer,
-        dst: vk::Buffer,
-        offset: vk::DeviceSize,
-        size: vk::DeviceSize,
-        data: u32,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_use(raw(cb), "vkCmdFillBuffer", vec![buse(dst, offset, size, Access::Write, UseKind::Fill)]);
+pub unsafe fn vkCmdDispatch(
+    cx: &calls_gen::vkCmdDispatch<'_>,
+    cb: vk::CommandBuffer,
+    x: u32,
+    y: u32,
+    z: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatch", Vec::new());
+    }
+    cx.down((cx.next)(cb, x, y, z))
+}
+
+pub unsafe fn vkCmdDispatchIndirect(
+    cx: &calls_gen::vkCmdDispatchIndirect<'_>,
+    cb: vk::CommandBuffer,
+    buffer: vk::Buffer,
+    offset: vk::DeviceSize,
+) {
+    if let Some(p) = cx.dev.profile() {
+        let ind = buse(buffer, offset, 12, Access::Read, UseKind::Indirect);
+        p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchIndirect", vec![ind]);
+    }
+    if let Some(e) = cx.dev.enforce() {
+        e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+        if let Some(g) = e.guard() {
+            g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
         }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(dst)); // a bind still held back happens now
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
-            }
+    }
+    cx.down((cx.next)(cb, buffer, offset))
+}
+
+pub unsafe fn vkCmdDraw(
+    cx: &calls_gen::vkCmdDraw<'_>,
+    cb: vk::CommandBuffer,
+    vertices: u32,
+    instances: u32,
+    first_vertex: u32,
+    first_instance: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDraw", Vec::new());
+    }
+    cx.down((cx.next)(
+        cb,
+        vertices,
+        instances,
+        first_vertex,
+        first_instance,
+    ))
+}
+
+pub unsafe fn vkCmdDrawIndexed(
+    cx: &calls_gen::vkCmdDrawIndexed<'_>,
+    cb: vk::CommandBuffer,
+    indices: u32,
+    instances: u32,
+    first_index: u32,
+    vertex_offset: i32,
+    first_instance: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexed", Vec::new());
+    }
+    cx.down((cx.next)(
+        cb,
+        indices,
+        instances,
+        first_index,
+        vertex_offset,
+        first_instance,
+    ))
+}
+
+pub unsafe fn vkCmdDrawIndirect(
+    cx: &calls_gen::vkCmdDrawIndirect<'_>,
+    cb: vk::CommandBuffer,
+    buffer: vk::Buffer,
+    offset: vk::DeviceSize,
+    count: u32,
+    stride: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        let ind = buse(
+            buffer,
+            offset,
+            indirect_len(count, stride, DRAW),
+            Access::Read,
+            UseKind::Indirect,
+        );
+        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirect", vec![ind]);
+    }
+    if let Some(e) = cx.dev.enforce() {
+        e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+        if let Some(g) = e.guard() {
+            g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
         }
-        cx.down((cx.next)(cb, dst, offset, size, data))
     }
+    cx.down((cx.next)(cb, buffer, offset, count, stride))
+}
 
-    fn vkCmdUpdateBuffer(
-        cx,
-        cb: vk::CommandBuffer,
-        dst: vk::Buffer,
-        offset: vk::DeviceSize,
-        size: vk::DeviceSize,
-        data: *const c_void,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_use(raw(cb), "vkCmdUpdateBuffer", vec![buse(dst, offset, size, Access::Write, UseKind::Update)]);
+pub unsafe fn vkCmdDrawIndexedIndirect(
+    cx: &calls_gen::vkCmdDrawIndexedIndirect<'_>,
+    cb: vk::CommandBuffer,
+    buffer: vk::Buffer,
+    offset: vk::DeviceSize,
+    count: u32,
+    stride: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        let ind = buse(
+            buffer,
+            offset,
+            indirect_len(count, stride, DRAW_INDEXED),
+            Access::Read,
+            UseKind::Indirect,
+        );
+        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexedIndirect", vec![ind]);
+    }
+    if let Some(e) = cx.dev.enforce() {
+        e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
+        if let Some(g) = e.guard() {
+            g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
         }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(dst)); // a bind still held back happens now
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
-            }
+    }
+    cx.down((cx.next)(cb, buffer, offset, count, stride))
+}
+
+pub unsafe fn vkCmdDrawIndirectCount(
+    cx: &calls_gen::vkCmdDrawIndirectCount<'_>,
+    cb: vk::CommandBuffer,
+    buffer: vk::Buffer,
+    offset: vk::DeviceSize,
+    count_buffer: vk::Buffer,
+    count_offset: vk::DeviceSize,
+    max_draws: u32,
+    stride: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        let ind = buse(
+            buffer,
+            offset,
+            indirect_len(max_draws, stride, DRAW),
+            Access::Read,
+            UseKind::Indirect,
+        );
+        let count = buse(
+            count_buffer,
+            count_offset,
+            4,
+            Access::Read,
+            UseKind::Indirect,
+        );
+        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirectCount", vec![ind, count]);
+    }
+    if let Some(e) = cx.dev.enforce() {
+        e.touch(cx.dev, raw(buffer)); // binds still held back happen now
+        e.touch(cx.dev, raw(count_buffer));
+        if let Some(g) = e.guard() {
+            g.use_buffers(cx.dev, raw(cb), &[raw(buffer), raw(count_buffer)]);
         }
-        cx.down((cx.next)(cb, dst, offset, size, data))
     }
+    cx.down((cx.next)(
+        cb,
+        buffer,
+        offset,
+        count_buffer,
+        count_offset,
+        max_draws,
+        stride,
+    ))
+}
 
-    fn vkCmdBindVertexBuffers(
-        cx,
-        cb: vk::CommandBuffer,
-        first: u32,
-        count: u32,
-        buffers: *const vk::Buffer,
-        offsets: *const vk::DeviceSize,
-    ) {
-        vertex_buffers(cx.dev, raw(cb), "vkCmdBindVertexBuffers", slice(buffers, count), slice(offsets, if buffers.is_null() { 0 } else { count }), &[]);
-        cx.down((cx.next)(cb, first, count, buffers, offsets))
+pub unsafe fn vkCmdDrawIndexedIndirectCount(
+    cx: &calls_gen::vkCmdDrawIndexedIndirectCount<'_>,
+    cb: vk::CommandBuffer,
+    buffer: vk::Buffer,
+    offset: vk::DeviceSize,
+    count_buffer: vk::Buffer,
+    count_offset: vk::DeviceSize,
+    max_draws: u32,
+    stride: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        let ind = buse(
+            buffer,
+            offset,
+            indirect_len(max_draws, stride, DRAW_INDEXED),
+            Access::Read,
+            UseKind::Indirect,
+        );
+        let count = buse(
+            count_buffer,
+            count_offset,
+            4,
+            Access::Read,
+            UseKind::Indirect,
+        );
+        p.on_dispatch_or_draw(
+            raw(cb),
+            true,
+            "vkCmdDrawIndexedIndirectCount",
+            vec![ind, count],
+        );
     }
-
-    fn vkCmdBindIndexBuffer(cx, cb: vk::CommandBuffer, buffer: vk::Buffer, offset: vk::DeviceSize, ty: vk::IndexType) {
-        index_buffer(cx.dev, raw(cb), "vkCmdBindIndexBuffer", buffer, offset, vk::WHOLE_SIZE);
-        cx.down((cx.next)(cb, buffer, offset, ty))
-    }
-
-    fn vkCmdBindPipeline(cx, cb: vk::CommandBuffer, bind_point: vk::PipelineBindPoint, pipeline: vk::Pipeline) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_bind_pipeline(raw(cb), bind_point, raw(pipeline));
+    if let Some(e) = cx.dev.enforce() {
+        e.touch(cx.dev, raw(buffer)); // binds still held back happen now
+        e.touch(cx.dev, raw(count_buffer));
+        if let Some(g) = e.guard() {
+            g.use_buffers(cx.dev, raw(cb), &[raw(buffer), raw(count_buffer)]);
         }
-        cx.down((cx.next)(cb, bind_point, pipeline))
     }
+    cx.down((cx.next)(
+        cb,
+        buffer,
+        offset,
+        count_buffer,
+        count_offset,
+        max_draws,
+        stride,
+    ))
+}
 
-    fn vkCmdBindDescriptorSets(
-        cx,
-        cb: vk::CommandBuffer,
-        bind_point: vk::PipelineBindPoint,
-        layout: vk::PipelineLayout,
-        first_set: u32,
-        count: u32,
-        sets: *const vk::DescriptorSet,
-        dynamic_count: u32,
-        dynamic_offsets: *const u32,
-    ) {
-        bind_sets(cx.dev, raw(cb), bind_point, first_set, slice(sets, count), slice(dynamic_offsets, dynamic_count));
-        cx.down((cx.next)(cb, bind_point, layout, first_set, count, sets, dynamic_count, dynamic_offsets))
+pub unsafe fn vkCmdCopyBufferToImage(
+    cx: &calls_gen::vkCmdCopyBufferToImage<'_>,
+    cb: vk::CommandBuffer,
+    src: vk::Buffer,
+    dst: vk::Image,
+    layout: vk::ImageLayout,
+    count: u32,
+    regions: *const vk::BufferImageCopy,
+) {
+    image_copy(
+        cx.dev,
+        raw(cb),
+        "vkCmdCopyBufferToImage",
+        src,
+        image_copy_range(count, regions),
+        true,
+    );
+    cx.down((cx.next)(cb, src, dst, layout, count, regions))
+}
+
+pub unsafe fn vkCmdCopyImageToBuffer(
+    cx: &calls_gen::vkCmdCopyImageToBuffer<'_>,
+    cb: vk::CommandBuffer,
+    src: vk::Image,
+    layout: vk::ImageLayout,
+    dst: vk::Buffer,
+    count: u32,
+    regions: *const vk::BufferImageCopy,
+) {
+    image_copy(
+        cx.dev,
+        raw(cb),
+        "vkCmdCopyImageToBuffer",
+        dst,
+        image_copy_range(count, regions),
+        false,
+    );
+    cx.down((cx.next)(cb, src, layout, dst, count, regions))
+}
+
+pub unsafe fn vkCmdPipelineBarrier(
+    cx: &calls_gen::vkCmdPipelineBarrier<'_>,
+    cb: vk::CommandBuffer,
+    src_stage: vk::PipelineStageFlags,
+    dst_stage: vk::PipelineStageFlags,
+    dependency: vk::DependencyFlags,
+    memory_count: u32,
+    memory: *const vk::MemoryBarrier<'_>,
+    buffer_count: u32,
+    buffer: *const vk::BufferMemoryBarrier<'_>,
+    image_count: u32,
+    image: *const vk::ImageMemoryBarrier<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_barrier(raw(cb));
     }
+    barrier_buffers(cx.dev, slice(buffer, buffer_count).iter().map(|b| b.buffer));
+    cx.down((cx.next)(
+        cb,
+        src_stage,
+        dst_stage,
+        dependency,
+        memory_count,
+        memory,
+        buffer_count,
+        buffer,
+        image_count,
+        image,
+    ))
+}
 
-    fn vkCmdPushDescriptorSetKHR | vkCmdPushDescriptorSet(
-        cx,
-        cb: vk::CommandBuffer,
-        bind_point: vk::PipelineBindPoint,
-        layout: vk::PipelineLayout,
-        set: u32,
-        count: u32,
-        writes: *const vk::WriteDescriptorSet<'_>,
-    ) {
-        push_descriptors(cx.dev, raw(cb), bind_point, set, count, writes);
-        cx.down((cx.next)(cb, bind_point, layout, set, count, writes))
+pub unsafe fn vkCmdPipelineBarrier2(
+    cx: &calls_gen::vkCmdPipelineBarrier2<'_>,
+    cb: vk::CommandBuffer,
+    info: *const vk::DependencyInfo<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_barrier(raw(cb));
     }
+    barrier_buffers(cx.dev, dependency_buffers(info));
+    cx.down((cx.next)(cb, info))
+}
 
-    fn vkCmdPushDescriptorSetWithTemplateKHR | vkCmdPushDescriptorSetWithTemplate(
-        cx,
-        cb: vk::CommandBuffer,
-        t: vk::DescriptorUpdateTemplate,
-        layout: vk::PipelineLayout,
-        set: u32,
-        data: *const c_void,
-    ) {
-        push_template(cx.dev, raw(cb), t, set, data);
-        cx.down((cx.next)(cb, t, layout, set, data))
+// ---- followed since issue 32: the registry's commands that programs use today
+
+pub unsafe fn vkCmdCopyBufferToImage2(
+    cx: &calls_gen::vkCmdCopyBufferToImage2<'_>,
+    cb: vk::CommandBuffer,
+    info: *const vk::CopyBufferToImageInfo2<'_>,
+) {
+    let i = &*info;
+    let off = slice(i.p_regions, i.region_count)
+        .iter()
+        .map(|r| r.buffer_offset)
+        .min()
+        .unwrap_or(0);
+    image_copy(
+        cx.dev,
+        raw(cb),
+        "vkCmdCopyBufferToImage2",
+        i.src_buffer,
+        off,
+        true,
+    );
+    cx.down((cx.next)(cb, info))
+}
+
+pub unsafe fn vkCmdCopyImageToBuffer2(
+    cx: &calls_gen::vkCmdCopyImageToBuffer2<'_>,
+    cb: vk::CommandBuffer,
+    info: *const vk::CopyImageToBufferInfo2<'_>,
+) {
+    let i = &*info;
+    let off = slice(i.p_regions, i.region_count)
+        .iter()
+        .map(|r| r.buffer_offset)
+        .min()
+        .unwrap_or(0);
+    image_copy(
+        cx.dev,
+        raw(cb),
+        "vkCmdCopyImageToBuffer2",
+        i.dst_buffer,
+        off,
+        false,
+    );
+    cx.down((cx.next)(cb, info))
+}
+
+pub unsafe fn vkCmdBindVertexBuffers2(
+    cx: &calls_gen::vkCmdBindVertexBuffers2<'_>,
+    cb: vk::CommandBuffer,
+    first: u32,
+    count: u32,
+    buffers: *const vk::Buffer,
+    offsets: *const vk::DeviceSize,
+    sizes: *const vk::DeviceSize,
+    strides: *const vk::DeviceSize,
+) {
+    let n = if buffers.is_null() || offsets.is_null() {
+        0
+    } else {
+        count
+    };
+    vertex_buffers(
+        cx.dev,
+        raw(cb),
+        "vkCmdBindVertexBuffers2",
+        slice(buffers, n),
+        slice(offsets, n),
+        slice(sizes, n),
+    );
+    cx.down((cx.next)(
+        cb, first, count, buffers, offsets, sizes, strides,
+    ))
+}
+
+pub unsafe fn vkCmdBindIndexBuffer2(
+    cx: &calls_gen::vkCmdBindIndexBuffer2<'_>,
+    cb: vk::CommandBuffer,
+    buffer: vk::Buffer,
+    offset: vk::DeviceSize,
+    size: vk::DeviceSize,
+    ty: vk::IndexType,
+) {
+    index_buffer(
+        cx.dev,
+        raw(cb),
+        "vkCmdBindIndexBuffer2",
+        buffer,
+        offset,
+        size,
+    );
+    cx.down((cx.next)(cb, buffer, offset, size, ty))
+}
+
+pub unsafe fn vkCmdBindDescriptorSets2(
+    cx: &calls_gen::vkCmdBindDescriptorSets2<'_>,
+    cb: vk::CommandBuffer,
+    info: *const vk::BindDescriptorSetsInfoKHR<'_>,
+) {
+    let i = &*info;
+    for bp in bind_points(i.stage_flags) {
+        bind_sets(
+            cx.dev,
+            raw(cb),
+            bp,
+            i.first_set,
+            slice(i.p_descriptor_sets, i.descriptor_set_count),
+            slice(i.p_dynamic_offsets, i.dynamic_offset_count),
+        );
     }
+    cx.down((cx.next)(cb, info))
+}
 
-    fn vkCmdExecuteCommands(cx, cb: vk::CommandBuffer, count: u32, secondaries: *const vk::CommandBuffer) {
-        if let (Some(p), false) = (cx.dev.profile(), secondaries.is_null()) {
-            let s = std::slice::from_raw_parts(secondaries, count as usize).iter().map(|c| raw(*c)).collect();
-            p.on_execute(raw(cb), s);
-        }
-        if let (Some(e), false) = (cx.dev.enforce(), secondaries.is_null()) {
-            let s: Vec<u64> = std::slice::from_raw_parts(secondaries, count as usize).iter().map(|c| raw(*c)).collect();
-            e.on_execute(raw(cb), &s);
-            if let Some(g) = e.guard() {
-                g.execute(raw(cb), &s);
-            }
-        }
-        cx.down((cx.next)(cb, count, secondaries))
+pub unsafe fn vkCmdPushDescriptorSet2(
+    cx: &calls_gen::vkCmdPushDescriptorSet2<'_>,
+    cb: vk::CommandBuffer,
+    info: *const vk::PushDescriptorSetInfoKHR<'_>,
+) {
+    let i = &*info;
+    for bp in bind_points(i.stage_flags) {
+        push_descriptors(
+            cx.dev,
+            raw(cb),
+            bp,
+            i.set,
+            i.descriptor_write_count,
+            i.p_descriptor_writes,
+        );
     }
+    cx.down((cx.next)(cb, info))
+}
 
-    fn vkCmdDispatch(cx, cb: vk::CommandBuffer, x: u32, y: u32, z: u32) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatch", Vec::new());
-        }
-        cx.down((cx.next)(cb, x, y, z))
+pub unsafe fn vkCmdPushDescriptorSetWithTemplate2(
+    cx: &calls_gen::vkCmdPushDescriptorSetWithTemplate2<'_>,
+    cb: vk::CommandBuffer,
+    info: *const vk::PushDescriptorSetWithTemplateInfoKHR<'_>,
+) {
+    let i = &*info;
+    push_template(
+        cx.dev,
+        raw(cb),
+        i.descriptor_update_template,
+        i.set,
+        i.p_data,
+    );
+    cx.down((cx.next)(cb, info))
+}
+
+pub unsafe fn vkCmdDispatchBase(
+    cx: &calls_gen::vkCmdDispatchBase<'_>,
+    cb: vk::CommandBuffer,
+    bx: u32,
+    by: u32,
+    bz: u32,
+    x: u32,
+    y: u32,
+    z: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchBase", Vec::new());
     }
+    cx.down((cx.next)(cb, bx, by, bz, x, y, z))
+}
 
-    fn vkCmdDispatchIndirect(cx, cb: vk::CommandBuffer, buffer: vk::Buffer, offset: vk::DeviceSize) {
-        if let Some(p) = cx.dev.profile() {
-            let ind = buse(buffer, offset, 12, Access::Read, UseKind::Indirect);
-            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchIndirect", vec![ind]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
-            }
-        }
-        cx.down((cx.next)(cb, buffer, offset))
+pub unsafe fn vkCmdDrawMultiEXT(
+    cx: &calls_gen::vkCmdDrawMultiEXT<'_>,
+    cb: vk::CommandBuffer,
+    count: u32,
+    info: *const vk::MultiDrawInfoEXT,
+    instances: u32,
+    first_instance: u32,
+    stride: u32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawMultiEXT", Vec::new());
     }
+    cx.down((cx.next)(
+        cb,
+        count,
+        info,
+        instances,
+        first_instance,
+        stride,
+    ))
+}
 
-    fn vkCmdDraw(cx, cb: vk::CommandBuffer, vertices: u32, instances: u32, first_vertex: u32, first_instance: u32) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDraw", Vec::new());
-        }
-        cx.down((cx.next)(cb, vertices, instances, first_vertex, first_instance))
+pub unsafe fn vkCmdDrawMultiIndexedEXT(
+    cx: &calls_gen::vkCmdDrawMultiIndexedEXT<'_>,
+    cb: vk::CommandBuffer,
+    count: u32,
+    info: *const vk::MultiDrawIndexedInfoEXT,
+    instances: u32,
+    first_instance: u32,
+    stride: u32,
+    vertex_offset: *const i32,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawMultiIndexedEXT", Vec::new());
     }
+    cx.down((cx.next)(
+        cb,
+        count,
+        info,
+        instances,
+        first_instance,
+        stride,
+        vertex_offset,
+    ))
+}
 
-    fn vkCmdDrawIndexed(
-        cx,
-        cb: vk::CommandBuffer,
-        indices: u32,
-        instances: u32,
-        first_index: u32,
-        vertex_offset: i32,
-        first_instance: u32,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexed", Vec::new());
-        }
-        cx.down((cx.next)(cb, indices, instances, first_index, vertex_offset, first_instance))
+pub unsafe fn vkCmdWaitEvents(
+    cx: &calls_gen::vkCmdWaitEvents<'_>,
+    cb: vk::CommandBuffer,
+    count: u32,
+    events: *const vk::Event,
+    src_stage: vk::PipelineStageFlags,
+    dst_stage: vk::PipelineStageFlags,
+    memory_count: u32,
+    memory: *const vk::MemoryBarrier<'_>,
+    buffer_count: u32,
+    buffer: *const vk::BufferMemoryBarrier<'_>,
+    image_count: u32,
+    image: *const vk::ImageMemoryBarrier<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_barrier(raw(cb));
     }
+    barrier_buffers(cx.dev, slice(buffer, buffer_count).iter().map(|b| b.buffer));
+    cx.down((cx.next)(
+        cb,
+        count,
+        events,
+        src_stage,
+        dst_stage,
+        memory_count,
+        memory,
+        buffer_count,
+        buffer,
+        image_count,
+        image,
+    ))
+}
 
-    fn vkCmdDrawIndirect(
-        cx,
-        cb: vk::CommandBuffer,
-        buffer: vk::Buffer,
-        offset: vk::DeviceSize,
-        count: u32,
-        stride: u32,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            let ind = buse(buffer, offset, indirect_len(count, stride, DRAW), Access::Read, UseKind::Indirect);
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirect", vec![ind]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
-            }
-        }
-        cx.down((cx.next)(cb, buffer, offset, count, stride))
+pub unsafe fn vkCmdWaitEvents2(
+    cx: &calls_gen::vkCmdWaitEvents2<'_>,
+    cb: vk::CommandBuffer,
+    count: u32,
+    events: *const vk::Event,
+    infos: *const vk::DependencyInfo<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_barrier(raw(cb));
     }
-
-    fn vkCmdDrawIndexedIndirect(
-        cx,
-        cb: vk::CommandBuffer,
-        buffer: vk::Buffer,
-        offset: vk::DeviceSize,
-        count: u32,
-        stride: u32,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            let ind = buse(buffer, offset, indirect_len(count, stride, DRAW_INDEXED), Access::Read, UseKind::Indirect);
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexedIndirect", vec![ind]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
-            }
-        }
-        cx.down((cx.next)(cb, buffer, offset, count, stride))
+    let n = if events.is_null() { 0 } else { count };
+    for k in 0..n as usize {
+        barrier_buffers(cx.dev, dependency_buffers(infos.add(k)));
     }
+    cx.down((cx.next)(cb, count, events, infos))
+}
 
-    fn vkCmdDrawIndirectCount | vkCmdDrawIndirectCountKHR | vkCmdDrawIndirectCountAMD(
-        cx,
-        cb: vk::CommandBuffer,
-        buffer: vk::Buffer,
-        offset: vk::DeviceSize,
-        count_buffer: vk::Buffer,
-        count_offset: vk::DeviceSize,
-        max_draws: u32,
-        stride: u32,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            let ind = buse(buffer, offset, indirect_len(max_draws, stride, DRAW), Access::Read, UseKind::Indirect);
-            let count = buse(count_buffer, count_offset, 4, Access::Read, UseKind::Indirect);
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirectCount", vec![ind, count]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(buffer)); // binds still held back happen now
-            e.touch(cx.dev, raw(count_buffer));
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(buffer), raw(count_buffer)]);
-            }
-        }
-        cx.down((cx.next)(cb, buffer, offset, count_buffer, count_offset, max_draws, stride))
-    }
-
-    fn vkCmdDrawIndexedIndirectCount | vkCmdDrawIndexedIndirectCountKHR | vkCmdDrawIndexedIndirectCountAMD(
-        cx,
-        cb: vk::CommandBuffer,
-        buffer: vk::Buffer,
-        offset: vk::DeviceSize,
-        count_buffer: vk::Buffer,
-        count_offset: vk::DeviceSize,
-        max_draws: u32,
-        stride: u32,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            let ind = buse(buffer, offset, indirect_len(max_draws, stride, DRAW_INDEXED), Access::Read, UseKind::Indirect);
-            let count = buse(count_buffer, count_offset, 4, Access::Read, UseKind::Indirect);
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexedIndirectCount", vec![ind, count]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.touch(cx.dev, raw(buffer)); // binds still held back happen now
-            e.touch(cx.dev, raw(count_buffer));
-            if let Some(g) = e.guard() {
-                g.use_buffers(cx.dev, raw(cb), &[raw(buffer), raw(count_buffer)]);
-            }
-        }
-        cx.down((cx.next)(cb, buffer, offset, count_buffer, count_offset, max_draws, stride))
-    }
-
-    fn vkCmdCopyBufferToImage(
-        cx,
-        cb: vk::CommandBuffer,
-        src: vk::Buffer,
-        dst: vk::Image,
-        layout: vk::ImageLayout,
-        count: u32,
-        regions: *const vk::BufferImageCopy,
-    ) {
-        image_copy(cx.dev, raw(cb), "vkCmdCopyBufferToImage", src, image_copy_range(count, regions), true);
-        cx.down((cx.next)(cb, src, dst, layout, count, regions))
-    }
-
-    fn vkCmdCopyImageToBuffer(
-        cx,
-        cb: vk::CommandBuffer,
-        src: vk::Image,
-        layout: vk::ImageLayout,
-        dst: vk::Buffer,
-        count: u32,
-        regions: *const vk::BufferImageCopy,
-    ) {
-        image_copy(cx.dev, raw(cb), "vkCmdCopyImageToBuffer", dst, image_copy_range(count, regions), false);
-        cx.down((cx.next)(cb, src, layout, dst, count, regions))
-    }
-
-    fn vkCmdPipelineBarrier(
-        cx,
-        cb: vk::CommandBuffer,
-        src_stage: vk::PipelineStageFlags,
-        dst_stage: vk::PipelineStageFlags,
-        dependency: vk::DependencyFlags,
-        memory_count: u32,
-        memory: *const vk::MemoryBarrier<'_>,
-        buffer_count: u32,
-        buffer: *const vk::BufferMemoryBarrier<'_>,
-        image_count: u32,
-        image: *const vk::ImageMemoryBarrier<'_>,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_barrier(raw(cb));
-        }
-        barrier_buffers(cx.dev, slice(buffer, buffer_count).iter().map(|b| b.buffer));
-        cx.down((cx.next)(
-            cb, src_stage, dst_stage, dependency, memory_count, memory, buffer_count, buffer, image_count, image,
-        ))
-    }
-
-    fn vkCmdPipelineBarrier2 | vkCmdPipelineBarrier2KHR(cx, cb: vk::CommandBuffer, info: *const vk::DependencyInfo<'_>) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_barrier(raw(cb));
-        }
-        barrier_buffers(cx.dev, dependency_buffers(info));
-        cx.down((cx.next)(cb, info))
-    }
-
-    // ---- followed since issue 32: the registry's commands that programs use today
-
-    fn vkCmdCopyBufferToImage2 | vkCmdCopyBufferToImage2KHR(cx, cb: vk::CommandBuffer, info: *const vk::CopyBufferToImageInfo2<'_>) {
-        let i = &*info;
-        let off = slice(i.p_regions, i.region_count).iter().map(|r| r.buffer_offset).min().unwrap_or(0);
-        image_copy(cx.dev, raw(cb), "vkCmdCopyBufferToImage2", i.src_buffer, off, true);
-        cx.down((cx.next)(cb, info))
-    }
-
-    fn vkCmdCopyImageToBuffer2 | vkCmdCopyImageToBuffer2KHR(cx, cb: vk::CommandBuffer, info: *const vk::CopyImageToBufferInfo2<'_>) {
-        let i = &*info;
-        let off = slice(i.p_regions, i.region_count).iter().map(|r| r.buffer_offset).min().unwrap_or(0);
-        image_copy(cx.dev, raw(cb), "vkCmdCopyImageToBuffer2", i.dst_buffer, off, false);
-        cx.down((cx.next)(cb, info))
-    }
-
-    fn vkCmdBindVertexBuffers2 | vkCmdBindVertexBuffers2EXT(
-        cx,
-        cb: vk::CommandBuffer,
-        first: u32,
-        count: u32,
-        buffers: *const vk::Buffer,
-        offsets: *const vk::DeviceSize,
-        sizes: *const vk::DeviceSize,
-        strides: *const vk::DeviceSize,
-    ) {
-        let n = if buffers.is_null() || offsets.is_null() { 0 } else { count };
-        vertex_buffers(cx.dev, raw(cb), "vkCmdBindVertexBuffers2", slice(buffers, n), slice(offsets, n), slice(sizes, n));
-        cx.down((cx.next)(cb, first, count, buffers, offsets, sizes, strides))
-    }
-
-    fn vkCmdBindIndexBuffer2 | vkCmdBindIndexBuffer2KHR(
-        cx,
-        cb: vk::CommandBuffer,
-        buffer: vk::Buffer,
-        offset: vk::DeviceSize,
-        size: vk::DeviceSize,
-        ty: vk::IndexType,
-    ) {
-        index_buffer(cx.dev, raw(cb), "vkCmdBindIndexBuffer2", buffer, offset, size);
-        cx.down((cx.next)(cb, buffer, offset, size, ty))
-    }
-
-    fn vkCmdBindDescriptorSets2 | vkCmdBindDescriptorSets2KHR(cx, cb: vk::CommandBuffer, info: *const vk::BindDescriptorSetsInfoKHR<'_>) {
-        let i = &*info;
-        for bp in bind_points(i.stage_flags) {
-            bind_sets(cx.dev, raw(cb), bp, i.first_set, slice(i.p_descriptor_sets, i.descriptor_set_count), slice(i.p_dynamic_offsets, i.dynamic_offset_count));
-        }
-        cx.down((cx.next)(cb, info))
-    }
-
-    fn vkCmdPushDescriptorSet2 | vkCmdPushDescriptorSet2KHR(cx, cb: vk::CommandBuffer, info: *const vk::PushDescriptorSetInfoKHR<'_>) {
-        let i = &*info;
-        for bp in bind_points(i.stage_flags) {
-            push_descriptors(cx.dev, raw(cb), bp, i.set, i.descriptor_write_count, i.p_descriptor_writes);
-        }
-        cx.down((cx.next)(cb, info))
-    }
-
-    fn vkCmdPushDescriptorSetWithTemplate2 | vkCmdPushDescriptorSetWithTemplate2KHR(
-        cx,
-        cb: vk::CommandBuffer,
-        info: *const vk::PushDescriptorSetWithTemplateInfoKHR<'_>,
-    ) {
-        let i = &*info;
-        push_template(cx.dev, raw(cb), i.descriptor_update_template, i.set, i.p_data);
-        cx.down((cx.next)(cb, info))
-    }
-
-    fn vkCmdDispatchBase | vkCmdDispatchBaseKHR(cx, cb: vk::CommandBuffer, bx: u32, by: u32, bz: u32, x: u32, y: u32, z: u32) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchBase", Vec::new());
-        }
-        cx.down((cx.next)(cb, bx, by, bz, x, y, z))
-    }
-
-    fn vkCmdDrawMultiEXT(
-        cx,
-        cb: vk::CommandBuffer,
-        count: u32,
-        info: *const vk::MultiDrawInfoEXT,
-        instances: u32,
-        first_instance: u32,
-        stride: u32,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawMultiEXT", Vec::new());
-        }
-        cx.down((cx.next)(cb, count, info, instances, first_instance, stride))
-    }
-
-    fn vkCmdDrawMultiIndexedEXT(
-        cx,
-        cb: vk::CommandBuffer,
-        count: u32,
-        info: *const vk::MultiDrawIndexedInfoEXT,
-        instances: u32,
-        first_instance: u32,
-        stride: u32,
-        vertex_offset: *const i32,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawMultiIndexedEXT", Vec::new());
-        }
-        cx.down((cx.next)(cb, count, info, instances, first_instance, stride, vertex_offset))
-    }
-
-    fn vkCmdWaitEvents(
-        cx,
-        cb: vk::CommandBuffer,
-        count: u32,
-        events: *const vk::Event,
-        src_stage: vk::PipelineStageFlags,
-        dst_stage: vk::PipelineStageFlags,
-        memory_count: u32,
-        memory: *const vk::MemoryBarrier<'_>,
-        buffer_count: u32,
-        buffer: *const vk::BufferMemoryBarrier<'_>,
-        image_count: u32,
-        image: *const vk::ImageMemoryBarrier<'_>,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_barrier(raw(cb));
-        }
-        barrier_buffers(cx.dev, slice(buffer, buffer_count).iter().map(|b| b.buffer));
-        cx.down((cx.next)(
-            cb, count, events, src_stage, dst_stage, memory_count, memory, buffer_count, buffer, image_count, image,
-        ))
-    }
-
-    fn vkCmdWaitEvents2 | vkCmdWaitEvents2KHR(
-        cx,
-        cb: vk::CommandBuffer,
-        count: u32,
-        events: *const vk::Event,
-        infos: *const vk::DependencyInfo<'_>,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_barrier(raw(cb));
-        }
-        let n = if events.is_null() { 0 } else { count };
-        for k in 0..n as usize {
-            barrier_buffers(cx.dev, dependency_buffers(infos.add(k)));
-        }
-        cx.down((cx.next)(cb, count, events, infos))
-    }
-
-    // Its dependency info only defines what a later wait orders; the buffers it names must
-    // have memory bound all the same.
-    fn vkCmdSetEvent2 | vkCmdSetEvent2KHR(cx, cb: vk::CommandBuffer, event: vk::Event, info: *const vk::DependencyInfo<'_>) {
-        barrier_buffers(cx.dev, dependency_buffers(info));
-        cx.down((cx.next)(cb, event, info))
-    }
-
+// Its dependency info only defines what a later wait orders; the buffers it names must
+// have memory bound all the same.
+pub unsafe fn vkCmdSetEvent2(
+    cx: &calls_gen::vkCmdSetEvent2<'_>,
+    cb: vk::CommandBuffer,
+    event: vk::Event,
+    info: *const vk::DependencyInfo<'_>,
+) {
+    barrier_buffers(cx.dev, dependency_buffers(info));
+    cx.down((cx.next)(cb, event, info))
 }

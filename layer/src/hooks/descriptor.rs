@@ -2,7 +2,7 @@
 //! "Pipelines"): what a dispatch reads and writes. Profile mode follows the buffer descriptors
 //! written into each set and reflects every shader module's SPIR-V (`reflect.rs`).
 
-use super::hook;
+use super::calls_gen;
 use crate::dispatch::{raw, DeviceData};
 use crate::state::{TemplateEntry, UpdateTemplate, Written};
 use ash::vk;
@@ -40,192 +40,207 @@ pub(crate) unsafe fn touch_template(dev: &DeviceData, t: &UpdateTemplate, data: 
     }
 }
 
-hook! {
-    fn vkUpdateDescriptorSets(
-        cx,
-        device: vk::Device,
-        write_count: u32,
-        writes: *const vk::WriteDescriptorSet<'_>,
-        copy_count: u32,
-        copies: *const vk::CopyDescriptorSet<'_>,
-    ) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_update_sets(write_count, writes, copy_count, copies);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            crate::enforce::touch_writes(e, cx.dev, write_count, writes);
-            if let Some(g) = e.guard() {
-                let w = if writes.is_null() { &[][..] } else { std::slice::from_raw_parts(writes, write_count as usize) };
-                let c = if copies.is_null() { &[][..] } else { std::slice::from_raw_parts(copies, copy_count as usize) };
-                g.sets_updated(w, c);
-            }
-        }
-        cx.down((cx.next)(device, write_count, writes, copy_count, copies))
+pub unsafe fn vkUpdateDescriptorSets(
+    cx: &calls_gen::vkUpdateDescriptorSets<'_>,
+    device: vk::Device,
+    write_count: u32,
+    writes: *const vk::WriteDescriptorSet<'_>,
+    copy_count: u32,
+    copies: *const vk::CopyDescriptorSet<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_update_sets(write_count, writes, copy_count, copies);
     }
-
-    fn vkCreateShaderModule(
-        cx,
-        device: vk::Device,
-        info: *const vk::ShaderModuleCreateInfo<'_>,
-        alloc: *const vk::AllocationCallbacks<'_>,
-        out: *mut vk::ShaderModule,
-    ) -> vk::Result {
-        let r = cx.down((cx.next)(device, info, alloc, out));
-        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-            p.on_shader_module(raw(*out), &*info);
+    if let Some(e) = cx.dev.enforce() {
+        crate::enforce::touch_writes(e, cx.dev, write_count, writes);
+        if let Some(g) = e.guard() {
+            let w = if writes.is_null() {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(writes, write_count as usize)
+            };
+            let c = if copies.is_null() {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(copies, copy_count as usize)
+            };
+            g.sets_updated(w, c);
         }
-        r
     }
+    cx.down((cx.next)(device, write_count, writes, copy_count, copies))
+}
 
-    fn vkDestroyShaderModule(cx, device: vk::Device, module: vk::ShaderModule, alloc: *const vk::AllocationCallbacks<'_>) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_destroy_module(raw(module));
-        }
-        cx.down((cx.next)(device, module, alloc))
+pub unsafe fn vkCreateShaderModule(
+    cx: &calls_gen::vkCreateShaderModule<'_>,
+    device: vk::Device,
+    info: *const vk::ShaderModuleCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::ShaderModule,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device, info, alloc, out));
+    if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+        p.on_shader_module(raw(*out), &*info);
     }
+    r
+}
 
-    fn vkCreateComputePipelines(
-        cx,
-        device: vk::Device,
-        cache: vk::PipelineCache,
-        count: u32,
-        infos: *const vk::ComputePipelineCreateInfo<'_>,
-        alloc: *const vk::AllocationCallbacks<'_>,
-        out: *mut vk::Pipeline,
-    ) -> vk::Result {
-        let r = cx.down((cx.next)(device, cache, count, infos, alloc, out));
-        if let (true, Some(p)) = (r.as_raw() >= 0, cx.dev.profile()) {
-            p.on_compute_pipelines(count, infos, out);
-        }
-        r
+pub unsafe fn vkDestroyShaderModule(
+    cx: &calls_gen::vkDestroyShaderModule<'_>,
+    device: vk::Device,
+    module: vk::ShaderModule,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_destroy_module(raw(module));
     }
+    cx.down((cx.next)(device, module, alloc))
+}
 
-    fn vkCreateGraphicsPipelines(
-        cx,
-        device: vk::Device,
-        cache: vk::PipelineCache,
-        count: u32,
-        infos: *const vk::GraphicsPipelineCreateInfo<'_>,
-        alloc: *const vk::AllocationCallbacks<'_>,
-        out: *mut vk::Pipeline,
-    ) -> vk::Result {
-        let r = cx.down((cx.next)(device, cache, count, infos, alloc, out));
-        if let (true, Some(p)) = (r.as_raw() >= 0, cx.dev.profile()) {
-            p.on_graphics_pipelines(count, infos, out);
-        }
-        r
+pub unsafe fn vkCreateComputePipelines(
+    cx: &calls_gen::vkCreateComputePipelines<'_>,
+    device: vk::Device,
+    cache: vk::PipelineCache,
+    count: u32,
+    infos: *const vk::ComputePipelineCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Pipeline,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device, cache, count, infos, alloc, out));
+    if let (true, Some(p)) = (r.as_raw() >= 0, cx.dev.profile()) {
+        p.on_compute_pipelines(count, infos, out);
     }
+    r
+}
 
-    fn vkAllocateDescriptorSets(
-        cx,
-        device: vk::Device,
-        info: *const vk::DescriptorSetAllocateInfo<'_>,
-        out: *mut vk::DescriptorSet,
-    ) -> vk::Result {
-        let r = cx.down((cx.next)(device, info, out));
-        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-            let sets: Vec<u64> = std::slice::from_raw_parts(out, (*info).descriptor_set_count as usize)
-                .iter()
-                .map(|s| raw(*s))
-                .collect();
-            let layouts: Vec<u64> = crate::dispatch::slice((*info).p_set_layouts, (*info).descriptor_set_count)
+pub unsafe fn vkCreateGraphicsPipelines(
+    cx: &calls_gen::vkCreateGraphicsPipelines<'_>,
+    device: vk::Device,
+    cache: vk::PipelineCache,
+    count: u32,
+    infos: *const vk::GraphicsPipelineCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Pipeline,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device, cache, count, infos, alloc, out));
+    if let (true, Some(p)) = (r.as_raw() >= 0, cx.dev.profile()) {
+        p.on_graphics_pipelines(count, infos, out);
+    }
+    r
+}
+
+pub unsafe fn vkAllocateDescriptorSets(
+    cx: &calls_gen::vkAllocateDescriptorSets<'_>,
+    device: vk::Device,
+    info: *const vk::DescriptorSetAllocateInfo<'_>,
+    out: *mut vk::DescriptorSet,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device, info, out));
+    if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+        let sets: Vec<u64> = std::slice::from_raw_parts(out, (*info).descriptor_set_count as usize)
+            .iter()
+            .map(|s| raw(*s))
+            .collect();
+        let layouts: Vec<u64> =
+            crate::dispatch::slice((*info).p_set_layouts, (*info).descriptor_set_count)
                 .iter()
                 .map(|l| raw(*l))
                 .collect();
-            p.on_allocate_sets(&sets, &layouts);
-        }
-        r
+        p.on_allocate_sets(&sets, &layouts);
     }
+    r
+}
 
-    fn vkCreatePipelineLayout(
-        cx,
-        device: vk::Device,
-        info: *const vk::PipelineLayoutCreateInfo<'_>,
-        alloc: *const vk::AllocationCallbacks<'_>,
-        out: *mut vk::PipelineLayout,
-    ) -> vk::Result {
-        cx.down((cx.next)(device, info, alloc, out))
-    }
+pub unsafe fn vkCreatePipelineLayout(
+    cx: &calls_gen::vkCreatePipelineLayout<'_>,
+    device: vk::Device,
+    info: *const vk::PipelineLayoutCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::PipelineLayout,
+) -> vk::Result {
+    cx.down((cx.next)(device, info, alloc, out))
+}
 
-    fn vkCreateDescriptorSetLayout(
-        cx,
-        device: vk::Device,
-        info: *const vk::DescriptorSetLayoutCreateInfo<'_>,
-        alloc: *const vk::AllocationCallbacks<'_>,
-        out: *mut vk::DescriptorSetLayout,
-    ) -> vk::Result {
-        let r = cx.down((cx.next)(device, info, alloc, out));
-        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-            p.on_set_layout(raw(*out), &*info);
-        }
-        r
+pub unsafe fn vkCreateDescriptorSetLayout(
+    cx: &calls_gen::vkCreateDescriptorSetLayout<'_>,
+    device: vk::Device,
+    info: *const vk::DescriptorSetLayoutCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::DescriptorSetLayout,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device, info, alloc, out));
+    if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+        p.on_set_layout(raw(*out), &*info);
     }
+    r
+}
 
-    fn vkCreateDescriptorUpdateTemplate | vkCreateDescriptorUpdateTemplateKHR(
-        cx,
-        device: vk::Device,
-        info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
-        alloc: *const vk::AllocationCallbacks<'_>,
-        out: *mut vk::DescriptorUpdateTemplate,
-    ) -> vk::Result {
-        let r = cx.down((cx.next)(device, info, alloc, out));
-        if r == vk::Result::SUCCESS && wants_templates(cx.dev) {
-            let i = &*info;
-            let entries = if i.p_descriptor_update_entries.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(i.p_descriptor_update_entries, i.descriptor_update_entry_count as usize)
-                    .iter()
-                    .map(|e| TemplateEntry {
-                        binding: e.dst_binding,
-                        array_element: e.dst_array_element,
-                        count: e.descriptor_count,
-                        ty: e.descriptor_type,
-                        offset: e.offset,
-                        stride: e.stride,
-                    })
-                    .collect()
-            };
-            cx.dev.state.templates.insert(
-                raw(*out),
-                Arc::new(UpdateTemplate {
-                    entries,
-                    kind: i.template_type,
-                    bind_point: i.pipeline_bind_point,
-                    set: i.set,
-                    set_layout: raw(i.descriptor_set_layout),
-                }),
-            );
-        }
-        r
+pub unsafe fn vkCreateDescriptorUpdateTemplate(
+    cx: &calls_gen::vkCreateDescriptorUpdateTemplate<'_>,
+    device: vk::Device,
+    info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::DescriptorUpdateTemplate,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device, info, alloc, out));
+    if r == vk::Result::SUCCESS && wants_templates(cx.dev) {
+        let i = &*info;
+        let entries = if i.p_descriptor_update_entries.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(
+                i.p_descriptor_update_entries,
+                i.descriptor_update_entry_count as usize,
+            )
+            .iter()
+            .map(|e| TemplateEntry {
+                binding: e.dst_binding,
+                array_element: e.dst_array_element,
+                count: e.descriptor_count,
+                ty: e.descriptor_type,
+                offset: e.offset,
+                stride: e.stride,
+            })
+            .collect()
+        };
+        cx.dev.state.templates.insert(
+            raw(*out),
+            Arc::new(UpdateTemplate {
+                entries,
+                kind: i.template_type,
+                bind_point: i.pipeline_bind_point,
+                set: i.set,
+                set_layout: raw(i.descriptor_set_layout),
+            }),
+        );
     }
+    r
+}
 
-    fn vkDestroyDescriptorUpdateTemplate | vkDestroyDescriptorUpdateTemplateKHR(
-        cx,
-        device: vk::Device,
-        t: vk::DescriptorUpdateTemplate,
-        alloc: *const vk::AllocationCallbacks<'_>,
-    ) {
-        cx.dev.state.templates.remove(&raw(t));
-        cx.down((cx.next)(device, t, alloc))
-    }
+pub unsafe fn vkDestroyDescriptorUpdateTemplate(
+    cx: &calls_gen::vkDestroyDescriptorUpdateTemplate<'_>,
+    device: vk::Device,
+    t: vk::DescriptorUpdateTemplate,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    cx.dev.state.templates.remove(&raw(t));
+    cx.down((cx.next)(device, t, alloc))
+}
 
-    fn vkUpdateDescriptorSetWithTemplate | vkUpdateDescriptorSetWithTemplateKHR(
-        cx,
-        device: vk::Device,
-        set: vk::DescriptorSet,
-        t: vk::DescriptorUpdateTemplate,
-        data: *const c_void,
-    ) {
-        if let Some(tm) = template(cx.dev, t) {
-            if let Some(p) = cx.dev.profile() {
-                p.on_update_with_template(raw(set), &tm, data);
-            }
-            touch_template(cx.dev, &tm, data);
+pub unsafe fn vkUpdateDescriptorSetWithTemplate(
+    cx: &calls_gen::vkUpdateDescriptorSetWithTemplate<'_>,
+    device: vk::Device,
+    set: vk::DescriptorSet,
+    t: vk::DescriptorUpdateTemplate,
+    data: *const c_void,
+) {
+    if let Some(tm) = template(cx.dev, t) {
+        if let Some(p) = cx.dev.profile() {
+            p.on_update_with_template(raw(set), &tm, data);
         }
-        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
-            g.set_unknown(raw(set)); // a template's buffers are not followed
-        }
-        cx.down((cx.next)(device, set, t, data))
+        touch_template(cx.dev, &tm, data);
     }
+    if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
+        g.set_unknown(raw(set)); // a template's buffers are not followed
+    }
+    cx.down((cx.next)(device, set, t, data))
 }

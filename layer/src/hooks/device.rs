@@ -1,12 +1,11 @@
-//! `vkCreateDevice` (topology decision, extension additions), `vkDestroyDevice`, and the
-//! device-level `vkGetDeviceProcAddr` answer (active device: echo's hooks; inactive: the next
-//! layer's pointers, so no call passes through echo).
+//! `vkCreateDevice` (topology decision, extension additions, the next layer's pointer for every
+//! hooked name) and `vkDestroyDevice`.
 
-use super::HookId;
 use crate::dispatch::{
     self, cstr, key_of, raw, Decision, Device, DeviceData, InstanceData, PanicAt,
 };
 use crate::ffi_guard::{guard_value, layer_failed};
+use crate::hook_id::{HookId, HOOK_COUNT};
 use crate::hooks::instance::proc_typed;
 use crate::loader;
 use crate::log;
@@ -309,25 +308,12 @@ pub unsafe extern "system" fn vkCreateDevice(
             let fp = ash::DeviceFnV1_0::load(|n| {
                 gdpa(device, n.as_ptr()).map_or(std::ptr::null(), |f| f as *const c_void)
             });
-            let mut next = [None; super::HOOK_COUNT];
+            // The one table of the next layer's functions: every hooked name.
+            let mut next = [None; HOOK_COUNT];
             for id in HookId::ALL {
                 let name = CString::new(id.name()).expect("hook names have no NUL");
                 next[id as usize] = gdpa(device, name.as_ptr());
             }
-            let aside_next = super::aside::ASIDE
-                .iter()
-                .map(|(n, _, _)| {
-                    let name = CString::new(*n).expect("command names have no NUL");
-                    gdpa(device, name.as_ptr())
-                })
-                .collect();
-            let mark_next = super::mark::MARK
-                .iter()
-                .map(|(n, _)| {
-                    let name = CString::new(*n).expect("command names have no NUL");
-                    gdpa(device, name.as_ptr())
-                })
-                .collect();
             let added: Vec<String> = added
                 .iter()
                 .map(|c| c.to_string_lossy().into_owned())
@@ -373,8 +359,6 @@ pub unsafe extern "system" fn vkCreateDevice(
                         state: DeviceState::default(),
                     },
                     next,
-                    aside_next,
-                    mark_next,
                     panic_at,
                     profile: std::sync::OnceLock::new(),
                     enforce: std::sync::OnceLock::new(),

@@ -17,7 +17,7 @@
 //! memory double-mapped *before* it was created, cannot be made valid any more: echo says so
 //! once (an error line) — the bind goes down as the application asked.
 
-use super::hook;
+use super::calls_gen;
 use crate::dispatch::{raw, DeviceData};
 use crate::hostmem::export::{image_follows, Backing, ImageKind};
 use ash::vk;
@@ -115,45 +115,53 @@ pub fn check_bind(dev: &DeviceData, image: u64, memory: u64) {
     }
 }
 
-hook! {
-    fn vkCreateImage(
-        cx,
-        device: vk::Device,
-        info: *const vk::ImageCreateInfo<'_>,
-        alloc: *const vk::AllocationCallbacks<'_>,
-        out: *mut vk::Image,
-    ) -> vk::Result {
-        let Some(way) = backing(cx.dev).filter(|_| !cx.dev.state.image_imports.refused.load(Ordering::Relaxed)) else {
-            return cx.down((cx.next)(device, info, alloc, out));
-        };
-        match external_patch(cx.dev, &*info, way) {
-            Ok(None) => cx.down((cx.next)(device, info, alloc, out)),
-            Ok(Some(patch)) => {
-                let r = cx.down((cx.next)(device, patch.info(), alloc, out));
-                if r == vk::Result::SUCCESS {
-                    return r;
-                }
-                let r = cx.down((cx.next)(device, info, alloc, out));
-                if r == vk::Result::SUCCESS {
-                    cx.dev.state.image_imports.refuse(raw(*out), "the driver refused the image with echo's handle type");
-                }
-                r
+pub unsafe fn vkCreateImage(
+    cx: &calls_gen::vkCreateImage<'_>,
+    device: vk::Device,
+    info: *const vk::ImageCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Image,
+) -> vk::Result {
+    let Some(way) =
+        backing(cx.dev).filter(|_| !cx.dev.state.image_imports.refused.load(Ordering::Relaxed))
+    else {
+        return cx.down((cx.next)(device, info, alloc, out));
+    };
+    match external_patch(cx.dev, &*info, way) {
+        Ok(None) => cx.down((cx.next)(device, info, alloc, out)),
+        Ok(Some(patch)) => {
+            let r = cx.down((cx.next)(device, patch.info(), alloc, out));
+            if r == vk::Result::SUCCESS {
+                return r;
             }
-            Err(why) => {
-                let r = cx.down((cx.next)(device, info, alloc, out));
-                if r == vk::Result::SUCCESS {
-                    cx.dev.state.image_imports.refuse(raw(*out), &why);
-                }
-                r
+            let r = cx.down((cx.next)(device, info, alloc, out));
+            if r == vk::Result::SUCCESS {
+                cx.dev.state.image_imports.refuse(
+                    raw(*out),
+                    "the driver refused the image with echo's handle type",
+                );
             }
+            r
+        }
+        Err(why) => {
+            let r = cx.down((cx.next)(device, info, alloc, out));
+            if r == vk::Result::SUCCESS {
+                cx.dev.state.image_imports.refuse(raw(*out), &why);
+            }
+            r
         }
     }
+}
 
-    fn vkDestroyImage(cx, device: vk::Device, image: vk::Image, alloc: *const vk::AllocationCallbacks<'_>) {
-        let s = &cx.dev.state.image_imports;
-        if s.refused.load(Ordering::Relaxed) {
-            s.unimportable.remove(&raw(image));
-        }
-        cx.down((cx.next)(device, image, alloc))
+pub unsafe fn vkDestroyImage(
+    cx: &calls_gen::vkDestroyImage<'_>,
+    device: vk::Device,
+    image: vk::Image,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    let s = &cx.dev.state.image_imports;
+    if s.refused.load(Ordering::Relaxed) {
+        s.unimportable.remove(&raw(image));
     }
+    cx.down((cx.next)(device, image, alloc))
 }

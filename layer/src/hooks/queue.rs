@@ -2,7 +2,7 @@
 //! records submissions (each one also a host-access window boundary) and host completion
 //! observations here.
 
-use super::hook;
+use super::calls_gen;
 use crate::dispatch::{raw, slice};
 use crate::profile::recorder::{batches_v1, batches_v2};
 use ash::vk;
@@ -41,91 +41,118 @@ unsafe fn command_buffers_v2<'a>(
     })
 }
 
-hook! {
-    fn vkQueueSubmit(cx, queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo<'_>, fence: vk::Fence) -> vk::Result {
-        let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev, command_buffers_v1(count, submits)));
-        // Guarded enforce: merge split views this submission's elided copies use, protect.
-        let guard = cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active());
-        let mut used = Vec::new();
-        if let Some(g) = guard {
-            let cbs: Vec<u64> = batches_v1(count, submits).into_iter().flat_map(|b| b.command_buffers).collect();
-            used = g.before_submit(cx.dev, raw(queue), &cbs);
-        }
-        // Issue 35: command buffers that held only dropped copies stay out (`enforce/empty.rs`).
-        let stripped = cx.dev.enforce().and_then(|e| e.strip_v1(count, submits));
-        let r = match &stripped {
-            Some(s) => cx.down((cx.next)(queue, s.count(), s.as_ptr(), fence)),
-            None => cx.down((cx.next)(queue, count, submits, fence)),
-        };
-        if let Some(g) = guard {
-            g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
-        }
-        if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
-            e.on_submit(command_buffers_v1(count, submits));
-            if let Some(s) = &stripped {
-                e.count_stripped(s);
-            }
-        }
-        if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
-            p.on_submit(seq, raw(queue), batches_v1(count, submits), raw(fence));
-        }
-        r
+pub unsafe fn vkQueueSubmit(
+    cx: &calls_gen::vkQueueSubmit<'_>,
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo<'_>,
+    fence: vk::Fence,
+) -> vk::Result {
+    let seq = cx
+        .dev
+        .profile()
+        .map(|p| p.before_submit(cx.dev, command_buffers_v1(count, submits)));
+    // Guarded enforce: merge split views this submission's elided copies use, protect.
+    let guard = cx
+        .dev
+        .enforce()
+        .and_then(|e| e.guard())
+        .filter(|g| g.active());
+    let mut used = Vec::new();
+    if let Some(g) = guard {
+        let cbs: Vec<u64> = batches_v1(count, submits)
+            .into_iter()
+            .flat_map(|b| b.command_buffers)
+            .collect();
+        used = g.before_submit(cx.dev, raw(queue), &cbs);
     }
+    // Issue 35: command buffers that held only dropped copies stay out (`enforce/empty.rs`).
+    let stripped = cx.dev.enforce().and_then(|e| e.strip_v1(count, submits));
+    let r = match &stripped {
+        Some(s) => cx.down((cx.next)(queue, s.count(), s.as_ptr(), fence)),
+        None => cx.down((cx.next)(queue, count, submits, fence)),
+    };
+    if let Some(g) = guard {
+        g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
+    }
+    if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
+        e.on_submit(command_buffers_v1(count, submits));
+        if let Some(s) = &stripped {
+            e.count_stripped(s);
+        }
+    }
+    if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
+        p.on_submit(seq, raw(queue), batches_v1(count, submits), raw(fence));
+    }
+    r
+}
 
-    fn vkQueueSubmit2 | vkQueueSubmit2KHR(
-        cx,
-        queue: vk::Queue,
-        count: u32,
-        submits: *const vk::SubmitInfo2<'_>,
-        fence: vk::Fence,
-    ) -> vk::Result {
-        let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev, command_buffers_v2(count, submits)));
-        let guard = cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active());
-        let mut used = Vec::new();
-        if let Some(g) = guard {
-            let cbs: Vec<u64> = batches_v2(count, submits).into_iter().flat_map(|b| b.command_buffers).collect();
-            used = g.before_submit(cx.dev, raw(queue), &cbs);
-        }
-        // Issue 35: command buffers that held only dropped copies stay out (`enforce/empty.rs`).
-        let stripped = cx.dev.enforce().and_then(|e| e.strip_v2(count, submits));
-        let r = match &stripped {
-            Some(s) => cx.down((cx.next)(queue, s.count(), s.as_ptr(), fence)),
-            None => cx.down((cx.next)(queue, count, submits, fence)),
-        };
-        if let Some(g) = guard {
-            g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
-        }
-        if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
-            e.on_submit(command_buffers_v2(count, submits));
-            if let Some(s) = &stripped {
-                e.count_stripped(s);
-            }
-        }
-        if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
-            p.on_submit(seq, raw(queue), batches_v2(count, submits), raw(fence));
-        }
-        r
+pub unsafe fn vkQueueSubmit2(
+    cx: &calls_gen::vkQueueSubmit2<'_>,
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo2<'_>,
+    fence: vk::Fence,
+) -> vk::Result {
+    let seq = cx
+        .dev
+        .profile()
+        .map(|p| p.before_submit(cx.dev, command_buffers_v2(count, submits)));
+    let guard = cx
+        .dev
+        .enforce()
+        .and_then(|e| e.guard())
+        .filter(|g| g.active());
+    let mut used = Vec::new();
+    if let Some(g) = guard {
+        let cbs: Vec<u64> = batches_v2(count, submits)
+            .into_iter()
+            .flat_map(|b| b.command_buffers)
+            .collect();
+        used = g.before_submit(cx.dev, raw(queue), &cbs);
     }
+    // Issue 35: command buffers that held only dropped copies stay out (`enforce/empty.rs`).
+    let stripped = cx.dev.enforce().and_then(|e| e.strip_v2(count, submits));
+    let r = match &stripped {
+        Some(s) => cx.down((cx.next)(queue, s.count(), s.as_ptr(), fence)),
+        None => cx.down((cx.next)(queue, count, submits, fence)),
+    };
+    if let Some(g) = guard {
+        g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
+    }
+    if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
+        e.on_submit(command_buffers_v2(count, submits));
+        if let Some(s) = &stripped {
+            e.count_stripped(s);
+        }
+    }
+    if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
+        p.on_submit(seq, raw(queue), batches_v2(count, submits), raw(fence));
+    }
+    r
+}
 
-    fn vkQueueWaitIdle(cx, queue: vk::Queue) -> vk::Result {
-        let r = cx.down((cx.next)(queue));
-        if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
-            g.queue_idle(raw(queue));
-        }
-        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-            p.observed(cx.dev, Event::QueueWaitIdle { queue: raw(queue) });
-        }
-        r
+pub unsafe fn vkQueueWaitIdle(cx: &calls_gen::vkQueueWaitIdle<'_>, queue: vk::Queue) -> vk::Result {
+    let r = cx.down((cx.next)(queue));
+    if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
+        g.queue_idle(raw(queue));
     }
+    if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+        p.observed(cx.dev, Event::QueueWaitIdle { queue: raw(queue) });
+    }
+    r
+}
 
-    fn vkDeviceWaitIdle(cx, device: vk::Device) -> vk::Result {
-        let r = cx.down((cx.next)(device));
-        if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
-            g.device_idle();
-        }
-        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-            p.observed(cx.dev, Event::DeviceWaitIdle);
-        }
-        r
+pub unsafe fn vkDeviceWaitIdle(
+    cx: &calls_gen::vkDeviceWaitIdle<'_>,
+    device: vk::Device,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device));
+    if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
+        g.device_idle();
     }
+    if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+        p.observed(cx.dev, Event::DeviceWaitIdle);
+    }
+    r
 }
