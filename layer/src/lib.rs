@@ -30,6 +30,7 @@ mod spirv_access;
 #[cfg(test)]
 mod spirv_golden;
 mod state;
+mod submit;
 #[cfg(test)]
 mod testutil;
 

@@ -31,7 +31,7 @@ fn crate_paths(src: &str) -> Vec<String> {
 }
 
 /// The rooms (a file or folder directly under `layer/src`) [`violations`] has a rule for.
-const RULED: [&str; 9] = [
+const RULED: [&str; 12] = [
     "enforce",
     "profile",
     "hostmem",
@@ -40,30 +40,35 @@ const RULED: [&str; 9] = [
     "callsite",
     "state",
     "handles.rs",
+    "submit.rs",
+    "hook_id.rs",
     "dispatch.rs",
+    "ffi_guard.rs",
 ];
 
 /// The rule for one file (path relative to `layer/src`): the crate paths it may not name.
 fn violations(rel: &str, src: &str) -> Vec<String> {
     let room = rel.split('/').next().unwrap_or(rel);
-    // Issue 32 (item 4): arrows point one way — hooks (and dispatch.rs, their table) →
-    // coordinator → profile and enforce → records.rs → state → handles.rs. Nothing below the hooks
-    // names dispatch.rs, the hooks or their panic guard.
+    // Issue 32 (item 4): arrows point one way — hooks → ffi_guard.rs (their one panic guard) →
+    // dispatch.rs (the device records) → coordinator → profile and enforce → records.rs → state
+    // → handles.rs and submit.rs. Nothing below the hooks names dispatch.rs, the hooks or their
+    // panic guard. Issue 48: `HookId` (hook_id.rs, generated) is the bottom and names nothing;
+    // dispatch.rs and the guard name no hook.
     const ABOVE: [&str; 4] = ["dispatch", "hooks", "ffi_guard", "coordinator"];
+    const BELOW_MODES: [&str; 8] = [
+        "profile", "enforce", "records", "state", "callsite", "lifetime", "hostmem", "log",
+    ];
     let forbidden: Vec<&str> = match room {
         "enforce" => [&ABOVE[..], &["profile", "super::super"]].concat(),
         "profile" => [&ABOVE[..], &["enforce", "super::super"]].concat(),
         "hostmem" | "lifetime.rs" => [&ABOVE[..], &["profile", "enforce"]].concat(),
         "records.rs" => [&ABOVE[..], &["profile", "enforce"]].concat(),
         "callsite" | "state" => [&ABOVE[..], &["profile", "enforce", "records"]].concat(),
-        "handles.rs" => [
-            &ABOVE[..],
-            &[
-                "profile", "enforce", "records", "state", "callsite", "lifetime", "hostmem", "log",
-            ],
-        ]
-        .concat(),
-        "dispatch.rs" => vec!["profile", "enforce", "coordinator"],
+        "handles.rs" => [&ABOVE[..], &BELOW_MODES[..], &["submit"]].concat(),
+        "submit.rs" => [&ABOVE[..], &BELOW_MODES[..]].concat(),
+        "hook_id.rs" => vec![""],
+        "dispatch.rs" => vec!["profile", "enforce", "coordinator", "hooks", "ffi_guard"],
+        "ffi_guard.rs" => vec!["profile", "enforce", "coordinator", "hooks"],
         _ => vec![],
     };
     // dispatch.rs holds each device's mode state: the modes' public types, nothing deeper.
@@ -74,9 +79,10 @@ fn violations(rel: &str, src: &str) -> Vec<String> {
     crate_paths(src)
         .into_iter()
         .filter(|p| {
+            // `""`: every crate path.
             forbidden
                 .iter()
-                .any(|f| p == f || p.starts_with(&format!("{f}::")))
+                .any(|f| f.is_empty() || p == f || p.starts_with(&format!("{f}::")))
                 && !allowed
                     .iter()
                     .any(|a| p == a || p.starts_with(&format!("{a}::")))
@@ -168,6 +174,20 @@ fn the_checker_catches_a_planted_import() {
     assert_eq!(
         violations("enforce/copy.rs", "use super::super::profile;\n").len(),
         1
+    );
+    // Issue 48: the hooks' id is the bottom; the device records and the guard name no hook.
+    assert_eq!(violations("hook_id.rs", "use crate::log;\n").len(), 1);
+    assert_eq!(
+        violations("dispatch.rs", "use crate::hooks::intercept_of;\n").len(),
+        1
+    );
+    assert_eq!(
+        violations("ffi_guard.rs", "use crate::hooks::aside::report;\n").len(),
+        1
+    );
+    assert_eq!(
+        violations("dispatch.rs", "use crate::hook_id::HookId;\n").len(),
+        0
     );
 }
 

@@ -6,11 +6,10 @@
 //! fence and semaphore still signals in order).
 //!
 //! **What "only elided copies" means, complete by construction.** Every command recorded into a
-//! command buffer on a device that enforces a plan reaches one of echo's hooks (the registry
-//! test `every_recorded_command_is_hooked`): a followed hook marks its command buffer when the
-//! command goes down (`ffi_guard::Call::down`), an aside hook and a marking hook
-//! (`hooks/mark.rs`) mark it before calling down. A copy whose every region was dropped does not
-//! go down, so it does not mark. `vkBeginCommandBuffer`, `vkResetCommandBuffer`, pool resets and
+//! command buffer on a device that enforces a plan reaches one of echo's intercepts (the
+//! registry test `every_recorded_command_is_hooked`): followed, stepped aside from or marked,
+//! each marks its command buffer when the command goes down (`ffi_guard::Call::down`). A copy
+//! whose every region was dropped does not go down, so it does not mark. `vkBeginCommandBuffer`, `vkResetCommandBuffer`, pool resets and
 //! frees clear the mark. A command buffer is left out only when it is unmarked *and* holds at
 //! least one dropped copy; `vkCmdExecuteCommands` marks its primary, so secondaries always run.
 //!
@@ -32,40 +31,27 @@
 //! command buffers of a submission) keep every command buffer.
 
 use super::Enforcer;
-use ash::vk;
-use ash::vk::Handle;
+use crate::submit::Batch;
 use std::sync::atomic::Ordering;
 
 /// A submission with the empty command buffers left out: the batches to pass down, and what
 /// was left out (counted once the submission went down).
-pub struct Stripped<T> {
+pub struct Stripped<B> {
     /// The rewritten batches; they point into `cbs`.
-    pub batches: Vec<T>,
+    pub batches: Vec<B>,
     #[allow(dead_code)] // kept alive: `batches` point into it
     cbs: Vec<Vec<u64>>,
     dropped: u64,
     emptied: u64,
 }
 
-impl<T> Stripped<T> {
+impl<B> Stripped<B> {
     pub fn count(&self) -> u32 {
         self.batches.len() as u32
     }
-    pub fn as_ptr(&self) -> *const T {
+    pub fn as_ptr(&self) -> *const B {
         self.batches.as_ptr()
     }
-}
-
-/// Whether a `VkSubmitInfo` chain holds only structures that do not follow its command buffers.
-unsafe fn chain_is_plain(mut p: *const std::ffi::c_void) -> bool {
-    while !p.is_null() {
-        let b = &*(p as *const vk::BaseInStructure<'_>);
-        if b.s_type != vk::StructureType::TIMELINE_SEMAPHORE_SUBMIT_INFO {
-            return false;
-        }
-        p = b.p_next as *const std::ffi::c_void;
-    }
-    true
 }
 
 /// A copy of `v` in 8-byte words (handles and `VkCommandBufferSubmitInfo` are 8-byte aligned),
@@ -108,31 +94,20 @@ impl Enforcer {
         self.elides() && self.guard.is_none()
     }
 
-    /// `vkQueueSubmit`: the batches without their empty command buffers, or `None` when every
-    /// command buffer runs (the application's array goes down unchanged).
+    /// A submission (`vkQueueSubmit`'s or `vkQueueSubmit2`'s batches): the batches without their
+    /// empty command buffers, or `None` when every command buffer runs (the application's array
+    /// goes down unchanged).
     ///
     /// # Safety
-    /// `submits` holds `count` valid submit infos.
-    pub unsafe fn strip_v1<'a>(
-        &self,
-        count: u32,
-        submits: *const vk::SubmitInfo<'a>,
-    ) -> Option<Stripped<vk::SubmitInfo<'a>>> {
-        if !self.may_strip() || count == 0 || submits.is_null() {
+    /// Every batch is valid.
+    pub unsafe fn strip<B: Batch>(&self, all: &[B]) -> Option<Stripped<B>> {
+        if !self.may_strip() || all.is_empty() {
             return None;
         }
-        let all = std::slice::from_raw_parts(submits, count as usize);
-        let cbs_of = |s: &vk::SubmitInfo<'_>| -> &[vk::CommandBuffer] {
-            if s.command_buffer_count == 0 || s.p_command_buffers.is_null() {
-                &[]
-            } else {
-                std::slice::from_raw_parts(s.p_command_buffers, s.command_buffer_count as usize)
-            }
-        };
-        let strippable = |s: &vk::SubmitInfo<'_>| chain_is_plain(s.p_next);
+        let droppable = |e: &B::Entry| B::entry_plain(e) && self.only_elided(B::handle(e));
         if !all
             .iter()
-            .any(|s| strippable(s) && cbs_of(s).iter().any(|c| self.only_elided(c.as_raw())))
+            .any(|s| s.plain() && s.entries().iter().any(droppable))
         {
             return None;
         }
@@ -143,89 +118,23 @@ impl Enforcer {
             emptied: 0,
         };
         for (b, s) in out.batches.iter_mut().zip(all) {
-            if !strippable(s) {
+            if !s.plain() {
                 continue;
             }
-            let cbs = cbs_of(s);
-            let keep: Vec<vk::CommandBuffer> = cbs
-                .iter()
-                .copied()
-                .filter(|c| !self.only_elided(c.as_raw()))
-                .collect();
-            if keep.len() == cbs.len() {
+            let entries = s.entries();
+            let keep: Vec<B::Entry> = entries.iter().copied().filter(|e| !droppable(e)).collect();
+            if keep.len() == entries.len() {
                 continue;
             }
-            out.dropped += (cbs.len() - keep.len()) as u64;
+            out.dropped += (entries.len() - keep.len()) as u64;
             out.emptied += u64::from(keep.is_empty());
             let bytes = bytes_of(&keep);
-            b.command_buffer_count = keep.len() as u32;
-            b.p_command_buffers = if keep.is_empty() {
+            let p = if keep.is_empty() {
                 std::ptr::null()
             } else {
-                bytes.as_ptr() as *const vk::CommandBuffer
+                bytes.as_ptr() as *const B::Entry
             };
-            out.cbs.push(bytes);
-        }
-        Some(out)
-    }
-
-    /// As [`Enforcer::strip_v1`], for `vkQueueSubmit2`.
-    ///
-    /// # Safety
-    /// `submits` holds `count` valid submit infos.
-    pub unsafe fn strip_v2<'a>(
-        &self,
-        count: u32,
-        submits: *const vk::SubmitInfo2<'a>,
-    ) -> Option<Stripped<vk::SubmitInfo2<'a>>> {
-        if !self.may_strip() || count == 0 || submits.is_null() {
-            return None;
-        }
-        let all = std::slice::from_raw_parts(submits, count as usize);
-        let infos_of = |s: &vk::SubmitInfo2<'a>| -> &[vk::CommandBufferSubmitInfo<'a>] {
-            if s.command_buffer_info_count == 0 || s.p_command_buffer_infos.is_null() {
-                &[]
-            } else {
-                std::slice::from_raw_parts(
-                    s.p_command_buffer_infos,
-                    s.command_buffer_info_count as usize,
-                )
-            }
-        };
-        let droppable = |i: &vk::CommandBufferSubmitInfo<'_>| {
-            i.p_next.is_null() && self.only_elided(i.command_buffer.as_raw())
-        };
-        if !all
-            .iter()
-            .any(|s| s.p_next.is_null() && infos_of(s).iter().any(droppable))
-        {
-            return None;
-        }
-        let mut out = Stripped {
-            batches: all.to_vec(),
-            cbs: Vec::with_capacity(all.len()),
-            dropped: 0,
-            emptied: 0,
-        };
-        for (b, s) in out.batches.iter_mut().zip(all) {
-            if !s.p_next.is_null() {
-                continue;
-            }
-            let infos = infos_of(s);
-            let keep: Vec<vk::CommandBufferSubmitInfo<'a>> =
-                infos.iter().copied().filter(|i| !droppable(i)).collect();
-            if keep.len() == infos.len() {
-                continue;
-            }
-            out.dropped += (infos.len() - keep.len()) as u64;
-            out.emptied += u64::from(keep.is_empty());
-            let bytes = bytes_of(&keep);
-            b.command_buffer_info_count = keep.len() as u32;
-            b.p_command_buffer_infos = if keep.is_empty() {
-                std::ptr::null()
-            } else {
-                bytes.as_ptr() as *const vk::CommandBufferSubmitInfo<'a>
-            };
+            *b = s.with_entries(p, keep.len() as u32);
             out.cbs.push(bytes);
         }
         Some(out)

@@ -3,22 +3,12 @@
 //! Recording hooks are on the hot path: no global lock, one map lookup at most.
 
 use super::calls_gen;
+use super::uses::{buffer_use as buse, uses, wanted, Work};
 use crate::dispatch::{raw, slice, DeviceData};
 use crate::state::{CommandBufferState, Recording};
 use ash::vk;
 use echo_analyzer::trace::{Access, BufferUse, CopyRegion, UseKind};
 use std::ffi::c_void;
-
-/// One buffer use for the trace.
-fn buse(buffer: vk::Buffer, offset: u64, size: u64, access: Access, kind: UseKind) -> BufferUse {
-    BufferUse {
-        buffer: raw(buffer),
-        offset,
-        size,
-        access,
-        kind,
-    }
-}
 
 /// `VkDrawIndirectCommand` and `VkDrawIndexedIndirectCommand` sizes.
 const DRAW: u64 = 16;
@@ -140,33 +130,22 @@ unsafe fn push_template(
 }
 
 /// A command that reads (`to_image`) or writes a buffer as a buffer↔image copy, from `offset`
-/// to the end (conservative); enforce binds it first if its bind is held back.
+/// to the end (conservative).
 fn image_copy(
     dev: &DeviceData,
     cb: u64,
-    command: &str,
+    command: &'static str,
     buffer: vk::Buffer,
     offset: u64,
     to_image: bool,
 ) {
-    if let Some(p) = dev.profile() {
-        let (access, kind) = if to_image {
-            (Access::Read, UseKind::ToImage)
-        } else {
-            (Access::Write, UseKind::FromImage)
-        };
-        p.on_use(
-            cb,
-            command,
-            vec![buse(buffer, offset, vk::WHOLE_SIZE, access, kind)],
-        );
-    }
-    if let Some(e) = dev.enforce() {
-        e.touch(dev, raw(buffer)); // a bind still held back happens now
-        if let Some(g) = e.guard() {
-            g.use_buffers(dev, cb, &[raw(buffer)]);
-        }
-    }
+    let (access, kind) = if to_image {
+        (Access::Read, UseKind::ToImage)
+    } else {
+        (Access::Write, UseKind::FromImage)
+    };
+    let u = buse(buffer, offset, vk::WHOLE_SIZE, access, kind);
+    uses(dev, cb, command, Work::Names, &[u]);
 }
 
 /// Vertex buffers bound (`vkCmdBindVertexBuffers`, `vkCmdBindVertexBuffers2`): read from their
@@ -174,62 +153,43 @@ fn image_copy(
 unsafe fn vertex_buffers(
     dev: &DeviceData,
     cb: u64,
-    command: &str,
+    command: &'static str,
     buffers: &[vk::Buffer],
     offsets: &[u64],
     sizes: &[u64],
 ) {
-    if let Some(p) = dev.profile() {
-        let uses = buffers
-            .iter()
-            .zip(offsets)
-            .enumerate()
-            .filter(|(_, (b, _))| **b != vk::Buffer::null())
-            .map(|(i, (b, o))| {
-                buse(
-                    *b,
-                    *o,
-                    sizes.get(i).copied().unwrap_or(vk::WHOLE_SIZE),
-                    Access::Read,
-                    UseKind::Vertex,
-                )
-            })
-            .collect();
-        p.on_use(cb, command, uses);
+    if !wanted(dev) {
+        return;
     }
-    if let Some(e) = dev.enforce() {
-        for b in buffers {
-            e.touch(dev, raw(*b));
-        }
-        if let Some(g) = e.guard() {
-            let b: Vec<u64> = buffers.iter().map(|x| raw(*x)).collect();
-            g.use_buffers(dev, cb, &b);
-        }
-    }
+    let list: Vec<BufferUse> = buffers
+        .iter()
+        .zip(offsets)
+        .enumerate()
+        .filter(|(_, (b, _))| **b != vk::Buffer::null())
+        .map(|(i, (b, o))| {
+            buse(
+                *b,
+                *o,
+                sizes.get(i).copied().unwrap_or(vk::WHOLE_SIZE),
+                Access::Read,
+                UseKind::Vertex,
+            )
+        })
+        .collect();
+    uses(dev, cb, command, Work::Names, &list);
 }
 
 /// An index buffer bound (`vkCmdBindIndexBuffer`, `vkCmdBindIndexBuffer2`).
 fn index_buffer(
     dev: &DeviceData,
     cb: u64,
-    command: &str,
+    command: &'static str,
     buffer: vk::Buffer,
     offset: u64,
     size: u64,
 ) {
-    if let Some(p) = dev.profile() {
-        p.on_use(
-            cb,
-            command,
-            vec![buse(buffer, offset, size, Access::Read, UseKind::Index)],
-        );
-    }
-    if let Some(e) = dev.enforce() {
-        e.touch(dev, raw(buffer)); // a bind still held back happens now
-        if let Some(g) = e.guard() {
-            g.use_buffers(dev, cb, &[raw(buffer)]);
-        }
-    }
+    let u = buse(buffer, offset, size, Access::Read, UseKind::Index);
+    uses(dev, cb, command, Work::Names, &[u]);
 }
 
 /// Buffers a barrier names must have memory bound (VUID-VkBufferMemoryBarrier-buffer-01931,
@@ -500,19 +460,8 @@ pub unsafe fn vkCmdFillBuffer(
     size: vk::DeviceSize,
     data: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_use(
-            raw(cb),
-            "vkCmdFillBuffer",
-            vec![buse(dst, offset, size, Access::Write, UseKind::Fill)],
-        );
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw(dst)); // a bind still held back happens now
-        if let Some(g) = e.guard() {
-            g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
-        }
-    }
+    let u = buse(dst, offset, size, Access::Write, UseKind::Fill);
+    uses(cx.dev, raw(cb), "vkCmdFillBuffer", Work::Names, &[u]);
     cx.down((cx.next)(cb, dst, offset, size, data))
 }
 
@@ -524,19 +473,8 @@ pub unsafe fn vkCmdUpdateBuffer(
     size: vk::DeviceSize,
     data: *const c_void,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_use(
-            raw(cb),
-            "vkCmdUpdateBuffer",
-            vec![buse(dst, offset, size, Access::Write, UseKind::Update)],
-        );
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw(dst)); // a bind still held back happens now
-        if let Some(g) = e.guard() {
-            g.use_buffers(cx.dev, raw(cb), &[raw(dst)]);
-        }
-    }
+    let u = buse(dst, offset, size, Access::Write, UseKind::Update);
+    uses(cx.dev, raw(cb), "vkCmdUpdateBuffer", Work::Names, &[u]);
     cx.down((cx.next)(cb, dst, offset, size, data))
 }
 
@@ -678,9 +616,7 @@ pub unsafe fn vkCmdDispatch(
     y: u32,
     z: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatch", Vec::new());
-    }
+    uses(cx.dev, raw(cb), "vkCmdDispatch", Work::Dispatch, &[]);
     cx.down((cx.next)(cb, x, y, z))
 }
 
@@ -690,16 +626,14 @@ pub unsafe fn vkCmdDispatchIndirect(
     buffer: vk::Buffer,
     offset: vk::DeviceSize,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        let ind = buse(buffer, offset, 12, Access::Read, UseKind::Indirect);
-        p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchIndirect", vec![ind]);
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
-        if let Some(g) = e.guard() {
-            g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
-        }
-    }
+    let ind = buse(buffer, offset, 12, Access::Read, UseKind::Indirect);
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdDispatchIndirect",
+        Work::Dispatch,
+        &[ind],
+    );
     cx.down((cx.next)(cb, buffer, offset))
 }
 
@@ -711,9 +645,7 @@ pub unsafe fn vkCmdDraw(
     first_vertex: u32,
     first_instance: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDraw", Vec::new());
-    }
+    uses(cx.dev, raw(cb), "vkCmdDraw", Work::Draw, &[]);
     cx.down((cx.next)(
         cb,
         vertices,
@@ -732,9 +664,7 @@ pub unsafe fn vkCmdDrawIndexed(
     vertex_offset: i32,
     first_instance: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexed", Vec::new());
-    }
+    uses(cx.dev, raw(cb), "vkCmdDrawIndexed", Work::Draw, &[]);
     cx.down((cx.next)(
         cb,
         indices,
@@ -753,22 +683,14 @@ pub unsafe fn vkCmdDrawIndirect(
     count: u32,
     stride: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        let ind = buse(
-            buffer,
-            offset,
-            indirect_len(count, stride, DRAW),
-            Access::Read,
-            UseKind::Indirect,
-        );
-        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirect", vec![ind]);
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
-        if let Some(g) = e.guard() {
-            g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
-        }
-    }
+    let ind = buse(
+        buffer,
+        offset,
+        indirect_len(count, stride, DRAW),
+        Access::Read,
+        UseKind::Indirect,
+    );
+    uses(cx.dev, raw(cb), "vkCmdDrawIndirect", Work::Draw, &[ind]);
     cx.down((cx.next)(cb, buffer, offset, count, stride))
 }
 
@@ -780,22 +702,20 @@ pub unsafe fn vkCmdDrawIndexedIndirect(
     count: u32,
     stride: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        let ind = buse(
-            buffer,
-            offset,
-            indirect_len(count, stride, DRAW_INDEXED),
-            Access::Read,
-            UseKind::Indirect,
-        );
-        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndexedIndirect", vec![ind]);
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw(buffer)); // a bind still held back happens now
-        if let Some(g) = e.guard() {
-            g.use_buffers(cx.dev, raw(cb), &[raw(buffer)]);
-        }
-    }
+    let ind = buse(
+        buffer,
+        offset,
+        indirect_len(count, stride, DRAW_INDEXED),
+        Access::Read,
+        UseKind::Indirect,
+    );
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdDrawIndexedIndirect",
+        Work::Draw,
+        &[ind],
+    );
     cx.down((cx.next)(cb, buffer, offset, count, stride))
 }
 
@@ -809,30 +729,27 @@ pub unsafe fn vkCmdDrawIndirectCount(
     max_draws: u32,
     stride: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        let ind = buse(
-            buffer,
-            offset,
-            indirect_len(max_draws, stride, DRAW),
-            Access::Read,
-            UseKind::Indirect,
-        );
-        let count = buse(
-            count_buffer,
-            count_offset,
-            4,
-            Access::Read,
-            UseKind::Indirect,
-        );
-        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawIndirectCount", vec![ind, count]);
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw(buffer)); // binds still held back happen now
-        e.touch(cx.dev, raw(count_buffer));
-        if let Some(g) = e.guard() {
-            g.use_buffers(cx.dev, raw(cb), &[raw(buffer), raw(count_buffer)]);
-        }
-    }
+    let ind = buse(
+        buffer,
+        offset,
+        indirect_len(max_draws, stride, DRAW),
+        Access::Read,
+        UseKind::Indirect,
+    );
+    let count = buse(
+        count_buffer,
+        count_offset,
+        4,
+        Access::Read,
+        UseKind::Indirect,
+    );
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdDrawIndirectCount",
+        Work::Draw,
+        &[ind, count],
+    );
     cx.down((cx.next)(
         cb,
         buffer,
@@ -854,35 +771,27 @@ pub unsafe fn vkCmdDrawIndexedIndirectCount(
     max_draws: u32,
     stride: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        let ind = buse(
-            buffer,
-            offset,
-            indirect_len(max_draws, stride, DRAW_INDEXED),
-            Access::Read,
-            UseKind::Indirect,
-        );
-        let count = buse(
-            count_buffer,
-            count_offset,
-            4,
-            Access::Read,
-            UseKind::Indirect,
-        );
-        p.on_dispatch_or_draw(
-            raw(cb),
-            true,
-            "vkCmdDrawIndexedIndirectCount",
-            vec![ind, count],
-        );
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw(buffer)); // binds still held back happen now
-        e.touch(cx.dev, raw(count_buffer));
-        if let Some(g) = e.guard() {
-            g.use_buffers(cx.dev, raw(cb), &[raw(buffer), raw(count_buffer)]);
-        }
-    }
+    let ind = buse(
+        buffer,
+        offset,
+        indirect_len(max_draws, stride, DRAW_INDEXED),
+        Access::Read,
+        UseKind::Indirect,
+    );
+    let count = buse(
+        count_buffer,
+        count_offset,
+        4,
+        Access::Read,
+        UseKind::Indirect,
+    );
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdDrawIndexedIndirectCount",
+        Work::Draw,
+        &[ind, count],
+    );
     cx.down((cx.next)(
         cb,
         buffer,
@@ -1134,9 +1043,7 @@ pub unsafe fn vkCmdDispatchBase(
     y: u32,
     z: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_dispatch_or_draw(raw(cb), false, "vkCmdDispatchBase", Vec::new());
-    }
+    uses(cx.dev, raw(cb), "vkCmdDispatchBase", Work::Dispatch, &[]);
     cx.down((cx.next)(cb, bx, by, bz, x, y, z))
 }
 
@@ -1149,9 +1056,7 @@ pub unsafe fn vkCmdDrawMultiEXT(
     first_instance: u32,
     stride: u32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawMultiEXT", Vec::new());
-    }
+    uses(cx.dev, raw(cb), "vkCmdDrawMultiEXT", Work::Draw, &[]);
     cx.down((cx.next)(
         cb,
         count,
@@ -1172,9 +1077,7 @@ pub unsafe fn vkCmdDrawMultiIndexedEXT(
     stride: u32,
     vertex_offset: *const i32,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_dispatch_or_draw(raw(cb), true, "vkCmdDrawMultiIndexedEXT", Vec::new());
-    }
+    uses(cx.dev, raw(cb), "vkCmdDrawMultiIndexedEXT", Work::Draw, &[]);
     cx.down((cx.next)(
         cb,
         count,

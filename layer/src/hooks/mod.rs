@@ -38,5 +38,6 @@ mod intercept_gen;
 pub mod memory;
 pub mod queue;
 pub mod sync;
+pub mod uses;
 
 pub use intercept_gen::intercept_of;

@@ -4,42 +4,10 @@
 
 use super::calls_gen;
 use crate::dispatch::{raw, slice};
-use crate::profile::recorder::{batches_v1, batches_v2};
+use crate::ffi_guard::Call;
+use crate::submit::{command_buffers, trace, Batch};
 use ash::vk;
 use echo_analyzer::trace::Event;
-
-/// The command buffers of `count` `VkSubmitInfo`s, in order, without allocating (the enforce
-/// tally on every submission; `batches_v1` builds the whole trace batch, semaphores included).
-///
-/// # Safety
-/// `submits` must hold `count` valid submit infos.
-unsafe fn command_buffers_v1<'a>(
-    count: u32,
-    submits: *const vk::SubmitInfo<'a>,
-) -> impl Iterator<Item = u64> + 'a {
-    slice(submits, count).iter().flat_map(|s| {
-        // SAFETY: a valid submit info holds command_buffer_count command buffers.
-        unsafe { slice(s.p_command_buffers, s.command_buffer_count) }
-            .iter()
-            .map(|c| raw(*c))
-    })
-}
-
-/// As [`command_buffers_v1`], for `VkSubmitInfo2`.
-///
-/// # Safety
-/// `submits` must hold `count` valid submit infos.
-unsafe fn command_buffers_v2<'a>(
-    count: u32,
-    submits: *const vk::SubmitInfo2<'a>,
-) -> impl Iterator<Item = u64> + 'a {
-    slice(submits, count).iter().flat_map(|s| {
-        // SAFETY: a valid submit info holds command_buffer_info_count infos.
-        unsafe { slice(s.p_command_buffer_infos, s.command_buffer_info_count) }
-            .iter()
-            .map(|c| raw(c.command_buffer))
-    })
-}
 
 pub unsafe fn vkQueueSubmit(
     cx: &calls_gen::vkQueueSubmit<'_>,
@@ -48,43 +16,9 @@ pub unsafe fn vkQueueSubmit(
     submits: *const vk::SubmitInfo<'_>,
     fence: vk::Fence,
 ) -> vk::Result {
-    let seq = cx
-        .dev
-        .profile()
-        .map(|p| p.before_submit(cx.dev, command_buffers_v1(count, submits)));
-    // Guarded enforce: merge split views this submission's elided copies use, protect.
-    let guard = cx
-        .dev
-        .enforce()
-        .and_then(|e| e.guard())
-        .filter(|g| g.active());
-    let mut used = Vec::new();
-    if let Some(g) = guard {
-        let cbs: Vec<u64> = batches_v1(count, submits)
-            .into_iter()
-            .flat_map(|b| b.command_buffers)
-            .collect();
-        used = g.before_submit(cx.dev, raw(queue), &cbs);
-    }
-    // Issue 35: command buffers that held only dropped copies stay out (`enforce/empty.rs`).
-    let stripped = cx.dev.enforce().and_then(|e| e.strip_v1(count, submits));
-    let r = match &stripped {
-        Some(s) => cx.down((cx.next)(queue, s.count(), s.as_ptr(), fence)),
-        None => cx.down((cx.next)(queue, count, submits, fence)),
-    };
-    if let Some(g) = guard {
-        g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
-    }
-    if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
-        e.on_submit(command_buffers_v1(count, submits));
-        if let Some(s) = &stripped {
-            e.count_stripped(s);
-        }
-    }
-    if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
-        p.on_submit(seq, raw(queue), batches_v1(count, submits), raw(fence));
-    }
-    r
+    submit(cx, queue, count, submits, fence, |n, s| {
+        (cx.next)(queue, n, s, fence)
+    })
 }
 
 pub unsafe fn vkQueueSubmit2(
@@ -94,10 +28,34 @@ pub unsafe fn vkQueueSubmit2(
     submits: *const vk::SubmitInfo2<'_>,
     fence: vk::Fence,
 ) -> vk::Result {
+    submit(cx, queue, count, submits, fence, |n, s| {
+        (cx.next)(queue, n, s, fence)
+    })
+}
+
+/// The one submission path of `vkQueueSubmit` and `vkQueueSubmit2` (their batches are both a
+/// [`Batch`]), in this order: profile resolves the late descriptor uses of the submitted command
+/// buffers and closes the host-access window; guarded enforce merges the views the submission's
+/// elided copies use and protects; enforce leaves out command buffers that held only dropped
+/// copies (issue 35, `enforce/empty.rs`); the call goes down; then the guard, enforce's tally
+/// and profile's `queue_submit` record learn how it went. `next` calls the next layer with `n`
+/// batches at `p`.
+///
+/// # Safety
+/// `submits` holds `count` valid batches (or is null with `count` 0).
+unsafe fn submit<B: Batch, F: Copy>(
+    cx: &Call<'_, F, vk::Result>,
+    queue: vk::Queue,
+    count: u32,
+    submits: *const B,
+    fence: vk::Fence,
+    next: impl Fn(u32, *const B) -> vk::Result,
+) -> vk::Result {
+    let batches: &[B] = slice(submits, count);
     let seq = cx
         .dev
         .profile()
-        .map(|p| p.before_submit(cx.dev, command_buffers_v2(count, submits)));
+        .map(|p| p.before_submit(cx.dev, command_buffers(batches)));
     let guard = cx
         .dev
         .enforce()
@@ -105,29 +63,25 @@ pub unsafe fn vkQueueSubmit2(
         .filter(|g| g.active());
     let mut used = Vec::new();
     if let Some(g) = guard {
-        let cbs: Vec<u64> = batches_v2(count, submits)
-            .into_iter()
-            .flat_map(|b| b.command_buffers)
-            .collect();
+        let cbs: Vec<u64> = command_buffers(batches).collect();
         used = g.before_submit(cx.dev, raw(queue), &cbs);
     }
-    // Issue 35: command buffers that held only dropped copies stay out (`enforce/empty.rs`).
-    let stripped = cx.dev.enforce().and_then(|e| e.strip_v2(count, submits));
+    let stripped = cx.dev.enforce().and_then(|e| e.strip(batches));
     let r = match &stripped {
-        Some(s) => cx.down((cx.next)(queue, s.count(), s.as_ptr(), fence)),
-        None => cx.down((cx.next)(queue, count, submits, fence)),
+        Some(s) => cx.down(next(s.count(), s.as_ptr())),
+        None => cx.down(next(count, submits)),
     };
     if let Some(g) = guard {
         g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
     }
     if let (vk::Result::SUCCESS, Some(e)) = (r, cx.dev.enforce().filter(|e| e.elides())) {
-        e.on_submit(command_buffers_v2(count, submits));
+        e.on_submit(command_buffers(batches));
         if let Some(s) = &stripped {
             e.count_stripped(s);
         }
     }
     if let (vk::Result::SUCCESS, Some(p), Some(seq)) = (r, cx.dev.profile(), seq) {
-        p.on_submit(seq, raw(queue), batches_v2(count, submits), raw(fence));
+        p.on_submit(seq, raw(queue), trace(batches), raw(fence));
     }
     r
 }
