@@ -533,7 +533,7 @@ impl Registry {
     /// `VkCommandBuffer`, provided by a supported feature or extension, not only on platforms no
     /// Linux driver has) that `entries` neither follows nor steps aside from: echo hands out a
     /// generated hook for each that only notes "this command buffer records real work"
-    /// (`layer/src/hooks/mark.rs`), so a command buffer echo drops from a submission because it
+    /// (`layer/src/hooks/intercept_gen.rs`), so a command buffer echo drops from a submission because it
     /// held only elided copies is known to have held nothing else. With the followed and aside
     /// hooks, every recorded command is echo's (`every_recorded_command_is_hooked`).
     pub fn marked(&self, entries: &[Entry], followed: &BTreeSet<String>) -> Vec<Entry> {

@@ -12,7 +12,7 @@
 #![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc, clippy::unused_unit)]
 
 use super::aside::{report, Named, What};
-use super::{buffer, command, descriptor, image, memory, queue, sync};
+use super::{buffer, command, descriptor, draw, image, memory, queue, sync, transfer};
 use crate::ffi_guard::intercept;
 use crate::hook_id::{HookId, HOOK_COUNT};
 use ash::vk::{self, Handle};
@@ -481,7 +481,7 @@ pub unsafe extern "system" fn vkCmdBindDescriptorSets(command_buffer: vk::Comman
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindDescriptorSets,
-        |cx| command::vkCmdBindDescriptorSets(cx, command_buffer, pipeline_bind_point, layout, first_set, descriptor_set_count, p_descriptor_sets, dynamic_offset_count, p_dynamic_offsets),
+        |cx| draw::vkCmdBindDescriptorSets(cx, command_buffer, pipeline_bind_point, layout, first_set, descriptor_set_count, p_descriptor_sets, dynamic_offset_count, p_dynamic_offsets),
         |next| next(command_buffer, pipeline_bind_point, layout, first_set, descriptor_set_count, p_descriptor_sets, dynamic_offset_count, p_dynamic_offsets),
     )
 }
@@ -492,7 +492,7 @@ pub unsafe extern "system" fn vkCmdBindDescriptorSets2(command_buffer: vk::Comma
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindDescriptorSets2,
-        |cx| command::vkCmdBindDescriptorSets2(cx, command_buffer, p_bind_descriptor_sets_info),
+        |cx| draw::vkCmdBindDescriptorSets2(cx, command_buffer, p_bind_descriptor_sets_info),
         |next| next(command_buffer, p_bind_descriptor_sets_info),
     )
 }
@@ -503,7 +503,7 @@ pub unsafe extern "system" fn vkCmdBindDescriptorSets2KHR(command_buffer: vk::Co
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindDescriptorSets2KHR,
-        |cx| command::vkCmdBindDescriptorSets2(cx, command_buffer, p_bind_descriptor_sets_info),
+        |cx| draw::vkCmdBindDescriptorSets2(cx, command_buffer, p_bind_descriptor_sets_info),
         |next| next(command_buffer, p_bind_descriptor_sets_info),
     )
 }
@@ -514,7 +514,7 @@ pub unsafe extern "system" fn vkCmdBindIndexBuffer(command_buffer: vk::CommandBu
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindIndexBuffer,
-        |cx| command::vkCmdBindIndexBuffer(cx, command_buffer, buffer, offset, index_type),
+        |cx| draw::vkCmdBindIndexBuffer(cx, command_buffer, buffer, offset, index_type),
         |next| next(command_buffer, buffer, offset, index_type),
     )
 }
@@ -525,7 +525,7 @@ pub unsafe extern "system" fn vkCmdBindIndexBuffer2(command_buffer: vk::CommandB
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindIndexBuffer2,
-        |cx| command::vkCmdBindIndexBuffer2(cx, command_buffer, buffer, offset, size, index_type),
+        |cx| draw::vkCmdBindIndexBuffer2(cx, command_buffer, buffer, offset, size, index_type),
         |next| next(command_buffer, buffer, offset, size, index_type),
     )
 }
@@ -536,7 +536,7 @@ pub unsafe extern "system" fn vkCmdBindIndexBuffer2KHR(command_buffer: vk::Comma
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindIndexBuffer2KHR,
-        |cx| command::vkCmdBindIndexBuffer2(cx, command_buffer, buffer, offset, size, index_type),
+        |cx| draw::vkCmdBindIndexBuffer2(cx, command_buffer, buffer, offset, size, index_type),
         |next| next(command_buffer, buffer, offset, size, index_type),
     )
 }
@@ -571,7 +571,7 @@ pub unsafe extern "system" fn vkCmdBindPipeline(command_buffer: vk::CommandBuffe
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindPipeline,
-        |cx| command::vkCmdBindPipeline(cx, command_buffer, pipeline_bind_point, pipeline),
+        |cx| draw::vkCmdBindPipeline(cx, command_buffer, pipeline_bind_point, pipeline),
         |next| next(command_buffer, pipeline_bind_point, pipeline),
     )
 }
@@ -681,7 +681,7 @@ pub unsafe extern "system" fn vkCmdBindVertexBuffers(command_buffer: vk::Command
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindVertexBuffers,
-        |cx| command::vkCmdBindVertexBuffers(cx, command_buffer, first_binding, binding_count, p_buffers, p_offsets),
+        |cx| draw::vkCmdBindVertexBuffers(cx, command_buffer, first_binding, binding_count, p_buffers, p_offsets),
         |next| next(command_buffer, first_binding, binding_count, p_buffers, p_offsets),
     )
 }
@@ -692,7 +692,7 @@ pub unsafe extern "system" fn vkCmdBindVertexBuffers2(command_buffer: vk::Comman
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindVertexBuffers2,
-        |cx| command::vkCmdBindVertexBuffers2(cx, command_buffer, first_binding, binding_count, p_buffers, p_offsets, p_sizes, p_strides),
+        |cx| draw::vkCmdBindVertexBuffers2(cx, command_buffer, first_binding, binding_count, p_buffers, p_offsets, p_sizes, p_strides),
         |next| next(command_buffer, first_binding, binding_count, p_buffers, p_offsets, p_sizes, p_strides),
     )
 }
@@ -703,7 +703,7 @@ pub unsafe extern "system" fn vkCmdBindVertexBuffers2EXT(command_buffer: vk::Com
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindVertexBuffers2EXT,
-        |cx| command::vkCmdBindVertexBuffers2(cx, command_buffer, first_binding, binding_count, p_buffers, p_offsets, p_sizes, p_strides),
+        |cx| draw::vkCmdBindVertexBuffers2(cx, command_buffer, first_binding, binding_count, p_buffers, p_offsets, p_sizes, p_strides),
         |next| next(command_buffer, first_binding, binding_count, p_buffers, p_offsets, p_sizes, p_strides),
     )
 }
@@ -941,7 +941,7 @@ pub unsafe extern "system" fn vkCmdCopyBuffer(command_buffer: vk::CommandBuffer,
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyBuffer,
-        |cx| command::vkCmdCopyBuffer(cx, command_buffer, src_buffer, dst_buffer, region_count, p_regions),
+        |cx| transfer::vkCmdCopyBuffer(cx, command_buffer, src_buffer, dst_buffer, region_count, p_regions),
         |next| next(command_buffer, src_buffer, dst_buffer, region_count, p_regions),
     )
 }
@@ -952,7 +952,7 @@ pub unsafe extern "system" fn vkCmdCopyBuffer2(command_buffer: vk::CommandBuffer
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyBuffer2,
-        |cx| command::vkCmdCopyBuffer2(cx, command_buffer, p_copy_buffer_info),
+        |cx| transfer::vkCmdCopyBuffer2(cx, command_buffer, p_copy_buffer_info),
         |next| next(command_buffer, p_copy_buffer_info),
     )
 }
@@ -963,7 +963,7 @@ pub unsafe extern "system" fn vkCmdCopyBuffer2KHR(command_buffer: vk::CommandBuf
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyBuffer2KHR,
-        |cx| command::vkCmdCopyBuffer2(cx, command_buffer, p_copy_buffer_info),
+        |cx| transfer::vkCmdCopyBuffer2(cx, command_buffer, p_copy_buffer_info),
         |next| next(command_buffer, p_copy_buffer_info),
     )
 }
@@ -974,7 +974,7 @@ pub unsafe extern "system" fn vkCmdCopyBufferToImage(command_buffer: vk::Command
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyBufferToImage,
-        |cx| command::vkCmdCopyBufferToImage(cx, command_buffer, src_buffer, dst_image, dst_image_layout, region_count, p_regions),
+        |cx| transfer::vkCmdCopyBufferToImage(cx, command_buffer, src_buffer, dst_image, dst_image_layout, region_count, p_regions),
         |next| next(command_buffer, src_buffer, dst_image, dst_image_layout, region_count, p_regions),
     )
 }
@@ -985,7 +985,7 @@ pub unsafe extern "system" fn vkCmdCopyBufferToImage2(command_buffer: vk::Comman
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyBufferToImage2,
-        |cx| command::vkCmdCopyBufferToImage2(cx, command_buffer, p_copy_buffer_to_image_info),
+        |cx| transfer::vkCmdCopyBufferToImage2(cx, command_buffer, p_copy_buffer_to_image_info),
         |next| next(command_buffer, p_copy_buffer_to_image_info),
     )
 }
@@ -996,7 +996,7 @@ pub unsafe extern "system" fn vkCmdCopyBufferToImage2KHR(command_buffer: vk::Com
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyBufferToImage2KHR,
-        |cx| command::vkCmdCopyBufferToImage2(cx, command_buffer, p_copy_buffer_to_image_info),
+        |cx| transfer::vkCmdCopyBufferToImage2(cx, command_buffer, p_copy_buffer_to_image_info),
         |next| next(command_buffer, p_copy_buffer_to_image_info),
     )
 }
@@ -1053,7 +1053,7 @@ pub unsafe extern "system" fn vkCmdCopyImageToBuffer(command_buffer: vk::Command
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyImageToBuffer,
-        |cx| command::vkCmdCopyImageToBuffer(cx, command_buffer, src_image, src_image_layout, dst_buffer, region_count, p_regions),
+        |cx| transfer::vkCmdCopyImageToBuffer(cx, command_buffer, src_image, src_image_layout, dst_buffer, region_count, p_regions),
         |next| next(command_buffer, src_image, src_image_layout, dst_buffer, region_count, p_regions),
     )
 }
@@ -1064,7 +1064,7 @@ pub unsafe extern "system" fn vkCmdCopyImageToBuffer2(command_buffer: vk::Comman
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyImageToBuffer2,
-        |cx| command::vkCmdCopyImageToBuffer2(cx, command_buffer, p_copy_image_to_buffer_info),
+        |cx| transfer::vkCmdCopyImageToBuffer2(cx, command_buffer, p_copy_image_to_buffer_info),
         |next| next(command_buffer, p_copy_image_to_buffer_info),
     )
 }
@@ -1075,7 +1075,7 @@ pub unsafe extern "system" fn vkCmdCopyImageToBuffer2KHR(command_buffer: vk::Com
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyImageToBuffer2KHR,
-        |cx| command::vkCmdCopyImageToBuffer2(cx, command_buffer, p_copy_image_to_buffer_info),
+        |cx| transfer::vkCmdCopyImageToBuffer2(cx, command_buffer, p_copy_image_to_buffer_info),
         |next| next(command_buffer, p_copy_image_to_buffer_info),
     )
 }
@@ -1401,7 +1401,7 @@ pub unsafe extern "system" fn vkCmdDispatch(command_buffer: vk::CommandBuffer, g
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDispatch,
-        |cx| command::vkCmdDispatch(cx, command_buffer, group_count_x, group_count_y, group_count_z),
+        |cx| draw::vkCmdDispatch(cx, command_buffer, group_count_x, group_count_y, group_count_z),
         |next| next(command_buffer, group_count_x, group_count_y, group_count_z),
     )
 }
@@ -1412,7 +1412,7 @@ pub unsafe extern "system" fn vkCmdDispatchBase(command_buffer: vk::CommandBuffe
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDispatchBase,
-        |cx| command::vkCmdDispatchBase(cx, command_buffer, base_group_x, base_group_y, base_group_z, group_count_x, group_count_y, group_count_z),
+        |cx| draw::vkCmdDispatchBase(cx, command_buffer, base_group_x, base_group_y, base_group_z, group_count_x, group_count_y, group_count_z),
         |next| next(command_buffer, base_group_x, base_group_y, base_group_z, group_count_x, group_count_y, group_count_z),
     )
 }
@@ -1423,7 +1423,7 @@ pub unsafe extern "system" fn vkCmdDispatchBaseKHR(command_buffer: vk::CommandBu
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDispatchBaseKHR,
-        |cx| command::vkCmdDispatchBase(cx, command_buffer, base_group_x, base_group_y, base_group_z, group_count_x, group_count_y, group_count_z),
+        |cx| draw::vkCmdDispatchBase(cx, command_buffer, base_group_x, base_group_y, base_group_z, group_count_x, group_count_y, group_count_z),
         |next| next(command_buffer, base_group_x, base_group_y, base_group_z, group_count_x, group_count_y, group_count_z),
     )
 }
@@ -1486,7 +1486,7 @@ pub unsafe extern "system" fn vkCmdDispatchIndirect(command_buffer: vk::CommandB
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDispatchIndirect,
-        |cx| command::vkCmdDispatchIndirect(cx, command_buffer, buffer, offset),
+        |cx| draw::vkCmdDispatchIndirect(cx, command_buffer, buffer, offset),
         |next| next(command_buffer, buffer, offset),
     )
 }
@@ -1523,7 +1523,7 @@ pub unsafe extern "system" fn vkCmdDraw(command_buffer: vk::CommandBuffer, verte
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDraw,
-        |cx| command::vkCmdDraw(cx, command_buffer, vertex_count, instance_count, first_vertex, first_instance),
+        |cx| draw::vkCmdDraw(cx, command_buffer, vertex_count, instance_count, first_vertex, first_instance),
         |next| next(command_buffer, vertex_count, instance_count, first_vertex, first_instance),
     )
 }
@@ -1562,7 +1562,7 @@ pub unsafe extern "system" fn vkCmdDrawIndexed(command_buffer: vk::CommandBuffer
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawIndexed,
-        |cx| command::vkCmdDrawIndexed(cx, command_buffer, index_count, instance_count, first_index, vertex_offset, first_instance),
+        |cx| draw::vkCmdDrawIndexed(cx, command_buffer, index_count, instance_count, first_index, vertex_offset, first_instance),
         |next| next(command_buffer, index_count, instance_count, first_index, vertex_offset, first_instance),
     )
 }
@@ -1573,7 +1573,7 @@ pub unsafe extern "system" fn vkCmdDrawIndexedIndirect(command_buffer: vk::Comma
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawIndexedIndirect,
-        |cx| command::vkCmdDrawIndexedIndirect(cx, command_buffer, buffer, offset, draw_count, stride),
+        |cx| draw::vkCmdDrawIndexedIndirect(cx, command_buffer, buffer, offset, draw_count, stride),
         |next| next(command_buffer, buffer, offset, draw_count, stride),
     )
 }
@@ -1597,7 +1597,7 @@ pub unsafe extern "system" fn vkCmdDrawIndexedIndirectCount(command_buffer: vk::
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawIndexedIndirectCount,
-        |cx| command::vkCmdDrawIndexedIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
+        |cx| draw::vkCmdDrawIndexedIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
         |next| next(command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
     )
 }
@@ -1621,7 +1621,7 @@ pub unsafe extern "system" fn vkCmdDrawIndexedIndirectCountAMD(command_buffer: v
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawIndexedIndirectCountAMD,
-        |cx| command::vkCmdDrawIndexedIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
+        |cx| draw::vkCmdDrawIndexedIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
         |next| next(command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
     )
 }
@@ -1632,7 +1632,7 @@ pub unsafe extern "system" fn vkCmdDrawIndexedIndirectCountKHR(command_buffer: v
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawIndexedIndirectCountKHR,
-        |cx| command::vkCmdDrawIndexedIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
+        |cx| draw::vkCmdDrawIndexedIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
         |next| next(command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
     )
 }
@@ -1643,7 +1643,7 @@ pub unsafe extern "system" fn vkCmdDrawIndirect(command_buffer: vk::CommandBuffe
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawIndirect,
-        |cx| command::vkCmdDrawIndirect(cx, command_buffer, buffer, offset, draw_count, stride),
+        |cx| draw::vkCmdDrawIndirect(cx, command_buffer, buffer, offset, draw_count, stride),
         |next| next(command_buffer, buffer, offset, draw_count, stride),
     )
 }
@@ -1694,7 +1694,7 @@ pub unsafe extern "system" fn vkCmdDrawIndirectCount(command_buffer: vk::Command
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawIndirectCount,
-        |cx| command::vkCmdDrawIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
+        |cx| draw::vkCmdDrawIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
         |next| next(command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
     )
 }
@@ -1718,7 +1718,7 @@ pub unsafe extern "system" fn vkCmdDrawIndirectCountAMD(command_buffer: vk::Comm
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawIndirectCountAMD,
-        |cx| command::vkCmdDrawIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
+        |cx| draw::vkCmdDrawIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
         |next| next(command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
     )
 }
@@ -1729,7 +1729,7 @@ pub unsafe extern "system" fn vkCmdDrawIndirectCountKHR(command_buffer: vk::Comm
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawIndirectCountKHR,
-        |cx| command::vkCmdDrawIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
+        |cx| draw::vkCmdDrawIndirectCount(cx, command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
         |next| next(command_buffer, buffer, offset, count_buffer, count_buffer_offset, max_draw_count, stride),
     )
 }
@@ -1850,7 +1850,7 @@ pub unsafe extern "system" fn vkCmdDrawMultiEXT(command_buffer: vk::CommandBuffe
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawMultiEXT,
-        |cx| command::vkCmdDrawMultiEXT(cx, command_buffer, draw_count, p_vertex_info, instance_count, first_instance, stride),
+        |cx| draw::vkCmdDrawMultiEXT(cx, command_buffer, draw_count, p_vertex_info, instance_count, first_instance, stride),
         |next| next(command_buffer, draw_count, p_vertex_info, instance_count, first_instance, stride),
     )
 }
@@ -1861,7 +1861,7 @@ pub unsafe extern "system" fn vkCmdDrawMultiIndexedEXT(command_buffer: vk::Comma
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdDrawMultiIndexedEXT,
-        |cx| command::vkCmdDrawMultiIndexedEXT(cx, command_buffer, draw_count, p_index_info, instance_count, first_instance, stride, p_vertex_offset),
+        |cx| draw::vkCmdDrawMultiIndexedEXT(cx, command_buffer, draw_count, p_index_info, instance_count, first_instance, stride, p_vertex_offset),
         |next| next(command_buffer, draw_count, p_index_info, instance_count, first_instance, stride, p_vertex_offset),
     )
 }
@@ -2130,7 +2130,7 @@ pub unsafe extern "system" fn vkCmdFillBuffer(command_buffer: vk::CommandBuffer,
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdFillBuffer,
-        |cx| command::vkCmdFillBuffer(cx, command_buffer, dst_buffer, dst_offset, size, data),
+        |cx| transfer::vkCmdFillBuffer(cx, command_buffer, dst_buffer, dst_offset, size, data),
         |next| next(command_buffer, dst_buffer, dst_offset, size, data),
     )
 }
@@ -2225,7 +2225,7 @@ pub unsafe extern "system" fn vkCmdPipelineBarrier(command_buffer: vk::CommandBu
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPipelineBarrier,
-        |cx| command::vkCmdPipelineBarrier(cx, command_buffer, src_stage_mask, dst_stage_mask, dependency_flags, memory_barrier_count, p_memory_barriers, buffer_memory_barrier_count, p_buffer_memory_barriers, image_memory_barrier_count, p_image_memory_barriers),
+        |cx| sync::vkCmdPipelineBarrier(cx, command_buffer, src_stage_mask, dst_stage_mask, dependency_flags, memory_barrier_count, p_memory_barriers, buffer_memory_barrier_count, p_buffer_memory_barriers, image_memory_barrier_count, p_image_memory_barriers),
         |next| next(command_buffer, src_stage_mask, dst_stage_mask, dependency_flags, memory_barrier_count, p_memory_barriers, buffer_memory_barrier_count, p_buffer_memory_barriers, image_memory_barrier_count, p_image_memory_barriers),
     )
 }
@@ -2236,7 +2236,7 @@ pub unsafe extern "system" fn vkCmdPipelineBarrier2(command_buffer: vk::CommandB
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPipelineBarrier2,
-        |cx| command::vkCmdPipelineBarrier2(cx, command_buffer, p_dependency_info),
+        |cx| sync::vkCmdPipelineBarrier2(cx, command_buffer, p_dependency_info),
         |next| next(command_buffer, p_dependency_info),
     )
 }
@@ -2247,7 +2247,7 @@ pub unsafe extern "system" fn vkCmdPipelineBarrier2KHR(command_buffer: vk::Comma
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPipelineBarrier2KHR,
-        |cx| command::vkCmdPipelineBarrier2(cx, command_buffer, p_dependency_info),
+        |cx| sync::vkCmdPipelineBarrier2(cx, command_buffer, p_dependency_info),
         |next| next(command_buffer, p_dependency_info),
     )
 }
@@ -2328,7 +2328,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSet(command_buffer: vk::Command
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPushDescriptorSet,
-        |cx| command::vkCmdPushDescriptorSet(cx, command_buffer, pipeline_bind_point, layout, set, descriptor_write_count, p_descriptor_writes),
+        |cx| draw::vkCmdPushDescriptorSet(cx, command_buffer, pipeline_bind_point, layout, set, descriptor_write_count, p_descriptor_writes),
         |next| next(command_buffer, pipeline_bind_point, layout, set, descriptor_write_count, p_descriptor_writes),
     )
 }
@@ -2339,7 +2339,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSet2(command_buffer: vk::Comman
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPushDescriptorSet2,
-        |cx| command::vkCmdPushDescriptorSet2(cx, command_buffer, p_push_descriptor_set_info),
+        |cx| draw::vkCmdPushDescriptorSet2(cx, command_buffer, p_push_descriptor_set_info),
         |next| next(command_buffer, p_push_descriptor_set_info),
     )
 }
@@ -2350,7 +2350,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSet2KHR(command_buffer: vk::Com
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPushDescriptorSet2KHR,
-        |cx| command::vkCmdPushDescriptorSet2(cx, command_buffer, p_push_descriptor_set_info),
+        |cx| draw::vkCmdPushDescriptorSet2(cx, command_buffer, p_push_descriptor_set_info),
         |next| next(command_buffer, p_push_descriptor_set_info),
     )
 }
@@ -2361,7 +2361,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSetKHR(command_buffer: vk::Comm
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPushDescriptorSetKHR,
-        |cx| command::vkCmdPushDescriptorSet(cx, command_buffer, pipeline_bind_point, layout, set, descriptor_write_count, p_descriptor_writes),
+        |cx| draw::vkCmdPushDescriptorSet(cx, command_buffer, pipeline_bind_point, layout, set, descriptor_write_count, p_descriptor_writes),
         |next| next(command_buffer, pipeline_bind_point, layout, set, descriptor_write_count, p_descriptor_writes),
     )
 }
@@ -2372,7 +2372,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSetWithTemplate(command_buffer:
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPushDescriptorSetWithTemplate,
-        |cx| command::vkCmdPushDescriptorSetWithTemplate(cx, command_buffer, descriptor_update_template, layout, set, p_data),
+        |cx| draw::vkCmdPushDescriptorSetWithTemplate(cx, command_buffer, descriptor_update_template, layout, set, p_data),
         |next| next(command_buffer, descriptor_update_template, layout, set, p_data),
     )
 }
@@ -2383,7 +2383,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSetWithTemplate2(command_buffer
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPushDescriptorSetWithTemplate2,
-        |cx| command::vkCmdPushDescriptorSetWithTemplate2(cx, command_buffer, p_push_descriptor_set_with_template_info),
+        |cx| draw::vkCmdPushDescriptorSetWithTemplate2(cx, command_buffer, p_push_descriptor_set_with_template_info),
         |next| next(command_buffer, p_push_descriptor_set_with_template_info),
     )
 }
@@ -2394,7 +2394,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSetWithTemplate2KHR(command_buf
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPushDescriptorSetWithTemplate2KHR,
-        |cx| command::vkCmdPushDescriptorSetWithTemplate2(cx, command_buffer, p_push_descriptor_set_with_template_info),
+        |cx| draw::vkCmdPushDescriptorSetWithTemplate2(cx, command_buffer, p_push_descriptor_set_with_template_info),
         |next| next(command_buffer, p_push_descriptor_set_with_template_info),
     )
 }
@@ -2405,7 +2405,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSetWithTemplateKHR(command_buff
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdPushDescriptorSetWithTemplateKHR,
-        |cx| command::vkCmdPushDescriptorSetWithTemplate(cx, command_buffer, descriptor_update_template, layout, set, p_data),
+        |cx| draw::vkCmdPushDescriptorSetWithTemplate(cx, command_buffer, descriptor_update_template, layout, set, p_data),
         |next| next(command_buffer, descriptor_update_template, layout, set, p_data),
     )
 }
@@ -3007,7 +3007,7 @@ pub unsafe extern "system" fn vkCmdSetEvent2(command_buffer: vk::CommandBuffer, 
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdSetEvent2,
-        |cx| command::vkCmdSetEvent2(cx, command_buffer, event, p_dependency_info),
+        |cx| sync::vkCmdSetEvent2(cx, command_buffer, event, p_dependency_info),
         |next| next(command_buffer, event, p_dependency_info),
     )
 }
@@ -3018,7 +3018,7 @@ pub unsafe extern "system" fn vkCmdSetEvent2KHR(command_buffer: vk::CommandBuffe
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdSetEvent2KHR,
-        |cx| command::vkCmdSetEvent2(cx, command_buffer, event, p_dependency_info),
+        |cx| sync::vkCmdSetEvent2(cx, command_buffer, event, p_dependency_info),
         |next| next(command_buffer, event, p_dependency_info),
     )
 }
@@ -3747,7 +3747,7 @@ pub unsafe extern "system" fn vkCmdUpdateBuffer(command_buffer: vk::CommandBuffe
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdUpdateBuffer,
-        |cx| command::vkCmdUpdateBuffer(cx, command_buffer, dst_buffer, dst_offset, data_size, p_data),
+        |cx| transfer::vkCmdUpdateBuffer(cx, command_buffer, dst_buffer, dst_offset, data_size, p_data),
         |next| next(command_buffer, dst_buffer, dst_offset, data_size, p_data),
     )
 }
@@ -3785,7 +3785,7 @@ pub unsafe extern "system" fn vkCmdWaitEvents(command_buffer: vk::CommandBuffer,
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdWaitEvents,
-        |cx| command::vkCmdWaitEvents(cx, command_buffer, event_count, p_events, src_stage_mask, dst_stage_mask, memory_barrier_count, p_memory_barriers, buffer_memory_barrier_count, p_buffer_memory_barriers, image_memory_barrier_count, p_image_memory_barriers),
+        |cx| sync::vkCmdWaitEvents(cx, command_buffer, event_count, p_events, src_stage_mask, dst_stage_mask, memory_barrier_count, p_memory_barriers, buffer_memory_barrier_count, p_buffer_memory_barriers, image_memory_barrier_count, p_image_memory_barriers),
         |next| next(command_buffer, event_count, p_events, src_stage_mask, dst_stage_mask, memory_barrier_count, p_memory_barriers, buffer_memory_barrier_count, p_buffer_memory_barriers, image_memory_barrier_count, p_image_memory_barriers),
     )
 }
@@ -3796,7 +3796,7 @@ pub unsafe extern "system" fn vkCmdWaitEvents2(command_buffer: vk::CommandBuffer
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdWaitEvents2,
-        |cx| command::vkCmdWaitEvents2(cx, command_buffer, event_count, p_events, p_dependency_infos),
+        |cx| sync::vkCmdWaitEvents2(cx, command_buffer, event_count, p_events, p_dependency_infos),
         |next| next(command_buffer, event_count, p_events, p_dependency_infos),
     )
 }
@@ -3807,7 +3807,7 @@ pub unsafe extern "system" fn vkCmdWaitEvents2KHR(command_buffer: vk::CommandBuf
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdWaitEvents2KHR,
-        |cx| command::vkCmdWaitEvents2(cx, command_buffer, event_count, p_events, p_dependency_infos),
+        |cx| sync::vkCmdWaitEvents2(cx, command_buffer, event_count, p_events, p_dependency_infos),
         |next| next(command_buffer, event_count, p_events, p_dependency_infos),
     )
 }

@@ -13,10 +13,12 @@
 //!   state) and `cx.next` (the next layer's function for exactly the name called) — which calls
 //!   down as `cx.down((cx.next)(args))`.
 //! - The behaviour of each followed command, `pub unsafe fn vkName(cx, params…)`, in the file
-//!   `decisions::FOLLOWED` names: `memory.rs`, `buffer.rs`, `image.rs`, `command.rs`,
-//!   `descriptor.rs`, `queue.rs`, `sync.rs`. Bodies stay thin: observe (record state / trace),
-//!   apply (a plan decided elsewhere), call down; what a recorded command uses is told to
-//!   profile, enforce and the guard in one place (`uses.rs`).
+//!   `decisions::FOLLOWED` names: `memory.rs`, `buffer.rs`, `image.rs`, `command.rs` (command
+//!   buffers), `transfer.rs` (copies, fills, updates), `draw.rs` (dispatches, draws and what
+//!   they bind), `descriptor.rs`, `queue.rs`, `sync.rs` (fences, semaphores, barriers, events).
+//!   Bodies stay thin: observe (record state / trace), apply (a plan decided elsewhere), call
+//!   down; what a recorded command uses is told to profile, enforce and the guard in one place
+//!   (`uses.rs`).
 //! - `instance.rs` and `device.rs`: creating and destroying instances and devices (the
 //!   topology decision, echo's own extensions), which no device exists for yet.
 
@@ -31,6 +33,7 @@ pub mod calls_gen;
 pub mod command;
 pub mod descriptor;
 pub mod device;
+pub mod draw;
 pub mod image;
 pub mod instance;
 #[rustfmt::skip]
@@ -38,6 +41,7 @@ mod intercept_gen;
 pub mod memory;
 pub mod queue;
 pub mod sync;
+pub mod transfer;
 pub mod uses;
 
 pub use intercept_gen::intercept_of;

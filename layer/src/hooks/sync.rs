@@ -1,9 +1,10 @@
-//! Host-side synchronization: fences and timeline semaphores (chapter "Synchronization").
-//! Profile mode records host completion observations here (each one a host-access window
-//! boundary).
+//! Synchronization (chapter "Synchronization and Cache Control"): fences and timeline
+//! semaphores on the host — profile records host completion observations here (each one a
+//! host-access window boundary) — and the barriers and events recorded into command buffers
+//! (the buffers they name must have memory bound: enforce binds any it held back).
 
 use super::calls_gen;
-use crate::dispatch::raw;
+use crate::dispatch::{raw, slice, DeviceData};
 use ash::vk;
 use echo_analyzer::trace::Event;
 
@@ -123,4 +124,131 @@ pub unsafe fn vkSignalSemaphore(
         p.on_host_signal(raw((*info).semaphore), (*info).value);
     }
     r
+}
+
+/// Buffers a barrier names must have memory bound (VUID-VkBufferMemoryBarrier-buffer-01931,
+/// and its `2` twin): binds still held back happen now.
+fn barrier_buffers(dev: &DeviceData, buffers: impl Iterator<Item = vk::Buffer>) {
+    if let Some(e) = dev.enforce().filter(|e| e.has_pending()) {
+        for b in buffers {
+            e.touch(dev, raw(b));
+        }
+    }
+}
+
+/// The buffers of a `VkDependencyInfo`'s buffer barriers.
+unsafe fn dependency_buffers<'a>(
+    info: *const vk::DependencyInfo<'a>,
+) -> impl Iterator<Item = vk::Buffer> + 'a {
+    let i = if info.is_null() { None } else { Some(&*info) };
+    i.into_iter().flat_map(|i| {
+        slice(i.p_buffer_memory_barriers, i.buffer_memory_barrier_count)
+            .iter()
+            .map(|b| b.buffer)
+    })
+}
+
+pub unsafe fn vkCmdPipelineBarrier(
+    cx: &calls_gen::vkCmdPipelineBarrier<'_>,
+    cb: vk::CommandBuffer,
+    src_stage: vk::PipelineStageFlags,
+    dst_stage: vk::PipelineStageFlags,
+    dependency: vk::DependencyFlags,
+    memory_count: u32,
+    memory: *const vk::MemoryBarrier<'_>,
+    buffer_count: u32,
+    buffer: *const vk::BufferMemoryBarrier<'_>,
+    image_count: u32,
+    image: *const vk::ImageMemoryBarrier<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_barrier(raw(cb));
+    }
+    barrier_buffers(cx.dev, slice(buffer, buffer_count).iter().map(|b| b.buffer));
+    cx.down((cx.next)(
+        cb,
+        src_stage,
+        dst_stage,
+        dependency,
+        memory_count,
+        memory,
+        buffer_count,
+        buffer,
+        image_count,
+        image,
+    ))
+}
+
+pub unsafe fn vkCmdPipelineBarrier2(
+    cx: &calls_gen::vkCmdPipelineBarrier2<'_>,
+    cb: vk::CommandBuffer,
+    info: *const vk::DependencyInfo<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_barrier(raw(cb));
+    }
+    barrier_buffers(cx.dev, dependency_buffers(info));
+    cx.down((cx.next)(cb, info))
+}
+
+pub unsafe fn vkCmdWaitEvents(
+    cx: &calls_gen::vkCmdWaitEvents<'_>,
+    cb: vk::CommandBuffer,
+    count: u32,
+    events: *const vk::Event,
+    src_stage: vk::PipelineStageFlags,
+    dst_stage: vk::PipelineStageFlags,
+    memory_count: u32,
+    memory: *const vk::MemoryBarrier<'_>,
+    buffer_count: u32,
+    buffer: *const vk::BufferMemoryBarrier<'_>,
+    image_count: u32,
+    image: *const vk::ImageMemoryBarrier<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_barrier(raw(cb));
+    }
+    barrier_buffers(cx.dev, slice(buffer, buffer_count).iter().map(|b| b.buffer));
+    cx.down((cx.next)(
+        cb,
+        count,
+        events,
+        src_stage,
+        dst_stage,
+        memory_count,
+        memory,
+        buffer_count,
+        buffer,
+        image_count,
+        image,
+    ))
+}
+
+pub unsafe fn vkCmdWaitEvents2(
+    cx: &calls_gen::vkCmdWaitEvents2<'_>,
+    cb: vk::CommandBuffer,
+    count: u32,
+    events: *const vk::Event,
+    infos: *const vk::DependencyInfo<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_barrier(raw(cb));
+    }
+    let n = if events.is_null() { 0 } else { count };
+    for k in 0..n as usize {
+        barrier_buffers(cx.dev, dependency_buffers(infos.add(k)));
+    }
+    cx.down((cx.next)(cb, count, events, infos))
+}
+
+// Its dependency info only defines what a later wait orders; the buffers it names must
+// have memory bound all the same.
+pub unsafe fn vkCmdSetEvent2(
+    cx: &calls_gen::vkCmdSetEvent2<'_>,
+    cb: vk::CommandBuffer,
+    event: vk::Event,
+    info: *const vk::DependencyInfo<'_>,
+) {
+    barrier_buffers(cx.dev, dependency_buffers(info));
+    cx.down((cx.next)(cb, event, info))
 }
