@@ -1,5 +1,8 @@
 //! The analyzer on synthetic traces: one test per rule, including the four hazards Echo motivates
 //! its conditions with (DESIGN §5).
+//!
+//! Over 1,000 lines: one test per rule of the analysis, with the synthetic trace it needs
+//! written out in the test (the helpers are in `common/`).
 
 mod common;
 use common::*;

@@ -1,4 +1,8 @@
 //! RESULTS.md, results.json and the plots.
+//!
+//! Over 1,000 lines: the writer of RESULTS.md (`markdown`: one section after another, each with
+//! its prose and table, in the order the file prints them), the memory columns spliced into it,
+//! and the plots.
 
 use crate::memory::MemRun;
 use crate::stats::{self, amdahl, Summary};

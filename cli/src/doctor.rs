@@ -11,6 +11,10 @@
 //! loader (an installed implicit copy then stays out) and names no layer. Whether the layer
 //! *can* load is checked in a child process (`vkecho doctor --probe-load`) with the layer in
 //! mode `off`, and the report says whether the library was mapped there.
+//!
+//! Over 1,000 lines: gathering the report (`build_report`: loader, drivers, devices, manifests,
+//! settings, the load probe in a child) and rendering it in plain words (`render`), each
+//! question in the order it prints.
 
 use crate::paths::{self, Kind, LAYER_NAME};
 use ash::vk;

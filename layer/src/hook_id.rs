@@ -5,7 +5,7 @@
 //! `vkGetInstanceProcAddr` find a name here ([`HookId::from_name`], one binary search), a
 //! device keeps the next layer's pointer for each (`dispatch::DeviceData::next`), and each
 //! intercept (`hooks/intercept_gen.rs`) passes its own to the one panic guard
-//! (`ffi_guard::intercept`).
+//! (`ffi_guard::intercept`). Long because the registry is: one entry per hooked name.
 
 #![allow(non_camel_case_types)]
 

@@ -49,6 +49,9 @@
 //!
 //! Run against another build of the layer and CLI with `ECHO_TEST_ARTIFACT_DIR` (see
 //! `echo_tests::world::artifact`).
+//!
+//! Over 1,000 lines: one test per program of the corpus (and per pattern it shows), each with
+//! what it must find said in its own words; the shared runner is `echo_tests::world`.
 
 use echo_tests::samples::validation_env;
 use echo_tests::world::{artifact, files_under, run_within, Layers, World};

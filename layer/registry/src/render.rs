@@ -139,7 +139,7 @@ pub fn render_hook_id(hooked: &[Hooked]) -> String {
          //! `vkGetInstanceProcAddr` find a name here ([`HookId::from_name`], one binary search), a\n\
          //! device keeps the next layer's pointer for each (`dispatch::DeviceData::next`), and each\n\
          //! intercept (`hooks/intercept_gen.rs`) passes its own to the one panic guard\n\
-         //! (`ffi_guard::intercept`).\n\n",
+         //! (`ffi_guard::intercept`). Long because the registry is: one entry per hooked name.\n\n",
     );
     s.push_str("#![allow(non_camel_case_types)]\n\n");
     writeln!(s, "/// A name echo hooks.").unwrap();

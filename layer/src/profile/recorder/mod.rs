@@ -4,6 +4,10 @@
 //! Every hook makes one call here (`if let Some(p) = cx.dev.profile() { p.on_…(…) }`); the
 //! methods never call Vulkan except echo's own queries (fence status, semaphore counters,
 //! host-pointer properties) through the next layer.
+//!
+//! Over 1,000 lines: one method per event the hooks report (each a few lines that turn a call
+//! into trace records), the host-access windows that every submission and completion closes, and
+//! the device's end; descriptor sets and pipelines are in `descriptors.rs`.
 
 use super::sink::{self, Sink};
 use super::watch::{self as guard, GuardError};

@@ -62,6 +62,9 @@
 //! `VK_ECHO_TEST_MEMLOG=<file>` appends one JSON line per device at `vkDestroyDevice`:
 //! `{"allocations", "allocated_bytes", "peak_live_bytes", "live_bytes", "unknown_handles"}`; an
 //! unknown handle is also one stderr line `[VK_LAYER_ECHO_test_discrete] unknown memory ...`.
+//!
+//! Over 1,000 lines: a layer is one file of intercepts; each behaviour above (the tables, the
+//! faults it injects, the poisoning, the memory log) is a section of it.
 
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::nonminimal_bool)]
 
