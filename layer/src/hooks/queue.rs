@@ -43,6 +43,7 @@ pub unsafe fn vkQueueSubmit2(
 ///
 /// # Safety
 /// `submits` holds `count` valid batches (or is null with `count` 0).
+#[inline(always)] // one instance per command, in its intercept: costs.rs counts a submission
 unsafe fn submit<B: Batch, F: Copy>(
     cx: &Call<'_, F, vk::Result>,
     queue: vk::Queue,
