@@ -142,7 +142,12 @@ pub fn extensions_to_add(
         // can follow (hostmem/export.rs). Profile only for the fd way: the guard imports.
         let host = crate::hostmem::import::EXT_MEMORY_HOST;
         let offers = |c: &CStr| have.contains(c.to_str().unwrap_or_default());
+        // Only where the "GPU" is the CPU: a real GPU does not use the CPU's page tables, so
+        // protecting the driver's own mapping is enough there, and exporting every host-visible
+        // allocation would change how a real driver places them.
+        let cpu = d.table.device_type == echo_analyzer::topology::DeviceType::Cpu;
         let fd_way = profiles
+            && cpu
             && offers(export::KHR_MEMORY_FD)
             && !(offers(host) && export::images_follow(inst, pd, Backing::HostImport))
             && export::images_follow(inst, pd, Backing::FdExport)

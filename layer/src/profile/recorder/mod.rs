@@ -211,7 +211,8 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         .as_ref()
         .is_some_and(|i| export::images_follow(i, dev.physical_device, Backing::HostImport));
     let mut get_fd: Option<vk::PFN_vkGetMemoryFdKHR> = None;
-    if dev.settings.validate && fd_ext && !test_off && !(ext && images_follow_host) {
+    let cpu = dev.decision.table.device_type == echo_analyzer::topology::DeviceType::Cpu;
+    if dev.settings.validate && cpu && fd_ext && !test_off && !(ext && images_follow_host) {
         let get = dev
             .next_proc(c"vkGetMemoryFdKHR")
             // SAFETY: resolved by that name.
