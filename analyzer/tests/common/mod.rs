@@ -335,6 +335,7 @@ impl T {
                             access,
                             kind,
                         }],
+                        late: None,
                     }
                 }
             };

@@ -25,47 +25,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod descriptors;
+use descriptors::{CmdBinds, Late, SetContents};
+
 /// Test-only switch (environment only, never a setting): turn the double mapping off so the
 /// driver's own mapping is protected, as on a device without `VK_EXT_external_memory_host`.
 /// On lavapipe the driver's CPU threads then fault too ("the detector has teeth" test).
 pub const TEST_NO_DOUBLE_MAP: &str = "VK_ECHO_TEST_NO_DOUBLE_MAP";
 
-/// One buffer descriptor as written into a set.
-#[derive(Clone, Copy, Debug)]
-struct Desc {
-    buffer: u64,
-    offset: u64,
-    /// `VK_WHOLE_SIZE` stays `u64::MAX`.
-    range: u64,
-    dynamic: bool,
-    uniform: bool,
-}
-
-/// `(binding, array element)` → descriptor.
-type SetContents = BTreeMap<(u32, u32), Desc>;
-
-#[derive(Default, Clone)]
-struct PointBinds {
-    pipeline: Option<u64>,
-    /// Set index → (set handle, its dynamic offsets).
-    sets: BTreeMap<u32, (u64, Vec<u32>)>,
-    /// Set index → pushed descriptors (replace a bound set at that index).
-    push: BTreeMap<u32, SetContents>,
-}
-
-/// What a command buffer has bound, per bind point (0 compute, 1 graphics).
-#[derive(Default)]
-struct CmdBinds {
-    points: [PointBinds; 2],
-}
-
-fn point_index(bp: vk::PipelineBindPoint) -> Option<usize> {
-    match bp {
-        vk::PipelineBindPoint::COMPUTE => Some(0),
-        vk::PipelineBindPoint::GRAPHICS => Some(1),
-        _ => None,
-    }
-}
+/// Test-only switch (environment only): take every descriptor as it stood at recording, as echo
+/// did before issue 44 — the planted fault that shows `c_gpu_reads`'s test can fail.
+pub const TEST_LATE_AT_RECORD: &str = "VK_ECHO_TEST_LATE_AT_RECORD";
 
 /// Live profilers in the process; the sink is finished when the last one goes.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -112,6 +82,8 @@ pub struct Profiler {
     /// Texel buffer view → (buffer, offset, range), so texel descriptors resolve to a buffer.
     views: HandleMap<u64, (u64, u64, u64)>,
     cmds: HandleMap<u64, CmdBinds>,
+    /// Descriptors read at submission (update-after-bind and the like): `descriptors.rs`.
+    late: Late,
     /// Buffers ≥ `min_bytes` armed for host-access validation: every one bound into mapped
     /// memory (from its bind or map, `Watched`), and — as before — any that took part in a
     /// copy with an unmapped buffer while mapped.
@@ -215,6 +187,10 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
     if test_off {
         log::warn!("{TEST_NO_DOUBLE_MAP}=1 (test only): the driver's own mapping is protected");
     }
+    let late_at_record = env(TEST_LATE_AT_RECORD).is_some_and(|v| v == "1");
+    if late_at_record {
+        log::warn!("{TEST_LATE_AT_RECORD}=1 (test only): descriptors are taken as recorded, not as submitted");
+    }
     let min_import_alignment = if ext { import_alignment(dev) } else { 0 };
     let host_ptr_props = if ext {
         dev.next_proc(c"vkGetMemoryHostPointerPropertiesEXT")
@@ -266,6 +242,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         sets: HandleMap::default(),
         views: HandleMap::default(),
         cmds: HandleMap::default(),
+        late: Late::new(late_at_record),
         candidates: HandleSet::default(),
         doubles: HandleMap::default(),
         importing: HandleMap::default(),
@@ -684,6 +661,7 @@ impl Profiler {
 
     pub fn on_begin(&self, cmd: u64, one_time: bool) {
         self.cmds.insert(cmd, CmdBinds::default());
+        self.late.forget(cmd);
         if self.on() {
             self.rec(Event::CmdBegin { cmd, one_time });
         }
@@ -698,6 +676,7 @@ impl Profiler {
     pub fn on_reset(&self, cmds: &[u64]) {
         for c in cmds {
             self.cmds.remove(c);
+            self.late.forget(*c);
             if self.on() {
                 self.rec(Event::CmdReset { cmd: *c });
             }
@@ -707,6 +686,7 @@ impl Profiler {
     pub fn on_free(&self, cmds: &[u64]) {
         for c in cmds {
             self.cmds.remove(c);
+            self.late.forget(*c);
             if self.on() {
                 self.rec(Event::CmdFree { cmd: *c });
             }
@@ -762,12 +742,14 @@ impl Profiler {
                 cmd,
                 command: command.into(),
                 uses,
+                late: None,
             });
         }
     }
 
     /// `vkCmdExecuteCommands`: the secondaries' recorded uses run here when `cmd` is submitted.
     pub fn on_execute(&self, cmd: u64, secondaries: Vec<u64>) {
+        self.late.executes(cmd, &secondaries);
         if self.on() && !secondaries.is_empty() {
             self.rec(Event::CmdExecute { cmd, secondaries });
         }
@@ -779,428 +761,13 @@ impl Profiler {
         }
     }
 
-    // ------------------------------------------------------------------------ descriptors
-
-    /// After `vkCreateShaderModule`.
-    ///
-    /// # Safety
-    /// `info` must be a valid create info.
-    pub unsafe fn on_shader_module(&self, module: u64, info: &vk::ShaderModuleCreateInfo<'_>) {
-        let words = if info.p_code.is_null() {
-            &[][..]
-        } else {
-            std::slice::from_raw_parts(info.p_code, info.code_size / 4)
-        };
-        self.modules
-            .insert(module, reflect::reflect(words).map(Arc::new));
-    }
-
-    pub fn on_destroy_module(&self, module: u64) {
-        self.modules.remove(&module);
-    }
-
-    /// The bindings of one stage (`None`: unknown).
-    unsafe fn stage_bindings(
-        &self,
-        stage: &vk::PipelineShaderStageCreateInfo<'_>,
-    ) -> Option<reflect::Bindings> {
-        let name = if stage.p_name.is_null() {
-            "main".to_string()
-        } else {
-            CStr::from_ptr(stage.p_name).to_string_lossy().into_owned()
-        };
-        let module = if stage.module != vk::ShaderModule::null() {
-            self.modules.get(&raw(stage.module))?.clone()?
-        } else {
-            // maintenance5 / graphics pipeline libraries: the code chained into the stage.
-            let mut p = stage.p_next as *const vk::BaseInStructure<'_>;
-            let mut found = None;
-            while !p.is_null() {
-                if (*p).s_type == vk::StructureType::SHADER_MODULE_CREATE_INFO {
-                    let i = &*(p as *const vk::ShaderModuleCreateInfo<'_>);
-                    if !i.p_code.is_null() {
-                        found =
-                            reflect::reflect(std::slice::from_raw_parts(i.p_code, i.code_size / 4))
-                                .map(Arc::new);
-                    }
-                }
-                p = (*p).p_next;
-            }
-            found?
-        };
-        module.entries.get(&name).cloned()
-    }
-
-    /// After `vkCreateComputePipelines` (handles that are null were not created).
-    ///
-    /// # Safety
-    /// `infos` and `out` must hold `count` entries.
-    pub unsafe fn on_compute_pipelines(
-        &self,
-        count: u32,
-        infos: *const vk::ComputePipelineCreateInfo<'_>,
-        out: *const vk::Pipeline,
-    ) {
-        if count == 0 || infos.is_null() || out.is_null() {
-            return;
-        }
-        let infos = std::slice::from_raw_parts(infos, count as usize);
-        let out = std::slice::from_raw_parts(out, count as usize);
-        for (i, p) in infos.iter().zip(out) {
-            if *p == vk::Pipeline::null() {
-                continue;
-            }
-            let b = self.stage_bindings(&i.stage).map(Arc::new);
-            self.pipelines.insert(raw(*p), b);
-        }
-    }
-
-    /// After `vkCreateGraphicsPipelines`: the union of the stages' bindings.
-    ///
-    /// # Safety
-    /// `infos` and `out` must hold `count` entries.
-    pub unsafe fn on_graphics_pipelines(
-        &self,
-        count: u32,
-        infos: *const vk::GraphicsPipelineCreateInfo<'_>,
-        out: *const vk::Pipeline,
-    ) {
-        if count == 0 || infos.is_null() || out.is_null() {
-            return;
-        }
-        let infos = std::slice::from_raw_parts(infos, count as usize);
-        let out = std::slice::from_raw_parts(out, count as usize);
-        for (i, p) in infos.iter().zip(out) {
-            if *p == vk::Pipeline::null() {
-                continue;
-            }
-            let mut all = Some(reflect::Bindings::new());
-            if i.stage_count == 0 || i.p_stages.is_null() {
-                all = None; // a pipeline library link: stages unknown here
-            } else {
-                for s in std::slice::from_raw_parts(i.p_stages, i.stage_count as usize) {
-                    match (self.stage_bindings(s), all.as_mut()) {
-                        (Some(b), Some(a)) => reflect::merge_into(a, &b),
-                        _ => all = None,
-                    }
-                }
-            }
-            self.pipelines.insert(raw(*p), all.map(Arc::new));
-        }
-    }
-
-    /// One descriptor written at `(binding, element)`: a buffer (or a texel view's buffer) is
-    /// followed, anything else forgets what was there.
-    fn put(
-        &self,
-        into: &mut SetContents,
-        binding: u32,
-        element: u32,
-        ty: vk::DescriptorType,
-        w: Written,
-    ) {
-        use vk::DescriptorType as T;
-        let k = (binding, element);
-        let d = match (ty, w) {
-            (
-                T::UNIFORM_BUFFER
-                | T::UNIFORM_BUFFER_DYNAMIC
-                | T::STORAGE_BUFFER
-                | T::STORAGE_BUFFER_DYNAMIC,
-                Written::Buffer(bi),
-            ) if bi.buffer != vk::Buffer::null() => Some(Desc {
-                buffer: raw(bi.buffer),
-                offset: bi.offset,
-                range: bi.range,
-                dynamic: matches!(ty, T::UNIFORM_BUFFER_DYNAMIC | T::STORAGE_BUFFER_DYNAMIC),
-                uniform: matches!(ty, T::UNIFORM_BUFFER | T::UNIFORM_BUFFER_DYNAMIC),
-            }),
-            (T::UNIFORM_TEXEL_BUFFER | T::STORAGE_TEXEL_BUFFER, Written::View(v)) => {
-                self.views.get(&raw(v)).map(|r| {
-                    let (buffer, offset, range) = *r;
-                    Desc {
-                        buffer,
-                        offset,
-                        range,
-                        dynamic: false,
-                        uniform: ty == T::UNIFORM_TEXEL_BUFFER,
-                    }
-                })
-            }
-            _ => None,
-        };
-        match d {
-            Some(d) => {
-                into.insert(k, d);
-            }
-            None => {
-                into.remove(&k);
-            }
-        }
-    }
-
-    /// The descriptors of one `VkWriteDescriptorSet` applied onto `into` (set contents).
-    unsafe fn apply_writes(&self, into: &mut SetContents, w: &vk::WriteDescriptorSet<'_>) {
-        use vk::DescriptorType as T;
-        let ty = w.descriptor_type;
-        let n = w.descriptor_count as usize;
-        for e in 0..w.descriptor_count {
-            let i = e as usize;
-            let what = match ty {
-                T::UNIFORM_BUFFER
-                | T::UNIFORM_BUFFER_DYNAMIC
-                | T::STORAGE_BUFFER
-                | T::STORAGE_BUFFER_DYNAMIC => {
-                    if w.p_buffer_info.is_null() {
-                        return;
-                    }
-                    Written::Buffer(std::slice::from_raw_parts(w.p_buffer_info, n)[i])
-                }
-                T::UNIFORM_TEXEL_BUFFER | T::STORAGE_TEXEL_BUFFER => {
-                    if w.p_texel_buffer_view.is_null() {
-                        return;
-                    }
-                    Written::View(std::slice::from_raw_parts(w.p_texel_buffer_view, n)[i])
-                }
-                _ => Written::Other,
-            };
-            self.put(into, w.dst_binding, w.dst_array_element + e, ty, what);
-        }
-    }
-
-    /// `vkCreateBufferView` success: texel descriptors naming `view` use this buffer range.
-    pub fn on_buffer_view(&self, view: u64, buffer: u64, offset: u64, range: u64) {
-        self.views.insert(view, (buffer, offset, range));
-    }
-
-    pub fn on_destroy_view(&self, view: u64) {
-        self.views.remove(&view);
-    }
-
-    /// `vkUpdateDescriptorSetWithTemplate`: the same per-set records `vkUpdateDescriptorSets`
-    /// makes, decoded from `data` by the template's entries.
-    ///
-    /// # Safety
-    /// `data` must be the application's `pData` for `t`.
-    pub unsafe fn on_update_with_template(
-        &self,
-        set: u64,
-        t: &UpdateTemplate,
-        data: *const c_void,
-    ) {
-        let written = t.decode(data);
-        let mut e = self.sets.entry(set).or_default();
-        for (binding, element, ty, w) in written {
-            self.put(&mut e, binding, element, ty, w);
-        }
-    }
-
-    /// `vkUpdateDescriptorSets`.
-    ///
-    /// # Safety
-    /// The arrays must hold their counts of valid entries.
-    pub unsafe fn on_update_sets(
-        &self,
-        write_count: u32,
-        writes: *const vk::WriteDescriptorSet<'_>,
-        copy_count: u32,
-        copies: *const vk::CopyDescriptorSet<'_>,
-    ) {
-        if write_count > 0 && !writes.is_null() {
-            for w in std::slice::from_raw_parts(writes, write_count as usize) {
-                let mut e = self.sets.entry(raw(w.dst_set)).or_default();
-                self.apply_writes(&mut e, w);
-            }
-        }
-        if copy_count > 0 && !copies.is_null() {
-            for c in std::slice::from_raw_parts(copies, copy_count as usize) {
-                let src: Vec<(u32, Option<Desc>)> = {
-                    let s = self.sets.get(&raw(c.src_set));
-                    (0..c.descriptor_count)
-                        .map(|i| {
-                            let d = s.as_ref().and_then(|s| {
-                                s.get(&(c.src_binding, c.src_array_element + i)).copied()
-                            });
-                            (i, d)
-                        })
-                        .collect()
-                };
-                let mut dst = self.sets.entry(raw(c.dst_set)).or_default();
-                for (i, d) in src {
-                    let k = (c.dst_binding, c.dst_array_element + i);
-                    match d {
-                        Some(d) => {
-                            dst.insert(k, d);
-                        }
-                        None => {
-                            dst.remove(&k);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// `vkAllocateDescriptorSets` success (a recycled handle starts empty).
-    pub fn on_allocate_sets(&self, sets: &[u64]) {
-        for s in sets {
-            self.sets.remove(s);
-        }
-    }
-
-    pub fn on_bind_pipeline(&self, cmd: u64, bp: vk::PipelineBindPoint, pipeline: u64) {
-        let Some(i) = point_index(bp) else { return };
-        self.cmds.entry(cmd).or_default().points[i].pipeline = Some(pipeline);
-    }
-
-    /// `vkCmdBindDescriptorSets`: dynamic offsets are dealt to the sets in order, each taking
-    /// as many as it has dynamic descriptors written.
-    pub fn on_bind_sets(
-        &self,
-        cmd: u64,
-        bp: vk::PipelineBindPoint,
-        first: u32,
-        sets: &[u64],
-        dynamic: &[u32],
-    ) {
-        let Some(i) = point_index(bp) else { return };
-        let mut next_dyn = 0usize;
-        let mut c = self.cmds.entry(cmd).or_default();
-        for (k, s) in sets.iter().enumerate() {
-            let n = self
-                .sets
-                .get(s)
-                .map_or(0, |c| c.values().filter(|d| d.dynamic).count());
-            let offs = dynamic
-                .get(next_dyn..(next_dyn + n).min(dynamic.len()))
-                .unwrap_or(&[])
-                .to_vec();
-            next_dyn += n;
-            let idx = first + k as u32;
-            c.points[i].sets.insert(idx, (*s, offs));
-            c.points[i].push.remove(&idx);
-        }
-    }
-
-    /// `vkCmdPushDescriptorSetKHR`.
-    ///
-    /// # Safety
-    /// `writes` must hold `count` valid writes.
-    pub unsafe fn on_push_descriptors(
-        &self,
-        cmd: u64,
-        bp: vk::PipelineBindPoint,
-        set: u32,
-        count: u32,
-        writes: *const vk::WriteDescriptorSet<'_>,
-    ) {
-        let Some(i) = point_index(bp) else { return };
-        if count == 0 || writes.is_null() {
-            return;
-        }
-        let mut c = self.cmds.entry(cmd).or_default();
-        let contents = c.points[i].push.entry(set).or_default();
-        for w in std::slice::from_raw_parts(writes, count as usize) {
-            self.apply_writes(contents, w);
-        }
-        c.points[i].sets.remove(&set);
-    }
-
-    /// `vkCmdPushDescriptorSetWithTemplateKHR`: push descriptors decoded from `data` (the bind
-    /// point is the template's).
-    ///
-    /// # Safety
-    /// `data` must be the application's `pData` for `t`.
-    pub unsafe fn on_push_template(
-        &self,
-        cmd: u64,
-        t: &UpdateTemplate,
-        set: u32,
-        data: *const c_void,
-    ) {
-        let Some(i) = point_index(t.bind_point) else {
-            return;
-        };
-        let written = t.decode(data);
-        let mut c = self.cmds.entry(cmd).or_default();
-        let contents = c.points[i].push.entry(set).or_default();
-        for (binding, element, ty, w) in written {
-            self.put(contents, binding, element, ty, w);
-        }
-        c.points[i].sets.remove(&set);
-    }
-
-    /// A dispatch or draw: the buffers of the bound descriptors, with the access reflection
-    /// found for their binding (unknown pipeline: read-write, uniform buffers: read), then
-    /// `extra` (indirect and count buffers).
-    pub fn on_dispatch_or_draw(
-        &self,
-        cmd: u64,
-        graphics: bool,
-        command: &str,
-        extra: Vec<BufferUse>,
-    ) {
-        if !self.on() {
-            return;
-        }
-        let mut uses: Vec<BufferUse> = Vec::new();
-        if let Some(c) = self.cmds.get(&cmd) {
-            let pb = &c.points[graphics as usize];
-            let refl = pb
-                .pipeline
-                .and_then(|p| self.pipelines.get(&p).map(|r| r.clone()))
-                .flatten();
-            let mut each = |set: u32, contents: &SetContents, dyn_offs: &[u32]| {
-                let mut dyn_i = 0usize;
-                for (&(binding, _), d) in contents.iter() {
-                    let extra_off = if d.dynamic {
-                        let o = dyn_offs.get(dyn_i).copied().unwrap_or(0) as u64;
-                        dyn_i += 1;
-                        o
-                    } else {
-                        0
-                    };
-                    let access = match &refl {
-                        Some(r) => match r.get(&(set, binding)) {
-                            Some(a) => {
-                                if d.uniform {
-                                    Access::Read
-                                } else {
-                                    *a
-                                }
-                            }
-                            None => continue, // the shader never touches this binding
-                        },
-                        None if d.uniform => Access::Read,
-                        None => Access::ReadWrite,
-                    };
-                    uses.push(BufferUse {
-                        buffer: d.buffer,
-                        offset: d.offset + extra_off,
-                        size: d.range,
-                        access,
-                        kind: UseKind::Descriptor,
-                    });
-                }
-            };
-            for (&set, (handle, offs)) in &pb.sets {
-                if let Some(contents) = self.sets.get(handle) {
-                    each(set, &contents, offs);
-                }
-            }
-            for (&set, contents) in &pb.push {
-                each(set, contents, &[]);
-            }
-        }
-        uses.extend(extra);
-        self.on_use(cmd, command, uses);
-    }
-
     // ------------------------------------------------------------------ queues and waits
 
-    /// Before `vkQueueSubmit*` goes down: close the host window (drain), open the GPU window
-    /// (arm). Returns the sequence number the submission is recorded at.
-    pub fn before_submit(&self, dev: &Device) -> u64 {
+    /// Before `vkQueueSubmit*` goes down: the late descriptor uses of `cmds` resolved now
+    /// (`descriptors.rs`), then close the host window (drain), open the GPU window (arm).
+    /// Returns the sequence number the submission is recorded at.
+    pub fn before_submit(&self, dev: &Device, cmds: impl Iterator<Item = u64>) -> u64 {
+        self.late_at_submit(cmds);
         // The submission's number first: the window it opens (and its `Window` record) follows it.
         let seq = sink::next_seq();
         self.window(dev);
