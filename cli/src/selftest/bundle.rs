@@ -66,7 +66,10 @@ impl Redact {
         if let Ok(c) = std::fs::canonicalize(work) {
             pairs.push((c.display().to_string(), "<selftest>".into()));
         }
-        if let Some(h) = home.map(|h| h.trim_end_matches('/')).filter(|h| h.len() > 1) {
+        if let Some(h) = home
+            .map(|h| h.trim_end_matches('/'))
+            .filter(|h| h.len() > 1)
+        {
             pairs.push((h.to_string(), "~".into()));
             if let Ok(c) = std::fs::canonicalize(h) {
                 pairs.push((c.display().to_string(), "~".into()));
@@ -110,7 +113,10 @@ fn other_homes(s: &str) -> String {
         }
         if starts
             && s[i..].starts_with("/root")
-            && s[i + 5..].chars().next().is_none_or(|c| !is_name_byte(c as u8))
+            && s[i + 5..]
+                .chars()
+                .next()
+                .is_none_or(|c| c == '/' || !is_name_byte(c as u8))
         {
             out.push_str("~root");
             i += "/root".len();
@@ -158,8 +164,14 @@ mod tests {
 
     #[test]
     fn names_and_dates() {
-        assert_eq!(slug("llvmpipe (LLVM 15.0.6, 256 bits)"), "llvmpipe-llvm-15-0-6-256-bits");
-        assert_eq!(slug("NVIDIA Jetson Nano (Tegra X1, L4T 32.7)"), "nvidia-jetson-nano-tegra-x1-l4t-32-7");
+        assert_eq!(
+            slug("llvmpipe (LLVM 15.0.6, 256 bits)"),
+            "llvmpipe-llvm-15-0-6-256-bits"
+        );
+        assert_eq!(
+            slug("NVIDIA Jetson Nano (Tegra X1, L4T 32.7)"),
+            "nvidia-jetson-nano-tegra-x1-l4t-32-7"
+        );
         assert_eq!(slug("  ()"), "device");
         assert_eq!(date(0), "19700101-000000");
         assert_eq!(date(951_782_400 + 3661), "20000229-010101");

@@ -338,7 +338,10 @@ mod tests {
         );
         std::fs::write(&e, &bytes[..1000]).unwrap();
         let short = compare(&a, &e).unwrap().unwrap();
-        assert_eq!((short.offset, short.len, short.reference_len), (1000, 1000, 200_000));
+        assert_eq!(
+            (short.offset, short.len, short.reference_len),
+            (1000, 1000, 200_000)
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 }

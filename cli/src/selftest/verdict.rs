@@ -111,8 +111,7 @@ impl Timing {
             .zip(&self.echo_ms)
             .map(|(s, e)| s / e)
             .collect();
-        r.is_empty()
-            || (r.iter().any(|&x| x <= 1.0) && r.iter().any(|&x| x >= 1.0))
+        r.is_empty() || (r.iter().any(|&x| x <= 1.0) && r.iter().any(|&x| x >= 1.0))
     }
 }
 
@@ -192,7 +191,11 @@ impl Report {
     fn worst(&self) -> Option<Level> {
         self.findings
             .iter()
-            .chain(self.devices.iter().flat_map(|d| d.all_findings().map(|x| x.1)))
+            .chain(
+                self.devices
+                    .iter()
+                    .flat_map(|d| d.all_findings().map(|x| x.1)),
+            )
             .map(|f| f.level)
             .filter(|l| *l != Level::Note)
             .max()
@@ -240,8 +243,7 @@ impl Report {
                 format!("vkecho selftest could not judge echo here: {}", t[0])
             }
             _ => {
-                let active: Vec<&DeviceReport> =
-                    self.devices.iter().filter(|d| d.active).collect();
+                let active: Vec<&DeviceReport> = self.devices.iter().filter(|d| d.active).collect();
                 if active.is_empty() {
                     let why: Vec<String> = self
                         .devices
@@ -259,7 +261,9 @@ impl Report {
                 }
                 let mut parts = Vec::new();
                 let (same, compared) = self.identical();
-                parts.push(format!("{same}/{compared} runs with echo identical to the runs without"));
+                parts.push(format!(
+                    "{same}/{compared} runs with echo identical to the runs without"
+                ));
                 let (ok, want) = self.refusals();
                 parts.push(format!("{ok}/{want} refusals as they must be"));
                 if let Some(s) = self.savings() {
@@ -325,16 +329,44 @@ impl Report {
         let base: f64 = timed.iter().map(|t| t.staging()).sum();
         let echo: f64 = timed.iter().map(|t| t.echo()).sum();
         let saved = base - echo;
-        let noisy = timed.iter().all(|t| t.noisy());
-        let mut s = format!(
-            "saves {} of {} per iteration ({:.0} %{})",
-            ms(saved),
-            ms(base),
-            100.0 * saved / base,
-            if noisy { ", inside the noise" } else { "" }
-        );
+        // Round by round, over every timed workload: whether echo was faster in each round,
+        // slower in each, or both (the difference is inside the noise).
+        let rounds = timed
+            .iter()
+            .map(|t| t.staging_ms.len().min(t.echo_ms.len()))
+            .min()
+            .unwrap_or(0);
+        let ratios: Vec<f64> = (0..rounds)
+            .map(|r| {
+                let b: f64 = timed.iter().map(|t| t.staging_ms[r]).sum();
+                let e: f64 = timed.iter().map(|t| t.echo_ms[r]).sum();
+                b / e
+            })
+            .collect();
+        let faster = !ratios.is_empty() && ratios.iter().all(|&x| x > 1.0);
+        let slower = !ratios.is_empty() && ratios.iter().all(|&x| x < 1.0);
+        let pct = 100.0 * saved.abs() / base;
+        let mut s = if faster {
+            format!(
+                "saves {} of {} per iteration ({pct:.0} %)",
+                ms(saved),
+                ms(base)
+            )
+        } else if slower {
+            format!(
+                "costs {} more than {} per iteration ({pct:.0} %)",
+                ms(-saved),
+                ms(base)
+            )
+        } else {
+            format!(
+                "no time difference beyond the noise ({} with echo, {} without, per iteration)",
+                ms(echo),
+                ms(base)
+            )
+        };
         let twins: Vec<&&Timing> = timed.iter().filter(|t| t.zero().is_some()).collect();
-        if !twins.is_empty() {
+        if faster && !twins.is_empty() {
             let b: f64 = twins.iter().map(|t| t.staging()).sum();
             let e: f64 = twins.iter().map(|t| t.echo()).sum();
             let z: f64 = twins.iter().map(|t| t.zero().unwrap_or(f64::NAN)).sum();
@@ -353,7 +385,10 @@ impl Report {
         let mut o = format!("{}\n", self.verdict);
         for level in [Level::Unsafe, Level::CouldNotRun] {
             let t = self.texts(level);
-            for x in t.iter().skip(if self.worst() == Some(level) { 1 } else { 0 }) {
+            for x in t
+                .iter()
+                .skip(if self.worst() == Some(level) { 1 } else { 0 })
+            {
                 o.push_str(&format!(
                     "  also{}: {x}\n",
                     if level == Level::Unsafe {
@@ -420,14 +455,14 @@ fn render_device(d: &DeviceReport) -> String {
         "workload", "must", "pairs", "identical", "staging", "echo", "zero-copy", "not made"
     ));
     for w in &d.workloads {
-        let same = w.runs.iter().filter(|r| r.identical == Some(true) && r.compared_with_echo()).count();
+        let same = w
+            .runs
+            .iter()
+            .filter(|r| r.identical == Some(true) && r.compared_with_echo())
+            .count();
         let compared = w.runs.iter().filter(|r| r.compared_with_echo()).count();
         let accepted = w.pairs.iter().filter(|p| p.decision == "accepted").count();
-        let refused: Vec<String> = w
-            .pairs
-            .iter()
-            .filter_map(|p| p.condition.clone())
-            .collect();
+        let refused: Vec<String> = w.pairs.iter().filter_map(|p| p.condition.clone()).collect();
         let mut pairs = if w.pairs.is_empty() {
             "none".to_string()
         } else {
@@ -437,7 +472,10 @@ fn render_device(d: &DeviceReport) -> String {
             pairs.push_str(&format!(", refused {}", refused.join(",")));
         }
         if w.groups_planned > 0 {
-            pairs.push_str(&format!(", {}/{} applied", w.groups_applied, w.groups_planned));
+            pairs.push_str(&format!(
+                ", {}/{} applied",
+                w.groups_applied, w.groups_planned
+            ));
         }
         let (s, e, z) = match &w.timing {
             Some(t) => (
@@ -466,7 +504,11 @@ fn render_device(d: &DeviceReport) -> String {
             o.push_str(&format!("    {}\n", line(f)));
         }
     }
-    let val: Vec<&ValidationReport> = d.workloads.iter().filter_map(|w| w.validation.as_ref()).collect();
+    let val: Vec<&ValidationReport> = d
+        .workloads
+        .iter()
+        .filter_map(|w| w.validation.as_ref())
+        .collect();
     if !val.is_empty() {
         let runs: usize = val.iter().map(|v| v.runs).sum();
         let new: usize = val.iter().map(|v| v.new.len()).sum();
@@ -476,7 +518,10 @@ fn render_device(d: &DeviceReport) -> String {
             if new == 0 {
                 "no message with echo that is not there without it".to_string()
             } else {
-                format!("{} with messages only with echo", plural(new as u64, "run", "runs"))
+                format!(
+                    "{} with messages only with echo",
+                    plural(new as u64, "run", "runs")
+                )
             }
         ));
     }
@@ -558,11 +603,17 @@ mod tests {
         let r = report(vec![clean(), hazard()]);
         assert_eq!(r.exit_status(), 0);
         let v = r.verdict();
-        assert!(v.starts_with("echo is safe on llvmpipe: 3/3 runs with echo identical"), "{v}");
+        assert!(
+            v.starts_with("echo is safe on llvmpipe: 3/3 runs with echo identical"),
+            "{v}"
+        );
         assert!(v.contains("1/1 refusals as they must be"), "{v}");
-        assert!(v.contains("saves 2.05 ms of 10.10 ms per iteration (20 %)"), "{v}");
+        assert!(
+            v.contains("saves 2.05 ms of 10.10 ms per iteration (20 %)"),
+            "{v}"
+        );
         assert!(v.contains("80 % of the zero-copy gain"), "{v}");
-        assert!(v.contains("3.0 MiB of memory not allocated"), "{v}");
+        assert!(v.contains("3 MiB of memory not allocated"), "{v}");
     }
 
     #[test]
@@ -575,7 +626,10 @@ mod tests {
         ));
         let mut h = hazard();
         h.refusals_as_they_must = 0;
-        h.findings.push(Finding::new(Level::Unsafe, "race: echo accepted the hazard"));
+        h.findings.push(Finding::new(
+            Level::Unsafe,
+            "race: echo accepted the hazard",
+        ));
         let r = report(vec![w, h]);
         assert_eq!(r.exit_status(), 1);
         assert_eq!(
@@ -583,7 +637,10 @@ mod tests {
             "do not enable echo here: upload differs in enforce: first difference at byte 17"
         );
         let text = r.render(None);
-        assert!(text.contains("also unsafe: race: echo accepted the hazard"), "{text}");
+        assert!(
+            text.contains("also unsafe: race: echo accepted the hazard"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -591,9 +648,11 @@ mod tests {
         let mut w = clean();
         w.findings.push(Finding::new(Level::Note, "a note"));
         assert_eq!(report(vec![w.clone()]).exit_status(), 0);
-        w.findings.push(Finding::new(Level::CouldNotRun, "not deterministic"));
+        w.findings
+            .push(Finding::new(Level::CouldNotRun, "not deterministic"));
         assert_eq!(report(vec![w.clone()]).exit_status(), 2);
-        w.findings.push(Finding::new(Level::Unsafe, "crashed in profile"));
+        w.findings
+            .push(Finding::new(Level::Unsafe, "crashed in profile"));
         let r = report(vec![w]);
         assert_eq!(r.exit_status(), 1);
         assert!(r.verdict().ends_with("crashed in profile"));
@@ -611,7 +670,9 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(r.exit_status(), 0);
-        assert!(r.verdict().starts_with("echo stays out on this machine: Discrete is discrete"));
+        assert!(r
+            .verdict()
+            .starts_with("echo stays out on this machine: Discrete is discrete"));
     }
 
     #[test]
@@ -623,7 +684,23 @@ mod tests {
             echo_ms: vec![9.5, 9.5],
             zero_copy_ms: vec![],
         });
+        let s = report(vec![w.clone()]).savings().unwrap();
+        assert!(
+            s.starts_with("no time difference beyond the noise") && !s.contains("zero-copy"),
+            "{s}"
+        );
+        // Slower in every round: said as a cost, never as a saving.
+        w.timing = Some(Timing {
+            rounds: 2,
+            staging_ms: vec![9.0, 9.2],
+            echo_ms: vec![9.5, 9.6],
+            zero_copy_ms: vec![8.0, 8.0],
+        });
         let s = report(vec![w]).savings().unwrap();
-        assert!(s.contains("inside the noise") && !s.contains("zero-copy"), "{s}");
+        assert!(
+            s.starts_with("costs 450 µs more than 9.10 ms per iteration (5 %)")
+                && !s.contains("zero-copy"),
+            "{s}"
+        );
     }
 }

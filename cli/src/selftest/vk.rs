@@ -394,9 +394,10 @@ impl Gpu {
             .allocation_size(size)
             .memory_type_index(type_index);
         // SAFETY: valid device and allocate info.
-        let memory = vkr(&format!("vkAllocateMemory({size} bytes, type {type_index})"), unsafe {
-            self.dev.allocate_memory(&info, None)
-        })?;
+        let memory = vkr(
+            &format!("vkAllocateMemory({size} bytes, type {type_index})"),
+            unsafe { self.dev.allocate_memory(&info, None) },
+        )?;
         self.track(Obj::Memory(memory));
         let ptr = if map {
             // SAFETY: a host-visible allocation, mapped once for its lifetime.
@@ -413,7 +414,9 @@ impl Gpu {
     fn buffer_handle(&self, size: u64, usage: vk::BufferUsageFlags) -> Res<vk::Buffer> {
         let info = vk::BufferCreateInfo::default().size(size).usage(usage);
         // SAFETY: valid create info.
-        let b = vkr("vkCreateBuffer", unsafe { self.dev.create_buffer(&info, None) })?;
+        let b = vkr("vkCreateBuffer", unsafe {
+            self.dev.create_buffer(&info, None)
+        })?;
         self.track(Obj::Buffer(b));
         Ok(b)
     }
@@ -444,7 +447,12 @@ impl Gpu {
     }
 
     /// A buffer bound into `block` at its next suitably aligned offset.
-    pub fn sub_buffer(&self, block: &mut Block, size: u64, usage: vk::BufferUsageFlags) -> Res<Buf> {
+    pub fn sub_buffer(
+        &self,
+        block: &mut Block,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+    ) -> Res<Buf> {
         let handle = self.buffer_handle(size, usage)?;
         let req = unsafe { self.dev.get_buffer_memory_requirements(handle) };
         if req.memory_type_bits & (1 << block.type_index) == 0 {
@@ -689,7 +697,8 @@ impl Gpu {
         unsafe {
             vkr(
                 "vkWaitForFences",
-                self.dev.wait_for_fences(&[self.fence], true, 60_000_000_000),
+                self.dev
+                    .wait_for_fences(&[self.fence], true, 60_000_000_000),
             )?;
             vkr("vkResetFences", self.dev.reset_fences(&[self.fence]))
         }
@@ -799,12 +808,18 @@ pub const UPLOAD_TO_COMPUTE: Barrier = Barrier(
     A::from_raw(A::SHADER_READ.as_raw() | A::SHADER_WRITE.as_raw()),
 );
 /// Compute shaders → readback copies.
-pub const COMPUTE_TO_READBACK: Barrier =
-    Barrier(S::COMPUTE_SHADER, A::SHADER_WRITE, S::TRANSFER, A::TRANSFER_READ);
+pub const COMPUTE_TO_READBACK: Barrier = Barrier(
+    S::COMPUTE_SHADER,
+    A::SHADER_WRITE,
+    S::TRANSFER,
+    A::TRANSFER_READ,
+);
 /// Readback copies → the host (after the fence).
-pub const READBACK_TO_HOST: Barrier = Barrier(S::TRANSFER, A::TRANSFER_WRITE, S::HOST, A::HOST_READ);
+pub const READBACK_TO_HOST: Barrier =
+    Barrier(S::TRANSFER, A::TRANSFER_WRITE, S::HOST, A::HOST_READ);
 /// Compute shaders → the host (zero-copy).
-pub const COMPUTE_TO_HOST: Barrier = Barrier(S::COMPUTE_SHADER, A::SHADER_WRITE, S::HOST, A::HOST_READ);
+pub const COMPUTE_TO_HOST: Barrier =
+    Barrier(S::COMPUTE_SHADER, A::SHADER_WRITE, S::HOST, A::HOST_READ);
 
 impl Drop for Gpu {
     fn drop(&mut self) {

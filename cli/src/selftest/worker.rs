@@ -93,7 +93,10 @@ fn run(a: &Args) -> Result<Value, String> {
         return Err("no DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT memory type: no zero-copy twin on this device".into());
     }
     if planted("crash") {
-        eprintln!("vkecho selftest-worker: planted crash ({}, {label})", w.name);
+        eprintln!(
+            "vkecho selftest-worker: planted crash ({}, {label})",
+            w.name
+        );
         std::process::abort();
     }
     let size = (a.size / 256).max(1) * 256;

@@ -197,7 +197,11 @@ fn hash(mut x: u32) -> u32 {
 }
 
 fn seed(it: u32, stream: u32) -> u32 {
-    hash(it.wrapping_mul(31).wrapping_add(stream).wrapping_add(0x5e1f))
+    hash(
+        it.wrapping_mul(31)
+            .wrapping_add(stream)
+            .wrapping_add(0x5e1f),
+    )
 }
 
 // ------------------------------------------------------------------------------ upload
@@ -405,9 +409,7 @@ fn early_read(g: &Gpu, o: &Opts, sink: &mut Sink) -> Res<()> {
             // copy writes r.
             let mb = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::HOST_READ | vk::AccessFlags::HOST_WRITE)
-                .dst_access_mask(
-                    vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE,
-                )];
+                .dst_access_mask(vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE)];
             g.dev.cmd_wait_events(
                 c,
                 &[may_copy],
@@ -458,8 +460,6 @@ fn graphics(g: &Gpu, o: &Opts, sink: &mut Sink) -> Res<()> {
     let tris = (o.size / VERTEX_BYTES / 3).clamp(256, 16384);
     let nv = tris * 3;
     let (vbytes, ibytes, ubytes) = (nv * VERTEX_BYTES, nv * 4, UNIFORMS as u64 * 16);
-    let (image, view) = g.color_image(W, H)?;
-    let rb = g.buffer(u64::from(W * H * 4), U::TRANSFER_DST, Mem::Staging)?;
     let kind = if o.zero_copy {
         Mem::Unified
     } else {
@@ -486,6 +486,11 @@ fn graphics(g: &Gpu, o: &Opts, sink: &mut Sink) -> Res<()> {
         Some((a, b, c)) => (*a, *b, *c),
         None => (vb, ib, ub),
     };
+    // The render target and its readback buffer after the buffers (as a program that loads its
+    // geometry first): where a driver cannot put an image in imported memory, echo stops
+    // importing from the image on (SwiftShader), and the buffers are still watched.
+    let (image, view) = g.color_image(W, H)?;
+    let rb = g.buffer(u64::from(W * H * 4), U::TRANSFER_DST, Mem::Staging)?;
     let stages = vk::ShaderStageFlags::VERTEX;
     let set_layout = g.set_layout(vk::DescriptorType::UNIFORM_BUFFER, 1, stages)?;
     let layout = g.pipeline_layout(set_layout, 0, stages)?;
@@ -555,8 +560,7 @@ fn graphics(g: &Gpu, o: &Opts, sink: &mut Sink) -> Res<()> {
             );
             g.dev
                 .cmd_bind_pipeline(c, vk::PipelineBindPoint::GRAPHICS, pipeline);
-            g.dev
-                .cmd_bind_vertex_buffers(c, 0, &[vb.handle], &[0]);
+            g.dev.cmd_bind_vertex_buffers(c, 0, &[vb.handle], &[0]);
             g.dev
                 .cmd_bind_index_buffer(c, ib.handle, 0, vk::IndexType::UINT32);
             g.dev.cmd_bind_descriptor_sets(
@@ -612,7 +616,7 @@ fn write_vertices(dst: &mut [u8], tris: u64, it: u32) {
         let weight = unit(h(3)) * 0.1;
         for v in 0..3u32 {
             let r = 0.02 + unit(h(4 + v)) * 0.04;
-            let a = (v as f32) * 2.094_395 + unit(h(8)) * 6.283_185;
+            let a = (v as f32) * std::f32::consts::TAU / 3.0 + unit(h(8)) * std::f32::consts::TAU;
             let (x, y) = (cx + r * a.cos(), cy + r * a.sin());
             let at = ((t * 3 + v) as usize) * VERTEX_BYTES as usize;
             let rec = &mut dst[at..at + VERTEX_BYTES as usize];
@@ -693,11 +697,7 @@ fn render_pass(g: &Gpu) -> Res<vk::RenderPass> {
     Ok(pass)
 }
 
-fn draw_pipeline(
-    g: &Gpu,
-    pass: vk::RenderPass,
-    layout: vk::PipelineLayout,
-) -> Res<vk::Pipeline> {
+fn draw_pipeline(g: &Gpu, pass: vk::RenderPass, layout: vk::PipelineLayout) -> Res<vk::Pipeline> {
     let vert = g.shader(DRAW_VERT)?;
     let frag = match g.shader(DRAW_FRAG) {
         Ok(f) => f,
