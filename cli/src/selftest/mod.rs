@@ -267,6 +267,12 @@ fn test_all(
         .unwrap_or("strict")
         .to_string();
     let validation = devices["validation_layer"] == true;
+    if !validation && devices["validation_layer_listed"] == true {
+        report.findings.push(Finding::new(
+            Level::Note,
+            "the loader lists VK_LAYER_KHRONOS_validation but cannot load it here (another architecture's package?): no validation runs",
+        ));
+    }
     let active_of = |d: &Value| match d["class"].as_str() {
         Some("uma-strict") => true,
         Some("uma-integrated") => topology == "integrated",

@@ -377,6 +377,9 @@ impl Report {
                 ));
             }
         }
+        if rounds < 2 {
+            s.push_str(" (one timed round: no estimate of the noise)");
+        }
         Some(s)
     }
 

@@ -140,13 +140,29 @@ fn devices() -> Result<Value, String> {
         .flatten()
         .unwrap_or(vk::API_VERSION_1_0);
     let (mut devs, _) = crate::doctor::list_devices(&entry, version)?;
-    let validation = unsafe { entry.enumerate_instance_layer_properties() }
+    let listed = unsafe { entry.enumerate_instance_layer_properties() }
         .unwrap_or_default()
         .iter()
         .any(|l| l.layer_name_as_c_str().ok() == Some(c"VK_LAYER_KHRONOS_validation"));
     let app = vk::ApplicationInfo::default()
         .application_name(c"vkecho selftest")
         .api_version(vk::API_VERSION_1_0);
+    // Listed is not loadable: a manifest of another architecture's package is listed too (an
+    // arm64 loader beside amd64's validation layer). Only an instance with it enabled tells.
+    let validation = listed && {
+        let layers = [c"VK_LAYER_KHRONOS_validation".as_ptr()];
+        let info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layers);
+        // SAFETY: valid create info; destroyed at once.
+        match unsafe { entry.create_instance(&info, None) } {
+            Ok(i) => {
+                unsafe { i.destroy_instance(None) };
+                true
+            }
+            Err(_) => false,
+        }
+    };
     // SAFETY: valid create info; destroyed before returning.
     unsafe {
         let instance = entry
@@ -172,6 +188,7 @@ fn devices() -> Result<Value, String> {
             vk::api_version_patch(version)
         ),
         "validation_layer": validation,
+        "validation_layer_listed": listed,
         "devices": devs,
     }))
 }
