@@ -30,7 +30,14 @@
 # --test-layer TABLE (VK_LAYER_ECHO_test_discrete below echo and validation, presenting TABLE:
 # `discrete` (its default table, echo stays inactive), `jetson-nano`, `apu`, `real`; as the tests'
 # World with test_layer: true), --no-validation (no validation layer: `none` is then no layer at
-# all, and every mode must compute its result and report no message).
+# all, and every mode must compute its result and report no message), --driver NAME (the Vulkan
+# driver of the host: `lavapipe` (Mesa's ICD manifest), `swiftshader` (Debian's chromium package,
+# /usr/lib/chromium/vk_swiftshader_icd.json); default: the loader's choice, or the caller's
+# VK_DRIVER_FILES).
+#
+# The validation layer sits BELOW echo (echo is implicit, closest to the program; validation is
+# explicit): it sees what echo sends to the driver, as in a program that enables validation
+# itself. The gate checks that order once per run with the loader's own log (row `loader-order`).
 #
 # Samples: `echo-samples list`. Corpus programs: every tests/c/*.c; a program declares the
 # argument lists it is checked with in its source, one line each (several lines: several runs):
@@ -57,6 +64,7 @@ jobs="${ECHO_VALIDATE_JOBS:-2}"
 c_src=tests/c
 inject=()
 test_layer=""
+driver=""
 validation=1
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -70,8 +78,9 @@ while [ $# -gt 0 ]; do
         --c-src) c_src="$2"; shift 2 ;;
         --inject) inject+=("$2"); shift 2 ;;
         --test-layer) test_layer="$2"; shift 2 ;;
+        --driver) driver="$2"; shift 2 ;;
         --no-validation) validation=0; shift ;;
-        -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
         *) echo "validate-all.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -160,6 +169,16 @@ fi
 for k in VK_ICD_FILENAMES VK_DRIVER_FILES LD_LIBRARY_PATH; do
     [ -n "${!k:-}" ] && base_env+=("$k=${!k}")
 done
+case "$driver" in
+    "") ;;
+    lavapipe) icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | grep -F ".$(uname -m).json" | head -1)
+              [ -n "$icd" ] || { echo "validate-all.sh: no lavapipe ICD (scripts/deps.sh)" >&2; exit 2; }
+              base_env+=("VK_DRIVER_FILES=$icd") ;;
+    swiftshader) icd=/usr/lib/chromium/vk_swiftshader_icd.json
+              [ -f "$icd" ] || { echo "validate-all.sh: $icd missing (scripts/deps.sh installs chromium)" >&2; exit 2; }
+              base_env+=("VK_DRIVER_FILES=$icd") ;;
+    *) echo "validate-all.sh: unknown driver $driver (lavapipe, swiftshader)" >&2; exit 2 ;;
+esac
 
 # Validation's lines: its default callback's "Validation Error/Warning" lines, sync hazards, and
 # the "VALIDATION: <id>" lines of a program that installs its own messenger (c_validation).
@@ -275,6 +294,22 @@ gate_one() {
     echo "$row" >&2
 }
 
+# The layer order: the loader inserts layers from the driver up, so validation's insert line must
+# come before echo's (validation below echo).
+: > "$out/order.tsv"
+if [ "$validation" = 1 ] && command -v vulkaninfo > /dev/null; then
+    mkdir -p "$out/order-home"
+    (cd "$out/order-home" && timeout 120 "${base_env[@]}" VK_ECHO_ENABLE=1 VK_ECHO_MODE=off VK_LOADER_DEBUG=layer \
+        vulkaninfo --summary) > "$out/order.log" 2>&1 || true
+    inserts=$(grep -o 'Insert instance layer "[A-Za-z_]*"' "$out/order.log" | sed 's/.*"\(.*\)"/\1/' | paste -sd' ' -)
+    case " $inserts " in
+        *" VK_LAYER_KHRONOS_validation "*" VK_LAYER_echo "*)
+            printf 'loader-order\t-\tok\tvalidation below echo (inserted from the driver up: %s)\n' "$inserts" > "$out/order.tsv" ;;
+        *)
+            printf 'loader-order\t-\tFAIL\tvalidation is not below echo (inserted from the driver up: %s)\n' "${inserts:-none}" > "$out/order.tsv" ;;
+    esac
+fi
+
 start=$(date +%s)
 i=0
 for c in "${checks[@]}"; do
@@ -291,14 +326,14 @@ header=$(printf '%-22s' program)
 for m in "${order[@]}"; do
     case ",$modes," in *,"$m",*) header+=$(printf ' | %-22s' "$m") ;; esac
 done
-: > "$out/results.tsv"
+cp "$out/order.tsv" "$out/results.tsv"
 rows=()
 for d in "$out"/[0-9][0-9][0-9]-*/; do
     [ -f "$d/row" ] && rows+=("$(cat "$d/row")") || rows+=("$(basename "$d"): NO RESULT")
     [ -f "$d/results.tsv" ] && cat "$d/results.tsv" >> "$out/results.tsv"
 done
 echo
-echo "validation gate ($([ "$validation" = 1 ] && echo "sync validation on" || echo "no validation layer")$([ -n "$test_layer" ] && echo ", test layer $test_layer")): ${#checks[@]} programs, modes $modes; samples ${size_kib} KiB, ${iters} iterations; ${elapsed} s with $jobs jobs; logs in $out"
+echo "validation gate ($([ "$validation" = 1 ] && echo "sync validation on, below echo" || echo "no validation layer")$([ -n "$test_layer" ] && echo ", test layer $test_layer")$([ -n "$driver" ] && echo ", driver $driver")): ${#checks[@]} programs, modes $modes; samples ${size_kib} KiB, ${iters} iterations; ${elapsed} s with $jobs jobs; logs in $out"
 echo "$header"
 printf '%s\n' "${rows[@]}"
 if grep -q $'\tFAIL\t' "$out/results.tsv" || [ "${#rows[@]}" -ne "${#checks[@]}" ]; then

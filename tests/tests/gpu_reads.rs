@@ -98,11 +98,25 @@ fn late_descriptors_are_followed_on_every_driver() {
                 "{}",
                 at("a refusal with its cause")
             );
-            let (ok, out) = run(driver, Some("enforce"), &a, &[("VK_ECHO_PLAN", s(&plan_path))]);
-            assert!(ok && out.lines().next() == want.lines().next(), "{}: {out}", at("enforce"));
+            let (ok, out) = run(
+                driver,
+                Some("enforce"),
+                &a,
+                &[("VK_ECHO_PLAN", s(&plan_path))],
+            );
+            assert!(
+                ok && out.lines().next() == want.lines().next(),
+                "{}: {out}",
+                at("enforce")
+            );
             let cache = dir.join(format!("cache-{mode}"));
             for n in 1..=2 {
-                let (ok, out) = run(driver, Some("auto"), &a, &[("VK_ECHO_CACHE_DIR", s(&cache))]);
+                let (ok, out) = run(
+                    driver,
+                    Some("auto"),
+                    &a,
+                    &[("VK_ECHO_CACHE_DIR", s(&cache))],
+                );
                 assert!(
                     ok && out.lines().next() == want.lines().next(),
                     "{}: {out}",
@@ -134,7 +148,12 @@ fn descriptors_taken_at_recording_give_wrong_output() {
             1,
             "{mode}: blind to the update, the analysis accepts the pair: {plan}\n{text}"
         );
-        let (ok, out) = run(driver, Some("enforce"), &a, &[("VK_ECHO_PLAN", s(&plan_path))]);
+        let (ok, out) = run(
+            driver,
+            Some("enforce"),
+            &a,
+            &[("VK_ECHO_PLAN", s(&plan_path))],
+        );
         assert!(
             !ok && out.contains("WRONG"),
             "{mode}: enforcing the blind plan must change the output: {out}"
@@ -149,7 +168,11 @@ fn profiled_draws_finish_on_every_driver() {
     for driver in Driver::ALL {
         let a = ["vertex"];
         let want = reference(driver, &a);
-        assert!(want.contains("as the program means"), "{}: {want}", driver.name());
+        assert!(
+            want.contains("as the program means"),
+            "{}: {want}",
+            driver.name()
+        );
         let runs = if driver == Driver::SwiftShader { 20 } else { 3 };
         let dir = scratch(&format!("vertex-{}", driver.name()));
         for n in 0..runs {

@@ -89,6 +89,66 @@ impl DoubleMap {
         Ok(m)
     }
 
+    /// Two views of an allocation the driver exported as a file descriptor (`fd`, taken over:
+    /// closed on drop), `size` bytes: view A for echo's own accesses (the handler's emulation),
+    /// view B for the application. The driver keeps its own mapping of the same file. Past the
+    /// file's end each view runs on by [`SLACK`] bytes of anonymous memory (an over-read there
+    /// reads zeros instead of raising SIGBUS).
+    pub fn from_fd(fd: libc::c_int, size: usize) -> io::Result<DoubleMap> {
+        let ps = page_size();
+        let len = size.max(1).div_ceil(ps) * ps;
+        let mut m = DoubleMap {
+            fd,
+            a: std::ptr::null_mut(),
+            b: std::ptr::null_mut(),
+            len,
+        };
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(err("fstat"));
+        }
+        // The file's last page, mapped whole, ends where the file's pages end.
+        let file_pages = (st.st_size.max(0) as usize).div_ceil(ps) * ps;
+        if file_pages < len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the exported file holds {} bytes, the allocation {size}",
+                    st.st_size
+                ),
+            ));
+        }
+        let huge = 2 << 20;
+        m.a = map_aligned(fd, len + SLACK, ps, "view A")?;
+        m.b = map_aligned(
+            fd,
+            len + SLACK,
+            if len >= huge { huge } else { ps },
+            "view B",
+        )?;
+        for v in [m.a, m.b] {
+            // Past the file's pages: anonymous memory instead of the file (SIGBUS there).
+            let tail = (v as usize + file_pages.min(len + SLACK)) as *mut c_void;
+            let n = len + SLACK - file_pages.min(len + SLACK);
+            if n > 0 {
+                let p = unsafe {
+                    libc::mmap(
+                        tail,
+                        n,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                        -1,
+                        0,
+                    )
+                };
+                if p == libc::MAP_FAILED {
+                    return Err(err("mmap (slack)"));
+                }
+            }
+        }
+        Ok(m)
+    }
+
     /// View A: for the driver (import this one).
     pub fn driver_ptr(&self) -> *mut u8 {
         self.a
@@ -195,6 +255,21 @@ impl BufferPatch {
     pub unsafe fn host_allocation(
         info: &ash::vk::BufferCreateInfo<'_>,
     ) -> Option<Box<BufferPatch>> {
+        Self::external(
+            info,
+            ash::vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
+        )
+    }
+
+    /// `info` with `VkExternalMemoryBufferCreateInfo { handle }` in front (as
+    /// [`BufferPatch::host_allocation`], for any handle type).
+    ///
+    /// # Safety
+    /// `info` must be a valid create info.
+    pub unsafe fn external(
+        info: &ash::vk::BufferCreateInfo<'_>,
+        handle: ash::vk::ExternalMemoryHandleTypeFlags,
+    ) -> Option<Box<BufferPatch>> {
         use ash::vk;
         let mut p = info.p_next as *const vk::BaseInStructure<'_>;
         while !p.is_null() {
@@ -209,7 +284,7 @@ impl BufferPatch {
             ),
             ext: vk::ExternalMemoryBufferCreateInfo::default(),
         });
-        b.ext.handle_types = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+        b.ext.handle_types = handle;
         b.ext.p_next = info.p_next;
         b.info.p_next = &b.ext as *const _ as *const c_void;
         Some(b)

@@ -96,7 +96,10 @@ impl Late {
 
     /// `vkCmdExecuteCommands`: `secondaries` run in `cmd` at its submission.
     pub(super) fn executes(&self, cmd: u64, secondaries: &[u64]) {
-        if secondaries.iter().any(|s| self.uses.contains_key(s) || self.executes.contains_key(s)) {
+        if secondaries
+            .iter()
+            .any(|s| self.uses.contains_key(s) || self.executes.contains_key(s))
+        {
             self.executes
                 .entry(cmd)
                 .or_default()

@@ -68,6 +68,11 @@ pub struct Profiler {
     window_count: AtomicU64,
     /// Host-visible allocations are backed by a double mapping.
     double_map: bool,
+    /// How (`Some` exactly when `double_map`): echo's memfd imported, or the driver's memory
+    /// exported as an fd (issue 49, hostmem/export.rs).
+    backing: Option<crate::hostmem::export::Backing>,
+    /// `vkGetMemoryFdKHR`, for the fd way.
+    get_fd: Option<vk::PFN_vkGetMemoryFdKHR>,
     /// False once the guard cannot be used (the app replaced our SIGSEGV handler).
     guard_ok: AtomicBool,
     min_bytes: u64,
@@ -99,6 +104,9 @@ pub struct Profiler {
     /// Candidates whose host accesses cannot be seen (their allocation could not be
     /// double-mapped, or protecting them failed): recorded once each as `Unvalidated`.
     unvalidated: HandleSet<u64>,
+    /// Candidates a fault echo could not explain or finish left open for good
+    /// (`guard::Seen::Lost`): never armed again.
+    lost: HandleSet<u64>,
 }
 
 /// Candidate buffer → creation index of its device: the guard's records are process-wide, and
@@ -191,6 +199,44 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
     if late_at_record {
         log::warn!("{TEST_LATE_AT_RECORD}=1 (test only): descriptors are taken as recorded, not as submitted");
     }
+    // Issue 49: the way of double-mapping (hostmem/export.rs) — the driver's exported fd where
+    // echo enabled VK_KHR_external_memory_fd for it (images cannot follow host imports there)
+    // and the device shows that a mapping of the fd is the driver's memory.
+    use crate::hostmem::export::{self, Backing};
+    let fd_ext = dev
+        .extensions
+        .contains(export::KHR_MEMORY_FD.to_str().unwrap_or_default());
+    let images_follow_host = dev
+        .instance
+        .as_ref()
+        .is_some_and(|i| export::images_follow(i, dev.physical_device, Backing::HostImport));
+    let mut get_fd: Option<vk::PFN_vkGetMemoryFdKHR> = None;
+    if dev.settings.validate && fd_ext && !test_off && !(ext && images_follow_host) {
+        let get = dev
+            .next_proc(c"vkGetMemoryFdKHR")
+            // SAFETY: resolved by that name.
+            .map(|f| unsafe { crate::records::typed::<vk::PFN_vkGetMemoryFdKHR>(f) });
+        let ty = dev
+            .decision
+            .table
+            .types
+            .iter()
+            .position(|t| t.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() != 0);
+        match (get, ty) {
+            (Some(get), Some(ty)) => {
+                match export::aliases(dev, get, ty as u32) {
+                    Ok(()) => get_fd = Some(get),
+                    Err(e) => {
+                        log::info!(
+                    "profile: the driver's exported memory cannot be double-mapped ({e}); {}",
+                    if ext { "importing host memory instead" } else { "no double mapping" }
+                )
+                    }
+                }
+            }
+            _ => log::info!("profile: vkGetMemoryFdKHR or a host-visible memory type is missing"),
+        }
+    }
     let min_import_alignment = if ext { import_alignment(dev) } else { 0 };
     let host_ptr_props = if ext {
         dev.next_proc(c"vkGetMemoryHostPointerPropertiesEXT")
@@ -205,16 +251,22 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         // SAFETY: resolved by that name.
         .map(|f| unsafe { crate::records::typed(f) });
     let validate = dev.settings.validate;
-    let double_map = validate
+    let host_way = validate
         && ext
         && !test_off
         && host_ptr_props.is_some()
         && min_import_alignment.is_power_of_two();
+    let backing = match (get_fd.is_some() && validate, host_way) {
+        (true, _) => Some(Backing::FdExport),
+        (false, true) => Some(Backing::HostImport),
+        _ => None,
+    };
+    let double_map = backing.is_some();
     if validate {
         log::info!(
             "profile: host-access validation on; {}",
-            if double_map {
-                "host-visible memory is double-mapped (VK_EXT_external_memory_host)".to_string()
+            if let Some(b) = backing {
+                format!("host-visible memory is double-mapped ({})", b.name())
             } else {
                 "the driver's mapping is protected (no double mapping)".to_string()
             }
@@ -232,6 +284,8 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         copied: Default::default(),
         window_count: AtomicU64::new(0),
         double_map,
+        backing,
+        get_fd,
         guard_ok: AtomicBool::new(true),
         min_bytes: dev.settings.min_bytes,
         min_import_alignment,
@@ -248,6 +302,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         importing: HandleMap::default(),
         candidates_total: AtomicUsize::new(0),
         unvalidated: HandleSet::default(),
+        lost: HandleSet::default(),
     };
     let validation = match (validate, double_map) {
         (false, _) => "off",
@@ -273,15 +328,24 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
 /// A patched `vkAllocateMemory` that imports a double mapping's driver view (the mapping
 /// itself waits in `Profiler::importing`).
 pub struct Import {
-    alloc: Box<crate::hostmem::import::ImportInfo>,
+    way: Way,
     driver_ptr: usize,
     len: usize,
+}
+
+/// The patched allocate info of each way of double-mapping.
+enum Way {
+    Host(Box<crate::hostmem::import::ImportInfo>),
+    Export(Box<crate::hostmem::export::ExportInfo>),
 }
 
 impl Import {
     /// The allocate info to pass down (valid while `self` lives).
     pub fn info(&self) -> *const vk::MemoryAllocateInfo<'static> {
-        self.alloc.info()
+        match &self.way {
+            Way::Host(i) => i.info(),
+            Way::Export(e) => e.info(),
+        }
     }
 }
 
@@ -319,6 +383,14 @@ impl Profiler {
         if ty.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() == 0 {
             return None;
         }
+        if self.backing == Some(crate::hostmem::export::Backing::FdExport) {
+            let e = crate::hostmem::export::ExportInfo::new(info)?;
+            return Some(Box::new(Import {
+                way: Way::Export(e),
+                driver_ptr: 0,
+                len: info.allocation_size as usize,
+            }));
+        }
         let chain = crate::hostmem::import::importable_chain(info)?;
         let map = DoubleMap::new(
             info.allocation_size as usize,
@@ -338,12 +410,12 @@ impl Profiler {
             return None;
         }
         let b = Box::new(Import {
-            alloc: crate::hostmem::import::ImportInfo::new(
+            way: Way::Host(crate::hostmem::import::ImportInfo::new(
                 chain,
                 map.driver_ptr() as *mut c_void,
                 map.len() as u64,
                 info.memory_type_index,
-            ),
+            )),
             driver_ptr: map.driver_ptr() as usize,
             len: map.len(),
         });
@@ -356,6 +428,12 @@ impl Profiler {
     #[inline]
     pub fn may_import(&self) -> bool {
         self.double_map && self.guard_ok.load(Ordering::Relaxed)
+    }
+
+    /// How this device's double mappings are made (`None`: none are).
+    #[inline]
+    pub fn backing(&self) -> Option<crate::hostmem::export::Backing> {
+        self.backing
     }
 
     /// The import was refused by the driver: drop its double mapping.
@@ -375,10 +453,10 @@ impl Profiler {
         &self,
         info: &vk::BufferCreateInfo<'_>,
     ) -> Option<Box<BufferPatch>> {
-        if !self.double_map || !self.guard_ok.load(Ordering::Relaxed) {
+        if !self.guard_ok.load(Ordering::Relaxed) {
             return None;
         }
-        BufferPatch::host_allocation(info)
+        BufferPatch::external(info, self.backing?.handle_type())
     }
 
     /// After a successful `vkAllocateMemory` (`import`: the double mapping it used, if any).
@@ -393,8 +471,19 @@ impl Profiler {
         import: Option<Box<Import>>,
     ) {
         if let Some(i) = import {
-            if let Some((_, map)) = self.importing.remove(&i.driver_ptr) {
-                self.doubles.insert(memory, map);
+            match &i.way {
+                Way::Host(_) => {
+                    if let Some((_, map)) = self.importing.remove(&i.driver_ptr) {
+                        self.doubles.insert(memory, map);
+                    }
+                }
+                Way::Export(_) => match self.export_map(dev, memory, i.len) {
+                    Ok(map) => {
+                        self.doubles.insert(memory, map);
+                    }
+                    // No double mapping: its candidates are refused (`import_missing`).
+                    Err(e) => log::debug!("profile: no double mapping of {memory:#x} ({e})"),
+                },
             }
         }
         if !self.on() {
@@ -423,6 +512,20 @@ impl Profiler {
             external: is_external(info, m.alloc_flags),
             host_import: is_host_import(info),
         });
+    }
+
+    /// The two views of exported allocation `memory` (`len` bytes).
+    fn export_map(&self, dev: &Device, memory: u64, len: usize) -> Result<DoubleMap, String> {
+        use ash::vk::Handle;
+        let get = self.get_fd.ok_or("vkGetMemoryFdKHR is missing")?;
+        let fd = crate::hostmem::export::memory_fd(
+            get,
+            dev.handle,
+            vk::DeviceMemory::from_raw(memory),
+            len as u64,
+        )?;
+        // The map owns the fd from here on (closed on drop, also when mapping fails).
+        DoubleMap::from_fd(fd, len).map_err(|e| e.to_string())
     }
 
     /// Before `vkFreeMemory`: disarm what lives in it, record. Returns the double mapping to
@@ -953,6 +1056,9 @@ impl Profiler {
     /// Arms candidate `b`'s range in the current mapping (nothing when it is not mapped);
     /// `false` when validation stopped for good.
     fn arm_one(&self, dev: &Device, b: u64) -> bool {
+        if self.lost.contains(&b) {
+            return true;
+        }
         let Some((ptr, len)) = self.range_of(dev, b) else {
             if self.import_missing(dev, b) {
                 self.unvalidated(b, "its allocation could not be double-mapped");
@@ -984,12 +1090,45 @@ impl Profiler {
         let sink = self.sink;
         let on = self.on();
         let own = self.index;
-        guard::drain(|id, access, seq| {
-            if on {
-                let dev = owners().get(&id).map_or(own, |d| *d);
-                sink.record_at(seq, dev, Event::HostAccess { buffer: id, access });
+        let mut lost = Vec::new();
+        guard::drain(|id, seen, seq| match seen {
+            guard::Seen::Access(access) => {
+                if on {
+                    let dev = owners().get(&id).map_or(own, |d| *d);
+                    sink.record_at(seq, dev, Event::HostAccess { buffer: id, access });
+                }
             }
+            guard::Seen::Lost => lost.push(id),
         });
+        for id in lost {
+            // Whichever profiler drains files it under the buffer's device; the set that stops
+            // re-arming is this device's (a buffer of another device is refused there by the
+            // record, and that device's own arms stop at its next failed fault).
+            if self.lost.insert(id) {
+                let pc = guard::last_lost_pc();
+                let level = if log::first_time("guard-lost") {
+                    echo_analyzer::settings::LogLevel::Warn
+                } else {
+                    echo_analyzer::settings::LogLevel::Debug
+                };
+                log::write(
+                    level,
+                    format_args!("profile: a fault at pc {pc:#x}, in code that is not the program's (a Vulkan driver's module or JIT-compiled code), touched buffer {id:#x}'s protected memory; its range stays open and its pairs are refused for missing evidence (the program runs on)")
+                );
+                if on {
+                    let dev = owners().get(&id).map_or(own, |d| *d);
+                    sink.record(
+                        dev,
+                        Event::Unvalidated {
+                            buffer: id,
+                            reason: format!(
+                                "a fault echo cannot explain (code that is not the program's: a Vulkan driver's module or JIT-compiled code, pc {pc:#x}) opened its memory; its host accesses are not seen from then on"
+                            ),
+                        },
+                    );
+                }
+            }
+        }
     }
 
     /// Validation stopped for the rest of the run: the trace says so, and the analyzer refuses
@@ -1089,7 +1228,7 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling)",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped, {} unexplained (driver or JIT code: ranges left open, buffers refused), {} handler panics contained); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling)",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
@@ -1099,6 +1238,8 @@ impl Profiler {
                 s.shared_page,
                 s.chained,
                 s.dropped,
+                s.lost,
+                s.panics,
                 s.by_context,
                 s.by_instruction,
                 s.unclassified,
