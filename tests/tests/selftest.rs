@@ -24,10 +24,10 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(900);
 
-/// The release build's `name`: what users run (the packages are release builds). The debug
-/// build's page-protection handler overflows Rust's 8 KiB alternate signal stack when it
-/// emulates an access on a shared page (suballoc's profile run dies with SIGSEGV), a defect
-/// of debug builds the selftest itself catches.
+/// The release build's `name`: what users run (the packages hold release builds). (The
+/// selftest also caught a defect of debug builds before main's 351e256: profiling `suballoc`
+/// died with SIGSEGV, the unoptimized page-protection handler overflowing the 8 KiB alternate
+/// signal stack Rust gives its threads.)
 fn release(name: &str) -> PathBuf {
     let p = echo_tests::world::target_dir()
         .parent()
