@@ -330,6 +330,9 @@ pub fn main(args: &Args) -> i32 {
         Ok(b) => b,
         Err(e) => {
             eprintln!("vkecho demo: {e}");
+            eprintln!(
+                "vkecho demo: from a package (vkecho and the layer only), `vkecho selftest` checks echo with built-in workloads"
+            );
             return 2;
         }
     };
