@@ -42,3 +42,4 @@ macro_rules! positive_sample_tests {
         }
     };
 }
+pub mod fuzzprog;
