@@ -785,9 +785,11 @@ impl Gen {
                     v2,
                 }) {
                     // Re-record and try once more (a rewritten set, a destroyed buffer).
+                    let mut again = vec![cbs[i].clone()];
+                    self.settle(&mut again, false);
                     self.push(Op::Record {
                         cb,
-                        cmds: cbs[i].clone(),
+                        cmds: again.pop().unwrap(),
                     });
                     let f2 = f;
                     let sig: Vec<SemRef> = if chained && i < last {

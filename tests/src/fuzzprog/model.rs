@@ -112,8 +112,12 @@ fn fail<T>(msg: impl Into<String>) -> R<T> {
 pub struct Touch {
     pub res: (u8, u32),
     pub mem: u32,
+    /// The range synchronization covers (a dispatch: the whole descriptor range, as
+    /// synchronization validation takes it).
     pub lo: u64,
     pub hi: u64,
+    /// The bytes really read or written (a dispatch: its invocations' elements).
+    pub exact: (u64, u64),
     pub write: bool,
     pub stage: u64,
     pub access: u64,
@@ -381,6 +385,7 @@ impl Model {
             mem: r.0,
             lo: r.1,
             hi: r.2,
+            exact: (r.1, r.2),
             write,
             stage: st,
             access: acc,
@@ -555,19 +560,20 @@ impl Model {
                 }
                 let lo = (*base * LOCAL).min(*n) as u64;
                 let hi = ((*base + groups) * LOCAL).min(*n) as u64;
-                if lo < hi {
-                    for (b, r, buf) in res {
-                        let (ra, wa) = b.access();
-                        let (elo, ehi) = if b == Binding::Uniform {
-                            (r.1, r.1 + UNIFORM_BYTES)
-                        } else {
-                            (r.1 + lo * 4, r.1 + hi * 4)
-                        };
-                        if ra != 0 {
-                            out.push(t((0, buf), (r.0, elo, ehi), false, stage::COMPUTE, ra));
-                        }
-                        if wa != 0 {
-                            out.push(t((0, buf), (r.0, elo, ehi), true, stage::COMPUTE, wa));
+                for (b, r, buf) in res {
+                    let (ra, wa) = b.access();
+                    let exact = if b == Binding::Uniform {
+                        (r.1, r.1 + UNIFORM_BYTES)
+                    } else if lo < hi {
+                        (r.1 + lo * 4, r.1 + hi * 4)
+                    } else {
+                        (r.1, r.1)
+                    };
+                    for (a, w) in [(ra, false), (wa, true)] {
+                        if a != 0 {
+                            let mut x = t((0, buf), r, w, stage::COMPUTE, a);
+                            x.exact = exact;
+                            out.push(x);
                         }
                     }
                 }
@@ -579,7 +585,26 @@ impl Model {
     /// Runs one command of a submission (number `sub`): checks, then its effects. On a hazard,
     /// nothing changes.
     pub fn sim_cmd(&mut self, cmd: &Cmd, sub: u64) -> Result<(), Refusal> {
-        let touches = self.cmd_touches(cmd, true)?;
+        self.sim(cmd, sub, true)
+    }
+
+    /// What synchronization validation checks when a command buffer is recorded: its commands'
+    /// hazards among themselves, with the descriptors as they are now.
+    pub fn record_check(&self, cmds: &[Cmd]) -> R {
+        let mut t = self.clone();
+        t.log = Log::default();
+        for c in cmds {
+            match t.sim(c, 1, false) {
+                Ok(()) => {}
+                Err(Refusal::Invalid(e)) => return fail(e),
+                Err(Refusal::Hazard(h)) => return fail(format!("hazard inside the command buffer: {:?}", h[0])),
+            }
+        }
+        Ok(())
+    }
+
+    fn sim(&mut self, cmd: &Cmd, sub: u64, dynamic: bool) -> Result<(), Refusal> {
+        let touches = self.cmd_touches(cmd, dynamic)?;
         if let Cmd::Barrier {
             buf,
             src_stage,
@@ -626,7 +651,7 @@ impl Model {
         let defined_all = |m: &Model, ts: &[Touch]| {
             ts.iter()
                 .filter(|x| !x.write)
-                .all(|x| m.mems[&x.mem].defined.covers(x.lo, x.hi))
+                .all(|x| m.mems[&x.mem].defined.covers(x.exact.0, x.exact.1))
         };
         match cmd {
             Cmd::Copy {
@@ -671,7 +696,7 @@ impl Model {
             Cmd::Dispatch { .. } => {
                 let ok = defined_all(self, &touches);
                 for w in touches.iter().filter(|x| x.write) {
-                    self.write_bytes(w.mem, w.lo, w.hi, ok);
+                    self.write_bytes(w.mem, w.exact.0, w.exact.1, ok);
                 }
             }
             Cmd::Barrier { .. } => unreachable!(),
@@ -1056,6 +1081,7 @@ impl Model {
                 for c in cmds {
                     self.check_cmd(c)?;
                 }
+                self.record_check(cmds)?;
                 let last_sub = self.cbs.get(cb).map_or(0, |c| c.last_sub);
                 self.cbs.insert(
                     *cb,
