@@ -35,11 +35,14 @@ export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 if [ "${FUZZ_NO_BUILD:-}" != 1 ]; then
     flag=(); [ "$profile" = release ] && flag=(--release)
     echo "== building echo-fuzzprog, the layer and vkecho ($profile)"
-    cargo build "${flag[@]}" -p vk-layer-echo -p echo-cli -p echo-tests --bin echo-fuzzprog >"$out/build.log" 2>&1 ||
+    { cargo build "${flag[@]}" -p vk-layer-echo -p echo-cli &&
+      cargo build "${flag[@]}" -p echo-tests --bin echo-fuzzprog; } >"$out/build.log" 2>&1 ||
         { tail -20 "$out/build.log"; exit 2; }
 fi
 bin="$target/$profile"
-[ -x "$bin/echo-fuzzprog" ] || { echo "fuzz-programs: $bin/echo-fuzzprog is missing"; exit 2; }
+for f in echo-fuzzprog vkecho libVkLayer_echo.so; do
+    [ -e "$bin/$f" ] || { echo "fuzz-programs: $bin/$f is missing"; exit 2; }
+done
 
 if [ -n "${FUZZ_DRIVERS:-}" ]; then
     read -r -a drivers <<< "$FUZZ_DRIVERS"

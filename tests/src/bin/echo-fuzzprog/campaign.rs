@@ -173,6 +173,12 @@ struct Outcome {
 impl World {
     fn new(dir: &Path, driver: &str, plant: bool) -> World {
         let tools = Tools::find();
+        for t in [&tools.layer, &tools.vkecho] {
+            if !t.exists() {
+                eprintln!("echo-fuzzprog: {} is missing (build the layer and vkecho, or set ECHO_FUZZ_BIN_DIR)", t.display());
+                std::process::exit(2);
+            }
+        }
         for d in ["data/vulkan/implicit_layer.d", "home", "cache"] {
             std::fs::create_dir_all(dir.join(d)).unwrap();
         }
