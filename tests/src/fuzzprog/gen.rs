@@ -691,11 +691,24 @@ impl Gen {
             return;
         }
         // The spare buffer's bytes defined first (a kernel may read it).
-        if let Some((mem, at, size)) = self.m.bufs.get(&ctx.spare).and_then(|b| Some((b.bound?.0, b.bound?.1, b.size))) {
+        if let Some((mem, at, size)) = self
+            .m
+            .bufs
+            .get(&ctx.spare)
+            .and_then(|b| Some((b.bound?.0, b.bound?.1, b.size)))
+        {
             if !self.m.mems[&mem].defined.covers(at, at + size) {
                 let val = self.rng.u32();
                 let last = cbs.len() - 1;
-                cbs[last].insert(0, Cmd::Fill { buf: ctx.spare, offset: 0, size, val });
+                cbs[last].insert(
+                    0,
+                    Cmd::Fill {
+                        buf: ctx.spare,
+                        offset: 0,
+                        size,
+                        val,
+                    },
+                );
             }
         }
         if self.rng.chance(0.4) || !uab.is_empty() {

@@ -462,7 +462,11 @@ mod tests {
         for seed in 0..200 {
             for caps in [LAVAPIPE, SWIFTSHADER] {
                 let p = gen::generate(seed, caps);
-                assert_eq!(p, gen::generate(seed, caps), "seed {seed}: not deterministic");
+                assert_eq!(
+                    p,
+                    gen::generate(seed, caps),
+                    "seed {seed}: not deterministic"
+                );
                 if let Err((i, e)) = validate(&p) {
                     panic!("seed {seed}: op {i} invalid: {e}");
                 }
@@ -470,7 +474,10 @@ mod tests {
                 without_reads += !p.ops.iter().any(|o| matches!(o, Op::Read { .. })) as u32;
             }
         }
-        assert!(without_reads < 20, "{without_reads} of 400 programs read nothing");
+        assert!(
+            without_reads < 20,
+            "{without_reads} of 400 programs read nothing"
+        );
     }
 
     #[test]
@@ -481,7 +488,11 @@ mod tests {
             for _ in 0..10 {
                 let keep = rng.range(20, 95) as f64 / 100.0;
                 let ops = p.ops.iter().filter(|_| rng.chance(keep)).cloned().collect();
-                let r = repair(&Program { seed, caps: LAVAPIPE, ops });
+                let r = repair(&Program {
+                    seed,
+                    caps: LAVAPIPE,
+                    ops,
+                });
                 if let Err((i, e)) = validate(&r) {
                     panic!("seed {seed}: the repaired program's op {i} is invalid: {e}");
                 }
@@ -493,12 +504,24 @@ mod tests {
     #[test]
     fn the_model_refuses_invalid_programs() {
         let p = gen::generate(3, LAVAPIPE);
-        let refuses = |ops: Vec<Op>| validate(&Program { seed: 0, caps: LAVAPIPE, ops }).is_err();
+        let refuses = |ops: Vec<Op>| {
+            validate(&Program {
+                seed: 0,
+                caps: LAVAPIPE,
+                ops,
+            })
+            .is_err()
+        };
         // A host read before the wait that completes the GPU work writing those bytes.
         let first_wait = p
             .ops
             .iter()
-            .position(|o| matches!(o, Op::WaitFence { .. } | Op::WaitSem { .. } | Op::QueueIdle | Op::DeviceIdle))
+            .position(|o| {
+                matches!(
+                    o,
+                    Op::WaitFence { .. } | Op::WaitSem { .. } | Op::QueueIdle | Op::DeviceIdle
+                )
+            })
             .unwrap();
         let mut ops = p.ops.clone();
         ops.remove(first_wait);
@@ -528,10 +551,21 @@ mod tests {
                         Op::Record { cmds, .. } => {
                             for c in cmds {
                                 let n = match c {
-                                    Cmd::Dispatch { desc: Desc::Push { template: true, .. }, .. } => "push-template",
-                                    Cmd::Dispatch { desc: Desc::Push { .. }, .. } => "push",
-                                    Cmd::Dispatch { desc: Desc::Addr { .. }, .. } => "addr",
-                                    Cmd::Dispatch { indirect: Some(_), .. } => "indirect",
+                                    Cmd::Dispatch {
+                                        desc: Desc::Push { template: true, .. },
+                                        ..
+                                    } => "push-template",
+                                    Cmd::Dispatch {
+                                        desc: Desc::Push { .. },
+                                        ..
+                                    } => "push",
+                                    Cmd::Dispatch {
+                                        desc: Desc::Addr { .. },
+                                        ..
+                                    } => "addr",
+                                    Cmd::Dispatch {
+                                        indirect: Some(_), ..
+                                    } => "indirect",
                                     Cmd::Dispatch { base, .. } if *base > 0 => "base",
                                     Cmd::Barrier { buf: Some(_), .. } => "buffer-barrier",
                                     Cmd::Barrier { v2: true, .. } => "barrier2",
@@ -565,10 +599,30 @@ mod tests {
             }
         }
         for want in [
-            "push-template", "push", "addr", "indirect", "base", "buffer-barrier", "barrier2",
-            "to-image", "from-image", "fill", "update", "copy2", "uab-set", "template-write",
-            "semaphore-wait", "submit2", "timeline-wait", "free", "image-bind", "view",
-            "indirect-write", "map", "flush", "invalidate",
+            "push-template",
+            "push",
+            "addr",
+            "indirect",
+            "base",
+            "buffer-barrier",
+            "barrier2",
+            "to-image",
+            "from-image",
+            "fill",
+            "update",
+            "copy2",
+            "uab-set",
+            "template-write",
+            "semaphore-wait",
+            "submit2",
+            "timeline-wait",
+            "free",
+            "image-bind",
+            "view",
+            "indirect-write",
+            "map",
+            "flush",
+            "invalidate",
         ] {
             assert!(seen.contains(want), "no program has {want}: {seen:?}");
         }

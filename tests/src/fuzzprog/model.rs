@@ -597,7 +597,9 @@ impl Model {
             match t.sim(c, 1, false) {
                 Ok(()) => {}
                 Err(Refusal::Invalid(e)) => return fail(e),
-                Err(Refusal::Hazard(h)) => return fail(format!("hazard inside the command buffer: {:?}", h[0])),
+                Err(Refusal::Hazard(h)) => {
+                    return fail(format!("hazard inside the command buffer: {:?}", h[0]))
+                }
             }
         }
         Ok(())

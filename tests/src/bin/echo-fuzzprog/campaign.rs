@@ -57,6 +57,9 @@ pub struct CheckArgs {
     /// Shrink it when it diverges.
     #[arg(long)]
     shrink: bool,
+    /// The planted fault of `fuzz --plant-no-carry`.
+    #[arg(long)]
+    plant_no_carry: bool,
 }
 
 /// Where the binaries are: this one, the layer and vkecho beside it (or ECHO_FUZZ_BIN_DIR).
@@ -73,6 +76,7 @@ impl Tools {
         let dir = std::env::var_os("ECHO_FUZZ_BIN_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| me.parent().unwrap().to_path_buf());
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         let manifest = echo_tests::world::repo_root().join("manifest/VkLayer_echo.json");
         Tools {
             layer: dir.join("libVkLayer_echo.so"),
@@ -672,7 +676,7 @@ fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
 pub fn check(a: CheckArgs) -> i32 {
     std::fs::create_dir_all(&a.out).unwrap();
     let out = std::fs::canonicalize(&a.out).unwrap();
-    let world = World::new(&out.join("world"), &a.driver, false);
+    let world = World::new(&out.join("world"), &a.driver, a.plant_no_carry);
     let text =
         std::fs::read_to_string(&a.file).unwrap_or_else(|e| panic!("{}: {e}", a.file.display()));
     let p = Program::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", a.file.display()));
