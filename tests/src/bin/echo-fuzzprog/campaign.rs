@@ -40,6 +40,12 @@ pub struct FuzzArgs {
     /// Do not shrink divergences.
     #[arg(long)]
     no_shrink: bool,
+    /// Shrink at most this many divergences (the first ones found); the others are kept whole.
+    #[arg(long, default_value_t = 3)]
+    shrink_max: u64,
+    /// Seconds one shrink may take (then the smallest program found so far is kept).
+    #[arg(long, default_value_t = 120)]
+    shrink_seconds: u64,
     /// Set VK_ECHO_TEST_NO_CARRY=1 in the enforcing runs (a planted fault: the oracle must
     /// catch it).
     #[arg(long)]
@@ -425,12 +431,24 @@ fn causes(analysis: &str) -> Vec<String> {
     out
 }
 
-/// Shrinks a program whose `mode` diverged, keeping programs that still diverge there.
-fn shrink_divergence(w: &World, p: &Program, mode: &str, dir: &Path, budget: usize) -> Program {
+/// Shrinks a program whose `mode` diverged, keeping programs that still diverge there, within
+/// `budget` oracle runs and `seconds`.
+fn shrink_divergence(
+    w: &World,
+    p: &Program,
+    mode: &str,
+    dir: &Path,
+    budget: usize,
+    seconds: u64,
+) -> Program {
     let n = AtomicU64::new(0);
+    let until = Instant::now() + Duration::from_secs(seconds);
     shrink::shrink(
         p,
         |cand| {
+            if Instant::now() >= until {
+                return false;
+            }
             let i = n.fetch_add(1, Ordering::Relaxed);
             let o = w.oracle(cand, &dir.join(format!("try-{}", i % 2)), Some(mode));
             o.divergent.iter().any(|(m, _)| m == mode)
@@ -474,6 +492,7 @@ pub fn fuzz(a: FuzzArgs) -> i32 {
         _ => 3,
     };
     let next = Arc::new(AtomicU64::new(0));
+    let shrunk = Arc::new(AtomicU64::new(0));
     let tally = Arc::new(Mutex::new(Tally::default()));
     let deadline = Instant::now() + Duration::from_secs(a.seconds);
     let threads: Vec<_> = (0..a.jobs.max(1))
@@ -485,6 +504,7 @@ pub fn fuzz(a: FuzzArgs) -> i32 {
                 a.clone(),
                 out.clone(),
             );
+            let shrunk = shrunk.clone();
             std::thread::spawn(move || loop {
                 if Instant::now() >= deadline {
                     break;
@@ -562,13 +582,14 @@ pub fn fuzz(a: FuzzArgs) -> i32 {
                 if let Some(mode) = found {
                     let keep = out.join(format!("div-{}-{seed}.json", a.driver));
                     std::fs::write(&keep, p.to_json()).unwrap();
-                    if !a.no_shrink {
+                    if !a.no_shrink && shrunk.fetch_add(1, Ordering::Relaxed) < a.shrink_max {
                         let small = shrink_divergence(
                             &world,
                             &p,
                             &mode,
                             &out.join(format!("shrink{job}")),
                             300,
+                            a.shrink_seconds,
                         );
                         let f = out.join(format!("div-{}-{seed}-min.json", a.driver));
                         std::fs::write(&f, small.to_json()).unwrap();
@@ -697,7 +718,7 @@ pub fn check(a: CheckArgs) -> i32 {
         println!("divergence: {m}: {why}");
     }
     if let (true, Some((mode, _))) = (a.shrink, o.divergent.first()) {
-        let small = shrink_divergence(&world, &p, mode, &out.join("shrink"), 300);
+        let small = shrink_divergence(&world, &p, mode, &out.join("shrink"), 300, 600);
         let f = out.join("min.json");
         std::fs::write(&f, small.to_json()).unwrap();
         println!("shrunk: {} → {}: {}", p.size(), small.size(), f.display());

@@ -163,12 +163,16 @@ impl Exec {
                     .contains(F::HOST_VISIBLE | F::HOST_COHERENT)
             })
             .ok_or((3, "no host-visible coherent memory".to_string()))?;
-        // The image's requirements.
-        let img = dev
-            .create_image(&image_info(), None)
-            .map_err(vkerr("vkCreateImage"))?;
-        let ireq = dev.get_image_memory_requirements(img);
-        dev.destroy_image(img, None);
+        // The image's requirements, asked without making an image (Vulkan 1.3): an image made
+        // would change what echo does with every later allocation (on SwiftShader it stops
+        // importing host memory, and profiles lose their evidence).
+        let info = image_info();
+        let mut ireq2 = vk::MemoryRequirements2::default();
+        dev.get_device_image_memory_requirements(
+            &vk::DeviceImageMemoryRequirements::default().create_info(&info),
+            &mut ireq2,
+        );
+        let ireq = ireq2.memory_requirements;
         let caps = Caps {
             push_descriptor: push_ok,
             uab_storage: uab,
