@@ -245,3 +245,34 @@ corpus!(
     "lavapipe-profile-segv-host-write-beside-buffer.json",
     "lavapipe"
 );
+
+macro_rules! corpus_swiftshader {
+    ($name:ident, $file:literal) => {
+        #[test]
+        fn $name() {
+            if swiftshader() {
+                let (ok, text) = check($file, "swiftshader", &[]);
+                assert!(
+                    ok,
+                    "tests/data/fuzzprog/{} diverges on SwiftShader:\n{text}",
+                    $file
+                );
+            }
+        }
+    };
+}
+
+// Found on SwiftShader with seed 7 (`scripts/fuzz-programs.sh 240 7`), shrunk by the campaign.
+// The class of corpus_partial_upload_rewrite_inplace, on SwiftShader.
+corpus_swiftshader!(
+    corpus_swiftshader_partial_upload_rewrite_inplace,
+    "swiftshader-partial-upload-rewrite-inplace.json"
+);
+// A kernel writes the device buffer before its one-time upload, while the upload buffer already
+// holds the host's bytes (only partly rewritten before the copy): shared, the kernel's write
+// lands in the upload buffer's bytes the copy then carries.
+corpus_swiftshader!(
+    corpus_swiftshader_gpu_write_before_one_time_upload,
+    "swiftshader-gpu-write-before-one-time-upload.json"
+);
+// Mesa 25: tests/data/fuzzprog/mesa25-*.json run in scripts/modern-check.sh's fuzzprog pass.
