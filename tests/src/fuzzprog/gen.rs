@@ -659,7 +659,7 @@ impl Gen {
         }
     }
 
-    fn to_host(&mut self) -> Cmd {
+    fn host_barrier(&mut self) -> Cmd {
         Cmd::Barrier {
             v2: self.rng.chance(0.5),
             buf: None,
@@ -728,7 +728,7 @@ impl Gen {
             }
         }
         for c in cbs.iter_mut() {
-            c.push(self.to_host());
+            c.push(self.host_barrier());
         }
         self.settle(&mut cbs, chained);
         let ids: Vec<u32> = cbs.iter().map(|_| self.id()).collect();
@@ -973,7 +973,7 @@ impl Gen {
             let c = ctx.chains[self.rng.below(ctx.chains.len() as u64) as usize].clone();
             let b = self.buffer(c.size, usage::DST);
             if let Some(mem) = self.own_memory(b, c.size, false, None) {
-                let mut cmds = vec![self.copy(c.dev, b, c.size), self.to_host()];
+                let mut cmds = vec![self.copy(c.dev, b, c.size), self.host_barrier()];
                 self.settle(std::slice::from_mut(&mut cmds), false);
                 let cb = self.id();
                 let fence = self.id();
@@ -1064,7 +1064,7 @@ impl Gen {
                     });
                     at += len;
                 }
-                cmds.push(self.to_host());
+                cmds.push(self.host_barrier());
                 self.settle(std::slice::from_mut(&mut cmds), false);
                 let cb = self.id();
                 let fence = self.id();

@@ -103,6 +103,9 @@ pub struct Model {
 
 type R<T = ()> = Result<T, String>;
 
+/// A binding of a dispatch: how the kernel uses it, its memory range, its buffer.
+type Bound = (Binding, (u32, u64, u64), u32);
+
 fn fail<T>(msg: impl Into<String>) -> R<T> {
     Err(msg.into())
 }
@@ -324,7 +327,7 @@ impl Model {
     }
 
     /// The resources of a dispatch, checked, with their memory ranges.
-    fn dispatch_res(&self, kernel: Kernel, desc: &Desc) -> R<Vec<(Binding, (u32, u64, u64), u32)>> {
+    fn dispatch_res(&self, kernel: Kernel, desc: &Desc) -> R<Vec<Bound>> {
         let binds = kernel.bindings();
         let res: Vec<Res> = match desc {
             Desc::Set { set } => {
@@ -743,7 +746,7 @@ impl Model {
 
     fn host_access(&mut self, mem: u32, lo: u64, hi: u64, write: bool) -> R {
         let m = self.mems.get(&mem).ok_or(format!("no memory {mem}"))?;
-        if lo % 4 != 0 || hi % 4 != 0 || lo >= hi || hi > m.size {
+        if (lo | hi) & 3 != 0 || lo >= hi || hi > m.size {
             return fail("host range");
         }
         if !write && !m.defined.covers(lo, hi) {

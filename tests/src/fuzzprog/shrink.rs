@@ -14,7 +14,8 @@ pub fn ddmin(n: usize, mut fails: impl FnMut(&[usize]) -> bool, budget: &mut usi
     while cur.len() >= 2 && *budget > 0 {
         let chunk = cur.len().div_ceil(parts);
         let mut reduced = false;
-        for i in 0..parts {
+        let n_parts = parts;
+        for i in 0..n_parts {
             if *budget == 0 {
                 break;
             }
