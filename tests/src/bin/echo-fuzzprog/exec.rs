@@ -1181,6 +1181,24 @@ impl Exec {
         Ok(())
     }
 
+    /// The commands [`Exec::finish`] will call that can reach memory (for the coverage).
+    pub fn finish_names(&self) -> Vec<&'static str> {
+        let mut v = vec![];
+        if !self.views.is_empty() {
+            v.push("vkDestroyBufferView");
+        }
+        if self.pipes.values().any(|p| p.template.is_some()) {
+            v.push("vkDestroyDescriptorUpdateTemplate");
+        }
+        if !self.bufs.is_empty() {
+            v.push("vkDestroyBuffer");
+        }
+        if !self.mems.is_empty() {
+            v.push("vkFreeMemory");
+        }
+        v
+    }
+
     /// Everything destroyed (the layer's end-of-device paths run).
     pub unsafe fn finish(self) {
         let dev = &self.dev;

@@ -141,7 +141,11 @@ fn run(seed: Option<u64>, file: Option<PathBuf>, cover: Option<PathBuf>) -> i32 
         println!("{l}");
     }
     if let Some(path) = cover {
-        let text: String = e.cover.iter().map(|c| format!("{c}\n")).collect();
+        let mut names = e.cover.clone();
+        if r.is_ok() {
+            names.extend(e.finish_names());
+        }
+        let text: String = names.iter().map(|c| format!("{c}\n")).collect();
         let _ = std::fs::write(path, text);
     }
     match r {
