@@ -194,7 +194,12 @@ impl Settings {
             ("min_copies".into(), self.min_copies.to_string()),
             (
                 "host_writes".into(),
-                if self.whole_host_writes { "whole" } else { "any" }.into(),
+                if self.whole_host_writes {
+                    "whole"
+                } else {
+                    "any"
+                }
+                .into(),
             ),
             ("stack_depth".into(), self.stack_depth.to_string()),
             ("trace_max_bytes".into(), self.trace_max_bytes.to_string()),

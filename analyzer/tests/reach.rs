@@ -156,7 +156,10 @@ fn a_trace_from_a_layer_that_did_not_see_every_command_is_refused() {
     for version in [3, 4] {
         // Version 3 did not see every command; version 4 took descriptors as recorded.
         t.header.version = version;
-        let c = refused(&t.analyze(), "did not see every way a command can reach a buffer");
+        let c = refused(
+            &t.analyze(),
+            "did not see every way a command can reach a buffer",
+        );
         assert_eq!(c, Condition::Evidence);
     }
 }

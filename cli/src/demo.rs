@@ -199,7 +199,12 @@ fn demo_one(
         &staging,
         &LayerRun {
             mode: Some("profile"),
-            settings: vec![("TRACE", trace.display().to_string())],
+            // The samples rewrite their staging buffers whole, and the demo says so for them
+            // (`host_writes=whole`, docs/settings.md): echo cannot see it by itself.
+            settings: vec![
+                ("TRACE", trace.display().to_string()),
+                ("HOST_WRITES", "whole".to_string()),
+            ],
         },
     )?;
     let file = std::fs::File::open(&trace)

@@ -162,8 +162,12 @@ impl Sim<'_> {
         // Where the worlds disagree, each byte may now be the host's (the same in both) or what
         // it was (different): two fresh versions, so any later read of it is caught.
         let (p, q) = (
-            self.fresh(format!("{what} (or, where it did not write, the bytes before it)")),
-            self.fresh(format!("{what} (or, where it did not write, the group's bytes before it)")),
+            self.fresh(format!(
+                "{what} (or, where it did not write, the bytes before it)"
+            )),
+            self.fresh(format!(
+                "{what} (or, where it did not write, the group's bytes before it)"
+            )),
         );
         let mut segs = Vec::new();
         for (s, e, x) in self.orig[slot].slices(a, b) {
