@@ -81,6 +81,7 @@ impl Model {
                 | Event::CmdBarrier { .. }
                 | Event::FenceReset { .. }
                 | Event::SemaphoreSignal { .. }
+                | Event::GpuTime { .. }
                 | Event::Truncated { .. } => {}
             }
         }

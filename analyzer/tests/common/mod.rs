@@ -65,6 +65,7 @@ impl T {
                 pid: 1,
                 started_unix: 0,
                 settings: Default::default(),
+                clock_origin_ns: None,
             },
             recs: Vec::new(),
             seq: 0,
@@ -91,6 +92,8 @@ impl T {
             seq: self.seq,
             thread: 0,
             dev: self.dev,
+            t: None,
+            dur: None,
             event,
         });
         self.seq

@@ -108,23 +108,27 @@ hook! {
     }
 
     fn vkQueueWaitIdle(cx, queue: vk::Queue) -> vk::Result {
+        let t0 = cx.dev.profile().map(|_| crate::profile::sink::monotonic_ns());
         let r = cx.down((cx.next)(queue));
         if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
             g.queue_idle(raw(queue));
         }
         if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-            p.observed(cx.dev, Event::QueueWaitIdle { queue: raw(queue) });
+            let waited = crate::profile::sink::monotonic_ns().saturating_sub(t0.unwrap_or(0));
+            p.observed_after(cx.dev, Event::QueueWaitIdle { queue: raw(queue) }, Some(waited));
         }
         r
     }
 
     fn vkDeviceWaitIdle(cx, device: vk::Device) -> vk::Result {
+        let t0 = cx.dev.profile().map(|_| crate::profile::sink::monotonic_ns());
         let r = cx.down((cx.next)(device));
         if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
             g.device_idle();
         }
         if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-            p.observed(cx.dev, Event::DeviceWaitIdle);
+            let waited = crate::profile::sink::monotonic_ns().saturating_sub(t0.unwrap_or(0));
+            p.observed_after(cx.dev, Event::DeviceWaitIdle, Some(waited));
         }
         r
     }

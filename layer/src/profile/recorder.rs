@@ -183,6 +183,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
                     .map(|d| d.as_secs())
                     .unwrap_or(0),
                 settings: dev.settings.to_pairs().into_iter().collect(),
+                clock_origin_ns: Some(sink::start_clock()),
             };
             let (s, warning) = Sink::open_or_disabled(&path, &header, max_bytes);
             if let Some(w) = warning {
@@ -314,9 +315,10 @@ impl Profiler {
         self.sink.is_active()
     }
 
+    /// Record `e` now; its sequence number (0: dropped).
     #[inline]
-    fn rec(&self, e: Event) {
-        self.sink.record(self.index, e);
+    fn rec(&self, e: Event) -> u64 {
+        self.sink.record(self.index, e)
     }
 
     // ------------------------------------------------------------------------------ memory
@@ -725,7 +727,15 @@ impl Profiler {
     }
 
     /// `vkCmdCopyBuffer`/`vkCmdCopyBuffer2`: record, and note candidate staging buffers.
-    pub fn on_copy(&self, dev: &Device, cmd: u64, src: u64, dst: u64, regions: Vec<CopyRegion>) {
+    /// Returns the record's sequence number (0: not recorded).
+    pub fn on_copy(
+        &self,
+        dev: &Device,
+        cmd: u64,
+        src: u64,
+        dst: u64,
+        regions: Vec<CopyRegion>,
+    ) -> u64 {
         if self.validate && self.guard_ok.load(Ordering::Relaxed) {
             if self.sample_every > 1 {
                 self.copied.insert(src);
@@ -746,13 +756,14 @@ impl Profiler {
             }
         }
         if self.on() {
-            self.rec(Event::CmdCopyBuffer {
+            return self.rec(Event::CmdCopyBuffer {
                 cmd,
                 src,
                 dst,
                 regions,
             });
         }
+        0
     }
 
     /// Any other command that touches buffers directly.
@@ -1199,16 +1210,16 @@ impl Profiler {
     // ------------------------------------------------------------------ queues and waits
 
     /// Before `vkQueueSubmit*` goes down: close the host window (drain), open the GPU window
-    /// (arm). Returns the sequence number the submission is recorded at.
-    pub fn before_submit(&self, dev: &Device) -> u64 {
+    /// (arm). Returns the sequence number (and host time) the submission is recorded at.
+    pub fn before_submit(&self, dev: &Device) -> sink::Stamp {
         // The submission's number first: the window it opens (and its `Window` record) follows it.
-        let seq = sink::next_seq();
+        let seq = sink::stamp();
         self.window(dev);
         seq
     }
 
     /// After a successful submission.
-    pub fn on_submit(&self, seq: u64, queue: u64, batches: Vec<SubmitBatch>, fence: u64) {
+    pub fn on_submit(&self, seq: sink::Stamp, queue: u64, batches: Vec<SubmitBatch>, fence: u64) {
         if self.on() {
             self.sink.record_at(
                 seq,
@@ -1224,8 +1235,21 @@ impl Profiler {
 
     /// A host completion observation (`event`), then a new window.
     pub fn observed(&self, dev: &Device, event: Event) {
+        self.observed_after(dev, event, None);
+    }
+
+    /// A host completion observation made by a wait that took `waited` nanoseconds (`None`:
+    /// not a wait), then a new window.
+    pub fn observed_after(&self, dev: &Device, event: Event, waited: Option<u64>) {
         if self.on() {
-            self.rec(event);
+            match waited {
+                Some(d) => {
+                    self.sink.record_timed(self.index, event, d);
+                }
+                None => {
+                    self.rec(event);
+                }
+            }
         }
         self.window(dev);
     }
@@ -1237,7 +1261,8 @@ impl Profiler {
         }
     }
 
-    /// `vkWaitForFences` returned success: which fences the host now knows are signaled.
+    /// `vkWaitForFences` returned success after `waited` ns: which fences the host now knows
+    /// are signaled.
     ///
     /// # Safety
     /// `fences` must hold `count` fences.
@@ -1247,6 +1272,7 @@ impl Profiler {
         count: u32,
         fences: *const vk::Fence,
         wait_all: bool,
+        waited: u64,
     ) {
         if count == 0 || fences.is_null() {
             return;
@@ -1260,14 +1286,19 @@ impl Profiler {
                 .map(|f| raw(*f))
                 .collect()
         };
-        self.observed(dev, Event::FenceSignaled { fences: signaled });
+        self.observed_after(dev, Event::FenceSignaled { fences: signaled }, Some(waited));
     }
 
     /// `vkWaitSemaphores` returned success.
     ///
     /// # Safety
     /// `info` must be valid.
-    pub unsafe fn on_semaphores_waited(&self, dev: &Device, info: &vk::SemaphoreWaitInfo<'_>) {
+    pub unsafe fn on_semaphores_waited(
+        &self,
+        dev: &Device,
+        info: &vk::SemaphoreWaitInfo<'_>,
+        waited: u64,
+    ) {
         let n = info.semaphore_count as usize;
         if n == 0 || info.p_semaphores.is_null() || info.p_values.is_null() {
             return;
@@ -1286,11 +1317,12 @@ impl Profiler {
                 }
             }
         }
-        self.observed(
+        self.observed_after(
             dev,
             Event::SemaphoreReached {
                 semaphores: reached,
             },
+            Some(waited),
         );
     }
 
@@ -1332,7 +1364,7 @@ impl Profiler {
             }
         }
         // The window's number, taken before any arm: a fault in it sorts after its record.
-        let mark = sink::next_seq();
+        let mark = sink::stamp();
         let this_window = self.window_count.fetch_add(1, Ordering::Relaxed);
         let mut unobserved = Vec::new();
         let all: Vec<u64> = self.candidates.iter().map(|b| *b).collect();
@@ -1417,10 +1449,10 @@ impl Profiler {
         let sink = self.sink;
         let on = self.on();
         let own = self.index;
-        guard::drain(|id, access, seq| {
+        guard::drain(|id, access, seq, thread| {
             if on {
                 let dev = owners().get(&id).map_or(own, |d| *d);
-                sink.record_at(seq, dev, Event::HostAccess { buffer: id, access });
+                sink.record_for(seq, thread, dev, Event::HostAccess { buffer: id, access });
             }
         });
     }
