@@ -5,12 +5,19 @@
 //! ([`crate::model::Model`]: submissions and their completion) and analysis; [`html`] writes it
 //! as one self-contained page, [`perfetto`] as Chrome JSON trace events.
 //!
-//! There are no GPU timestamps in a trace: the x axis is the trace's event sequence (`seq`). A
-//! submission spans from its `QueueSubmit` to the host's first observation of its completion;
-//! its commands share that span in execution order.
+//! Two axes (issue 47). **Time**: every span and mark also carries host time (`t0`/`t1`, `t`;
+//! nanoseconds since the trace began, [`crate::timing`]): a submission spans its GPU
+//! timestamps where the layer took them, else from its `QueueSubmit` to the host's first
+//! observation of its completion (`timing` says which); a copy with GPU timestamps spans them,
+//! the other commands of a submission share the time between; a host wait spans the call.
+//! **Event order** (every trace, the only axis of traces recorded before issue 47): the x axis
+//! is the trace's event sequence (`seq`); a submission spans from its `QueueSubmit` to its
+//! observed completion, its commands share that span in execution order. [`time::breakdown`]
+//! says where one steady iteration's time goes.
 
 pub mod html;
 pub mod perfetto;
+pub mod time;
 
 use crate::analysis::{Analysis, CandidateRow, Decision};
 use crate::model::{BufId, Model, OpKind, Step};
@@ -55,6 +62,16 @@ pub struct Span {
     /// The staging buffer a host access touched (its number, `#n`); 0 for other spans.
     #[serde(skip_serializing_if = "is_zero_usize")]
     pub buffer: usize,
+    /// Host time (ns since the trace began) of its start and end: absent in traces without
+    /// time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t0: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t1: Option<f64>,
+    /// How a submission's or command's time was found (`gpu`, `gpu-aligned`, `host`:
+    /// [`crate::timing::Source`]); empty for the host's own spans.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub timing: String,
 }
 
 fn is_zero_usize(n: &usize) -> bool {
@@ -74,6 +91,9 @@ fn is_zero(n: &u64) -> bool {
 pub struct Mark {
     pub lane: u32,
     pub seq: u64,
+    /// Host time of the record (ns since the trace began), where the trace has times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t: Option<f64>,
     /// `fence`, `idle`, `semaphore` (host observed a value), `wait` (a submission waits on a
     /// semaphore), `signal` (the host signaled one), `decided`.
     pub kind: String,
@@ -140,6 +160,17 @@ pub struct RunView {
     pub stretch: Vec<(u64, f64)>,
     /// Where elided copies come from: `the plan P` or `the analysis of this trace`.
     pub plan_source: String,
+    /// The trace has host times: the page opens on the time axis.
+    pub timed: bool,
+    /// The host time of the trace's last record (ns).
+    pub last_t: f64,
+    /// The steady iteration in host time (ns), when the run repeats and has times.
+    pub iteration_t: Option<(f64, f64)>,
+    /// Where that iteration's time goes.
+    pub breakdown: Option<time::Breakdown>,
+    /// What the timing facts were taken from (not for the page's data).
+    #[serde(skip)]
+    pub facts: time::Facts,
     pub pairs: Vec<Pair>,
     pub totals: Totals,
     pub notes: Vec<String>,
@@ -176,6 +207,11 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
             Some((_, p)) => format!("the plan {p}"),
             None => "the analysis of this trace (no --plan given)".into(),
         },
+        timed: false,
+        last_t: 0.0,
+        iteration_t: None,
+        breakdown: None,
+        facts: time::Facts::default(),
         pairs: Vec::new(),
         totals: Totals {
             copies: a.copies.copies,
@@ -200,8 +236,13 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
             trace
         };
         let m = Model::build(t);
+        let tm = crate::timing::Timing::build(t, &m);
         v.last_seq = v.last_seq.max(m.last_seq);
-        let it = device_lanes(&mut v, t, &m, d, multi, plan, a);
+        v.timed = tm.timed && (v.timed || d == devices[0]);
+        v.last_t = v.last_t.max(tm.last_t as f64);
+        v.notes.extend(tm.notes.iter().cloned());
+        let it = device_lanes(&mut v, t, &m, &tm, d, multi, plan, a);
+        v.facts.absorb(tm);
         if let Some((n, range)) = it {
             if best_iteration.is_none_or(|(b, _)| n > b) {
                 best_iteration = Some((n, range));
@@ -209,6 +250,20 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
         }
     }
     v.iteration = best_iteration.map(|(_, r)| r);
+    if !v.timed {
+        // A trace without times (recorded before issue 47), or a device without them: event
+        // order only.
+        for s in &mut v.spans {
+            (s.t0, s.t1) = (None, None);
+        }
+        for m in &mut v.marks {
+            m.t = None;
+        }
+    } else if let Some((lo, hi)) = v.iteration {
+        v.iteration_t = v.facts.at(lo).zip(v.facts.at(hi));
+        let groups: Vec<(u32, u32)> = plan.groups.iter().map(|g| (g.id, g.device_index)).collect();
+        v.breakdown = time::breakdown(&v.facts, &groups, (lo, hi));
+    }
     v.thin(MAX_SPANS);
     v.widen_submissions();
     if let Some((lo, hi)) = v.iteration {
@@ -232,6 +287,7 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
             v.marks.push(Mark {
                 lane: 0,
                 seq: *e,
+                t: v.facts.at(*e),
                 kind: "decided".into(),
                 label: format!("pair {}: {}", i + 1, condition.as_str()),
             });
@@ -298,14 +354,24 @@ fn pair(number: usize, c: &CandidateRow) -> Pair {
     }
 }
 
-/// The groups of `plan` on device `d` as model buffers: `(staging, device) → (delta, direction)`.
-fn elided_pairs(m: &Model, plan: &Plan, d: u32) -> HashMap<(BufId, BufId), (i64, Direction)> {
+/// The groups of `plan` on device `d` as model buffers: `(staging, device) → (delta, direction,
+/// group index)`.
+fn elided_pairs(
+    m: &Model,
+    plan: &Plan,
+    d: u32,
+) -> HashMap<(BufId, BufId), (i64, Direction, usize)> {
     let mut by_key: HashMap<&crate::trace::ObjectKey, Vec<BufId>> = HashMap::new();
     for (i, b) in m.buffers.iter().enumerate() {
         by_key.entry(&b.key).or_default().push(i);
     }
     let mut out = HashMap::new();
-    for g in plan.groups.iter().filter(|g| g.device_index == d) {
+    for (gi, g) in plan
+        .groups
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| g.device_index == d)
+    {
         let Some(devs) = by_key.get(&g.device.key) else {
             continue;
         };
@@ -315,7 +381,7 @@ fn elided_pairs(m: &Model, plan: &Plan, d: u32) -> HashMap<(BufId, BufId), (i64,
             };
             for &s in stags {
                 for &dv in devs {
-                    out.insert((s, dv), (mem.delta, g.direction));
+                    out.insert((s, dv), (mem.delta, g.direction, gi));
                 }
             }
         }
@@ -325,35 +391,49 @@ fn elided_pairs(m: &Model, plan: &Plan, d: u32) -> HashMap<(BufId, BufId), (i64,
 
 /// Whether a copy between a planned pair is a self-copy once they share memory (byte `i` of the
 /// device buffer is byte `i + delta` of the staging buffer): what enforce drops.
+#[cfg(test)]
 fn is_self_copy(
-    pairs: &HashMap<(BufId, BufId), (i64, Direction)>,
+    pairs: &HashMap<(BufId, BufId), (i64, Direction, usize)>,
     src: BufId,
     dst: BufId,
     regions: &[crate::trace::CopyRegion],
 ) -> bool {
-    let (delta, staging_is_src) = if let Some(&(d, _)) = pairs.get(&(src, dst)) {
-        (d, true)
-    } else if let Some(&(d, _)) = pairs.get(&(dst, src)) {
-        (d, false)
+    elided_by(pairs, src, dst, regions).is_some()
+}
+
+/// The group (index into the plan's groups) whose sharing makes this copy a self-copy, if any.
+fn elided_by(
+    pairs: &HashMap<(BufId, BufId), (i64, Direction, usize)>,
+    src: BufId,
+    dst: BufId,
+    regions: &[crate::trace::CopyRegion],
+) -> Option<usize> {
+    let (delta, staging_is_src, group) = if let Some(&(d, _, g)) = pairs.get(&(src, dst)) {
+        (d, true, g)
+    } else if let Some(&(d, _, g)) = pairs.get(&(dst, src)) {
+        (d, false, g)
     } else {
-        return false;
+        return None;
     };
-    regions.iter().all(|r| {
+    let all = regions.iter().all(|r| {
         let (s_off, d_off) = if staging_is_src {
             (r.src_offset as i128, r.dst_offset as i128)
         } else {
             (r.dst_offset as i128, r.src_offset as i128)
         };
         s_off == d_off + delta as i128
-    })
+    });
+    all.then_some(group)
 }
 
 /// Lanes, spans and marks of one device; returns the steady iteration found on its busiest
 /// queue, with that queue's submission count.
+#[allow(clippy::too_many_arguments)]
 fn device_lanes(
     v: &mut RunView,
     t: &Trace,
     m: &Model,
+    tm: &crate::timing::Timing,
     d: u32,
     multi: bool,
     plan: &Plan,
@@ -372,12 +452,29 @@ fn device_lanes(
             queues.push(s.queue);
         }
     }
-    let host_lane = v.lanes.len() as u32;
-    v.lanes.push(Lane {
-        name: format!("host: waits{dev}"),
-        kind: "host".into(),
-        rows: 1,
-    });
+    // One lane per host thread that waited or observed something (in order of first record).
+    let mut thread_lane: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut threads: Vec<u32> = Vec::new();
+    for r in &t.records {
+        if is_observation(&r.event) && !threads.contains(&r.thread) {
+            threads.push(r.thread);
+        }
+    }
+    if threads.is_empty() {
+        threads.push(0);
+    }
+    for th in &threads {
+        thread_lane.insert(*th, v.lanes.len() as u32);
+        v.lanes.push(Lane {
+            name: if *th == 0 {
+                format!("host: waits{dev}")
+            } else {
+                format!("host thread {th}: waits{dev}")
+            },
+            kind: "host".into(),
+            rows: 1,
+        });
+    }
     let mut lane_of: HashMap<u64, u32> = HashMap::new();
     for (i, q) in queues.iter().enumerate() {
         lane_of.insert(*q, v.lanes.len() as u32);
@@ -387,6 +484,7 @@ fn device_lanes(
             rows: 1,
         });
     }
+    let at = |seq: u64| tm.at(seq);
     // Submissions, stacked in rows where they overlap on one queue.
     let mut row_ends: HashMap<u64, Vec<f64>> = HashMap::new();
     let mut signatures: HashMap<u64, Vec<(usize, String)>> = HashMap::new();
@@ -394,6 +492,7 @@ fn device_lanes(
         let lane = lane_of[&s.queue];
         let start = s.seq as f64;
         let end = s.completed.unwrap_or(m.last_seq.max(s.seq + 1)) as f64;
+        let span_t = tm.submission(s.seq, s.completed);
         let ends = row_ends.entry(s.queue).or_default();
         let row = match ends.iter().position(|&e| e <= start) {
             Some(r) => {
@@ -415,24 +514,39 @@ fn device_lanes(
             end,
             kind: "submit".into(),
             label: format!(
-                "submission at event {}{}: {} command{}",
+                "submission at event {}{}: {} command{}{}",
                 s.seq,
                 match s.completed {
                     Some(c) => format!(", observed complete at event {c}"),
                     None => ", never observed complete".into(),
                 },
                 ops.len(),
-                if ops.len() == 1 { "" } else { "s" }
+                if ops.len() == 1 { "" } else { "s" },
+                match span_t {
+                    Some(x) => format!(
+                        "; {} ({})",
+                        crate::timing::human_ns(x.len()),
+                        x.source.words()
+                    ),
+                    None => String::new(),
+                }
             ),
             seq: s.seq,
             count: 1,
             bytes: 0,
             buffer: 0,
+            t0: span_t.map(|x| x.begin),
+            t1: span_t.map(|x| x.end),
+            timing: span_t.map_or(String::new(), |x| source_key(x.source)),
         });
+        if let Some(x) = span_t {
+            v.facts.submission(s.seq, x);
+        }
         for w in &s.waits {
             v.marks.push(Mark {
                 lane,
                 seq: s.seq,
+                t: span_t.map(|x| x.begin),
                 kind: "wait".into(),
                 label: format!(
                     "submission at event {} waits on semaphore {:#x}{}",
@@ -447,15 +561,20 @@ fn device_lanes(
             });
         }
         // Its commands, in execution order, sharing the span; identical neighbours merged.
-        let mut items: Vec<(String, String, u64)> = Vec::new();
-        let mut counts: Vec<u64> = Vec::new();
+        let mut items: Vec<Item> = Vec::new();
         let mut sig = String::new();
         let mut prev_use: Option<u64> = None;
         for op in &ops {
             let (kind, label, bytes) = match &op.kind {
                 OpKind::Copy { src, dst, regions } => {
                     let bytes: u64 = regions.iter().map(|r| r.size).sum();
-                    let elided = is_self_copy(&elide, *src, *dst, regions);
+                    let group = elided_by(&elide, *src, *dst, regions);
+                    let elided = group.is_some();
+                    if let Some(x) = tm.copies.get(&(s.seq, op.recorded)) {
+                        v.facts.copy(s.seq, group, *x, bytes);
+                    } else if span_t.is_some() {
+                        v.facts.unmeasured_copy(s.seq, group);
+                    }
                     let label = format!(
                         "{} copy #{} → #{} ({})",
                         if elided { "elided" } else { "kept" },
@@ -496,52 +615,86 @@ fn device_lanes(
             if let (OpKind::Use { buffer, .. }, Some(prev)) = (&op.kind, prev_use) {
                 if prev == op.recorded {
                     if let Some(last) = items.last_mut() {
-                        last.1
+                        last.label
                             .push_str(&format!(", #{}", m.buffers[*buffer].number));
                         continue;
                     }
                 }
             }
             prev_use = matches!(op.kind, OpKind::Use { .. }).then_some(op.recorded);
-            match items.last() {
-                Some((pk, pl, _)) if pk == kind && *pl == label => {
-                    let last = items.len() - 1;
-                    counts[last] += 1;
-                    items[last].2 += bytes;
+            let time = matches!(op.kind, OpKind::Copy { .. })
+                .then(|| tm.copies.get(&(s.seq, op.recorded)).copied())
+                .flatten();
+            match items.last_mut() {
+                Some(it) if it.kind == kind && it.label == label => {
+                    it.count += 1;
+                    it.bytes += bytes;
+                    it.time = match (it.time, time) {
+                        (Some(p), Some(x)) => Some(crate::timing::TimeSpan {
+                            begin: p.begin.min(x.begin),
+                            end: p.end.max(x.end),
+                            source: x.source,
+                        }),
+                        _ => None,
+                    };
                 }
-                _ => {
-                    items.push((kind.into(), label, bytes));
-                    counts.push(1);
-                }
+                _ => items.push(Item {
+                    kind: kind.into(),
+                    label,
+                    bytes,
+                    count: 1,
+                    time,
+                }),
             }
         }
         signatures.entry(s.queue).or_default().push((si, sig));
+        let times = place_in(span_t, &items);
         let n = items.len().max(1) as f64;
         let w = (end - start) / n;
-        for (k, ((kind, label, bytes), count)) in items.into_iter().zip(counts).enumerate() {
-            if kind == "elided" {
-                v.totals.elided_copies += count;
-                v.totals.elided_bytes += bytes;
+        for (k, (it, tt)) in items.into_iter().zip(times).enumerate() {
+            if it.kind == "elided" {
+                v.totals.elided_copies += it.count;
+                v.totals.elided_bytes += it.bytes;
             }
             v.spans.push(Span {
                 lane,
                 row: row as u32,
                 start: start + w * k as f64,
                 end: start + w * (k + 1) as f64,
-                label: if count > 1 {
-                    format!("{label} ×{count}")
-                } else {
-                    label
-                },
-                kind,
+                label: format!(
+                    "{}{}{}",
+                    it.label,
+                    if it.count > 1 {
+                        format!(" ×{}", it.count)
+                    } else {
+                        String::new()
+                    },
+                    match (&it.time, &tt) {
+                        (Some(x), _) => format!(
+                            "; {} ({})",
+                            crate::timing::human_ns(x.len()),
+                            x.source.words()
+                        ),
+                        (None, Some((b, e, _))) => format!(
+                            "; about {} (not measured: a share of its submission's time)",
+                            crate::timing::human_ns(e - b)
+                        ),
+                        _ => String::new(),
+                    }
+                ),
+                kind: it.kind,
                 seq: s.seq,
-                count,
-                bytes,
+                count: it.count,
+                bytes: it.bytes,
                 buffer: 0,
+                t0: tt.as_ref().map(|x| x.0),
+                t1: tt.as_ref().map(|x| x.1),
+                timing: tt.map_or(String::new(), |x| x.2),
             });
         }
     }
-    // The host's observations.
+    // The host's observations, on the lane of the thread that made them; a wait also as a span
+    // of the time it took.
     for r in &t.records {
         let (kind, label) = match &r.event {
             Event::FenceSignaled { fences } => (
@@ -571,12 +724,53 @@ fn device_lanes(
             ),
             _ => continue,
         };
+        let lane = thread_lane
+            .get(&r.thread)
+            .or_else(|| thread_lane.values().next())
+            .copied()
+            .unwrap_or(0);
+        let waited = tm.waits.get(&r.seq).copied();
         v.marks.push(Mark {
-            lane: host_lane,
+            lane,
             seq: r.seq,
+            t: at(r.seq),
             kind: kind.into(),
-            label: format!("{label} (event {})", r.seq),
+            label: format!(
+                "{label} (event {}{})",
+                r.seq,
+                match waited {
+                    Some(w) => format!(", after waiting {}", crate::timing::human_ns(w as f64)),
+                    None => String::new(),
+                }
+            ),
         });
+        if let (Some(w), Some(end)) = (waited, at(r.seq)) {
+            v.facts.wait(r.seq, end - w as f64, end);
+            v.spans.push(Span {
+                lane,
+                row: 0,
+                start: r.seq as f64 - 0.5,
+                end: r.seq as f64,
+                kind: "wait".into(),
+                label: format!(
+                    "the host waits {} in {} (event {})",
+                    crate::timing::human_ns(w as f64),
+                    match &r.event {
+                        Event::FenceSignaled { .. } => "vkWaitForFences",
+                        Event::SemaphoreReached { .. } => "vkWaitSemaphores",
+                        _ => label.as_str(),
+                    },
+                    r.seq
+                ),
+                seq: r.seq,
+                count: 1,
+                bytes: 0,
+                buffer: 0,
+                t0: Some(end - w as f64),
+                t1: Some(end),
+                timing: String::new(),
+            });
+        }
     }
     // Host accesses to the staging buffers of candidate pairs and planned groups, each a span
     // to the next submission (the end of the host's window): one lane per device buffer they
@@ -632,6 +826,11 @@ fn device_lanes(
                     continue;
                 }
             }
+            let t_end = at(end).or(if end >= m.last_seq {
+                Some(tm.last_t as f64)
+            } else {
+                None
+            });
             spans.push(Span {
                 lane: 0,
                 row: 0,
@@ -650,6 +849,9 @@ fn device_lanes(
                 count: 1,
                 bytes: 0,
                 buffer: number,
+                t0: at(*seq),
+                t1: t_end,
+                timing: String::new(),
             });
         }
         if spans.len() > first {
@@ -700,6 +902,93 @@ fn device_lanes(
     // command lists, from the completion before it to its last completion.
     let (_, subs) = signatures.iter().max_by_key(|(_, s)| s.len())?;
     steady(m, subs).map(|r| (subs.len(), r))
+}
+
+/// A host completion observation or host signal (drawn on its thread's lane).
+fn is_observation(e: &Event) -> bool {
+    matches!(
+        e,
+        Event::FenceSignaled { .. }
+            | Event::QueueWaitIdle { .. }
+            | Event::DeviceWaitIdle
+            | Event::SemaphoreReached { .. }
+            | Event::SemaphoreSignal { .. }
+    )
+}
+
+/// One command (or run of identical neighbours) of a submission as drawn.
+struct Item {
+    kind: String,
+    label: String,
+    bytes: u64,
+    count: u64,
+    /// Its GPU time, when every command in it was measured.
+    time: Option<crate::timing::TimeSpan>,
+}
+
+fn source_key(s: crate::timing::Source) -> String {
+    match s {
+        crate::timing::Source::Gpu => "gpu",
+        crate::timing::Source::GpuAligned => "gpu-aligned",
+        crate::timing::Source::Host => "host",
+    }
+    .into()
+}
+
+/// The time of each command of a submission spanning `sub`: a measured one its own GPU time;
+/// the others, in order, share equally the time between the measured ones around them (the
+/// submission's begin and end at the edges). `(begin, end, timing)`.
+fn place_in(
+    sub: Option<crate::timing::TimeSpan>,
+    items: &[Item],
+) -> Vec<Option<(f64, f64, String)>> {
+    let Some(sub) = sub else {
+        return items.iter().map(|_| None).collect();
+    };
+    let mut out: Vec<Option<(f64, f64, String)>> = items
+        .iter()
+        .map(|it| {
+            it.time.map(|x| {
+                (
+                    x.begin.clamp(sub.begin, sub.end),
+                    x.end.clamp(sub.begin, sub.end),
+                    source_key(x.source),
+                )
+            })
+        })
+        .collect();
+    let mut i = 0;
+    while i < items.len() {
+        if out[i].is_some() {
+            i += 1;
+            continue;
+        }
+        let j = (i..items.len())
+            .find(|&k| out[k].is_some())
+            .unwrap_or(items.len());
+        let from = if i == 0 {
+            sub.begin
+        } else {
+            out[i - 1].as_ref().map_or(sub.begin, |x| x.1)
+        };
+        let to = out
+            .get(j)
+            .and_then(|x| x.as_ref().map(|x| x.0))
+            .unwrap_or(sub.end)
+            .max(from);
+        let n = (j - i) as f64;
+        for k in i..j {
+            let f = (k - i) as f64;
+            // Not measured itself: a share of the submission's time.
+            out[k] = Some((
+                from + (to - from) * f / n,
+                from + (to - from) * (f + 1.0) / n,
+                "share".to_string(),
+            ));
+        }
+        i = j;
+    }
+    out
 }
 
 /// The seq range of one steady iteration of a queue's submissions: the smallest period their
@@ -818,9 +1107,11 @@ impl RunView {
                 let (first, last) = (&run[0], &run[n - 1]);
                 let (a, b) = (first[0].seq, last[0].seq);
                 let (start, end) = (first[0].start, last[0].end);
+                let (t0, t1) = (first[0].t0, last[0].t1);
                 let mut head = first[0].clone();
                 head.start = start;
                 head.end = end;
+                (head.t0, head.t1) = (t0, t1);
                 head.count = run.iter().map(|x| x[0].count).sum();
                 head.label = format!("{n} alike, events {a}–{b} (thinned); first: {}", head.label);
                 out.push(head);
@@ -829,6 +1120,10 @@ impl RunView {
                     let mut op = first[t + 1].clone();
                     op.start = start + (end - start) * t as f64 / ops as f64;
                     op.end = start + (end - start) * (t + 1) as f64 / ops as f64;
+                    if let (Some(a), Some(b)) = (t0, t1) {
+                        op.t0 = Some(a + (b - a) * t as f64 / ops as f64);
+                        op.t1 = Some(a + (b - a) * (t + 1) as f64 / ops as f64);
+                    }
                     op.count = run.iter().map(|x| x[t + 1].count).sum();
                     op.bytes = run.iter().map(|x| x[t + 1].bytes).sum();
                     op.label = format!("{} in {n} submissions (thinned)", op.label);
@@ -928,6 +1223,9 @@ mod tests {
             count: 1,
             bytes: 0,
             buffer: 0,
+            t0: Some(start * 1000.0),
+            t1: Some(end * 1000.0),
+            timing: "gpu".into(),
         }
     }
 
@@ -957,12 +1255,18 @@ mod tests {
             marks: vec![Mark {
                 lane: 0,
                 seq: 12,
+                t: Some(12_000.0),
                 kind: "fence".into(),
                 label: "fence".into(),
             }],
             iteration: Some((9, 12)),
             stretch: Vec::new(),
             plan_source: "p".into(),
+            timed: true,
+            last_t: 20_000.0,
+            iteration_t: Some((9_000.0, 12_000.0)),
+            breakdown: None,
+            facts: Default::default(),
             pairs: Vec::new(),
             totals: Totals::default(),
             notes: Vec::new(),
@@ -988,7 +1292,10 @@ mod tests {
     #[test]
     fn only_copies_at_the_plans_offset_are_elided() {
         let mut pairs = HashMap::new();
-        pairs.insert((1usize, 0usize), (64i64, Direction::StagingIntoDevice));
+        pairs.insert(
+            (1usize, 0usize),
+            (64i64, Direction::StagingIntoDevice, 0usize),
+        );
         let r = |s, d| CopyRegion {
             src_offset: s,
             dst_offset: d,

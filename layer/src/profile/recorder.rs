@@ -30,6 +30,10 @@ use std::sync::Arc;
 /// On lavapipe the driver's CPU threads then fault too ("the detector has teeth" test).
 pub const TEST_NO_DOUBLE_MAP: &str = "VK_ECHO_TEST_NO_DOUBLE_MAP";
 
+/// Test-only switch (environment only): no GPU timestamps (`gputime.rs`), to measure what they
+/// cost against the same profile run without them.
+pub const TEST_NO_GPU_TIME: &str = "VK_ECHO_TEST_NO_GPU_TIME";
+
 /// One buffer descriptor as written into a set.
 #[derive(Clone, Copy, Debug)]
 struct Desc {
@@ -127,6 +131,8 @@ pub struct Profiler {
     /// Candidates whose host accesses cannot be seen (their allocation could not be
     /// double-mapped, or protecting them failed): recorded once each as `Unvalidated`.
     unvalidated: HandleSet<u64>,
+    /// GPU timestamps (issue 47), where the device has them.
+    gpu: Option<super::gputime::GpuTimer>,
 }
 
 /// Candidate buffer → creation index of its device: the guard's records are process-wide, and
@@ -272,6 +278,12 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         importing: HandleMap::default(),
         candidates_total: AtomicUsize::new(0),
         unvalidated: HandleSet::default(),
+        gpu: if env(TEST_NO_GPU_TIME).is_some_and(|v| v == "1") {
+            log::warn!("{TEST_NO_GPU_TIME}=1 (test only): no GPU timestamps");
+            None
+        } else {
+            super::gputime::GpuTimer::new(dev, sink, dev.index)
+        },
     };
     let validation = match (validate, double_map) {
         (false, _) => "off",
@@ -310,6 +322,12 @@ impl Import {
 }
 
 impl Profiler {
+    /// GPU timestamps (issue 47), where the device has them.
+    #[inline]
+    pub fn gpu(&self) -> Option<&super::gputime::GpuTimer> {
+        self.gpu.as_ref()
+    }
+
     #[inline]
     fn on(&self) -> bool {
         self.sink.is_active()
@@ -698,6 +716,9 @@ impl Profiler {
     }
 
     pub fn on_reset(&self, cmds: &[u64]) {
+        if let Some(g) = &self.gpu {
+            g.on_reset(cmds);
+        }
         for c in cmds {
             self.cmds.remove(c);
             if self.on() {
@@ -707,6 +728,9 @@ impl Profiler {
     }
 
     pub fn on_free(&self, cmds: &[u64]) {
+        if let Some(g) = &self.gpu {
+            g.on_reset(cmds);
+        }
         for c in cmds {
             self.cmds.remove(c);
             if self.on() {
@@ -779,6 +803,9 @@ impl Profiler {
 
     /// `vkCmdExecuteCommands`: the secondaries' recorded uses run here when `cmd` is submitted.
     pub fn on_execute(&self, cmd: u64, secondaries: Vec<u64>) {
+        if let Some(g) = &self.gpu {
+            g.on_execute(cmd, &secondaries);
+        }
         if self.on() && !secondaries.is_empty() {
             self.rec(Event::CmdExecute { cmd, secondaries });
         }
@@ -1241,6 +1268,8 @@ impl Profiler {
     /// A host completion observation made by a wait that took `waited` nanoseconds (`None`:
     /// not a wait), then a new window.
     pub fn observed_after(&self, dev: &Device, event: Event, waited: Option<u64>) {
+        // The submissions it shows complete have their GPU times read (after its record).
+        let seen = self.gpu.as_ref().map(|_| event.clone());
         if self.on() {
             match waited {
                 Some(d) => {
@@ -1250,6 +1279,9 @@ impl Profiler {
                     self.rec(event);
                 }
             }
+        }
+        if let (Some(g), Some(e)) = (&self.gpu, &seen) {
+            g.observed(e);
         }
         self.window(dev);
     }
@@ -1575,6 +1607,9 @@ impl Profiler {
                 s.rearms_skipped,
                 s.unwatched
             );
+        }
+        if let Some(g) = &self.gpu {
+            g.on_destroy_device();
         }
         if self.on() {
             self.rec(Event::DeviceDestroy {
