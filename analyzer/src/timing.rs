@@ -307,6 +307,23 @@ mod tests {
         assert!(tm.notes.is_empty(), "{:?}", tm.notes);
     }
 
+    /// The check has teeth: a device time that cannot fit between submission and observed
+    /// completion (here: 10 µs of GPU work the host saw done after 4 µs) is said, not hidden.
+    #[test]
+    fn device_times_that_cannot_fit_the_observations_are_noted() {
+        let t = trace(vec![
+            submit(1, 1_000),
+            fence(2, 5_000),
+            gpu(3, 5_100, 1, 50_000, 60_000, GpuClock::Device),
+        ]);
+        let m = Model::build(&t);
+        let tm = Timing::build(&t, &m);
+        assert_eq!(tm.notes.len(), 1, "{:?}", tm.notes);
+        assert!(tm.notes[0].contains("6.0 µs too long"), "{:?}", tm.notes);
+        // Placed at the earliest offset all the same: it begins at its submission.
+        assert_eq!(tm.submissions[&1].begin, 1_000.0);
+    }
+
     #[test]
     fn host_clock_is_taken_as_it_is_and_missing_gpu_time_spans_to_the_observation() {
         let t = trace(vec![
