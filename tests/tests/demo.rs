@@ -83,7 +83,9 @@ fn demo_profiles_analyzes_and_enforces_with_identical_output() {
     // Issue 47: what the groups' copies took of an iteration in the profiled run.
     let time = saxpy["copy_time"].as_str().unwrap_or_default();
     assert!(
-        time.starts_with("profiled run: the groups' ") && time.contains(" of a ") && time.contains('%'),
+        time.starts_with("profiled run: the groups' ")
+            && time.contains(" of a ")
+            && time.contains('%'),
         "{saxpy}"
     );
     let has = |r: &Value, cond: &str| r["rejected"].as_array().unwrap().iter().any(|c| c == cond);

@@ -1269,7 +1269,11 @@ impl Profiler {
     /// not a wait), then a new window.
     pub fn observed_after(&self, dev: &Device, event: Event, waited: Option<u64>) {
         // The submissions it shows complete have their GPU times read (after its record).
-        let seen = self.gpu.as_ref().map(|_| event.clone());
+        let seen = self
+            .gpu
+            .as_ref()
+            .filter(|g| g.watching())
+            .map(|_| event.clone());
         if self.on() {
             match waited {
                 Some(d) => {
@@ -1395,8 +1399,16 @@ impl Profiler {
                 }
             }
         }
-        // The window's number, taken before any arm: a fault in it sorts after its record.
-        let mark = sink::stamp();
+        // The window's number, taken before any arm: a fault in it sorts after its record (its
+        // time only when the record is written: one clock read per record).
+        let mark = if sampling {
+            sink::stamp()
+        } else {
+            sink::Stamp {
+                seq: sink::next_seq(),
+                t: 0,
+            }
+        };
         let this_window = self.window_count.fetch_add(1, Ordering::Relaxed);
         let mut unobserved = Vec::new();
         let all: Vec<u64> = self.candidates.iter().map(|b| *b).collect();

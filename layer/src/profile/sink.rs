@@ -677,6 +677,27 @@ mod tests {
         println!("CHILD-OK");
     }
 
+    /// The host's clock as records read it: monotonic, from the trace's origin, and what one
+    /// read costs natively (callgrind does not see the vDSO; tests/tests/costs.rs counts the
+    /// rest).
+    #[test]
+    fn host_time_cost() {
+        start_clock();
+        let n = 1_000_000u64;
+        let t0 = std::time::Instant::now();
+        let mut last = 0;
+        for _ in 0..n {
+            let t = host_time_ns();
+            assert!(t >= last, "the clock went back from {last} to {t}");
+            last = t;
+        }
+        let per = t0.elapsed().as_nanos() as f64 / n as f64;
+        eprintln!("host_time_ns: {per:.1} ns per read (native)");
+        assert!(per < 2_000.0, "{per} ns per clock read");
+        let s = stamp();
+        assert!(s.t >= last && s.seq > 0);
+    }
+
     #[test]
     fn record_cost_is_small() {
         let dir = tmpdir("cost");

@@ -423,6 +423,9 @@ impl GpuTimer {
         submits: *const vk::SubmitInfo<'_>,
     ) -> Wrapped {
         let infos = crate::records::slice(submits, count);
+        if infos.iter().all(|s| s.command_buffer_count == 0) {
+            return Wrapped::nothing(queue, seq); // no GPU work to time
+        }
         let cbs: Vec<Vec<vk::CommandBuffer>> = infos
             .iter()
             .map(|s| crate::records::slice(s.p_command_buffers, s.command_buffer_count).to_vec())
@@ -472,6 +475,9 @@ impl GpuTimer {
         submits: *const vk::SubmitInfo2<'_>,
     ) -> Wrapped {
         let infos = crate::records::slice(submits, count);
+        if infos.iter().all(|s| s.command_buffer_info_count == 0) {
+            return Wrapped::nothing(queue, seq); // no GPU work to time
+        }
         let cbs: Vec<Vec<vk::CommandBuffer>> = infos
             .iter()
             .map(|s| {
@@ -544,13 +550,8 @@ impl GpuTimer {
         signals: Vec<(u64, u64)>,
     ) -> Wrapped {
         let mut w = Wrapped {
-            queue,
-            seq,
-            slot: None,
-            cmds: Vec::new(),
             signals,
-            v1: None,
-            v2: None,
+            ..Wrapped::nothing(queue, seq)
         };
         if !self.on() {
             return w;
@@ -603,6 +604,9 @@ impl GpuTimer {
 
     /// After the submission went down (`ok`: it succeeded), with the application's fence.
     pub fn submitted(&self, w: Wrapped, fence: u64, ok: bool) {
+        if w.slot.is_none() && w.cmds.is_empty() && !self.queues.contains_key(&w.queue) {
+            return;
+        }
         let q = self.queues.get(&w.queue).map(|q| q.clone());
         if !ok {
             self.unsubmit(&w);
@@ -637,9 +641,14 @@ impl GpuTimer {
         }
     }
 
+    /// Whether observations matter to it (some queue has been timed).
+    pub fn watching(&self) -> bool {
+        !self.queues.is_empty()
+    }
+
     /// A host completion observation: the submissions it shows complete are read back.
     pub fn observed(&self, event: &Event) {
-        if !self.on() {
+        if !self.on() || self.queues.is_empty() {
             return;
         }
         let queues: Vec<(u64, Arc<Mutex<QueueTimer>>)> = self
@@ -847,6 +856,19 @@ struct WrappedSlot {
 }
 
 impl Wrapped {
+    /// A submission sent as the application made it.
+    fn nothing(queue: u64, seq: u64) -> Wrapped {
+        Wrapped {
+            queue,
+            seq,
+            slot: None,
+            cmds: Vec::new(),
+            signals: Vec::new(),
+            v1: None,
+            v2: None,
+        }
+    }
+
     /// The submit infos to send instead of the application's (`vkQueueSubmit`).
     pub fn v1(&self) -> Option<(u32, *const vk::SubmitInfo<'static>)> {
         self.v1.as_ref().map(|(_, s)| (s.len() as u32, s.as_ptr()))
