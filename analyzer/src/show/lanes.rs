@@ -634,10 +634,10 @@ fn place_in(
             .unwrap_or(sub.end)
             .max(from);
         let n = (j - i) as f64;
-        for k in i..j {
-            let f = (k - i) as f64;
+        for (f, slot) in out[i..j].iter_mut().enumerate() {
+            let f = f as f64;
             // Not measured itself: a share of the submission's time.
-            out[k] = Some((
+            *slot = Some((
                 from + (to - from) * f / n,
                 from + (to - from) * (f + 1.0) / n,
                 "share".to_string(),
@@ -687,4 +687,61 @@ fn steady(m: &Model, subs: &[(usize, String)]) -> Option<(u64, u64)> {
     let l = sub(last);
     let to = l.completed.unwrap_or(m.last_seq);
     (to > from).then_some((from, to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timing::{Source, TimeSpan};
+
+    fn item(time: Option<(f64, f64)>) -> Item {
+        Item {
+            kind: "copy".into(),
+            label: String::new(),
+            bytes: 0,
+            count: 1,
+            time: time.map(|(begin, end)| TimeSpan {
+                begin,
+                end,
+                source: Source::Gpu,
+            }),
+        }
+    }
+
+    /// Measured copies keep their times; the commands between share the gap, those at the
+    /// edges the time to the submission's begin or end.
+    #[test]
+    fn unmeasured_commands_share_the_time_between_measured_ones() {
+        let sub = TimeSpan {
+            begin: 0.0,
+            end: 100.0,
+            source: Source::Gpu,
+        };
+        let items = [
+            item(None),
+            item(Some((10.0, 20.0))),
+            item(None),
+            item(None),
+            item(Some((60.0, 90.0))),
+            item(None),
+        ];
+        let t: Vec<(f64, f64, String)> = place_in(Some(sub), &items)
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        let ends: Vec<(f64, f64)> = t.iter().map(|x| (x.0, x.1)).collect();
+        assert_eq!(
+            ends,
+            vec![
+                (0.0, 10.0),
+                (10.0, 20.0),
+                (20.0, 40.0),
+                (40.0, 60.0),
+                (60.0, 90.0),
+                (90.0, 100.0)
+            ]
+        );
+        assert_eq!((t[1].2.as_str(), t[2].2.as_str()), ("gpu", "share"));
+        assert!(place_in(None, &items).iter().all(Option::is_none));
+    }
 }
