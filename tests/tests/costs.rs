@@ -16,6 +16,11 @@
 //! buffers below `min_bytes` need no call-site identity), and command-buffer recording at most
 //! 2× no layer in all.
 //! The table is printed (`scripts/costs.sh`) and kept in bench/RESULTS.md.
+//!
+//! Profile mode's time (issue 47), in `profile_time_instruction_costs`: one host-clock read per
+//! record, at most [`HOST_TIME_PER_EVENT`] instructions a read, and at most
+//! [`GPU_TIME_PER_SUBMISSION`] of echo's instructions added to a submission with GPU work by its
+//! GPU timestamps.
 
 use echo_tests::callgrind::{calls_to, release_layer, self_cost_by_object, use_release_layer};
 use echo_tests::world::{Layers, World};
