@@ -1,5 +1,6 @@
 //! Compiles `shaders/*.comp` (GLSL) to SPIR-V in OUT_DIR with glslangValidator (Debian package
-//! `glslang-tools`, as for the samples), for the test programs in src/bin and tests/c; and the C
+//! `glslang-tools`, as for the samples), for the test programs in src/bin and tests/c, and the
+//! graphics shaders `shaders/*.vert|frag` into C headers the corpus includes; and the C
 //! corpus `c/*.c` (issue 11) with the system C compiler into OUT_DIR, each linked with plain
 //! `-lvulkan` (not dlopen: the loader's symbols in the global scope is the point of the corpus),
 //! plus the `cc-args:` / `link-args:` a source names; c_vkfft (issue 26) against a patched copy
@@ -43,8 +44,45 @@ fn main() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+    build_shader_headers(&tool, &dir, &out.join("spv"));
     build_c(&out);
     build_c_layers(&out);
+}
+
+/// The C corpus's graphics shaders, `shaders/*.vert` and `shaders/*.frag`, compiled into C
+/// headers `OUT_DIR/spv/<stem>_<ext>.h` that define `const uint32_t <stem>_<ext>[]`
+/// (`glslangValidator --vn`): c_draw.vert → `c_draw_vert.h` with `c_draw_vert[]`. The programs
+/// include them (`build_c` adds `-I OUT_DIR/spv`), so a graphics program needs no SPIR-V path.
+fn build_shader_headers(tool: &str, dir: &std::path::Path, spv_dir: &std::path::Path) {
+    std::fs::create_dir_all(spv_dir).expect("create OUT_DIR/spv");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.expect("read_dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vert" || x == "frag"))
+        .collect();
+    sources.sort();
+    for src in sources {
+        println!("cargo:rerun-if-changed={}", src.display());
+        let stem = src.file_stem().unwrap().to_string_lossy();
+        let ext = src.extension().unwrap().to_string_lossy();
+        let var = format!("{stem}_{ext}");
+        let header = spv_dir.join(format!("{var}.h"));
+        let o = Command::new(tool)
+            .args(["-V", "--target-env", "vulkan1.0", "--vn", &var, "-o"])
+            .arg(&header)
+            .arg(&src)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run `{tool}` (install glslang-tools or set GLSLANG_VALIDATOR): {e}")
+            });
+        assert!(
+            o.status.success(),
+            "{tool} failed on {}:\n{}{}",
+            src.display(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
 
 /// `c/layers/*.c` → `OUT_DIR/libVkLayer_echo_<stem>.so`: test-only layers written in C (issue 23:
@@ -119,6 +157,9 @@ fn build_c(out: &std::path::Path) {
                 .collect()
         };
         let mut cc_args = extra("cc-args:");
+        // The graphics shaders' headers (`build_shader_headers`).
+        cc_args.push("-I".into());
+        cc_args.push(out.join("spv").display().to_string());
         if text.contains("#include <vkFFT.h>") {
             match vkfft_header(out) {
                 Some(dir) => {

@@ -20,9 +20,14 @@ use std::io::BufRead;
 /// the trace (it would take those windows as free of host access). Version 4 (issue 32) added
 /// [`Event::Aside`] and [`Event::BindImage`]: a layer that wrote an older trace did not see the
 /// commands it did not hook, so the analysis refuses every pair of such a trace (evidence).
-pub const TRACE_VERSION: u32 = 4;
-/// The first trace format version whose layer saw every command that can reach memory.
-pub const TRACE_VERSION_COMPLETE: u32 = 4;
+/// Version 5 (issue 44) restates the descriptors of update-after-bind, update-unused-while-pending
+/// and partially-bound bindings at every submission ([`Event::CmdLateUse`]): an older layer
+/// recorded them as they stood at recording, which is not what the GPU reads when the set is
+/// updated after the command buffer was recorded, so older traces are refused the same way.
+pub const TRACE_VERSION: u32 = 5;
+/// The first trace format version whose layer saw every command that can reach memory, and
+/// every descriptor as the GPU reads it.
+pub const TRACE_VERSION_COMPLETE: u32 = 5;
 /// The oldest trace format version this build reads.
 pub const TRACE_VERSION_MIN: u32 = 1;
 /// The value of [`Header::format`].
@@ -333,6 +338,19 @@ pub enum Event {
     CmdUse {
         cmd: u64,
         command: String,
+        uses: Vec<BufferUse>,
+        /// The command also reads descriptors of bindings the GPU takes as they stand at
+        /// submission (update-after-bind, update-unused-while-pending, partially bound): a
+        /// [`Event::CmdLateUse`] with this id before every submission of `cmd` says which
+        /// buffers they name then. Added in version 5.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        late: Option<u64>,
+    },
+    /// Written right before a submission: the buffers the late bindings of the recorded command
+    /// `late` (a [`Event::CmdUse`] of a submitted command buffer, or of a secondary it executes)
+    /// name now — what the GPU reads when the submission runs.
+    CmdLateUse {
+        late: u64,
         uses: Vec<BufferUse>,
     },
     CmdBarrier {

@@ -1057,6 +1057,7 @@ fn completion_follows_semaphore_waits_across_queues() {
                 access: echo_analyzer::trace::Access::ReadWrite,
                 kind: echo_analyzer::trace::UseKind::Descriptor,
             }],
+            late: None,
         });
         let fence = 0x7000 + i;
         t.push(Event::QueueSubmit {
@@ -1161,6 +1162,7 @@ fn secondary_read_trace(execute: bool) -> T {
             access: Access::Read,
             kind: UseKind::Descriptor,
         }],
+        late: None,
     });
     t.push(Event::CmdEnd { cmd: sec });
     t.host_write(h.buf);

@@ -155,6 +155,7 @@ fn seed_sampled_two_devices() -> String {
             access: Access::Write,
             kind: UseKind::Fill,
         }],
+        late: None,
     });
     t.push(Event::CmdEnd { cmd: sec });
     for i in 0..4u64 {
@@ -204,6 +205,7 @@ fn seed_sampled_two_devices() -> String {
                     kind: UseKind::Descriptor,
                 },
             ],
+            late: None,
         });
         t.push(Event::CmdExecute {
             cmd,

@@ -30,6 +30,9 @@ pub struct InstanceData {
     /// (RenderDoc) may not have filled for an extension only echo enabled.
     pub get_physical_device_image_format_properties2:
         Option<vk::PFN_vkGetPhysicalDeviceImageFormatProperties2>,
+    /// `vkGetPhysicalDeviceExternalBufferProperties` (or its KHR alias), resolved likewise.
+    pub get_physical_device_external_buffer_properties:
+        Option<vk::PFN_vkGetPhysicalDeviceExternalBufferProperties>,
     pub settings: Settings,
     /// The application's `apiVersion` (1.0 when it gave none).
     pub api_version: u32,
@@ -76,6 +79,27 @@ impl InstanceData {
         // The same legality as the properties2 query (core needs a 1.1 physical device too).
         self.properties2(pd)?;
         self.get_physical_device_image_format_properties2
+    }
+
+    /// `vkGetPhysicalDeviceExternalBufferProperties` (or its KHR alias) for `pd`, where asking
+    /// it is legal (core on a 1.1 physical device, or the capabilities extension enabled).
+    pub fn external_buffer_properties(
+        &self,
+        pd: vk::PhysicalDevice,
+    ) -> Option<vk::PFN_vkGetPhysicalDeviceExternalBufferProperties> {
+        if self.api_version >= vk::API_VERSION_1_1 {
+            let mut props = vk::PhysicalDeviceProperties::default();
+            // SAFETY: pd belongs to this instance; the out struct is valid.
+            unsafe { (self.fp.get_physical_device_properties)(pd, &mut props) };
+            if props.api_version < vk::API_VERSION_1_1
+                && !self
+                    .extensions
+                    .contains("VK_KHR_external_memory_capabilities")
+            {
+                return None;
+            }
+        }
+        self.get_physical_device_external_buffer_properties
     }
 
     /// The physical device's memory table and type, read through the next layer (so a layer

@@ -4,8 +4,8 @@
 //! later implementation must give the same verdicts.
 //!
 //! The corpus:
-//! - every `samples/shaders/*.comp` and `tests/shaders/*.comp`, compiled with glslangValidator
-//!   the way their build scripts do (samples: Vulkan 1.2 where they use
+//! - every `samples/shaders/*.comp` and `tests/shaders/*.comp|vert|frag`, compiled with
+//!   glslangValidator the way their build scripts do (samples: Vulkan 1.2 where they use
 //!   `GL_EXT_buffer_reference`, else 1.1; tests: 1.0 for `c_*`, else 1.1), and again for
 //!   Vulkan 1.0, 1.1, 1.2 and 1.3, with `-g` (OpLine, OpName), with `-gVS` (the
 //!   `NonSemantic.Shader.DebugInfo.100` instructions) and with `-Os` (glslang's optimizer);

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 pub mod callgrind;
+pub mod drivers;
 pub mod samples;
 pub mod world;
 

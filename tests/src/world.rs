@@ -147,6 +147,12 @@ impl World {
         self
     }
 
+    /// Removes one environment variable from every command of this world.
+    pub fn unset(mut self, k: &str) -> World {
+        self.env.retain(|(n, _)| n != k);
+        self
+    }
+
     pub fn command(&self, program: &Path, args: &[&str]) -> Command {
         let mut c = Command::new(program);
         c.env_clear().current_dir(self.dir.join("work")).args(args);

@@ -166,9 +166,9 @@ fn templates_texel_views_and_secondaries_are_traced_at_the_right_submission() {
         .records
         .iter()
         .filter_map(|r| match &r.event {
-            Event::CmdUse { cmd, command, uses } if command == "vkCmdDispatch" => {
-                Some((r.seq, *cmd, uses))
-            }
+            Event::CmdUse {
+                cmd, command, uses, ..
+            } if command == "vkCmdDispatch" => Some((r.seq, *cmd, uses)),
             _ => None,
         })
         .collect();

@@ -152,11 +152,11 @@ fn evidence(trace: &Trace, m: &crate::model::Model) -> Result<(), Verdict> {
         return refuse(
             None,
             format!(
-                "evidence: trace format version {} was written by a layer that saw only the commands it hooked (before version {}), so a use of a buffer through any other command may be missing; re-profile with this layer",
+                "evidence: trace format version {} was written by a layer that saw less than this one (before version 4, only the commands it hooked; before version {}, descriptor sets as recorded, not as the GPU reads them at submission), so a use of a buffer may be missing; re-profile with this layer",
                 trace.header.version,
                 crate::trace::TRACE_VERSION_COMPLETE
             ),
-            "The profile was recorded by an older echo that did not see every command that can reach a buffer, so echo cannot vouch for these buffers; profile again with this version.".into(),
+            "The profile was recorded by an older echo that did not see every way a command can reach a buffer, so echo cannot vouch for these buffers; profile again with this version.".into(),
         );
     }
     let validated = match m.validation.as_str() {

@@ -3,7 +3,7 @@
 //! validation records.
 
 use super::{Binding, BufId, Buffer, MemId, Memory, Model, Op, OpKind, Step, SubId, Submission};
-use crate::trace::{Event, SubmitBatch, Trace};
+use crate::trace::{BufferUse, Event, SubmitBatch, Trace};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// What the replay keeps while it reads the trace, beside the model it builds.
@@ -23,6 +23,12 @@ struct Replay {
     /// buffer's `Watch` record.
     marks: Vec<(u64, Vec<BufId>)>,
     watch: HashMap<BufId, u64>,
+    /// Recording → the commands in it whose late-bound descriptors are restated at each
+    /// submission: `(position in the recording, late id, seq of the command, command name)`.
+    late_at: HashMap<usize, Vec<(usize, u64, u64, String)>>,
+    /// Late id → the buffers its descriptors named at the last `CmdLateUse` (the submission
+    /// that follows it reads those).
+    late_uses: HashMap<u64, Vec<BufferUse>>,
 }
 
 impl Model {
@@ -40,6 +46,8 @@ impl Model {
             unknown: BTreeMap::new(),
             marks: Vec::new(),
             watch: HashMap::new(),
+            late_at: HashMap::new(),
+            late_uses: HashMap::new(),
         };
         for rec in &trace.records {
             let seq = rec.seq;
@@ -61,6 +69,7 @@ impl Model {
                 | Event::CmdFree { .. }
                 | Event::CmdCopyBuffer { .. }
                 | Event::CmdUse { .. }
+                | Event::CmdLateUse { .. }
                 | Event::CmdExecute { .. } => r.commands(seq, event),
                 Event::QueueSubmit { .. }
                 | Event::FenceSignaled { .. }
@@ -337,36 +346,29 @@ impl Replay {
                 };
                 self.m.record(&mut self.cmd_of, *cmd, op);
             }
-            Event::CmdUse { cmd, command, uses } => {
+            Event::CmdUse {
+                cmd,
+                command,
+                uses,
+                late,
+            } => {
                 for u in uses {
-                    let Some(&b) = self.buf_of.get(&u.buffer) else {
-                        let e = self
-                            .unknown
-                            .entry(u.buffer)
-                            .or_insert((seq, 0, BTreeSet::new()));
-                        e.1 += 1;
-                        e.2.insert(command.clone());
+                    let Some(op) = self.use_op(seq, command, u) else {
                         return;
-                    };
-                    let bsize = self.m.buffers[b].size;
-                    let size = if u.size == u64::MAX {
-                        bsize.saturating_sub(u.offset)
-                    } else {
-                        u.size
-                    };
-                    let op = Op {
-                        recorded: seq,
-                        kind: OpKind::Use {
-                            buffer: b,
-                            offset: u.offset,
-                            size,
-                            access: u.access,
-                            kind: u.kind,
-                            command: command.clone(),
-                        },
                     };
                     self.m.record(&mut self.cmd_of, *cmd, op);
                 }
+                if let Some(id) = late {
+                    let r = self.recording_of(*cmd);
+                    let at = self.m.recordings[r].len();
+                    self.late_at
+                        .entry(r)
+                        .or_default()
+                        .push((at, *id, seq, command.clone()));
+                }
+            }
+            Event::CmdLateUse { late, uses } => {
+                self.late_uses.insert(*late, uses.clone());
             }
             Event::CmdExecute { cmd, secondaries } => {
                 // The secondaries' commands run in the primary, in order, at this point. Their
@@ -374,13 +376,29 @@ impl Replay {
                 // secondary invalidates the primaries that execute it, so this is also what
                 // they hold when the primary is submitted.
                 let mut ops = Vec::new();
+                let mut late = Vec::new();
                 for s in secondaries {
                     match self.cmd_of.get(s) {
-                        Some(&r) => ops.extend(self.m.recordings[r].iter().cloned()),
+                        Some(&r) => {
+                            // Late descriptor uses of the secondary keep their place among its
+                            // commands, now at the primary's position.
+                            for m in self.late_at.get(&r).into_iter().flatten() {
+                                late.push((m.0 + ops.len(), m.1, m.2, m.3.clone()));
+                            }
+                            ops.extend(self.m.recordings[r].iter().cloned());
+                        }
                         None => self.m.warn(format!(
                             "event {seq}: executed secondary command buffer {s:#x} was never recorded"
                         )),
                     }
+                }
+                let r = self.recording_of(*cmd);
+                let base = self.m.recordings[r].len();
+                for m in late {
+                    self.late_at
+                        .entry(r)
+                        .or_default()
+                        .push((m.0 + base, m.1, m.2, m.3));
                 }
                 for op in ops {
                     self.m.record(&mut self.cmd_of, *cmd, op);
@@ -388,6 +406,81 @@ impl Replay {
             }
             _ => {}
         }
+    }
+
+    /// The index of `cmd`'s current recording (one is started for a command buffer whose begin
+    /// the trace did not hold, as [`Model::record`] does).
+    fn recording_of(&mut self, cmd: u64) -> usize {
+        match self.cmd_of.get(&cmd) {
+            Some(&r) => r,
+            None => {
+                self.m.recordings.push(Vec::new());
+                let r = self.m.recordings.len() - 1;
+                self.cmd_of.insert(cmd, r);
+                r
+            }
+        }
+    }
+
+    /// One buffer use of a recorded command as an op; `None` when the buffer is unknown to the
+    /// trace (explained once at the end).
+    fn use_op(&mut self, seq: u64, command: &str, u: &BufferUse) -> Option<Op> {
+        let Some(&b) = self.buf_of.get(&u.buffer) else {
+            let e = self
+                .unknown
+                .entry(u.buffer)
+                .or_insert((seq, 0, BTreeSet::new()));
+            e.1 += 1;
+            e.2.insert(command.to_string());
+            return None;
+        };
+        let bsize = self.m.buffers[b].size;
+        let size = if u.size == u64::MAX {
+            bsize.saturating_sub(u.offset)
+        } else {
+            u.size
+        };
+        Some(Op {
+            recorded: seq,
+            kind: OpKind::Use {
+                buffer: b,
+                offset: u.offset,
+                size,
+                access: u.access,
+                kind: u.kind,
+                command: command.to_string(),
+            },
+        })
+    }
+
+    /// Recording `r` as the submission at `seq` runs it: where it holds commands with late-bound
+    /// descriptors, a copy with the buffers they name now (the last `CmdLateUse` of each) in
+    /// their place. A command whose late uses the trace does not restate reaches every buffer
+    /// of the device (fail closed).
+    fn as_submitted(&mut self, seq: u64, r: usize) -> usize {
+        let Some(marks) = self.late_at.get(&r).cloned() else {
+            return r;
+        };
+        let mut ops = self.m.recordings[r].clone();
+        for (at, id, recorded, command) in marks.into_iter().rev() {
+            let Some(uses) = self.late_uses.get(&id).cloned() else {
+                if self.m.aside_all.is_none() {
+                    self.m.aside_all = Some((
+                        seq,
+                        format!("{command} (its update-after-bind descriptors at this submission are not in the trace)"),
+                    ));
+                }
+                continue;
+            };
+            let new: Vec<Op> = uses
+                .iter()
+                .filter_map(|u| self.use_op(recorded, &command, u))
+                .collect();
+            let at = at.min(ops.len());
+            ops.splice(at..at, new);
+        }
+        self.m.recordings.push(ops);
+        self.m.recordings.len() - 1
     }
 
     /// Submissions and completions: what each submission runs, and when the host first sees it
@@ -409,7 +502,7 @@ impl Replay {
                 {
                     for c in command_buffers {
                         match self.cmd_of.get(c) {
-                            Some(&r) => recs.push(r),
+                            Some(&r) => recs.push(self.as_submitted(seq, r)),
                             None => self.m.warn(format!(
                                 "event {seq}: submitted command buffer {c:#x} was never recorded"
                             )),

@@ -338,6 +338,7 @@ impl T {
                             access,
                             kind,
                         }],
+                        late: None,
                     }
                 }
             };

@@ -128,7 +128,11 @@ hook! {
                 .iter()
                 .map(|s| raw(*s))
                 .collect();
-            p.on_allocate_sets(&sets);
+            let layouts: Vec<u64> = crate::dispatch::slice((*info).p_set_layouts, (*info).descriptor_set_count)
+                .iter()
+                .map(|l| raw(*l))
+                .collect();
+            p.on_allocate_sets(&sets, &layouts);
         }
         r
     }
@@ -150,7 +154,11 @@ hook! {
         alloc: *const vk::AllocationCallbacks<'_>,
         out: *mut vk::DescriptorSetLayout,
     ) -> vk::Result {
-        cx.down((cx.next)(device, info, alloc, out))
+        let r = cx.down((cx.next)(device, info, alloc, out));
+        if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
+            p.on_set_layout(raw(*out), &*info);
+        }
+        r
     }
 
     fn vkCreateDescriptorUpdateTemplate | vkCreateDescriptorUpdateTemplateKHR(

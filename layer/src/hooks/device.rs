@@ -117,12 +117,13 @@ pub fn extensions_to_add(
     inst: &InstanceData,
     pd: vk::PhysicalDevice,
     d: &Decision,
+    have: &HashSet<String>,
 ) -> Vec<&'static CStr> {
+    use crate::hostmem::export::{self, Backing};
     let mut v = Vec::new();
     // Guarded enforce (the `guard` setting) double-maps aliased memory the same way.
-    if matches!(d.mode, Mode::Profile | Mode::Auto)
-        || (d.mode == Mode::Enforce && inst.settings.guard_on())
-    {
+    let profiles = matches!(d.mode, Mode::Profile | Mode::Auto);
+    if profiles || (d.mode == Mode::Enforce && inst.settings.guard_on()) {
         let mut props = vk::PhysicalDeviceProperties::default();
         // SAFETY: pd belongs to this instance; the out struct is valid.
         unsafe { (inst.fp.get_physical_device_properties)(pd, &mut props) };
@@ -137,7 +138,16 @@ pub fn extensions_to_add(
             }
             v.push(c"VK_KHR_external_memory");
         }
-        v.push(crate::hostmem::import::EXT_MEMORY_HOST);
+        // Issue 49: the way of double-mapping that every image a program may place in a block
+        // can follow (hostmem/export.rs). Profile only for the fd way: the guard imports.
+        let host = crate::hostmem::import::EXT_MEMORY_HOST;
+        let offers = |c: &CStr| have.contains(c.to_str().unwrap_or_default());
+        let fd_way = profiles
+            && offers(export::KHR_MEMORY_FD)
+            && !(offers(host) && export::images_follow(inst, pd, Backing::HostImport))
+            && export::images_follow(inst, pd, Backing::FdExport)
+            && export::buffers_export(inst, pd);
+        v.push(if fd_way { export::KHR_MEMORY_FD } else { host });
     }
     v
 }
@@ -266,8 +276,8 @@ pub unsafe extern "system" fn vkCreateDevice(
     let mut added: Vec<CString> = Vec::new();
     if let (true, Some(i)) = (decision.active, &inst) {
         added = guard_value("vkCreateDevice", Vec::new, || {
-            let mut want = extensions_to_add(i, pd, &decision);
             let have = available_extensions(i, pd);
+            let mut want = extensions_to_add(i, pd, &decision, &have);
             if want
                 .iter()
                 .any(|c| !have.contains(c.to_str().unwrap_or_default()))

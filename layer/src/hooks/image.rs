@@ -17,18 +17,27 @@
 
 use super::hook;
 use crate::dispatch::{raw, DeviceData};
+use crate::hostmem::export::{image_follows, Backing, ImageKind};
 use ash::vk;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-/// Whether echo may import memory on this device from now on (profile's double mapping or
-/// guarded enforce).
-pub fn imports_possible(dev: &DeviceData) -> bool {
-    dev.profile().is_some_and(|p| p.may_import())
-        || dev.enforce().is_some_and(|e| e.guard().is_some())
+/// How echo's double mappings are made on this device from now on (profile's, or guarded
+/// enforce's host imports); `None`: they are not.
+pub fn backing(dev: &DeviceData) -> Option<Backing> {
+    match dev.profile() {
+        Some(p) if p.may_import() => p.backing(),
+        _ if dev.enforce().is_some_and(|e| e.guard().is_some()) => Some(Backing::HostImport),
+        _ => None,
+    }
 }
 
-/// `info` with `VkExternalMemoryImageCreateInfo { HOST_ALLOCATION_EXT }` in front.
+/// Whether echo may import (or export) memory on this device from now on.
+pub fn imports_possible(dev: &DeviceData) -> bool {
+    backing(dev).is_some()
+}
+
+/// `info` with `VkExternalMemoryImageCreateInfo { handle type }` in front.
 pub struct ImagePatch {
     info: vk::ImageCreateInfo<'static>,
     ext: vk::ExternalMemoryImageCreateInfo<'static>,
@@ -41,15 +50,16 @@ impl ImagePatch {
     }
 }
 
-/// Why an image cannot carry the host-allocation handle type; `Ok(Some)`: it can (patched info);
+/// Why an image cannot carry `backing`'s handle type; `Ok(Some)`: it can (patched info);
 /// `Ok(None)`: it is the application's own external image, left alone (it is bound into its
-/// external memory, which echo never imports).
+/// external memory, which echo never imports or exports).
 ///
 /// # Safety
 /// `info` must be a valid create info of an image of `dev`.
-pub unsafe fn host_allocation_patch(
+pub unsafe fn external_patch(
     dev: &DeviceData,
     info: &vk::ImageCreateInfo<'_>,
+    backing: Backing,
 ) -> Result<Option<Box<ImagePatch>>, String> {
     let mut p = info.p_next as *const vk::BaseInStructure<'_>;
     while !p.is_null() {
@@ -67,76 +77,37 @@ pub unsafe fn host_allocation_patch(
         .instance
         .as_ref()
         .ok_or("its instance was not created through echo")?;
-    let query = inst
-        .image_format_properties2(dev.physical_device)
-        .ok_or("vkGetPhysicalDeviceImageFormatProperties2 with external-memory info is not available on this instance")?;
-    let ext_info = vk::PhysicalDeviceExternalImageFormatInfo {
-        handle_type: vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
-        ..Default::default()
-    };
-    let fmt_info = vk::PhysicalDeviceImageFormatInfo2 {
-        p_next: &ext_info as *const _ as *const c_void,
+    let kind = ImageKind {
         format: info.format,
         ty: info.image_type,
         tiling: info.tiling,
         usage: info.usage,
         flags: info.flags,
-        ..Default::default()
     };
-    let mut ext_props = vk::ExternalImageFormatProperties::default();
-    let mut props = vk::ImageFormatProperties2 {
-        p_next: &mut ext_props as *mut _ as *mut c_void,
-        ..Default::default()
-    };
-    let r = query(dev.physical_device, &fmt_info, &mut props);
-    let m = ext_props.external_memory_properties;
-    if r != vk::Result::SUCCESS {
-        return Err(format!(
-            "the driver does not import host allocations for {:?} {:?} images with usage {:#x} ({r:?})",
-            info.format,
-            info.tiling,
-            info.usage.as_raw()
-        ));
-    }
-    if !m
-        .external_memory_features
-        .contains(vk::ExternalMemoryFeatureFlags::IMPORTABLE)
-        || !m
-            .compatible_handle_types
-            .contains(vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT)
-        || m.external_memory_features
-            .contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY)
-    {
-        return Err(format!(
-            "the driver does not import host allocations for {:?} {:?} images with usage {:#x} (features {:#x})",
-            info.format,
-            info.tiling,
-            info.usage.as_raw(),
-            m.external_memory_features.as_raw()
-        ));
-    }
+    image_follows(inst, dev.physical_device, &kind, backing)?;
     let mut b = Box::new(ImagePatch {
         info: std::mem::transmute::<vk::ImageCreateInfo<'_>, vk::ImageCreateInfo<'static>>(*info),
         ext: vk::ExternalMemoryImageCreateInfo::default(),
     });
-    b.ext.handle_types = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+    b.ext.handle_types = backing.handle_type();
     b.ext.p_next = info.p_next;
     b.info.p_next = &b.ext as *const _ as *const c_void;
     Ok(Some(b))
 }
 
-/// Before an image bind into `memory`: an image created without the host-allocation handle type
-/// bound into memory echo imported is the one case that cannot be made valid (module doc).
+/// Before an image bind into `memory`: an image created without the handle type bound into
+/// memory echo imported or exported is the one case that cannot be made valid (module doc).
 pub fn check_bind(dev: &DeviceData, image: u64, memory: u64) {
     let s = &dev.state.image_imports;
     if s.refused.load(Ordering::Relaxed)
         && s.imported.contains(&memory)
         && s.unimportable.contains(&image)
     {
+        let vuid = backing(dev).unwrap_or(Backing::HostImport).vuid();
         crate::log::warn_once(
             "image-in-imported-memory",
             format_args!(
-                "image {image:#x} (whose format the driver cannot import) is bound into memory {memory:#x} that echo imported before the image was created; the bind is not valid usage (VUID-vkBindImageMemory-memory-02729); allocations made from now on are not imported"
+                "image {image:#x} (which cannot carry echo's external-memory handle type) is bound into memory {memory:#x} that echo imported or exported before the image was created; the bind is not valid usage ({vuid}); allocations made from now on are not double-mapped"
             ),
         );
     }
@@ -150,10 +121,10 @@ hook! {
         alloc: *const vk::AllocationCallbacks<'_>,
         out: *mut vk::Image,
     ) -> vk::Result {
-        if !imports_possible(cx.dev) || cx.dev.state.image_imports.refused.load(Ordering::Relaxed) {
+        let Some(way) = backing(cx.dev).filter(|_| !cx.dev.state.image_imports.refused.load(Ordering::Relaxed)) else {
             return cx.down((cx.next)(device, info, alloc, out));
-        }
-        match host_allocation_patch(cx.dev, &*info) {
+        };
+        match external_patch(cx.dev, &*info, way) {
             Ok(None) => cx.down((cx.next)(device, info, alloc, out)),
             Ok(Some(patch)) => {
                 let r = cx.down((cx.next)(device, patch.info(), alloc, out));
@@ -162,7 +133,7 @@ hook! {
                 }
                 let r = cx.down((cx.next)(device, info, alloc, out));
                 if r == vk::Result::SUCCESS {
-                    cx.dev.state.image_imports.refuse(raw(*out), "the driver refused the image with the host-allocation handle type");
+                    cx.dev.state.image_imports.refuse(raw(*out), "the driver refused the image with echo's handle type");
                 }
                 r
             }

@@ -127,6 +127,17 @@ pub unsafe extern "system" fn vkCreateInstance(
             } else {
                 None
             };
+            let buffer_props = if api_version >= vk::API_VERSION_1_1 {
+                proc_typed(gipa, handle, c"vkGetPhysicalDeviceExternalBufferProperties")
+            } else if extensions.contains("VK_KHR_external_memory_capabilities") {
+                proc_typed(
+                    gipa,
+                    handle,
+                    c"vkGetPhysicalDeviceExternalBufferPropertiesKHR",
+                )
+            } else {
+                None
+            };
             if settings.mode != Mode::Off {
                 crate::coordinator::ensure_exit_hook();
             }
@@ -138,6 +149,7 @@ pub unsafe extern "system" fn vkCreateInstance(
                     fp,
                     get_physical_device_properties2: props2,
                     get_physical_device_image_format_properties2: image_props2,
+                    get_physical_device_external_buffer_properties: buffer_props,
                     settings,
                     api_version,
                     extensions,

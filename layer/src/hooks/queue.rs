@@ -57,7 +57,7 @@ hook! {
     }
 
     fn vkQueueSubmit(cx, queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo<'_>, fence: vk::Fence) -> vk::Result {
-        let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev));
+        let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev, command_buffers_v1(count, submits)));
         // Guarded enforce: merge split views this submission's elided copies use, protect.
         let guard = cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active());
         let mut used = Vec::new();
@@ -102,7 +102,7 @@ hook! {
         submits: *const vk::SubmitInfo2<'_>,
         fence: vk::Fence,
     ) -> vk::Result {
-        let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev));
+        let seq = cx.dev.profile().map(|p| p.before_submit(cx.dev, command_buffers_v2(count, submits)));
         let guard = cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active());
         let mut used = Vec::new();
         if let Some(g) = guard {

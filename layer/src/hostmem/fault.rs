@@ -3,6 +3,19 @@
 //! Async-signal-safe: atomics and reading the faulting instruction through a pipe ([`code`]: on
 //! aarch64 without an `esr_context`, to know the direction; on x86_64, for profile's emulation
 //! of accesses on shared pages).
+// Reached from the SIGSEGV handler: nothing here may panic (issue 44).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::indexing_slicing
+    )
+)]
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,8 +56,9 @@ pub(crate) unsafe fn fault_is_write(ctx: *mut c_void) -> Option<bool> {
     }
     let uc = &*(ctx as *const libc::ucontext_t);
     // Page-fault error code: bit 1 = write access.
+    let err = uc.uc_mcontext.gregs.get(libc::REG_ERR as usize)?;
     BY_CONTEXT.fetch_add(1, Ordering::Relaxed);
-    Some(uc.uc_mcontext.gregs[libc::REG_ERR as usize] & 2 != 0)
+    Some(err & 2 != 0)
 }
 
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
@@ -151,7 +165,10 @@ pub(crate) mod code {
                 break;
             }
             let n = n as usize;
-            if libc::read(r, buf[got..].as_mut_ptr() as *mut libc::c_void, n) != n as isize {
+            let Some(rest) = buf.get_mut(got..) else {
+                break;
+            };
+            if libc::read(r, rest.as_mut_ptr() as *mut libc::c_void, n) != n as isize {
                 drain(r);
                 break;
             }

@@ -5,11 +5,20 @@
 //! application from `vkMapMemory` and is the one the guard protects. Both views show the same
 //! bytes; protecting B leaves A alone, so lavapipe's CPU "GPU" threads (which use A) never fault.
 //!
+//! Both views run on past their length by [`SLACK`] bytes of the same memfd: drivers read past
+//! the end of a buffer (SwiftShader's vertex fetch loads 16 bytes for a 4-byte attribute of the
+//! last vertex, issue 44), which their own allocations absorb; an imported range that ended on
+//! the last mapped page would turn that read into a SIGSEGV in a driver thread.
+//!
 //! Note: a `MAP_SHARED` mapping stays shared with a `fork()`ed child (an anonymous driver
 //! mapping would usually be too); fine for profiling.
 
 use std::ffi::c_void;
 use std::io;
+
+/// Bytes each view is mapped past its length (not imported, not handed to the application): what
+/// a driver's or an application's over-read of the last bytes lands on.
+pub const SLACK: usize = 64 << 10;
 
 /// Two views of one memfd. Dropping it unmaps both views and closes the fd.
 pub struct DoubleMap {
@@ -67,15 +76,76 @@ impl DoubleMap {
             b: std::ptr::null_mut(),
             len,
         };
-        if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+        let mapped = len + SLACK;
+        if unsafe { libc::ftruncate(fd, mapped as libc::off_t) } != 0 {
             return Err(err("ftruncate"));
         }
-        m.a = map_aligned(fd, len, align, "view A")?;
+        m.a = map_aligned(fd, mapped, align, "view A")?;
         // View B at 2 MiB when it spans that much: the guard parks its page tables a
         // page-table page at a time (profile/watch/park.rs).
         let huge = 2 << 20;
-        let b = map_aligned(fd, len, if len >= huge { huge } else { ps }, "view B")?;
+        let b = map_aligned(fd, mapped, if len >= huge { huge } else { ps }, "view B")?;
         m.b = b;
+        Ok(m)
+    }
+
+    /// Two views of an allocation the driver exported as a file descriptor (`fd`, taken over:
+    /// closed on drop), `size` bytes: view A for echo's own accesses (the handler's emulation),
+    /// view B for the application. The driver keeps its own mapping of the same file. Past the
+    /// file's end each view runs on by [`SLACK`] bytes of anonymous memory (an over-read there
+    /// reads zeros instead of raising SIGBUS).
+    pub fn from_fd(fd: libc::c_int, size: usize) -> io::Result<DoubleMap> {
+        let ps = page_size();
+        let len = size.max(1).div_ceil(ps) * ps;
+        let mut m = DoubleMap {
+            fd,
+            a: std::ptr::null_mut(),
+            b: std::ptr::null_mut(),
+            len,
+        };
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(err("fstat"));
+        }
+        // The file's last page, mapped whole, ends where the file's pages end.
+        let file_pages = (st.st_size.max(0) as usize).div_ceil(ps) * ps;
+        if file_pages < len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the exported file holds {} bytes, the allocation {size}",
+                    st.st_size
+                ),
+            ));
+        }
+        let huge = 2 << 20;
+        m.a = map_aligned(fd, len + SLACK, ps, "view A")?;
+        m.b = map_aligned(
+            fd,
+            len + SLACK,
+            if len >= huge { huge } else { ps },
+            "view B",
+        )?;
+        for v in [m.a, m.b] {
+            // Past the file's pages: anonymous memory instead of the file (SIGBUS there).
+            let tail = (v as usize + file_pages.min(len + SLACK)) as *mut c_void;
+            let n = len + SLACK - file_pages.min(len + SLACK);
+            if n > 0 {
+                let p = unsafe {
+                    libc::mmap(
+                        tail,
+                        n,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                        -1,
+                        0,
+                    )
+                };
+                if p == libc::MAP_FAILED {
+                    return Err(err("mmap (slack)"));
+                }
+            }
+        }
         Ok(m)
     }
 
@@ -157,10 +227,10 @@ impl Drop for DoubleMap {
     fn drop(&mut self) {
         unsafe {
             if !self.a.is_null() {
-                libc::munmap(self.a as *mut c_void, self.len);
+                libc::munmap(self.a as *mut c_void, self.len + SLACK);
             }
             if !self.b.is_null() {
-                libc::munmap(self.b as *mut c_void, self.len);
+                libc::munmap(self.b as *mut c_void, self.len + SLACK);
             }
             libc::close(self.fd);
         }
@@ -185,6 +255,21 @@ impl BufferPatch {
     pub unsafe fn host_allocation(
         info: &ash::vk::BufferCreateInfo<'_>,
     ) -> Option<Box<BufferPatch>> {
+        Self::external(
+            info,
+            ash::vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
+        )
+    }
+
+    /// `info` with `VkExternalMemoryBufferCreateInfo { handle }` in front (as
+    /// [`BufferPatch::host_allocation`], for any handle type).
+    ///
+    /// # Safety
+    /// `info` must be a valid create info.
+    pub unsafe fn external(
+        info: &ash::vk::BufferCreateInfo<'_>,
+        handle: ash::vk::ExternalMemoryHandleTypeFlags,
+    ) -> Option<Box<BufferPatch>> {
         use ash::vk;
         let mut p = info.p_next as *const vk::BaseInStructure<'_>;
         while !p.is_null() {
@@ -199,7 +284,7 @@ impl BufferPatch {
             ),
             ext: vk::ExternalMemoryBufferCreateInfo::default(),
         });
-        b.ext.handle_types = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+        b.ext.handle_types = handle;
         b.ext.p_next = info.p_next;
         b.info.p_next = &b.ext as *const _ as *const c_void;
         Some(b)
@@ -239,6 +324,25 @@ mod tests {
             }
         }
         assert!(DoubleMap::new(10, 3 * 4096).is_err());
+    }
+
+    /// A read of up to [`SLACK`] bytes past either view's end stays on mapped memory (issue 44:
+    /// SwiftShader's vertex fetch over-reads the last vertex by 12 bytes; with the imported range
+    /// ending on an unmapped page, the profiled program died in a driver thread).
+    #[test]
+    fn reads_past_the_end_land_on_the_slack() {
+        for &(size, align) in &[(4096usize, 4096usize), (1 << 20, 4096), (3 << 20, 1 << 21)] {
+            let m = DoubleMap::new(size, align).unwrap();
+            for v in [m.driver_ptr(), m.app_ptr()] {
+                unsafe {
+                    // The 16-byte load SwiftShader's JIT makes at the last 4 bytes.
+                    let last = v.add(m.len() - 4);
+                    let w = std::ptr::read_unaligned(last as *const u128);
+                    assert_eq!(w, 0);
+                    assert_eq!(std::ptr::read_volatile(v.add(m.len() + SLACK - 1)), 0);
+                }
+            }
+        }
     }
 
     #[test]

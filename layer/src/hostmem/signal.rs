@@ -2,6 +2,19 @@
 //! enforce's runtime guard): install a handler once, keeping the disposition that was there
 //! before, and hand a fault that is not ours to it as the kernel would have. Async-signal-safe
 //! where it runs in a handler: `sigaction`, `raise`, a call.
+// Reached from the SIGSEGV handler: nothing here may panic (issue 44).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::indexing_slicing
+    )
+)]
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;

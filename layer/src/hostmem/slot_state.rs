@@ -3,6 +3,19 @@
 //! its states in an enum made by [`slot_states!`]; [`StateCell`] holds one as an `AtomicU8`, so
 //! a handler reads and exchanges it without a lock, and a state that does not exist cannot be
 //! written or matched.
+// Reached from the SIGSEGV handler: nothing here may panic (issue 44).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::indexing_slicing
+    )
+)]
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -27,6 +40,8 @@ macro_rules! slot_states {
             fn from_raw(v: u8) -> Self {
                 const ALL: &[$name] = &[$($name::$v),+];
                 // Only `StateCell` writes the byte, and only from a `$name`: every value is one.
+                // (`ALL` is never empty: an enum of at least one state.)
+                #[allow(clippy::indexing_slicing)]
                 ALL.get(v as usize).copied().unwrap_or(ALL[0])
             }
             #[inline]

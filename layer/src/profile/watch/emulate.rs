@@ -94,7 +94,41 @@ fn component(i: u32) -> (usize, usize) {
         6 => (1, 512),
         _ => (2, 1024),
     };
-    (COMPONENTS[slot].load(Ordering::Relaxed), len)
+    (
+        COMPONENTS
+            .get(slot)
+            .map_or(0, |c| c.load(Ordering::Relaxed)),
+        len,
+    )
+}
+
+/// Saved general register `r` of a signal context (`REG_*`; 0 for an index it does not have,
+/// which the constants never are).
+fn reg(uc: &libc::ucontext_t, r: usize) -> libc::greg_t {
+    uc.uc_mcontext.gregs.get(r).copied().unwrap_or(0)
+}
+
+/// Sets saved general register `r` (nothing for an index it does not have).
+fn set_reg(uc: &mut libc::ucontext_t, r: usize, v: libc::greg_t) {
+    if let Some(g) = uc.uc_mcontext.gregs.get_mut(r) {
+        *g = v;
+    }
+}
+
+/// `N` bytes of `b` from `at` (zeros past its end, which callers never reach).
+fn bytes_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    if let Some(src) = b.get(at..at.saturating_add(N)) {
+        out.copy_from_slice(src);
+    }
+    out
+}
+
+/// Copies `src` into `dst` from `at` (as much as fits).
+fn put_at(dst: &mut [u8], at: usize, src: &[u8]) {
+    if let Some(d) = dst.get_mut(at..at.saturating_add(src.len())) {
+        d.copy_from_slice(src);
+    }
 }
 
 /// The signal frame's XSAVE area, when it has one: (its base, its size, the components it
@@ -145,7 +179,10 @@ unsafe fn vector(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> bool {
                 .then(|| (Some(i), base.add(off + at)))
         };
         match (x < 16, l) {
-            (true, 0) => Some((None, std::ptr::addr_of_mut!((*fp)._xmm[x]) as *mut u8)),
+            (true, 0) => (*fp)
+                ._xmm
+                .get_mut(x)
+                .map(|r| (None, std::ptr::addr_of_mut!(*r) as *mut u8)),
             (true, 1) => comp(2, 16 * x),
             (true, _) => comp(6, 32 * x + 16 * (l - 2)),
             (false, _) => comp(7, 64 * (x - 16) + 16 * l),
@@ -173,7 +210,7 @@ unsafe fn vector(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> bool {
     }
     for l in 0..4 {
         let Some((bit, p)) = lane(l) else { continue };
-        let src = &bytes[16 * l..16 * l + 16];
+        let src = bytes_at::<16>(&bytes, 16 * l);
         if !live(bit) {
             if src.iter().all(|&b| b == 0) {
                 continue; // a component not live is all zeros already
@@ -355,7 +392,7 @@ fn greg(n: u32) -> usize {
         libc::REG_R14,
         libc::REG_R15,
     ];
-    G[n as usize] as usize
+    G.get(n as usize).copied().unwrap_or(libc::REG_RAX) as usize
 }
 
 /// A general-purpose register as (gregs index, bit shift, width in bytes): `AH` is bits 8..16
@@ -402,7 +439,7 @@ fn mask(size: usize) -> u64 {
 
 unsafe fn read_gpr(uc: &libc::ucontext_t, r: Register) -> Option<u64> {
     let (g, shift, size) = gpr(r)?;
-    Some((uc.uc_mcontext.gregs[g] as u64 >> shift) & mask(size))
+    Some((reg(uc, g) as u64 >> shift) & mask(size))
 }
 
 /// Code pages read through the pipe in this window: the rest of the window reads them directly
@@ -424,7 +461,9 @@ pub fn forget_code_pages() {
 unsafe fn code(rip: usize, buf: &mut [u8; 15]) -> usize {
     let page = rip & !4095;
     let on_page = (page + 4096 - rip).min(buf.len());
-    let slot = &CODE_PAGES[(page >> 12) % CODE_PAGES.len()];
+    let Some(slot) = CODE_PAGES.get((page >> 12) % CODE_PAGES.len()) else {
+        return 0;
+    };
     if on_page == buf.len() && slot.load(Ordering::Relaxed) == page {
         for (i, b) in buf.iter_mut().enumerate() {
             *b = std::ptr::read_volatile((rip + i) as *const u8);
@@ -447,16 +486,21 @@ pub static CODE_DIRECT: AtomicUsize = AtomicUsize::new(0);
 /// # Safety
 /// `uc` is the context the kernel passed to a SIGSEGV handler.
 pub unsafe fn decode(uc: &libc::ucontext_t, page: usize) -> Option<Access> {
-    if uc.uc_mcontext.gregs[libc::REG_EFL as usize] & super::step::TF != 0 {
+    if reg(uc, libc::REG_EFL as usize) & super::step::TF != 0 {
         return None; // someone is stepping this thread: let the instruction run
     }
-    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
+    let rip = reg(uc, libc::REG_RIP as usize) as usize;
     let mut buf = [0u8; 15];
     let n = code(rip, &mut buf);
     if n == 0 {
         return None;
     }
-    let mut d = Decoder::with_ip(64, &buf[..n], rip as u64, DecoderOptions::NONE);
+    let mut d = Decoder::with_ip(
+        64,
+        buf.get(..n).unwrap_or(&[]),
+        rip as u64,
+        DecoderOptions::NONE,
+    );
     let insn = d.decode();
     if insn.is_invalid() || insn.has_lock_prefix() || insn.has_repne_prefix() {
         return None;
@@ -507,7 +551,7 @@ pub unsafe fn decode(uc: &libc::ucontext_t, page: usize) -> Option<Access> {
 /// (and, for a move, on one page of the other side).
 unsafe fn string(uc: &libc::ucontext_t, page: usize, insn: Instruction) -> Option<Access> {
     const DF: libc::greg_t = 0x400;
-    let g = |r: libc::c_int| uc.uc_mcontext.gregs[r as usize] as usize;
+    let g = |r: libc::c_int| reg(uc, r as usize) as usize;
     let (rsi, rdi, rcx) = (g(libc::REG_RSI), g(libc::REG_RDI), g(libc::REG_RCX));
     if g(libc::REG_EFL) & DF as usize != 0 || rcx == 0 || insn.op0_kind() != OpKind::MemoryESRDI {
         return None;
@@ -572,7 +616,7 @@ unsafe fn load(p: *const u8, size: usize, out: &mut [u8; 16]) {
 unsafe fn store(p: *mut u8, size: usize, v: &[u8; 16]) {
     let word = |n: usize| {
         let mut b = [0u8; 8];
-        b[..n].copy_from_slice(&v[..n]);
+        put_at(&mut b, 0, v.get(..n).unwrap_or(&[]));
         u64::from_ne_bytes(b)
     };
     match size {
@@ -614,8 +658,11 @@ pub unsafe fn perform(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> b
             if fp.is_null() {
                 return false;
             }
-            for (i, e) in (*fp)._xmm[x].element.iter().enumerate() {
-                bytes[4 * i..4 * i + 4].copy_from_slice(&e.to_ne_bytes());
+            let Some(r) = (*fp)._xmm.get(x) else {
+                return false;
+            };
+            for (i, e) in r.element.iter().enumerate() {
+                put_at(&mut bytes, 4 * i, &e.to_ne_bytes());
             }
             store(shadow as *mut u8, a.size, &bytes);
         }
@@ -624,19 +671,19 @@ pub unsafe fn perform(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> b
                 return false;
             };
             load(shadow as *const u8, a.size, &mut bytes);
-            let mut v = u64::from_ne_bytes(bytes[..8].try_into().unwrap()) & mask(a.size);
+            let mut v = u64::from_ne_bytes(bytes_at::<8>(&bytes, 0)) & mask(a.size);
             if extend && sign && a.size < 8 {
                 let bits = 64 - 8 * a.size as u32;
                 v = (((v << bits) as i64) >> bits) as u64;
             }
-            let old = uc.uc_mcontext.gregs[g] as u64;
+            let old = reg(uc, g) as u64;
             // A 32-bit destination clears the upper half; 8- and 16-bit ones keep the rest.
             let new = match dsize {
                 8 => v,
                 4 => v & mask(4),
                 _ => (old & !(mask(dsize) << shift)) | ((v & mask(dsize)) << shift),
             };
-            uc.uc_mcontext.gregs[g] = new as libc::greg_t;
+            set_reg(uc, g, new as libc::greg_t);
         }
         Form::LoadXmm { zero, .. } => {
             let Some(x) = xmm(insn.op_register(0)) else {
@@ -645,15 +692,18 @@ pub unsafe fn perform(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> b
             if fp.is_null() {
                 return false;
             }
-            let reg = &mut (*fp)._xmm[x].element;
+            let Some(r) = (*fp)._xmm.get_mut(x) else {
+                return false;
+            };
+            let lanes = &mut r.element;
             if !zero {
-                for (i, e) in reg.iter().enumerate() {
-                    bytes[4 * i..4 * i + 4].copy_from_slice(&e.to_ne_bytes());
+                for (i, e) in lanes.iter().enumerate() {
+                    put_at(&mut bytes, 4 * i, &e.to_ne_bytes());
                 }
             }
             load(shadow as *const u8, a.size, &mut bytes);
-            for (i, e) in reg.iter_mut().enumerate() {
-                *e = u32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+            for (i, e) in lanes.iter_mut().enumerate() {
+                *e = u32::from_ne_bytes(bytes_at::<4>(&bytes, 4 * i));
             }
         }
         Form::StoreVec { .. } | Form::LoadVec { .. } => {
@@ -666,7 +716,7 @@ pub unsafe fn perform(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> b
             // not touch is an error here, and the CPU's own fault when it runs the rest.
             let done = match (a.form, a.write) {
                 (Form::RepStosb, _) => {
-                    let al = uc.uc_mcontext.gregs[libc::REG_RAX as usize] as u8;
+                    let al = reg(uc, libc::REG_RAX as usize) as u8;
                     std::ptr::write_bytes(shadow as *mut u8, al, a.size);
                     true
                 }
@@ -676,17 +726,22 @@ pub unsafe fn perform(a: &Access, uc: &mut libc::ucontext_t, shadow: usize) -> b
             if !done {
                 return false;
             }
-            let g = &mut uc.uc_mcontext.gregs;
+            let (rsi, rdi, rcx) = (
+                libc::REG_RSI as usize,
+                libc::REG_RDI as usize,
+                libc::REG_RCX as usize,
+            );
             if a.form == Form::RepMovsb {
-                g[libc::REG_RSI as usize] = g[libc::REG_RSI as usize].wrapping_add(a.size as i64);
+                set_reg(uc, rsi, reg(uc, rsi).wrapping_add(a.size as i64));
             }
-            g[libc::REG_RDI as usize] = g[libc::REG_RDI as usize].wrapping_add(a.size as i64);
-            g[libc::REG_RCX as usize] -= a.size as i64;
-            if g[libc::REG_RCX as usize] != 0 {
+            set_reg(uc, rdi, reg(uc, rdi).wrapping_add(a.size as i64));
+            let left = reg(uc, rcx).wrapping_sub(a.size as i64);
+            set_reg(uc, rcx, left);
+            if left != 0 {
                 return true; // rip stays: the CPU does the rest (and faults again if need be)
             }
         }
     }
-    uc.uc_mcontext.gregs[libc::REG_RIP as usize] = insn.next_ip() as libc::greg_t;
+    set_reg(uc, libc::REG_RIP as usize, insn.next_ip() as libc::greg_t);
     true
 }

@@ -44,6 +44,19 @@
 //! Rules for callers: [`disarm`] before the memory is unmapped or freed; [`arm`] only mappings
 //! that are readable and writable when open (Vulkan host-visible maps are).
 
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::indexing_slicing
+    )
+)]
+
 use std::ffi::c_void;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -107,6 +120,8 @@ struct Slot {
     /// [`park::NONE`], [`park::PARKED`] (the range is empty and closed, its tables at `park`),
     /// or being moved.
     parking: AtomicU8,
+    /// A fault echo could not explain opened this range since its last arm (recorded once).
+    lost: AtomicBool,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -125,10 +140,22 @@ const SLOT_INIT: Slot = Slot {
     park_len: AtomicUsize::new(0),
     park_lo: AtomicUsize::new(0),
     parking: AtomicU8::new(park::NONE),
+    lost: AtomicBool::new(false),
 };
 static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
 /// One past the highest slot ever used (the handler scans `0..HIGH`).
 static HIGH: AtomicUsize = AtomicUsize::new(0);
+
+/// The slots `0..high` (at most the table).
+fn slots(high: usize) -> &'static [Slot] {
+    TABLE.get(..high).unwrap_or(TABLE.as_slice())
+}
+
+/// Ring cell of position `pos`.
+fn cell(pos: usize) -> &'static Cell {
+    // `pos % RING` is always an index of the ring.
+    CELLS.get(pos % RING).unwrap_or(&CELLS_FALLBACK)
+}
 /// Serializes arm/disarm/drain (normal code only; never taken by the handler).
 static CONTROL: Mutex<()> = Mutex::new(());
 
@@ -152,6 +179,8 @@ const CELL_INIT: Cell = Cell {
     thread: AtomicU32::new(0),
 };
 static CELLS: [Cell; RING] = [CELL_INIT; RING];
+/// Never used: what [`cell`] would give for an index it cannot have.
+static CELLS_FALLBACK: Cell = CELL_INIT;
 static RING_INIT: AtomicBool = AtomicBool::new(false);
 static ENQ: AtomicUsize = AtomicUsize::new(0);
 static DEQ: AtomicUsize = AtomicUsize::new(0);
@@ -208,6 +237,29 @@ const ACC_WRITE: u8 = 2;
 /// A fault opened a page that also holds bytes of this (other) armed buffer: its accesses to
 /// that page are no longer seen in this window, so it counts as read and written (fail closed).
 const ACC_SHARED: u8 = 3;
+/// A fault echo cannot explain (code that is not the program's, [`code`]) or cannot finish
+/// opened this buffer's range for good: its host accesses are not seen from here on (the
+/// recorder stops watching it and the analyzer refuses its pairs: missing evidence).
+const ACC_LOST: u8 = 4;
+
+/// Faults echo could not explain or finish: the ranges were left open, the buffers lost.
+static LOST: AtomicU64 = AtomicU64::new(0);
+/// The program counter of the last such fault (for the closing log line).
+static LOST_PC: AtomicUsize = AtomicUsize::new(0);
+/// Panics caught in the handler (each one lost every armed range).
+static PANICS: AtomicU64 = AtomicU64::new(0);
+/// The emulation and stepping of accesses on shared pages, switched off (`VK_ECHO_EMULATE=0`,
+/// `VK_ECHO_STEP=0`: diagnostics, as `VK_ECHO_PARK=0`); an access either would have done opens
+/// its page for the window with the neighbours recorded as read and written (fail closed).
+static EMULATE_OFF: AtomicBool = AtomicBool::new(false);
+/// Handlers running now. A panic while one runs prints nothing (the layer's panic hook, which
+/// is the layer's own std's and no one else's, skips it): printing a message and a backtrace
+/// from a signal handler can fault again, which the kernel answers by killing the process.
+static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
+/// The planted fault of `lost_tests`: the next fault handled panics.
+#[cfg(test)]
+static PANIC_NEXT: AtomicBool = AtomicBool::new(false);
+static STEP_OFF: AtomicBool = AtomicBool::new(false);
 
 fn page_size() -> usize {
     static PS: AtomicUsize = AtomicUsize::new(0);
@@ -240,7 +292,7 @@ fn push_now(id: u64, access: u8) -> bool {
 fn push(id: u64, access: u8, at: super::sink::Stamp, thread: u32) -> bool {
     let mut pos = ENQ.load(Ordering::Relaxed);
     loop {
-        let c = &CELLS[pos % RING];
+        let c = cell(pos);
         let s = c.seq.load(Ordering::Acquire);
         let diff = s as isize - pos as isize;
         if diff == 0 {
@@ -267,7 +319,7 @@ fn push(id: u64, access: u8, at: super::sink::Stamp, thread: u32) -> bool {
 fn pop() -> Option<(u64, u8, super::sink::Stamp, u32)> {
     let mut pos = DEQ.load(Ordering::Relaxed);
     loop {
-        let c = &CELLS[pos % RING];
+        let c = cell(pos);
         let s = c.seq.load(Ordering::Acquire);
         let diff = s as isize - (pos + 1) as isize;
         if diff == 0 {
@@ -340,6 +392,29 @@ fn install() -> Result<(), GuardError> {
     ring_init();
     page_size();
     crate::hostmem::fault::setup();
+    code::refresh();
+    let quiet_in_handler = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if IN_HANDLER.load(Ordering::SeqCst) == 0 {
+            quiet_in_handler(info)
+        }
+    }));
+    // One quiet panic now, in normal code: the unwinder's lazily bound symbols (libgcc_s) are
+    // resolved here, not in a handler on a thread's small alternate signal stack, where the
+    // resolver's register save area alone can overflow it.
+    IN_HANDLER.fetch_add(1, Ordering::SeqCst);
+    #[allow(clippy::panic)]
+    let _ = std::panic::catch_unwind(|| panic!("echo: resolving the unwinder before any fault"));
+    IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+    let env = crate::settings::env_lookup(crate::settings::secure_execution());
+    EMULATE_OFF.store(
+        env("VK_ECHO_EMULATE").is_some_and(|v| v == "0"),
+        Ordering::SeqCst,
+    );
+    STEP_OFF.store(
+        env("VK_ECHO_STEP").is_some_and(|v| v == "0"),
+        Ordering::SeqCst,
+    );
     // SAFETY: once (INSTALLED), from normal code, before any fault of ours.
     unsafe { PREV.install_segv(handler as *const () as usize) }.map_err(GuardError::Install)?;
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -364,7 +439,7 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
 unsafe fn set_prot(start: usize, end: usize, prot: libc::c_int) {
     if end > start {
         let high = HIGH.load(Ordering::Acquire).min(SLOTS);
-        for s in &TABLE[..high] {
+        for s in slots(high) {
             if s.pstart.load(Ordering::Relaxed) < end && start < s.pend.load(Ordering::Relaxed) {
                 s.stale.store(true, Ordering::SeqCst);
             }
@@ -407,7 +482,7 @@ fn lower(a: libc::c_int, b: libc::c_int) -> libc::c_int {
 unsafe fn range_prot(a: usize, b: usize, ceil: libc::c_int, skip: Option<usize>) -> libc::c_int {
     let high = HIGH.load(Ordering::Acquire).min(SLOTS);
     let mut p = ceil;
-    for (i, s) in TABLE[..high].iter().enumerate() {
+    for (i, s) in slots(high).iter().enumerate() {
         if Some(i) == skip {
             continue;
         }
@@ -442,19 +517,22 @@ unsafe fn reprotect(a: usize, b: usize, ceil: libc::c_int, skip: Option<usize>) 
     let mut cuts = [0usize; CUTS];
     let mut n = 0;
     let push = |c: usize, cuts: &mut [usize; CUTS], n: &mut usize| -> bool {
-        if c <= a || c >= b || cuts[..*n].contains(&c) {
+        if c <= a || c >= b || cuts.iter().take(*n).any(|x| *x == c) {
             return true;
         }
         if *n == CUTS {
             return false;
         }
-        cuts[*n] = c;
+        match cuts.get_mut(*n) {
+            Some(slot) => *slot = c,
+            None => return false,
+        }
         *n += 1;
         true
     };
     let high = HIGH.load(Ordering::Acquire).min(SLOTS);
     let mut fits = true;
-    for (i, s) in TABLE[..high].iter().enumerate() {
+    for (i, s) in slots(high).iter().enumerate() {
         if Some(i) == skip || allowed(s.state.load(Ordering::SeqCst)).is_none() {
             continue;
         }
@@ -474,11 +552,11 @@ unsafe fn reprotect(a: usize, b: usize, ceil: libc::c_int, skip: Option<usize>) 
         }
         return;
     }
-    let cuts = &mut cuts[..n];
+    let cuts = cuts.get_mut(..n).unwrap_or(&mut []);
     cuts.sort_unstable();
     let mut lo = a;
     for i in 0..=cuts.len() {
-        let hi = if i < cuts.len() { cuts[i] } else { b };
+        let hi = cuts.get(i).copied().unwrap_or(b);
         let p = range_prot(lo, hi, ceil, skip);
         if rank(p) > 0 {
             set_prot(lo, hi, p);
@@ -490,12 +568,93 @@ unsafe fn reprotect(a: usize, b: usize, ceil: libc::c_int, skip: Option<usize>) 
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     unsafe {
         let errno = *libc::__errno_location();
-        let ours = handle(info, ctx);
+        // Nothing here should panic (the lints at the top of this module); if something does
+        // all the same, the panic stays here: every armed range is lost (opened for good, its
+        // buffers refused for missing evidence) and the instruction runs again — a fault that
+        // was not ours then faults again and is chained.
+        IN_HANDLER.fetch_add(1, Ordering::SeqCst);
+        let caught = std::panic::catch_unwind(|| handle(info, ctx));
+        IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+        let ours = caught.unwrap_or_else(|_| {
+            PANICS.fetch_add(1, Ordering::Relaxed);
+            lose_all(code::pc_of(ctx));
+            true
+        });
         if !ours {
             chain(sig, info, ctx);
         }
         *libc::__errno_location() = errno;
     }
+}
+
+/// Buffer slot `s` loses its evidence for good: recorded once as lost, its whole range opened
+/// (parked page tables moved back). The caller opens the faulting page.
+unsafe fn lose(s: &Slot, id: u64, a: usize, b: usize, pc: usize) {
+    for _ in 0..8 {
+        let st = s.state.load(Ordering::SeqCst);
+        if !matches!(st, Range::Armed | Range::Read | Range::Written) {
+            return;
+        }
+        if st == Range::Written
+            || s.state
+                .compare_exchange(st, Range::Written, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            break;
+        }
+    }
+    if !s.lost.swap(true, Ordering::SeqCst) {
+        LOST_PC.store(pc, Ordering::Relaxed);
+        if !push_now(id, ACC_LOST) {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    open(s, a, b, libc::PROT_READ | libc::PROT_WRITE);
+}
+
+/// After a panic in the handler: every live range is lost.
+unsafe fn lose_all(pc: usize) {
+    let high = HIGH.load(Ordering::Acquire).min(SLOTS);
+    for s in TABLE.iter().take(high) {
+        let (id, a, b) = (
+            s.id.load(Ordering::Relaxed),
+            s.pstart.load(Ordering::Relaxed),
+            s.pend.load(Ordering::Relaxed),
+        );
+        lose(s, id, a, b, pc);
+        if b > a {
+            set_prot(a, b, libc::PROT_READ | libc::PROT_WRITE);
+        }
+    }
+}
+
+/// A fault on a page echo protected that echo cannot explain (code that is not the program's)
+/// or finish: every armed buffer with bytes on `page` is lost, the page opened. True when the
+/// page was ours.
+unsafe fn unexplained(page: usize, pc: usize, high: usize) -> bool {
+    let ps = page_size();
+    let mut hit = false;
+    for s in TABLE.iter().take(high) {
+        let st = s.state.load(Ordering::SeqCst);
+        if matches!(st, Range::Free | Range::Tomb) {
+            continue;
+        }
+        let (a, b) = (
+            s.pstart.load(Ordering::Relaxed),
+            s.pend.load(Ordering::Relaxed),
+        );
+        if page < a || page >= b {
+            continue;
+        }
+        hit = true;
+        lose(s, s.id.load(Ordering::Relaxed), a, b, pc);
+    }
+    if hit {
+        FAULTS.fetch_add(1, Ordering::Relaxed);
+        LOST.fetch_add(1, Ordering::Relaxed);
+        set_prot(page, page + ps, page_prot(page));
+    }
+    hit
 }
 
 /// Wait (bounded) until slot `s` is not BUSY; returns its state and a consistent snapshot of
@@ -608,6 +767,11 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
     if info.is_null() || (*info).si_code <= 0 {
         return false; // sent by kill/raise/sigqueue, not a fault
     }
+    #[cfg(test)]
+    #[allow(clippy::panic)]
+    if PANIC_NEXT.swap(false, Ordering::SeqCst) {
+        panic!("a panic planted in the SIGSEGV handler");
+    }
     let addr = (*info).si_addr() as usize;
     let ps = page_size();
     let page = addr & !(ps - 1);
@@ -625,13 +789,27 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
     };
     let rw = libc::PROT_READ | libc::PROT_WRITE;
     let high = HIGH.load(Ordering::Acquire).min(SLOTS);
+    // Code that is not the program's (a driver's module, JIT-compiled code): not a host access
+    // echo can explain. Never fatal, never the program's access.
+    let pc = code::pc_of(ctx);
+    if !code::program_code(pc) && unexplained(page, pc, high) {
+        return true;
+    }
     let mut page_hit = false;
     let mut exact_hit = false;
     // A slot holding the faulting byte changed state, and its range (this page included) was
     // set to what it may be now.
     let mut reopened = false;
-    for s in &TABLE[..high] {
+    for s in TABLE.iter().take(high) {
         let Some((st, st0, en0, ps0, pe0, id)) = snapshot(s) else {
+            // A slot another thread keeps BUSY for seconds (an arm that cannot finish): the
+            // fault cannot be finished either. Its page is lost, never fatal.
+            if s.state.load(Ordering::SeqCst) == Range::Busy
+                && page >= s.pstart.load(Ordering::Relaxed)
+                && page < s.pend.load(Ordering::Relaxed)
+            {
+                return unexplained(page, pc, high);
+            }
             continue;
         };
         if addr < ps0 || addr >= pe0 {
@@ -686,7 +864,7 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         return true;
     }
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    if !ctx.is_null() {
+    if !ctx.is_null() && !EMULATE_OFF.load(Ordering::Relaxed) && stack_room() >= EMULATE_ROOM {
         EMULATING.fetch_add(1, Ordering::SeqCst);
         let done = emulated(addr, page, need, &mut *(ctx as *mut libc::ucontext_t), high);
         EMULATING.fetch_sub(1, Ordering::SeqCst);
@@ -695,12 +873,12 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         }
     }
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    if step::begin(tid, page, need, ctx) {
+    if !STEP_OFF.load(Ordering::Relaxed) && step::begin(tid, page, need, ctx) {
         STEPPED.fetch_add(1, Ordering::Relaxed);
         return true;
     }
     let _ = tid;
-    for s in &TABLE[..high] {
+    for s in slots(high) {
         let Some((st, st0, en0, _, _, id)) = snapshot(s) else {
             continue;
         };
@@ -724,6 +902,24 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
     }
     set_prot(page, page + ps, page_prot(page));
     true
+}
+
+/// Stack the emulation path may need below the handler's frame (it measures under 2 KiB,
+/// `lost_tests::the_handler_fits_a_small_alternate_stack`); with less room left on an alternate
+/// signal stack the access is stepped instead (or, where it cannot be, fails closed).
+const EMULATE_ROOM: usize = 3 << 10;
+
+/// Bytes left below this frame on the alternate signal stack the handler runs on
+/// (`usize::MAX` when it runs on the thread's own stack). Async-signal-safe: `sigaltstack`.
+fn stack_room() -> usize {
+    let mut ss: libc::stack_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sigaltstack(std::ptr::null(), &mut ss) } != 0
+        || ss.ss_flags & libc::SS_ONSTACK == 0
+    {
+        return usize::MAX;
+    }
+    let here = &ss as *const libc::stack_t as usize;
+    here.saturating_sub(ss.ss_sp as usize)
 }
 
 /// An access on a page that must stay closed (x86_64): decode it; record every other armed
@@ -751,7 +947,7 @@ unsafe fn emulated(
     if a.other != 0 {
         // A string move's other side is done through the pipe: never on a page echo watches.
         let (o0, o1) = (a.other & !(ps - 1), a.other + a.size);
-        for s in &TABLE[..high] {
+        for s in slots(high) {
             let Some((st, _, _, ps0, pe0, _)) = snapshot(s) else {
                 continue;
             };
@@ -760,7 +956,7 @@ unsafe fn emulated(
             }
         }
     }
-    for s in &TABLE[..high] {
+    for s in slots(high) {
         let Some(snap) = snapshot(s) else { continue };
         let (st, st0, en0, ps0, pe0, _) = snap;
         if st == Range::Tomb || page < ps0 || page >= pe0 {
@@ -805,8 +1001,12 @@ fn note_thread() -> i32 {
     tid
 }
 
+/// Whose code made a fault: the program's, or a driver's or JIT-compiled code.
+mod code;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod emulate;
+#[cfg(test)]
+mod lost_tests;
 /// Arming a double mapping's range by moving its page tables aside instead of rewriting them.
 mod park;
 /// Single-stepping one access on a shared page (x86_64): the SIGSEGV handler opens the page,
@@ -848,6 +1048,7 @@ pub fn arm_shadowed(
     }
     let _g = lock();
     install()?;
+    code::refresh();
     let ps = page_size();
     let start = ptr as usize;
     let end = start.checked_add(len).ok_or(GuardError::Full)?;
@@ -858,7 +1059,7 @@ pub fn arm_shadowed(
     let mut idx = None;
     let mut free = None;
     let mut tomb = None;
-    for (i, s) in TABLE[..high].iter().enumerate() {
+    for (i, s) in slots(high).iter().enumerate() {
         match s.state.load(Ordering::Relaxed) {
             Range::Free => free = free.or(Some(i)),
             Range::Tomb => tomb = tomb.or(Some(i)),
@@ -878,7 +1079,9 @@ pub fn arm_shadowed(
         }
         None => tomb.ok_or(GuardError::Full)?,
     };
-    let s = &TABLE[i];
+    let Some(s) = TABLE.get(i) else {
+        return Err(GuardError::Full);
+    };
     let prev_state = s.state.load(Ordering::Relaxed);
     if idx.is_some()
         && prev_state == Range::Armed
@@ -917,6 +1120,7 @@ pub fn arm_shadowed(
     s.pend.store(pend, Ordering::Relaxed);
     s.shadow.store(delta, Ordering::Relaxed);
     s.budget.store(0, Ordering::Relaxed);
+    s.lost.store(false, Ordering::SeqCst);
     // Fresh before protecting: an open that lands after the mprotect marks it stale again.
     s.stale.store(false, Ordering::SeqCst);
     // Protect while BUSY (a racing fault waits in the handler), then publish ARMED. A range of
@@ -946,7 +1150,7 @@ pub fn arm_shadowed(
 pub fn disarm(id: u64) {
     let _g = lock();
     let high = HIGH.load(Ordering::Relaxed);
-    for (i, s) in TABLE[..high].iter().enumerate() {
+    for (i, s) in slots(high).iter().enumerate() {
         let st = s.state.load(Ordering::Relaxed);
         if st == Range::Free || st == Range::Tomb || s.id.load(Ordering::Relaxed) != id {
             continue;
@@ -982,7 +1186,7 @@ pub fn disarm(id: u64) {
 pub fn still_armed(id: u64, ptr: *const u8, len: usize) -> bool {
     let (start, end) = (ptr as usize, (ptr as usize).saturating_add(len));
     let high = HIGH.load(Ordering::Acquire);
-    TABLE[..high].iter().any(|s| {
+    slots(high).iter().any(|s| {
         s.state.load(Ordering::SeqCst) == Range::Armed
             && s.id.load(Ordering::Relaxed) == id
             && !s.stale.load(Ordering::SeqCst)
@@ -996,7 +1200,7 @@ pub fn still_armed(id: u64, ptr: *const u8, len: usize) -> bool {
 /// Did a fault on buffer `id` open it since its last arm (the window now closing saw an access)?
 pub fn was_touched(id: u64) -> bool {
     let high = HIGH.load(Ordering::Acquire);
-    TABLE[..high].iter().any(|s| {
+    slots(high).iter().any(|s| {
         matches!(s.state.load(Ordering::SeqCst), Range::Read | Range::Written)
             && s.id.load(Ordering::Relaxed) == id
     })
@@ -1005,7 +1209,7 @@ pub fn was_touched(id: u64) -> bool {
 /// Is buffer `id` armed (protected, or opened by a fault in the current window)?
 pub fn is_armed(id: u64) -> bool {
     let high = HIGH.load(Ordering::Acquire);
-    TABLE[..high].iter().any(|s| {
+    slots(high).iter().any(|s| {
         matches!(
             s.state.load(Ordering::Relaxed),
             Range::Armed | Range::Read | Range::Written
@@ -1013,19 +1217,35 @@ pub fn is_armed(id: u64) -> bool {
     })
 }
 
-/// Take the accesses recorded since the last drain, oldest first: `f(id, access, stamp,
+/// What a fault recorded of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// The program's host access.
+    Access(Access),
+    /// A fault echo could not explain (code that is not the program's) or finish opened the
+    /// buffer's range for good: its host accesses are not seen from here on.
+    Lost,
+}
+
+/// Take the accesses recorded since the last drain, oldest first: `f(id, seen, stamp,
 /// thread)`, where `stamp` is the global sequence number and host time taken in the handler at
 /// the fault, and `thread` the small id of the thread that faulted (0: unknown).
-pub fn drain(mut f: impl FnMut(u64, Access, super::sink::Stamp, u32)) {
+pub fn drain(mut f: impl FnMut(u64, Seen, super::sink::Stamp, u32)) {
     let _g = lock();
     while let Some((id, acc, at, thread)) = pop() {
         let a = match acc {
-            ACC_WRITE => Access::Write,
-            ACC_SHARED => Access::ReadWrite,
-            _ => Access::Read,
+            ACC_WRITE => Seen::Access(Access::Write),
+            ACC_SHARED => Seen::Access(Access::ReadWrite),
+            ACC_LOST => Seen::Lost,
+            _ => Seen::Access(Access::Read),
         };
         f(id, a, at, thread);
     }
+}
+
+/// The program counter of the last fault echo could not explain (0: none).
+pub fn last_lost_pc() -> usize {
+    LOST_PC.load(Ordering::Relaxed)
 }
 
 /// Counters since process start.
@@ -1073,6 +1293,11 @@ pub struct Stats {
     /// Armed buffers first reached by an access whose first byte was another buffer's (or no
     /// buffer's), found by decoding the instruction.
     pub reached: u64,
+    /// Faults echo could not explain (code that is not the program's: a driver's module,
+    /// JIT-compiled code) or finish: ranges left open, their buffers lost.
+    pub lost: u64,
+    /// Panics caught in the handler.
+    pub panics: u64,
 }
 
 pub fn stats() -> Stats {
@@ -1095,6 +1320,8 @@ pub fn stats() -> Stats {
         stepped: STEPPED.load(Ordering::Relaxed),
         emulated: EMULATED.load(Ordering::Relaxed),
         reached: REACHED.load(Ordering::Relaxed),
+        lost: LOST.load(Ordering::Relaxed),
+        panics: PANICS.load(Ordering::Relaxed),
     }
 }
 
@@ -1160,7 +1387,11 @@ mod tests {
 
     fn drained() -> Vec<(u64, Access, u64)> {
         let mut v = Vec::new();
-        drain(|id, a, s, _| v.push((id, a, s.seq)));
+        drain(|id, a, s, _| {
+            if let Seen::Access(a) = a {
+                v.push((id, a, s.seq))
+            }
+        });
         v
     }
 

@@ -107,7 +107,7 @@ fn settled(s: &Slot) -> u8 {
 /// Whether a live slot other than `me` has page-range bytes in `[a, b)`.
 fn shared(me: &Slot, a: usize, b: usize) -> bool {
     let high = HIGH.load(Ordering::Acquire).min(SLOTS);
-    TABLE[..high].iter().any(|s| {
+    slots(high).iter().any(|s| {
         !std::ptr::eq(s, me)
             && allowed(s.state.load(Ordering::SeqCst)).is_some()
             && s.pstart.load(Ordering::Relaxed) < b

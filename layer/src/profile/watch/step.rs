@@ -84,13 +84,16 @@ pub unsafe fn begin(tid: i32, page: usize, need: libc::c_int, ctx: *mut c_void) 
         }
     };
     let n = e.n.load(Ordering::Relaxed);
-    if n == PAGES {
-        return false;
-    }
-    e.pages[n].store(page, Ordering::Relaxed);
+    let (Some(slot), Some(efl)) = (
+        e.pages.get(n),
+        uc.uc_mcontext.gregs.get_mut(libc::REG_EFL as usize),
+    ) else {
+        return false; // this instruction already touches PAGES pages
+    };
+    slot.store(page, Ordering::Relaxed);
     e.n.store(n + 1, Ordering::Release);
     protect(page, page_size(), need);
-    uc.uc_mcontext.gregs[libc::REG_EFL as usize] |= TF;
+    *efl |= TF;
     true
 }
 
@@ -101,7 +104,7 @@ extern "C" fn trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_voi
         match STEPS.iter().find(|e| e.tid.load(Ordering::Acquire) == tid) {
             Some(e) if !ctx.is_null() => {
                 let n = e.n.load(Ordering::Acquire).min(PAGES);
-                for p in &e.pages[..n] {
+                for p in e.pages.iter().take(n) {
                     let page = p.load(Ordering::Relaxed);
                     protect(page, page_size(), page_prot(page));
                 }
@@ -109,7 +112,9 @@ extern "C" fn trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_voi
                 e.tid.store(0, Ordering::Release);
                 ACTIVE.fetch_sub(1, Ordering::SeqCst);
                 let uc = &mut *(ctx as *mut libc::ucontext_t);
-                uc.uc_mcontext.gregs[libc::REG_EFL as usize] &= !TF;
+                if let Some(efl) = uc.uc_mcontext.gregs.get_mut(libc::REG_EFL as usize) {
+                    *efl &= !TF;
+                }
             }
             _ => chain_trap(sig, info, ctx),
         }

@@ -25,51 +25,21 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod descriptors;
+use descriptors::{CmdBinds, Late, SetContents};
+
 /// Test-only switch (environment only, never a setting): turn the double mapping off so the
 /// driver's own mapping is protected, as on a device without `VK_EXT_external_memory_host`.
 /// On lavapipe the driver's CPU threads then fault too ("the detector has teeth" test).
 pub const TEST_NO_DOUBLE_MAP: &str = "VK_ECHO_TEST_NO_DOUBLE_MAP";
 
-/// Test-only switch (environment only): no GPU timestamps (`gputime.rs`), to measure what they
+/// Test-only switch (environment only): no GPU timestamps (`gputime/`), to measure what they
 /// cost against the same profile run without them.
 pub const TEST_NO_GPU_TIME: &str = "VK_ECHO_TEST_NO_GPU_TIME";
 
-/// One buffer descriptor as written into a set.
-#[derive(Clone, Copy, Debug)]
-struct Desc {
-    buffer: u64,
-    offset: u64,
-    /// `VK_WHOLE_SIZE` stays `u64::MAX`.
-    range: u64,
-    dynamic: bool,
-    uniform: bool,
-}
-
-/// `(binding, array element)` → descriptor.
-type SetContents = BTreeMap<(u32, u32), Desc>;
-
-#[derive(Default, Clone)]
-struct PointBinds {
-    pipeline: Option<u64>,
-    /// Set index → (set handle, its dynamic offsets).
-    sets: BTreeMap<u32, (u64, Vec<u32>)>,
-    /// Set index → pushed descriptors (replace a bound set at that index).
-    push: BTreeMap<u32, SetContents>,
-}
-
-/// What a command buffer has bound, per bind point (0 compute, 1 graphics).
-#[derive(Default)]
-struct CmdBinds {
-    points: [PointBinds; 2],
-}
-
-fn point_index(bp: vk::PipelineBindPoint) -> Option<usize> {
-    match bp {
-        vk::PipelineBindPoint::COMPUTE => Some(0),
-        vk::PipelineBindPoint::GRAPHICS => Some(1),
-        _ => None,
-    }
-}
+/// Test-only switch (environment only): take every descriptor as it stood at recording, as echo
+/// did before issue 44 — the planted fault that shows `c_gpu_reads`'s test can fail.
+pub const TEST_LATE_AT_RECORD: &str = "VK_ECHO_TEST_LATE_AT_RECORD";
 
 /// Live profilers in the process; the sink is finished when the last one goes.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -102,6 +72,11 @@ pub struct Profiler {
     window_count: AtomicU64,
     /// Host-visible allocations are backed by a double mapping.
     double_map: bool,
+    /// How (`Some` exactly when `double_map`): echo's memfd imported, or the driver's memory
+    /// exported as an fd (issue 49, hostmem/export.rs).
+    backing: Option<crate::hostmem::export::Backing>,
+    /// `vkGetMemoryFdKHR`, for the fd way.
+    get_fd: Option<vk::PFN_vkGetMemoryFdKHR>,
     /// False once the guard cannot be used (the app replaced our SIGSEGV handler).
     guard_ok: AtomicBool,
     min_bytes: u64,
@@ -116,6 +91,8 @@ pub struct Profiler {
     /// Texel buffer view → (buffer, offset, range), so texel descriptors resolve to a buffer.
     views: HandleMap<u64, (u64, u64, u64)>,
     cmds: HandleMap<u64, CmdBinds>,
+    /// Descriptors read at submission (update-after-bind and the like): `descriptors.rs`.
+    late: Late,
     /// Buffers ≥ `min_bytes` armed for host-access validation: every one bound into mapped
     /// memory (from its bind or map, `Watched`), and — as before — any that took part in a
     /// copy with an unmapped buffer while mapped.
@@ -133,6 +110,9 @@ pub struct Profiler {
     unvalidated: HandleSet<u64>,
     /// GPU timestamps (issue 47), where the device has them.
     gpu: Option<super::gputime::GpuTimer>,
+    /// Candidates a fault echo could not explain or finish left open for good
+    /// (`guard::Seen::Lost`): never armed again.
+    lost: HandleSet<u64>,
 }
 
 /// Candidate buffer → creation index of its device: the guard's records are process-wide, and
@@ -222,6 +202,48 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
     if test_off {
         log::warn!("{TEST_NO_DOUBLE_MAP}=1 (test only): the driver's own mapping is protected");
     }
+    let late_at_record = env(TEST_LATE_AT_RECORD).is_some_and(|v| v == "1");
+    if late_at_record {
+        log::warn!("{TEST_LATE_AT_RECORD}=1 (test only): descriptors are taken as recorded, not as submitted");
+    }
+    // Issue 49: the way of double-mapping (hostmem/export.rs) — the driver's exported fd where
+    // echo enabled VK_KHR_external_memory_fd for it (images cannot follow host imports there)
+    // and the device shows that a mapping of the fd is the driver's memory.
+    use crate::hostmem::export::{self, Backing};
+    let fd_ext = dev
+        .extensions
+        .contains(export::KHR_MEMORY_FD.to_str().unwrap_or_default());
+    let images_follow_host = dev
+        .instance
+        .as_ref()
+        .is_some_and(|i| export::images_follow(i, dev.physical_device, Backing::HostImport));
+    let mut get_fd: Option<vk::PFN_vkGetMemoryFdKHR> = None;
+    if dev.settings.validate && fd_ext && !test_off && !(ext && images_follow_host) {
+        let get = dev
+            .next_proc(c"vkGetMemoryFdKHR")
+            // SAFETY: resolved by that name.
+            .map(|f| unsafe { crate::records::typed::<vk::PFN_vkGetMemoryFdKHR>(f) });
+        let ty = dev
+            .decision
+            .table
+            .types
+            .iter()
+            .position(|t| t.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() != 0);
+        match (get, ty) {
+            (Some(get), Some(ty)) => {
+                match export::aliases(dev, get, ty as u32) {
+                    Ok(()) => get_fd = Some(get),
+                    Err(e) => {
+                        log::info!(
+                    "profile: the driver's exported memory cannot be double-mapped ({e}); {}",
+                    if ext { "importing host memory instead" } else { "no double mapping" }
+                )
+                    }
+                }
+            }
+            _ => log::info!("profile: vkGetMemoryFdKHR or a host-visible memory type is missing"),
+        }
+    }
     let min_import_alignment = if ext { import_alignment(dev) } else { 0 };
     let host_ptr_props = if ext {
         dev.next_proc(c"vkGetMemoryHostPointerPropertiesEXT")
@@ -236,16 +258,22 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         // SAFETY: resolved by that name.
         .map(|f| unsafe { crate::records::typed(f) });
     let validate = dev.settings.validate;
-    let double_map = validate
+    let host_way = validate
         && ext
         && !test_off
         && host_ptr_props.is_some()
         && min_import_alignment.is_power_of_two();
+    let backing = match (get_fd.is_some() && validate, host_way) {
+        (true, _) => Some(Backing::FdExport),
+        (false, true) => Some(Backing::HostImport),
+        _ => None,
+    };
+    let double_map = backing.is_some();
     if validate {
         log::info!(
             "profile: host-access validation on; {}",
-            if double_map {
-                "host-visible memory is double-mapped (VK_EXT_external_memory_host)".to_string()
+            if let Some(b) = backing {
+                format!("host-visible memory is double-mapped ({})", b.name())
             } else {
                 "the driver's mapping is protected (no double mapping)".to_string()
             }
@@ -263,6 +291,8 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         copied: Default::default(),
         window_count: AtomicU64::new(0),
         double_map,
+        backing,
+        get_fd,
         guard_ok: AtomicBool::new(true),
         min_bytes: dev.settings.min_bytes,
         min_import_alignment,
@@ -273,6 +303,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         sets: HandleMap::default(),
         views: HandleMap::default(),
         cmds: HandleMap::default(),
+        late: Late::new(late_at_record),
         candidates: HandleSet::default(),
         doubles: HandleMap::default(),
         importing: HandleMap::default(),
@@ -284,6 +315,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         } else {
             super::gputime::GpuTimer::new(dev, sink, dev.index)
         },
+        lost: HandleSet::default(),
     };
     let validation = match (validate, double_map) {
         (false, _) => "off",
@@ -309,15 +341,24 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
 /// A patched `vkAllocateMemory` that imports a double mapping's driver view (the mapping
 /// itself waits in `Profiler::importing`).
 pub struct Import {
-    alloc: Box<crate::hostmem::import::ImportInfo>,
+    way: Way,
     driver_ptr: usize,
     len: usize,
+}
+
+/// The patched allocate info of each way of double-mapping.
+enum Way {
+    Host(Box<crate::hostmem::import::ImportInfo>),
+    Export(Box<crate::hostmem::export::ExportInfo>),
 }
 
 impl Import {
     /// The allocate info to pass down (valid while `self` lives).
     pub fn info(&self) -> *const vk::MemoryAllocateInfo<'static> {
-        self.alloc.info()
+        match &self.way {
+            Way::Host(i) => i.info(),
+            Way::Export(e) => e.info(),
+        }
     }
 }
 
@@ -362,6 +403,14 @@ impl Profiler {
         if ty.flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() == 0 {
             return None;
         }
+        if self.backing == Some(crate::hostmem::export::Backing::FdExport) {
+            let e = crate::hostmem::export::ExportInfo::new(info)?;
+            return Some(Box::new(Import {
+                way: Way::Export(e),
+                driver_ptr: 0,
+                len: info.allocation_size as usize,
+            }));
+        }
         let chain = crate::hostmem::import::importable_chain(info)?;
         let map = DoubleMap::new(
             info.allocation_size as usize,
@@ -381,12 +430,12 @@ impl Profiler {
             return None;
         }
         let b = Box::new(Import {
-            alloc: crate::hostmem::import::ImportInfo::new(
+            way: Way::Host(crate::hostmem::import::ImportInfo::new(
                 chain,
                 map.driver_ptr() as *mut c_void,
                 map.len() as u64,
                 info.memory_type_index,
-            ),
+            )),
             driver_ptr: map.driver_ptr() as usize,
             len: map.len(),
         });
@@ -399,6 +448,12 @@ impl Profiler {
     #[inline]
     pub fn may_import(&self) -> bool {
         self.double_map && self.guard_ok.load(Ordering::Relaxed)
+    }
+
+    /// How this device's double mappings are made (`None`: none are).
+    #[inline]
+    pub fn backing(&self) -> Option<crate::hostmem::export::Backing> {
+        self.backing
     }
 
     /// The import was refused by the driver: drop its double mapping.
@@ -418,10 +473,10 @@ impl Profiler {
         &self,
         info: &vk::BufferCreateInfo<'_>,
     ) -> Option<Box<BufferPatch>> {
-        if !self.double_map || !self.guard_ok.load(Ordering::Relaxed) {
+        if !self.guard_ok.load(Ordering::Relaxed) {
             return None;
         }
-        BufferPatch::host_allocation(info)
+        BufferPatch::external(info, self.backing?.handle_type())
     }
 
     /// After a successful `vkAllocateMemory` (`import`: the double mapping it used, if any).
@@ -436,8 +491,19 @@ impl Profiler {
         import: Option<Box<Import>>,
     ) {
         if let Some(i) = import {
-            if let Some((_, map)) = self.importing.remove(&i.driver_ptr) {
-                self.doubles.insert(memory, map);
+            match &i.way {
+                Way::Host(_) => {
+                    if let Some((_, map)) = self.importing.remove(&i.driver_ptr) {
+                        self.doubles.insert(memory, map);
+                    }
+                }
+                Way::Export(_) => match self.export_map(dev, memory, i.len) {
+                    Ok(map) => {
+                        self.doubles.insert(memory, map);
+                    }
+                    // No double mapping: its candidates are refused (`import_missing`).
+                    Err(e) => log::debug!("profile: no double mapping of {memory:#x} ({e})"),
+                },
             }
         }
         if !self.on() {
@@ -466,6 +532,20 @@ impl Profiler {
             external: is_external(info, m.alloc_flags),
             host_import: is_host_import(info),
         });
+    }
+
+    /// The two views of exported allocation `memory` (`len` bytes).
+    fn export_map(&self, dev: &Device, memory: u64, len: usize) -> Result<DoubleMap, String> {
+        use ash::vk::Handle;
+        let get = self.get_fd.ok_or("vkGetMemoryFdKHR is missing")?;
+        let fd = crate::hostmem::export::memory_fd(
+            get,
+            dev.handle,
+            vk::DeviceMemory::from_raw(memory),
+            len as u64,
+        )?;
+        // The map owns the fd from here on (closed on drop, also when mapping fails).
+        DoubleMap::from_fd(fd, len).map_err(|e| e.to_string())
     }
 
     /// Before `vkFreeMemory`: disarm what lives in it, record. Returns the double mapping to
@@ -704,6 +784,7 @@ impl Profiler {
 
     pub fn on_begin(&self, cmd: u64, one_time: bool) {
         self.cmds.insert(cmd, CmdBinds::default());
+        self.late.forget(cmd);
         if self.on() {
             self.rec(Event::CmdBegin { cmd, one_time });
         }
@@ -721,6 +802,7 @@ impl Profiler {
         }
         for c in cmds {
             self.cmds.remove(c);
+            self.late.forget(*c);
             if self.on() {
                 self.rec(Event::CmdReset { cmd: *c });
             }
@@ -733,6 +815,7 @@ impl Profiler {
         }
         for c in cmds {
             self.cmds.remove(c);
+            self.late.forget(*c);
             if self.on() {
                 self.rec(Event::CmdFree { cmd: *c });
             }
@@ -797,6 +880,7 @@ impl Profiler {
                 cmd,
                 command: command.into(),
                 uses,
+                late: None,
             });
         }
     }
@@ -806,6 +890,7 @@ impl Profiler {
         if let Some(g) = &self.gpu {
             g.on_execute(cmd, &secondaries);
         }
+        self.late.executes(cmd, &secondaries);
         if self.on() && !secondaries.is_empty() {
             self.rec(Event::CmdExecute { cmd, secondaries });
         }
@@ -817,428 +902,13 @@ impl Profiler {
         }
     }
 
-    // ------------------------------------------------------------------------ descriptors
-
-    /// After `vkCreateShaderModule`.
-    ///
-    /// # Safety
-    /// `info` must be a valid create info.
-    pub unsafe fn on_shader_module(&self, module: u64, info: &vk::ShaderModuleCreateInfo<'_>) {
-        let words = if info.p_code.is_null() {
-            &[][..]
-        } else {
-            std::slice::from_raw_parts(info.p_code, info.code_size / 4)
-        };
-        self.modules
-            .insert(module, reflect::reflect(words).map(Arc::new));
-    }
-
-    pub fn on_destroy_module(&self, module: u64) {
-        self.modules.remove(&module);
-    }
-
-    /// The bindings of one stage (`None`: unknown).
-    unsafe fn stage_bindings(
-        &self,
-        stage: &vk::PipelineShaderStageCreateInfo<'_>,
-    ) -> Option<reflect::Bindings> {
-        let name = if stage.p_name.is_null() {
-            "main".to_string()
-        } else {
-            CStr::from_ptr(stage.p_name).to_string_lossy().into_owned()
-        };
-        let module = if stage.module != vk::ShaderModule::null() {
-            self.modules.get(&raw(stage.module))?.clone()?
-        } else {
-            // maintenance5 / graphics pipeline libraries: the code chained into the stage.
-            let mut p = stage.p_next as *const vk::BaseInStructure<'_>;
-            let mut found = None;
-            while !p.is_null() {
-                if (*p).s_type == vk::StructureType::SHADER_MODULE_CREATE_INFO {
-                    let i = &*(p as *const vk::ShaderModuleCreateInfo<'_>);
-                    if !i.p_code.is_null() {
-                        found =
-                            reflect::reflect(std::slice::from_raw_parts(i.p_code, i.code_size / 4))
-                                .map(Arc::new);
-                    }
-                }
-                p = (*p).p_next;
-            }
-            found?
-        };
-        module.entries.get(&name).cloned()
-    }
-
-    /// After `vkCreateComputePipelines` (handles that are null were not created).
-    ///
-    /// # Safety
-    /// `infos` and `out` must hold `count` entries.
-    pub unsafe fn on_compute_pipelines(
-        &self,
-        count: u32,
-        infos: *const vk::ComputePipelineCreateInfo<'_>,
-        out: *const vk::Pipeline,
-    ) {
-        if count == 0 || infos.is_null() || out.is_null() {
-            return;
-        }
-        let infos = std::slice::from_raw_parts(infos, count as usize);
-        let out = std::slice::from_raw_parts(out, count as usize);
-        for (i, p) in infos.iter().zip(out) {
-            if *p == vk::Pipeline::null() {
-                continue;
-            }
-            let b = self.stage_bindings(&i.stage).map(Arc::new);
-            self.pipelines.insert(raw(*p), b);
-        }
-    }
-
-    /// After `vkCreateGraphicsPipelines`: the union of the stages' bindings.
-    ///
-    /// # Safety
-    /// `infos` and `out` must hold `count` entries.
-    pub unsafe fn on_graphics_pipelines(
-        &self,
-        count: u32,
-        infos: *const vk::GraphicsPipelineCreateInfo<'_>,
-        out: *const vk::Pipeline,
-    ) {
-        if count == 0 || infos.is_null() || out.is_null() {
-            return;
-        }
-        let infos = std::slice::from_raw_parts(infos, count as usize);
-        let out = std::slice::from_raw_parts(out, count as usize);
-        for (i, p) in infos.iter().zip(out) {
-            if *p == vk::Pipeline::null() {
-                continue;
-            }
-            let mut all = Some(reflect::Bindings::new());
-            if i.stage_count == 0 || i.p_stages.is_null() {
-                all = None; // a pipeline library link: stages unknown here
-            } else {
-                for s in std::slice::from_raw_parts(i.p_stages, i.stage_count as usize) {
-                    match (self.stage_bindings(s), all.as_mut()) {
-                        (Some(b), Some(a)) => reflect::merge_into(a, &b),
-                        _ => all = None,
-                    }
-                }
-            }
-            self.pipelines.insert(raw(*p), all.map(Arc::new));
-        }
-    }
-
-    /// One descriptor written at `(binding, element)`: a buffer (or a texel view's buffer) is
-    /// followed, anything else forgets what was there.
-    fn put(
-        &self,
-        into: &mut SetContents,
-        binding: u32,
-        element: u32,
-        ty: vk::DescriptorType,
-        w: Written,
-    ) {
-        use vk::DescriptorType as T;
-        let k = (binding, element);
-        let d = match (ty, w) {
-            (
-                T::UNIFORM_BUFFER
-                | T::UNIFORM_BUFFER_DYNAMIC
-                | T::STORAGE_BUFFER
-                | T::STORAGE_BUFFER_DYNAMIC,
-                Written::Buffer(bi),
-            ) if bi.buffer != vk::Buffer::null() => Some(Desc {
-                buffer: raw(bi.buffer),
-                offset: bi.offset,
-                range: bi.range,
-                dynamic: matches!(ty, T::UNIFORM_BUFFER_DYNAMIC | T::STORAGE_BUFFER_DYNAMIC),
-                uniform: matches!(ty, T::UNIFORM_BUFFER | T::UNIFORM_BUFFER_DYNAMIC),
-            }),
-            (T::UNIFORM_TEXEL_BUFFER | T::STORAGE_TEXEL_BUFFER, Written::View(v)) => {
-                self.views.get(&raw(v)).map(|r| {
-                    let (buffer, offset, range) = *r;
-                    Desc {
-                        buffer,
-                        offset,
-                        range,
-                        dynamic: false,
-                        uniform: ty == T::UNIFORM_TEXEL_BUFFER,
-                    }
-                })
-            }
-            _ => None,
-        };
-        match d {
-            Some(d) => {
-                into.insert(k, d);
-            }
-            None => {
-                into.remove(&k);
-            }
-        }
-    }
-
-    /// The descriptors of one `VkWriteDescriptorSet` applied onto `into` (set contents).
-    unsafe fn apply_writes(&self, into: &mut SetContents, w: &vk::WriteDescriptorSet<'_>) {
-        use vk::DescriptorType as T;
-        let ty = w.descriptor_type;
-        let n = w.descriptor_count as usize;
-        for e in 0..w.descriptor_count {
-            let i = e as usize;
-            let what = match ty {
-                T::UNIFORM_BUFFER
-                | T::UNIFORM_BUFFER_DYNAMIC
-                | T::STORAGE_BUFFER
-                | T::STORAGE_BUFFER_DYNAMIC => {
-                    if w.p_buffer_info.is_null() {
-                        return;
-                    }
-                    Written::Buffer(std::slice::from_raw_parts(w.p_buffer_info, n)[i])
-                }
-                T::UNIFORM_TEXEL_BUFFER | T::STORAGE_TEXEL_BUFFER => {
-                    if w.p_texel_buffer_view.is_null() {
-                        return;
-                    }
-                    Written::View(std::slice::from_raw_parts(w.p_texel_buffer_view, n)[i])
-                }
-                _ => Written::Other,
-            };
-            self.put(into, w.dst_binding, w.dst_array_element + e, ty, what);
-        }
-    }
-
-    /// `vkCreateBufferView` success: texel descriptors naming `view` use this buffer range.
-    pub fn on_buffer_view(&self, view: u64, buffer: u64, offset: u64, range: u64) {
-        self.views.insert(view, (buffer, offset, range));
-    }
-
-    pub fn on_destroy_view(&self, view: u64) {
-        self.views.remove(&view);
-    }
-
-    /// `vkUpdateDescriptorSetWithTemplate`: the same per-set records `vkUpdateDescriptorSets`
-    /// makes, decoded from `data` by the template's entries.
-    ///
-    /// # Safety
-    /// `data` must be the application's `pData` for `t`.
-    pub unsafe fn on_update_with_template(
-        &self,
-        set: u64,
-        t: &UpdateTemplate,
-        data: *const c_void,
-    ) {
-        let written = t.decode(data);
-        let mut e = self.sets.entry(set).or_default();
-        for (binding, element, ty, w) in written {
-            self.put(&mut e, binding, element, ty, w);
-        }
-    }
-
-    /// `vkUpdateDescriptorSets`.
-    ///
-    /// # Safety
-    /// The arrays must hold their counts of valid entries.
-    pub unsafe fn on_update_sets(
-        &self,
-        write_count: u32,
-        writes: *const vk::WriteDescriptorSet<'_>,
-        copy_count: u32,
-        copies: *const vk::CopyDescriptorSet<'_>,
-    ) {
-        if write_count > 0 && !writes.is_null() {
-            for w in std::slice::from_raw_parts(writes, write_count as usize) {
-                let mut e = self.sets.entry(raw(w.dst_set)).or_default();
-                self.apply_writes(&mut e, w);
-            }
-        }
-        if copy_count > 0 && !copies.is_null() {
-            for c in std::slice::from_raw_parts(copies, copy_count as usize) {
-                let src: Vec<(u32, Option<Desc>)> = {
-                    let s = self.sets.get(&raw(c.src_set));
-                    (0..c.descriptor_count)
-                        .map(|i| {
-                            let d = s.as_ref().and_then(|s| {
-                                s.get(&(c.src_binding, c.src_array_element + i)).copied()
-                            });
-                            (i, d)
-                        })
-                        .collect()
-                };
-                let mut dst = self.sets.entry(raw(c.dst_set)).or_default();
-                for (i, d) in src {
-                    let k = (c.dst_binding, c.dst_array_element + i);
-                    match d {
-                        Some(d) => {
-                            dst.insert(k, d);
-                        }
-                        None => {
-                            dst.remove(&k);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// `vkAllocateDescriptorSets` success (a recycled handle starts empty).
-    pub fn on_allocate_sets(&self, sets: &[u64]) {
-        for s in sets {
-            self.sets.remove(s);
-        }
-    }
-
-    pub fn on_bind_pipeline(&self, cmd: u64, bp: vk::PipelineBindPoint, pipeline: u64) {
-        let Some(i) = point_index(bp) else { return };
-        self.cmds.entry(cmd).or_default().points[i].pipeline = Some(pipeline);
-    }
-
-    /// `vkCmdBindDescriptorSets`: dynamic offsets are dealt to the sets in order, each taking
-    /// as many as it has dynamic descriptors written.
-    pub fn on_bind_sets(
-        &self,
-        cmd: u64,
-        bp: vk::PipelineBindPoint,
-        first: u32,
-        sets: &[u64],
-        dynamic: &[u32],
-    ) {
-        let Some(i) = point_index(bp) else { return };
-        let mut next_dyn = 0usize;
-        let mut c = self.cmds.entry(cmd).or_default();
-        for (k, s) in sets.iter().enumerate() {
-            let n = self
-                .sets
-                .get(s)
-                .map_or(0, |c| c.values().filter(|d| d.dynamic).count());
-            let offs = dynamic
-                .get(next_dyn..(next_dyn + n).min(dynamic.len()))
-                .unwrap_or(&[])
-                .to_vec();
-            next_dyn += n;
-            let idx = first + k as u32;
-            c.points[i].sets.insert(idx, (*s, offs));
-            c.points[i].push.remove(&idx);
-        }
-    }
-
-    /// `vkCmdPushDescriptorSetKHR`.
-    ///
-    /// # Safety
-    /// `writes` must hold `count` valid writes.
-    pub unsafe fn on_push_descriptors(
-        &self,
-        cmd: u64,
-        bp: vk::PipelineBindPoint,
-        set: u32,
-        count: u32,
-        writes: *const vk::WriteDescriptorSet<'_>,
-    ) {
-        let Some(i) = point_index(bp) else { return };
-        if count == 0 || writes.is_null() {
-            return;
-        }
-        let mut c = self.cmds.entry(cmd).or_default();
-        let contents = c.points[i].push.entry(set).or_default();
-        for w in std::slice::from_raw_parts(writes, count as usize) {
-            self.apply_writes(contents, w);
-        }
-        c.points[i].sets.remove(&set);
-    }
-
-    /// `vkCmdPushDescriptorSetWithTemplateKHR`: push descriptors decoded from `data` (the bind
-    /// point is the template's).
-    ///
-    /// # Safety
-    /// `data` must be the application's `pData` for `t`.
-    pub unsafe fn on_push_template(
-        &self,
-        cmd: u64,
-        t: &UpdateTemplate,
-        set: u32,
-        data: *const c_void,
-    ) {
-        let Some(i) = point_index(t.bind_point) else {
-            return;
-        };
-        let written = t.decode(data);
-        let mut c = self.cmds.entry(cmd).or_default();
-        let contents = c.points[i].push.entry(set).or_default();
-        for (binding, element, ty, w) in written {
-            self.put(contents, binding, element, ty, w);
-        }
-        c.points[i].sets.remove(&set);
-    }
-
-    /// A dispatch or draw: the buffers of the bound descriptors, with the access reflection
-    /// found for their binding (unknown pipeline: read-write, uniform buffers: read), then
-    /// `extra` (indirect and count buffers).
-    pub fn on_dispatch_or_draw(
-        &self,
-        cmd: u64,
-        graphics: bool,
-        command: &str,
-        extra: Vec<BufferUse>,
-    ) {
-        if !self.on() {
-            return;
-        }
-        let mut uses: Vec<BufferUse> = Vec::new();
-        if let Some(c) = self.cmds.get(&cmd) {
-            let pb = &c.points[graphics as usize];
-            let refl = pb
-                .pipeline
-                .and_then(|p| self.pipelines.get(&p).map(|r| r.clone()))
-                .flatten();
-            let mut each = |set: u32, contents: &SetContents, dyn_offs: &[u32]| {
-                let mut dyn_i = 0usize;
-                for (&(binding, _), d) in contents.iter() {
-                    let extra_off = if d.dynamic {
-                        let o = dyn_offs.get(dyn_i).copied().unwrap_or(0) as u64;
-                        dyn_i += 1;
-                        o
-                    } else {
-                        0
-                    };
-                    let access = match &refl {
-                        Some(r) => match r.get(&(set, binding)) {
-                            Some(a) => {
-                                if d.uniform {
-                                    Access::Read
-                                } else {
-                                    *a
-                                }
-                            }
-                            None => continue, // the shader never touches this binding
-                        },
-                        None if d.uniform => Access::Read,
-                        None => Access::ReadWrite,
-                    };
-                    uses.push(BufferUse {
-                        buffer: d.buffer,
-                        offset: d.offset + extra_off,
-                        size: d.range,
-                        access,
-                        kind: UseKind::Descriptor,
-                    });
-                }
-            };
-            for (&set, (handle, offs)) in &pb.sets {
-                if let Some(contents) = self.sets.get(handle) {
-                    each(set, &contents, offs);
-                }
-            }
-            for (&set, contents) in &pb.push {
-                each(set, contents, &[]);
-            }
-        }
-        uses.extend(extra);
-        self.on_use(cmd, command, uses);
-    }
-
     // ------------------------------------------------------------------ queues and waits
 
-    /// Before `vkQueueSubmit*` goes down: close the host window (drain), open the GPU window
-    /// (arm). Returns the sequence number (and host time) the submission is recorded at.
-    pub fn before_submit(&self, dev: &Device) -> sink::Stamp {
+    /// Before `vkQueueSubmit*` goes down: the late descriptor uses of `cmds` resolved now
+    /// (`descriptors.rs`), then close the host window (drain), open the GPU window (arm).
+    /// Returns the sequence number (and host time) the submission is recorded at.
+    pub fn before_submit(&self, dev: &Device, cmds: impl Iterator<Item = u64>) -> sink::Stamp {
+        self.late_at_submit(cmds);
         // The submission's number first: the window it opens (and its `Window` record) follows it.
         let seq = sink::stamp();
         self.window(dev);
@@ -1462,6 +1132,9 @@ impl Profiler {
     /// Arms candidate `b`'s range in the current mapping (nothing when it is not mapped);
     /// `false` when validation stopped for good.
     fn arm_one(&self, dev: &Device, b: u64) -> bool {
+        if self.lost.contains(&b) {
+            return true;
+        }
         let Some((ptr, len)) = self.range_of(dev, b) else {
             if self.import_missing(dev, b) {
                 self.unvalidated(b, "its allocation could not be double-mapped");
@@ -1493,12 +1166,45 @@ impl Profiler {
         let sink = self.sink;
         let on = self.on();
         let own = self.index;
-        guard::drain(|id, access, seq, thread| {
-            if on {
-                let dev = owners().get(&id).map_or(own, |d| *d);
-                sink.record_for(seq, thread, dev, Event::HostAccess { buffer: id, access });
+        let mut lost = Vec::new();
+        guard::drain(|id, seen, seq, thread| match seen {
+            guard::Seen::Access(access) => {
+                if on {
+                    let dev = owners().get(&id).map_or(own, |d| *d);
+                    sink.record_for(seq, thread, dev, Event::HostAccess { buffer: id, access });
+                }
             }
+            guard::Seen::Lost => lost.push(id),
         });
+        for id in lost {
+            // Whichever profiler drains files it under the buffer's device; the set that stops
+            // re-arming is this device's (a buffer of another device is refused there by the
+            // record, and that device's own arms stop at its next failed fault).
+            if self.lost.insert(id) {
+                let pc = guard::last_lost_pc();
+                let level = if log::first_time("guard-lost") {
+                    echo_analyzer::settings::LogLevel::Warn
+                } else {
+                    echo_analyzer::settings::LogLevel::Debug
+                };
+                log::write(
+                    level,
+                    format_args!("profile: a fault at pc {pc:#x}, in code that is not the program's (a Vulkan driver's module or JIT-compiled code), touched buffer {id:#x}'s protected memory; its range stays open and its pairs are refused for missing evidence (the program runs on)")
+                );
+                if on {
+                    let dev = owners().get(&id).map_or(own, |d| *d);
+                    sink.record(
+                        dev,
+                        Event::Unvalidated {
+                            buffer: id,
+                            reason: format!(
+                                "a fault echo cannot explain (code that is not the program's: a Vulkan driver's module or JIT-compiled code, pc {pc:#x}) opened its memory; its host accesses are not seen from then on"
+                            ),
+                        },
+                    );
+                }
+            }
+        }
     }
 
     /// Validation stopped for the rest of the run: the trace says so, and the analyzer refuses
@@ -1598,7 +1304,7 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling)",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped, {} unexplained (driver or JIT code: ranges left open, buffers refused), {} handler panics contained); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling)",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
@@ -1608,6 +1314,8 @@ impl Profiler {
                 s.shared_page,
                 s.chained,
                 s.dropped,
+                s.lost,
+                s.panics,
                 s.by_context,
                 s.by_instruction,
                 s.unclassified,
