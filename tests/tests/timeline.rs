@@ -330,3 +330,31 @@ fn perfetto_of_a_profiled_20_iteration_saxpy_spans_the_run() {
         "{text}"
     );
 }
+
+/// Reading GPU times back never stalls the program. lavapipe 22.3's `vkGetQueryPoolResults`
+/// waits for the whole device even without the wait bit; `c_draw_race readback` waits for a
+/// fence while a later submission waits on a timeline value the host signals only after that
+/// wait: a read there would deadlock (it did, before results were read only with the device
+/// seen idle). Bounded: a hang fails the test. Every submission still gets its GPU times, read
+/// at the next point the host has seen everything complete.
+#[test]
+fn reading_gpu_times_never_waits_for_work_the_host_has_not_released() {
+    let dir = Path::new(env!("OUT_DIR"));
+    let w = profile_world();
+    let trace = w.dir.join("draw-race.jsonl");
+    let mut cmd = w.command(&dir.join("c_draw_race"), &["readback", "dynamic", "3"]);
+    cmd.env("VK_ECHO_TRACE", &trace)
+        .env("ECHO_C_SPV", dir.join("c_double.spv"));
+    let run = echo_tests::samples::run_command_within(cmd, std::time::Duration::from_secs(60));
+    assert!(run.status.success(), "{}:\n{}", run.args, run.stderr);
+    let t = read_trace(std::io::BufReader::new(
+        std::fs::File::open(&trace).unwrap(),
+    ))
+    .unwrap();
+    check_host_times(&t, "c_draw_race readback");
+    let (subs, copies) = check_gpu_times(&t, GpuClock::Host, 100e3, "c_draw_race readback");
+    assert!(
+        subs >= 6 && copies >= 3,
+        "{subs} submissions, {copies} copies timed"
+    );
+}

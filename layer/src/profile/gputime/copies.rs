@@ -56,8 +56,12 @@ impl GpuTimer {
         }
     }
 
+    /// The recording ends (re-begun, reset or freed: not pending then). What was set aside is
+    /// read if the device is idle now; this recording's results not read by then are given up.
     fn release_cmd(&self, cmd: u64) {
-        self.read_cmd(cmd);
+        if self.cmds.get(&cmd).is_some_and(|e| e.submitted.is_some()) {
+            self.read_if_idle(false);
+        }
         if let Some((_, e)) = self.cmds.remove(&cmd) {
             if !e.blocks.is_empty() {
                 lock(&self.copy_free).extend(e.blocks);

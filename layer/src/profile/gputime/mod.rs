@@ -18,12 +18,16 @@
 //!   every queue family the application created queues in can take them (timestamps, graphics or
 //!   compute, nothing protected), and not in command buffers begun with `SIMULTANEOUS_USE` (two
 //!   executions at once would share the pair).
-//! - **Reading back.** Never with `VK_QUERY_RESULT_WAIT_BIT`: a submission's results are read
-//!   when the host observed it complete (a fence it or a later submission on its queue carries,
-//!   idle, a timeline value it signals), and, at the next submission on its queue, where its
-//!   `end` is already available with new values (a slot used before, so no uninitialized query
-//!   is read). A command buffer's copies are read with its submission, or before it is recorded,
-//!   reset, freed or submitted again (it is not pending then).
+//! - **Reading back.** Never with `VK_QUERY_RESULT_WAIT_BIT`, and only when the host has seen
+//!   every submission of the device complete (a fence it or a later submission on its queue
+//!   carries, idle, a timeline value it signals) and no submission is going down: some drivers
+//!   wait for the whole device in `vkGetQueryPoolResults` even without the wait bit (lavapipe
+//!   22.3), which would stall the program, or deadlock it where a submission waits on a
+//!   semaphore the host signals later (`c_draw_race readback`; tests/tests/timeline.rs). A
+//!   submission's results are set aside when the host sees it complete and read at the next such
+//!   idle point; a program that never lets the device go idle keeps its submissions untimed once
+//!   the slots are spent (they are drawn by the host's observations). A command buffer's copies
+//!   are read with the submission that ran them last.
 //! - **Clock.** With `VK_KHR/EXT_calibrated_timestamps` (enabled by echo where the device offers
 //!   it, with `CLOCK_MONOTONIC` among its time domains) ticks are mapped onto the trace's clock
 //!   (`clock: host`; recalibrated every second); otherwise they are written as device
@@ -39,7 +43,7 @@ use ash::vk;
 use echo_analyzer::trace::{Event, GpuClock};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 mod copies;
 
@@ -57,7 +61,6 @@ const MAX_PENDING: usize = 512;
 /// Recalibrate the device clock against the host's this often.
 const RECALIBRATE_NS: u64 = 1_000_000_000;
 
-/// Why GPU time is not taken on a device (for the log), or `None` when it is.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -81,26 +84,31 @@ struct Slot {
     last: (u64, u64),
 }
 
-/// A submission whose results are not read yet.
+/// A submission the host has not seen complete, or whose results are not read yet.
 struct Pending {
     submit: u64,
     slot: Option<u32>,
-    /// The slot had been used before this submission (its results may be read early).
-    prior: bool,
     fence: u64,
     signals: Vec<(u64, u64)>,
     /// The command buffers (secondaries included) whose copies it ran.
     cmds: Vec<u64>,
 }
 
+/// One queue of the device: every submission on it until the host saw it complete and its
+/// results were read; echo's pools where the queue is timed.
 struct QueueTimer {
     queue: u64,
     mask: u64,
+    /// Echo's pools exist (the family has timestamps and graphics or compute).
+    timed: bool,
     cmd_pool: vk::CommandPool,
     query_pool: vk::QueryPool,
     slots: Vec<Slot>,
     free: Vec<u32>,
+    /// Submitted, not yet seen complete by the host.
     pending: VecDeque<Pending>,
+    /// Seen complete, results not yet read (they are read when the whole device is).
+    done: VecDeque<Pending>,
 }
 
 /// The device clock against the host's: a device tick count and the `CLOCK_MONOTONIC` reading
@@ -135,6 +143,10 @@ pub struct GpuTimer {
     copy_last: Mutex<Vec<(u64, u64)>>,
     cmds: HandleMap<u64, CmdCopies>,
     failed: AtomicBool,
+    /// Submissions hold it shared from before they are counted until they went down; results
+    /// are read only by a `try_write` holder that finds every submission of the device seen
+    /// complete (see [`GpuTimer::observed`]).
+    gate: RwLock<()>,
 }
 
 /// Which extension to enable for calibrated timestamps on this device, if any: the KHR one,
@@ -225,6 +237,7 @@ impl GpuTimer {
             copy_last: Mutex::new(Vec::new()),
             cmds: HandleMap::default(),
             failed: AtomicBool::new(false),
+            gate: RwLock::new(()),
         };
         t.calibrate();
         log::info!(
@@ -296,55 +309,68 @@ impl GpuTimer {
 
     // ------------------------------------------------------------------------ submissions
 
-    /// The timer of `queue`, made at its first submission (`None`: not timed).
-    fn queue_timer(&self, dev: &Device, queue: u64) -> Option<Arc<Mutex<QueueTimer>>> {
+    /// The record of `queue`, made at its first submission, with echo's pools where its family
+    /// can be timed.
+    fn queue_timer(&self, dev: &Device, queue: u64) -> Arc<Mutex<QueueTimer>> {
         if let Some(q) = self.queues.get(&queue) {
-            return Some(q.clone());
+            return q.clone();
         }
-        let family = *dev.state.queue_family.get(&queue)?;
-        let f = *self.families.get(family as usize)?;
-        if f.mask == 0 || !f.resettable {
-            return None;
+        let family = dev.state.queue_family.get(&queue).map(|f| *f);
+        let f = family.and_then(|f| self.families.get(f as usize).copied());
+        let mut q = QueueTimer {
+            queue,
+            mask: f.map_or(u64::MAX, |f| f.mask),
+            timed: false,
+            cmd_pool: vk::CommandPool::null(),
+            query_pool: vk::QueryPool::null(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            pending: VecDeque::new(),
+            done: VecDeque::new(),
+        };
+        if let (Some(family), Some(f), true) = (family, f, self.on()) {
+            if f.mask != 0 && f.resettable {
+                self.make_pools(&mut q, family);
+            }
         }
+        let q = Arc::new(Mutex::new(q));
+        self.masks
+            .insert(queue, q.lock().map_or(u64::MAX, |g| g.mask));
+        self.queues.entry(queue).or_insert(q).clone()
+    }
+
+    /// Echo's command pool (of the queue's `family`) and query pool for queue `q`.
+    fn make_pools(&self, q: &mut QueueTimer, family: u32) {
         let fp = &self.fp;
         let pool_info = vk::CommandPoolCreateInfo::default().queue_family_index(family);
-        let mut cmd_pool = vk::CommandPool::null();
         // SAFETY: valid create infos and out handles, through the next layer.
         let r = unsafe {
-            (fp.create_command_pool)(self.device, &pool_info, std::ptr::null(), &mut cmd_pool)
+            (fp.create_command_pool)(self.device, &pool_info, std::ptr::null(), &mut q.cmd_pool)
         };
         if r != vk::Result::SUCCESS {
             self.fail("vkCreateCommandPool", r);
-            return None;
+            return;
         }
         let qp_info = vk::QueryPoolCreateInfo::default()
             .query_type(vk::QueryType::TIMESTAMP)
             .query_count(2 * SLOTS_PER_QUEUE);
-        let mut query_pool = vk::QueryPool::null();
         let r = unsafe {
-            (fp.create_query_pool)(self.device, &qp_info, std::ptr::null(), &mut query_pool)
+            (fp.create_query_pool)(self.device, &qp_info, std::ptr::null(), &mut q.query_pool)
         };
         if r != vk::Result::SUCCESS {
-            unsafe { (fp.destroy_command_pool)(self.device, cmd_pool, std::ptr::null()) };
+            unsafe { (fp.destroy_command_pool)(self.device, q.cmd_pool, std::ptr::null()) };
+            q.cmd_pool = vk::CommandPool::null();
             self.fail("vkCreateQueryPool", r);
-            return None;
+            return;
         }
-        let q = Arc::new(Mutex::new(QueueTimer {
-            queue,
-            mask: f.mask,
-            cmd_pool,
-            query_pool,
-            slots: Vec::new(),
-            free: Vec::new(),
-            pending: VecDeque::new(),
-        }));
-        self.masks.insert(queue, f.mask);
-        self.queues.insert(queue, q.clone());
-        Some(q)
+        q.timed = true;
     }
 
     /// A free slot of `q`, recording a new one while there are fewer than [`SLOTS_PER_QUEUE`].
     fn take_slot(&self, dev: &Device, q: &mut QueueTimer) -> Option<u32> {
+        if !q.timed {
+            return None;
+        }
         if let Some(s) = q.free.pop() {
             return Some(s);
         }
@@ -421,10 +447,13 @@ impl GpuTimer {
         seq: u64,
         count: u32,
         submits: *const vk::SubmitInfo<'_>,
-    ) -> Wrapped {
+    ) -> Wrapped<'_> {
         let infos = crate::records::slice(submits, count);
+        let signals = batches_v1_signals(infos);
         if infos.iter().all(|s| s.command_buffer_count == 0) {
-            return Wrapped::nothing(queue, seq); // no GPU work to time
+            // No GPU work to time; counted all the same (the device is not idle before the
+            // host saw it complete).
+            return self.prepare(dev, queue, seq, &[], false, signals);
         }
         let cbs: Vec<Vec<vk::CommandBuffer>> = infos
             .iter()
@@ -442,7 +471,6 @@ impl GpuTimer {
             }
             true
         });
-        let signals = batches_v1_signals(infos);
         let mut w = self.prepare(dev, queue, seq, &cbs, plain, signals);
         if let Some(slot) = &w.slot {
             let (first, last) = slot.batches;
@@ -473,10 +501,17 @@ impl GpuTimer {
         seq: u64,
         count: u32,
         submits: *const vk::SubmitInfo2<'_>,
-    ) -> Wrapped {
+    ) -> Wrapped<'_> {
         let infos = crate::records::slice(submits, count);
+        let signals: Vec<(u64, u64)> = infos
+            .iter()
+            .flat_map(|s| {
+                crate::records::slice(s.p_signal_semaphore_infos, s.signal_semaphore_info_count)
+            })
+            .map(|s| (raw(s.semaphore), s.value))
+            .collect();
         if infos.iter().all(|s| s.command_buffer_info_count == 0) {
-            return Wrapped::nothing(queue, seq); // no GPU work to time
+            return self.prepare(dev, queue, seq, &[], false, signals);
         }
         let cbs: Vec<Vec<vk::CommandBuffer>> = infos
             .iter()
@@ -494,13 +529,6 @@ impl GpuTimer {
                     .iter()
                     .all(|c| c.p_next.is_null())
         });
-        let signals = infos
-            .iter()
-            .flat_map(|s| {
-                crate::records::slice(s.p_signal_semaphore_infos, s.signal_semaphore_info_count)
-            })
-            .map(|s| (raw(s.semaphore), s.value))
-            .collect();
         let mut w = self.prepare(dev, queue, seq, &cbs, plain, signals);
         if let Some(slot) = &w.slot {
             let (first, last) = slot.batches;
@@ -538,8 +566,9 @@ impl GpuTimer {
         w
     }
 
-    /// What both submit forms share: read what this submission's command buffers left from
-    /// their last run, take a slot when the submission may carry echo's command buffers.
+    /// What both submit forms share: the submission is counted (the device is not idle until
+    /// the host saw it complete) and takes a slot when it may carry echo's command buffers.
+    /// The returned value holds the gate shared until the submission went down.
     fn prepare(
         &self,
         dev: &Device,
@@ -548,16 +577,18 @@ impl GpuTimer {
         cbs: &[Vec<vk::CommandBuffer>],
         plain: bool,
         signals: Vec<(u64, u64)>,
-    ) -> Wrapped {
+    ) -> Wrapped<'_> {
         let mut w = Wrapped {
             signals,
+            gate: Some(self.gate.read().unwrap_or_else(|p| p.into_inner())),
             ..Wrapped::nothing(queue, seq)
         };
         if !self.on() {
             return w;
         }
-        // The command buffers (and the secondaries they execute) whose copies this runs: a
-        // command buffer submitted before is not pending now, so its last results are final.
+        // The command buffers (and the secondaries they execute) whose copies this runs. One
+        // submitted before and not read since is not pending now; its results are left (a read
+        // may wait for the device on some drivers, and the device is not idle now).
         for cb in cbs.iter().flatten() {
             let c = raw(*cb);
             let secondaries = self
@@ -566,7 +597,6 @@ impl GpuTimer {
                 .map(|x| x.secondaries.clone())
                 .unwrap_or_default();
             for x in std::iter::once(c).chain(secondaries) {
-                self.read_cmd(x);
                 if let Some(mut e) = self.cmds.get_mut(&x) {
                     if !e.copies.is_empty() {
                         e.submitted = Some((queue, seq));
@@ -575,20 +605,13 @@ impl GpuTimer {
                 }
             }
         }
+        let q = self.queue_timer(dev, queue);
         let first = cbs.iter().position(|b| !b.is_empty());
         let last = cbs.iter().rposition(|b| !b.is_empty());
-        let (Some(first), Some(last)) = (first, last) else {
-            return w;
-        };
-        let Some(q) = self.queue_timer(dev, queue) else {
+        let (Some(first), Some(last), true) = (first, last, plain) else {
             return w;
         };
         let mut g = lock(&q);
-        // Results of earlier submissions that are there already (no wait).
-        self.read_ready(&mut g);
-        if !plain {
-            return w;
-        }
         if let Some(i) = self.take_slot(dev, &mut g) {
             let s = &g.slots[i as usize];
             w.slot = Some(WrappedSlot {
@@ -596,42 +619,40 @@ impl GpuTimer {
                 begin: s.begin,
                 end: s.end,
                 batches: (first, last),
-                prior: s.used,
             });
         }
         w
     }
 
     /// After the submission went down (`ok`: it succeeded), with the application's fence.
-    pub fn submitted(&self, w: Wrapped, fence: u64, ok: bool) {
-        if w.slot.is_none() && w.cmds.is_empty() && !self.queues.contains_key(&w.queue) {
+    pub fn submitted(&self, w: Wrapped<'_>, fence: u64, ok: bool) {
+        let Some(q) = self.queues.get(&w.queue).map(|q| q.clone()) else {
             return;
-        }
-        let q = self.queues.get(&w.queue).map(|q| q.clone());
+        };
+        let mut g = lock(&q);
         if !ok {
             self.unsubmit(&w);
-            if let (Some(q), Some(s)) = (q, &w.slot) {
-                lock(&q).free.push(s.index);
+            if let Some(s) = &w.slot {
+                g.free.push(s.index);
             }
             return;
         }
-        let Some(q) = q else { return };
-        let mut g = lock(&q);
         if g.pending.len() >= MAX_PENDING {
-            // Never observed: its slot is lost (it may still run), its copies stay unread.
+            // Never observed complete: its slot is lost (it may still run), and the device is
+            // taken as busy until an idle wait says otherwise.
             g.pending.pop_front();
         }
         g.pending.push_back(Pending {
             submit: w.seq,
             slot: w.slot.as_ref().map(|s| s.index),
-            prior: w.slot.as_ref().is_some_and(|s| s.prior),
             fence,
-            signals: w.signals,
-            cmds: w.cmds,
+            signals: w.signals.clone(),
+            cmds: w.cmds.clone(),
         });
+        // `w` (and the gate it holds) goes now: the submission is in the driver and counted.
     }
 
-    fn unsubmit(&self, w: &Wrapped) {
+    fn unsubmit(&self, w: &Wrapped<'_>) {
         for c in &w.cmds {
             if let Some(mut e) = self.cmds.get_mut(c) {
                 if e.submitted == Some((w.queue, w.seq)) {
@@ -641,23 +662,23 @@ impl GpuTimer {
         }
     }
 
-    /// Whether observations matter to it (some queue has been timed).
+    /// Whether observations matter to it (some queue has been used).
     pub fn watching(&self) -> bool {
         !self.queues.is_empty()
     }
 
-    /// A host completion observation: the submissions it shows complete are read back.
+    /// A host completion observation: the submissions it shows complete are set aside, and
+    /// when the host has now seen every submission of the device complete, every result set
+    /// aside is read. Only then: `vkGetQueryPoolResults` without the wait bit may still wait
+    /// for the whole device (lavapipe 22.3 does), which would stall the program — or deadlock
+    /// it, when a submission waits on a semaphore the host signals after this wait.
     pub fn observed(&self, event: &Event) {
         if !self.on() || self.queues.is_empty() {
             return;
         }
-        let queues: Vec<(u64, Arc<Mutex<QueueTimer>>)> = self
-            .queues
-            .iter()
-            .map(|e| (*e.key(), e.value().clone()))
-            .collect();
-        for (queue, q) in queues {
+        for q in self.all_queues() {
             let mut g = lock(&q);
+            let queue = g.queue;
             let upto = match event {
                 // A fence's signal covers every earlier submission on its queue.
                 Event::FenceSignaled { fences } => g
@@ -678,27 +699,39 @@ impl GpuTimer {
             if let Some(upto) = upto {
                 for _ in 0..=upto {
                     if let Some(p) = g.pending.pop_front() {
-                        self.complete(&mut g, p);
+                        g.done.push_back(p);
                     }
+                }
+                while g.done.len() > MAX_PENDING {
+                    g.done.pop_front();
                 }
             }
         }
+        self.read_if_idle(false);
     }
 
-    /// Read the oldest submissions of a queue whose results are there already: slots used
-    /// before (never an uninitialized query), values that changed since the last read.
-    fn read_ready(&self, g: &mut QueueTimer) {
-        while let Some(p) = g.pending.front() {
-            let (Some(slot), true) = (p.slot, p.prior) else {
-                return;
-            };
-            match self.results(g.query_pool, 2 * slot, g.mask) {
-                Some(v) if v != g.slots[slot as usize].last => {}
-                _ => return,
-            }
-            let p = g.pending.pop_front().expect("front exists");
-            self.complete(g, p);
+    fn all_queues(&self) -> Vec<Arc<Mutex<QueueTimer>>> {
+        self.queues.iter().map(|e| e.value().clone()).collect()
+    }
+
+    /// Read every result set aside, if no submission is going down now and the host has seen
+    /// every submission of the device complete (`force`: the device is idle by the rules, at
+    /// `vkDestroyDevice`). Never blocks: the gate is only tried.
+    pub(super) fn read_if_idle(&self, force: bool) -> bool {
+        let Ok(_only) = self.gate.try_write() else {
+            return false;
+        };
+        let queues = self.all_queues();
+        if !force && queues.iter().any(|q| !lock(q).pending.is_empty()) {
+            return false;
         }
+        for q in queues {
+            let mut g = lock(&q);
+            while let Some(p) = g.done.pop_front() {
+                self.complete(&mut g, p);
+            }
+        }
+        true
     }
 
     /// Results of a pair of queries, if both are available (never waits).
@@ -779,7 +812,9 @@ impl GpuTimer {
     /// `vkDestroyDevice` (the application waited for all its work): read what is left, destroy
     /// echo's objects.
     pub fn on_destroy_device(&self) {
+        // The application waited for all its work (VUID-vkDestroyDevice-device-00378).
         self.observed(&Event::DeviceWaitIdle);
+        self.read_if_idle(true);
         let cmds: Vec<u64> = self.cmds.iter().map(|e| *e.key()).collect();
         for c in cmds {
             self.read_cmd(c);
@@ -829,7 +864,9 @@ unsafe fn batches_v1_signals(infos: &[vk::SubmitInfo<'_>]) -> Vec<(u64, u64)> {
 }
 
 /// A submission as echo sends it down.
-pub struct Wrapped {
+pub struct Wrapped<'a> {
+    /// The gate, shared, from before the submission is counted until it went down.
+    gate: Option<RwLockReadGuard<'a, ()>>,
     queue: u64,
     seq: u64,
     slot: Option<WrappedSlot>,
@@ -852,13 +889,13 @@ struct WrappedSlot {
     end: vk::CommandBuffer,
     /// First and last batch with command buffers.
     batches: (usize, usize),
-    prior: bool,
 }
 
-impl Wrapped {
+impl Wrapped<'_> {
     /// A submission sent as the application made it.
-    fn nothing(queue: u64, seq: u64) -> Wrapped {
+    fn nothing(queue: u64, seq: u64) -> Wrapped<'static> {
         Wrapped {
+            gate: None,
             queue,
             seq,
             slot: None,
