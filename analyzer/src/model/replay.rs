@@ -95,6 +95,7 @@ impl Model {
                 | Event::CmdBarrier { .. }
                 | Event::FenceReset { .. }
                 | Event::SemaphoreSignal { .. }
+                | Event::GpuTime { .. }
                 | Event::Truncated { .. } => {}
             }
         }

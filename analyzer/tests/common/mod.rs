@@ -71,6 +71,7 @@ impl T {
                 settings: [("host_writes".to_string(), "whole".to_string())]
                     .into_iter()
                     .collect(),
+                clock_origin_ns: None,
             },
             recs: Vec::new(),
             seq: 0,
@@ -97,6 +98,8 @@ impl T {
             seq: self.seq,
             thread: 0,
             dev: self.dev,
+            t: None,
+            dur: None,
             event,
         });
         self.seq

@@ -341,6 +341,9 @@ hook! {
             }
             if let Some(p) = cx.dev.profile() {
                 p.on_begin(raw(cb), (*info).flags.contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT));
+                if let Some(g) = p.gpu() {
+                    g.on_begin(raw(cb), (*info).flags.contains(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE));
+                }
             }
             if let Some(e) = cx.dev.enforce() {
                 e.on_reset(&[raw(cb)]);
@@ -389,12 +392,20 @@ hook! {
         count: u32,
         regions: *const vk::BufferCopy,
     ) {
+        let mut timed = None;
         if let (Some(p), false) = (cx.dev.profile(), regions.is_null()) {
             let r = std::slice::from_raw_parts(regions, count as usize)
                 .iter()
                 .map(|r| CopyRegion { src_offset: r.src_offset, dst_offset: r.dst_offset, size: r.size })
                 .collect();
-            p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
+            let seq = p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
+            // Issue 47: GPU timestamps around it, in echo's query pool.
+            timed = p.gpu().and_then(|g| g.copy_before(raw(cb), seq).map(|t| (g, t)));
+        }
+        if let Some((g, t)) = timed {
+            cx.down((cx.next)(cb, src, dst, count, regions));
+            g.copy_after(raw(cb), t);
+            return;
         }
         if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
             g.use_buffers(cx.dev, raw(cb), &[raw(src), raw(dst)]);
@@ -415,7 +426,12 @@ hook! {
                     .map(|r| CopyRegion { src_offset: r.src_offset, dst_offset: r.dst_offset, size: r.size })
                     .collect()
             };
-            p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
+            let seq = p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
+            if let Some((g, t)) = p.gpu().and_then(|g| g.copy_before(raw(cb), seq).map(|t| (g, t))) {
+                cx.down((cx.next)(cb, info));
+                g.copy_after(raw(cb), t);
+                return;
+            }
         }
         if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
             g.use_buffers(cx.dev, raw(cb), &[raw((*info).src_buffer), raw((*info).dst_buffer)]);

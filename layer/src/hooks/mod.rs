@@ -247,6 +247,8 @@ hook_table! {
     descriptor::vkUpdateDescriptorSetWithTemplate,
     descriptor::vkUpdateDescriptorSetWithTemplateKHR,
     // queue.rs
+    queue::vkGetDeviceQueue,
+    queue::vkGetDeviceQueue2,
     queue::vkQueueSubmit,
     queue::vkQueueSubmit2,
     queue::vkQueueSubmit2KHR,

@@ -16,13 +16,15 @@ hook! {
         wait_all: vk::Bool32,
         timeout: u64,
     ) -> vk::Result {
+        let t0 = cx.dev.profile().map(|_| crate::profile::sink::monotonic_ns());
         let r = cx.down((cx.next)(device, count, fences, wait_all, timeout));
         if let (vk::Result::SUCCESS, Some(g), false) = (r, cx.dev.enforce().and_then(|e| e.guard()).filter(|g| g.active()), fences.is_null()) {
             let f = std::slice::from_raw_parts(fences, count as usize);
             g.fences_done(&crate::enforce::guard::signalled(cx.dev, f, wait_all != 0));
         }
         if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-            p.on_fences_waited(cx.dev, count, fences, wait_all != 0);
+            let waited = crate::profile::sink::monotonic_ns().saturating_sub(t0.unwrap_or(0));
+            p.on_fences_waited(cx.dev, count, fences, wait_all != 0, waited);
         }
         r
     }
@@ -58,9 +60,11 @@ hook! {
         info: *const vk::SemaphoreWaitInfo<'_>,
         timeout: u64,
     ) -> vk::Result {
+        let t0 = cx.dev.profile().map(|_| crate::profile::sink::monotonic_ns());
         let r = cx.down((cx.next)(device, info, timeout));
         if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-            p.on_semaphores_waited(cx.dev, &*info);
+            let waited = crate::profile::sink::monotonic_ns().saturating_sub(t0.unwrap_or(0));
+            p.on_semaphores_waited(cx.dev, &*info, waited);
         }
         r
     }

@@ -58,7 +58,7 @@
 )]
 
 use std::ffi::c_void;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::hostmem::fault::fault_is_write;
@@ -165,6 +165,9 @@ struct Cell {
     id: AtomicU64,
     access: AtomicU8,
     at: AtomicU64,
+    /// Host time of the fault (the trace's clock) and the faulting thread's small id.
+    t: AtomicU64,
+    thread: AtomicU32,
 }
 #[allow(clippy::declare_interior_mutable_const)]
 const CELL_INIT: Cell = Cell {
@@ -172,6 +175,8 @@ const CELL_INIT: Cell = Cell {
     id: AtomicU64::new(0),
     access: AtomicU8::new(0),
     at: AtomicU64::new(0),
+    t: AtomicU64::new(0),
+    thread: AtomicU32::new(0),
 };
 static CELLS: [Cell; RING] = [CELL_INIT; RING];
 /// Never used: what [`cell`] would give for an index it cannot have.
@@ -276,8 +281,15 @@ fn ring_init() {
     }
 }
 
+/// Async-signal-safe push of an access stamped now, by the calling thread. Returns false when
+/// full.
+fn push_now(id: u64, access: u8) -> bool {
+    let at = super::sink::stamp();
+    push(id, access, at, super::sink::thread_id_in_handler())
+}
+
 /// Async-signal-safe push. Returns false when full.
-fn push(id: u64, access: u8, at: u64) -> bool {
+fn push(id: u64, access: u8, at: super::sink::Stamp, thread: u32) -> bool {
     let mut pos = ENQ.load(Ordering::Relaxed);
     loop {
         let c = cell(pos);
@@ -288,7 +300,9 @@ fn push(id: u64, access: u8, at: u64) -> bool {
                 Ok(_) => {
                     c.id.store(id, Ordering::Relaxed);
                     c.access.store(access, Ordering::Relaxed);
-                    c.at.store(at, Ordering::Relaxed);
+                    c.at.store(at.seq, Ordering::Relaxed);
+                    c.t.store(at.t, Ordering::Relaxed);
+                    c.thread.store(thread, Ordering::Relaxed);
                     c.seq.store(pos + 1, Ordering::Release);
                     return true;
                 }
@@ -302,7 +316,7 @@ fn push(id: u64, access: u8, at: u64) -> bool {
     }
 }
 
-fn pop() -> Option<(u64, u8, u64)> {
+fn pop() -> Option<(u64, u8, super::sink::Stamp, u32)> {
     let mut pos = DEQ.load(Ordering::Relaxed);
     loop {
         let c = cell(pos);
@@ -314,7 +328,11 @@ fn pop() -> Option<(u64, u8, u64)> {
                     let v = (
                         c.id.load(Ordering::Relaxed),
                         c.access.load(Ordering::Relaxed),
-                        c.at.load(Ordering::Relaxed),
+                        super::sink::Stamp {
+                            seq: c.at.load(Ordering::Relaxed),
+                            t: c.t.load(Ordering::Relaxed),
+                        },
+                        c.thread.load(Ordering::Relaxed),
                     );
                     c.seq.store(pos + RING, Ordering::Release);
                     return Some(v);
@@ -587,7 +605,7 @@ unsafe fn lose(s: &Slot, id: u64, a: usize, b: usize, pc: usize) {
     }
     if !s.lost.swap(true, Ordering::SeqCst) {
         LOST_PC.store(pc, Ordering::Relaxed);
-        if !push(id, ACC_LOST, super::sink::next_seq()) {
+        if !push_now(id, ACC_LOST) {
             DROPPED.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -712,7 +730,7 @@ unsafe fn note(s: &Slot, snap: (Range, usize, usize, usize, usize, u64), write: 
             .compare_exchange(st, to, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            if !push(id, acc, super::sink::next_seq()) {
+            if !push_now(id, acc) {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
             }
             open(s, ps0, pe0, prot);
@@ -877,7 +895,7 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
             .is_ok()
         {
             SHARED_PAGE.fetch_add(1, Ordering::Relaxed);
-            if !push(id, ACC_SHARED, super::sink::next_seq()) {
+            if !push_now(id, ACC_SHARED) {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -1209,18 +1227,19 @@ pub enum Seen {
     Lost,
 }
 
-/// Take the accesses recorded since the last drain, oldest first: `f(id, seen, seq)`, where
-/// `seq` is the global sequence number taken in the handler at the fault.
-pub fn drain(mut f: impl FnMut(u64, Seen, u64)) {
+/// Take the accesses recorded since the last drain, oldest first: `f(id, seen, stamp,
+/// thread)`, where `stamp` is the global sequence number and host time taken in the handler at
+/// the fault, and `thread` the small id of the thread that faulted (0: unknown).
+pub fn drain(mut f: impl FnMut(u64, Seen, super::sink::Stamp, u32)) {
     let _g = lock();
-    while let Some((id, acc, at)) = pop() {
+    while let Some((id, acc, at, thread)) = pop() {
         let a = match acc {
             ACC_WRITE => Seen::Access(Access::Write),
             ACC_SHARED => Seen::Access(Access::ReadWrite),
             ACC_LOST => Seen::Lost,
             _ => Seen::Access(Access::Read),
         };
-        f(id, a, at);
+        f(id, a, at, thread);
     }
 }
 
@@ -1368,9 +1387,9 @@ mod tests {
 
     fn drained() -> Vec<(u64, Access, u64)> {
         let mut v = Vec::new();
-        drain(|id, a, s| {
+        drain(|id, a, s, _| {
             if let Seen::Access(a) = a {
-                v.push((id, a, s))
+                v.push((id, a, s.seq))
             }
         });
         v
