@@ -14,6 +14,8 @@
 #   discrete      every sample, c_upload and c_calls with the test layer's discrete table, modes
 #                 none, off, auto twice (echo stays inactive: profile writes no trace, so there is
 #                 no plan to enforce)
+#   fuzzprog      random legal programs (issue 45): 40 fixed seeds valid under synchronization
+#                 validation, 8 through the oracle (none, profile, enforce, auto twice) identical
 #
 # About 5 minutes on the project's 2-core machine under load (7 with every program in every
 # pass: the plain and discrete passes were cut to keep the test command short).
@@ -37,7 +39,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 passes=("$@")
-[ ${#passes[@]} -gt 0 ] || passes=(lavapipe plain jetson-nano discrete)
+[ ${#passes[@]} -gt 0 ] || passes=(lavapipe plain jetson-nano discrete fuzzprog)
 bin=$(realpath "${ECHO_BIN_DIR:-${CARGO_TARGET_DIR:-target}/debug}")
 out="${ECHO_MODERN_OUT:-$(mktemp -d /tmp/echo-modern.XXXXXX)}"
 mkdir -p "$out"
@@ -86,6 +88,42 @@ fi
 # 3. The gate, per pass.
 modes=none,off,profile,enforce,auto1,auto2
 for p in "${passes[@]}"; do
+    if [ "$p" = fuzzprog ]; then
+        # Random legal programs (issue 45, docs/fuzzing-programs.md) on Mesa 25: 40 fixed seeds
+        # valid under synchronization validation, and a fixed-seed batch through the oracle
+        # (none, profile, enforce, auto twice) with no divergence.
+        echo "== modern stack: pass fuzzprog (echo-fuzzprog, seed 45)"
+        s=$SECONDS
+        rm -rf "${out:?}/fuzzprog"
+        for what in validate batch; do
+            if [ "$what" = validate ]; then
+                a=(--validate --programs 40); want='40 programs, 0 validation messages'
+            else
+                a=(--programs 8 --no-shrink); want='^8 programs, .* 0 divergences$'
+            fi
+            ECHO_FUZZ_BIN_DIR="$bin" $stack "$bin/echo-fuzzprog" fuzz --driver mesa25 --seed 45 \
+                --seconds 900 --out "$out/fuzzprog/$what" "${a[@]}" > "$out/fuzzprog-$what.log" 2>&1
+            line=$(grep -E 'validation messages|divergences$' "$out/fuzzprog-$what.log" | tail -1)
+            if grep -Eq "$want" <<< "$line"; then verdict=ok; else verdict=FAIL; failed=1; fi
+            echo "   $what: $verdict: $line"
+            echo "fuzzprog	echo-fuzzprog	$what	$verdict	${line:-no result, see $out/fuzzprog-$what.log}" >> "$out/results.tsv"
+        done
+        # The corpus found on Mesa 25 (tests/data/fuzzprog/mesa25-*.json): each fails until
+        # echo is fixed.
+        for f in tests/data/fuzzprog/mesa25-*.json; do
+            [ -e "$f" ] || continue
+            name=$(basename "$f" .json)
+            ECHO_FUZZ_BIN_DIR="$bin" $stack "$bin/echo-fuzzprog" check --driver mesa25 --file "$PWD/$f" \
+                --out "$out/fuzzprog/$name" > "$out/fuzzprog-$name.log" 2>&1
+            rc=$?
+            if [ "$rc" -eq 0 ]; then verdict=ok; else verdict=FAIL; failed=1; fi
+            line=$(grep -m1 '^divergence' "$out/fuzzprog-$name.log" || true)
+            echo "   corpus $name: $verdict ${line}"
+            echo "fuzzprog	$name	corpus	$verdict	${line:-exit $rc}" >> "$out/results.tsv"
+        done
+        echo "   pass fuzzprog: $((SECONDS - s)) s"
+        continue
+    fi
     case "$p" in
         lavapipe) args=(--modes "$modes") ;;
         plain) args=(--modes "$modes" --no-validation --programs c_upload,c_tensors,c_vkfft) ;;

@@ -25,9 +25,10 @@ log="$target/test-log.txt"
 
 echo "== cargo build --workspace --all-targets"
 cargo build --workspace --all-targets
-# tests/tests/costs.rs counts the instructions a user pays, so it measures the release library.
-echo "== cargo build --release -p vk-layer-echo"
-cargo build --release -p vk-layer-echo
+# tests/tests/costs.rs counts the instructions a user pays, so it measures the release library;
+# tests/tests/selftest.rs runs the release vkecho and layer (what the packages hold).
+echo "== cargo build --release -p vk-layer-echo -p echo-cli"
+cargo build --release -p vk-layer-echo -p echo-cli
 
 echo "== cargo test --workspace $*"
 status=0

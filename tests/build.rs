@@ -26,8 +26,15 @@ fn main() {
         println!("cargo:rerun-if-changed={}", src.display());
         let spv = out.join(src.file_stem().unwrap()).with_extension("spv");
         // The C corpus's shaders (c_*.comp) target Vulkan 1.0: c_api10 runs on a 1.0 instance.
-        let is_c = src.file_stem().unwrap().to_string_lossy().starts_with("c_");
-        let target = if is_c { "vulkan1.0" } else { "vulkan1.1" };
+        // echo-fuzzprog's (fz_*.comp, issue 45) use device addresses: Vulkan 1.2.
+        let stem = src.file_stem().unwrap().to_string_lossy().into_owned();
+        let target = if stem.starts_with("c_") {
+            "vulkan1.0"
+        } else if stem.starts_with("fz_") {
+            "vulkan1.2"
+        } else {
+            "vulkan1.1"
+        };
         let o = Command::new(&tool)
             .args(["-V", "--target-env", target, "-o"])
             .arg(&spv)

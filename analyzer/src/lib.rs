@@ -23,5 +23,6 @@ pub mod sampling;
 pub mod settings;
 pub mod show;
 pub mod stats;
+pub mod timing;
 pub mod topology;
 pub mod trace;

@@ -69,6 +69,10 @@ pub struct Settings {
     pub min_bytes: u64,
     /// Fewest copies that make a candidate pair.
     pub min_copies: u64,
+    /// `host_writes=whole`: the user vouches that the program rewrites every byte of a staging
+    /// buffer whenever it writes it (echo cannot see how much of it the host writes). Default
+    /// `any`: a host write may have left any byte as it was (issue 45).
+    pub whole_host_writes: bool,
     /// Return addresses hashed into a call-site identity.
     pub stack_depth: u32,
     /// Largest trace, in bytes, before it is cut with a truncation marker.
@@ -111,6 +115,7 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo { name: "topology", kind: "enum", default: "strict", accepted: "strict|integrated", description: "Act on uma-strict devices only, or also on integrated devices with a separate host heap (AMD APUs)." },
     SettingInfo { name: "min_bytes", kind: "int", default: "262144", accepted: "a byte count", description: "Smallest copy that makes a candidate pair." },
     SettingInfo { name: "min_copies", kind: "int", default: "2", accepted: "a count >= 1", description: "Fewest copies between two buffers that make a candidate pair." },
+    SettingInfo { name: "host_writes", kind: "enum", default: "any", accepted: "any|whole", description: "What a host write to a staging buffer may be: any part of it (echo cannot see how much the host writes, so a member whose device buffer the GPU changed since it was last in step is refused), or always the whole buffer (you vouch for it; then such members are accepted)." },
     SettingInfo { name: "stack_depth", kind: "int", default: "16", accepted: "1..64", description: "Return addresses hashed into a buffer's call-site identity." },
     SettingInfo { name: "trace_max_bytes", kind: "int", default: "1073741824", accepted: "a byte count", description: "Largest trace before it is cut with a truncation marker." },
     SettingInfo { name: "validate", kind: "bool", default: "true", accepted: "true|false", description: "Profile mode: validate host access to candidate staging buffers with page protection (false: record the trace only)." },
@@ -151,6 +156,7 @@ impl Settings {
             topology: TopologyPolicy::Strict,
             min_bytes: 256 * 1024,
             min_copies: 2,
+            whole_host_writes: false,
             stack_depth: 16,
             trace_max_bytes: 1 << 30,
             validate: true,
@@ -186,6 +192,15 @@ impl Settings {
             ),
             ("min_bytes".into(), self.min_bytes.to_string()),
             ("min_copies".into(), self.min_copies.to_string()),
+            (
+                "host_writes".into(),
+                if self.whole_host_writes {
+                    "whole"
+                } else {
+                    "any"
+                }
+                .into(),
+            ),
             ("stack_depth".into(), self.stack_depth.to_string()),
             ("trace_max_bytes".into(), self.trace_max_bytes.to_string()),
             ("validate".into(), self.validate.to_string()),
@@ -321,6 +336,11 @@ pub fn resolve(
             "context" => match v.to_ascii_lowercase().as_str() {
                 "arguments" => s.context = ContextMode::Arguments,
                 "program" => s.context = ContextMode::Program,
+                _ => bad(&mut warnings),
+            },
+            "host_writes" => match v.to_ascii_lowercase().as_str() {
+                "any" => s.whole_host_writes = false,
+                "whole" => s.whole_host_writes = true,
                 _ => bad(&mut warnings),
             },
             "topology" => match v.to_ascii_lowercase().as_str() {

@@ -77,6 +77,10 @@ pub struct Header {
     /// Settings in force (name → value) when the trace was recorded.
     #[serde(default)]
     pub settings: std::collections::BTreeMap<String, String>,
+    /// The `CLOCK_MONOTONIC` reading (nanoseconds) at which the records' times ([`Record::t`])
+    /// are 0: when the trace began. Absent in traces without times (before issue 47).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_origin_ns: Option<u64>,
 }
 
 /// Identity of a buffer or allocation that survives ASLR and is equal across runs:
@@ -446,6 +450,34 @@ pub enum Event {
     Truncated {
         dropped_after_bytes: u64,
     },
+    /// GPU timestamps (issue 47) of one submission (`copy` absent) or of one copy in it
+    /// (`copy`: the `seq` of its `CmdCopyBuffer` record), written when echo read them back —
+    /// without waiting, after the host observed the submission complete, so this record's
+    /// own `seq` and `t` come later than the work it times. `begin` and `end` are nanoseconds:
+    /// on the trace's clock (the records' `t`) when `clock` is `host` (mapped with
+    /// `VK_KHR/EXT_calibrated_timestamps`), or on the device's own clock (ticks × its
+    /// `timestampPeriod`, any origin: comparable only with other `device` times of the same
+    /// queue) when `clock` is `device`, which readers place by the host's observations.
+    GpuTime {
+        queue: u64,
+        /// `seq` of the `QueueSubmit` record of the submission.
+        submit: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        copy: Option<u64>,
+        begin: u64,
+        end: u64,
+        clock: GpuClock,
+    },
+}
+
+/// What the times of an [`Event::GpuTime`] are measured against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuClock {
+    /// The trace's own clock (calibrated timestamps mapped them).
+    Host,
+    /// The device's clock in nanoseconds, origin unknown.
+    Device,
 }
 
 /// One line after the header.
@@ -458,6 +490,15 @@ pub struct Record {
     /// Index of the device the event belongs to (`DeviceCreate::device_index`); 0 when absent.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dev: u32,
+    /// Host time of the event (issue 47): nanoseconds of `CLOCK_MONOTONIC` since the trace
+    /// began ([`Header::clock_origin_ns`]), read once, with `seq`, so that the records of one
+    /// thread in `seq` order have non-decreasing times. `None` in traces before issue 47.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t: Option<u64>,
+    /// How long the call that made the record took, ending at `t` (nanoseconds): the host's
+    /// waits (`vkWaitForFences`, `vkQueueWaitIdle`, `vkDeviceWaitIdle`, `vkWaitSemaphores`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dur: Option<u64>,
     #[serde(flatten)]
     pub event: Event,
 }
@@ -659,6 +700,7 @@ mod tests {
             pid: 1,
             started_unix: 0,
             settings: Default::default(),
+            clock_origin_ns: None,
         }
     }
 
@@ -669,12 +711,16 @@ mod tests {
                 seq: 2,
                 thread: 0,
                 dev: 0,
+                t: None,
+                dur: None,
                 event: Event::DeviceWaitIdle,
             },
             Record {
                 seq: 1,
                 thread: 0,
                 dev: 0,
+                t: None,
+                dur: None,
                 event: Event::BufferAddress { buffer: 7 },
             },
         ];

@@ -12,7 +12,16 @@ fn block(doc: &str, lang: &str) -> String {
 #[test]
 fn trace_example_reads() {
     let t = echo_analyzer::trace::read_trace(block("trace-format.md", "json").as_bytes()).unwrap();
-    assert_eq!(t.records.len(), 12);
+    assert_eq!(t.records.len(), 14);
+    // Issue 47: every record has its host time, and the GPU time of the submission lies between
+    // its submission and the host's observation of its completion.
+    assert!(t.records.iter().all(|r| r.t.is_some()));
+    let m = echo_analyzer::model::Model::build(&t);
+    let tm = echo_analyzer::timing::Timing::build(&t, &m);
+    assert!(tm.timed);
+    let s = tm.submissions[&11];
+    assert!(s.begin >= tm.at(11).unwrap() && s.end <= tm.at(12).unwrap());
+    assert_eq!(tm.copies.len(), 1);
 }
 
 #[test]

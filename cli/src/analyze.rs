@@ -86,10 +86,29 @@ pub fn main(args: &Args) -> i32 {
             "vkecho analyze: warning: {trace_path} was truncated by the layer; analyzing what it holds"
         );
     }
+    // Issue 47: where an iteration's time went in the profiled run, each group's copies.
+    let timing =
+        echo_analyzer::show::view(&trace, &analysis, trace_path, Default::default()).breakdown;
     let text = if as_json {
-        report::json(&analysis)
+        let mut v: serde_json::Value =
+            serde_json::from_str(&report::json(&analysis)).unwrap_or_default();
+        if let (Some(b), Some(o)) = (&timing, v.as_object_mut()) {
+            o.insert(
+                "iteration_time".into(),
+                serde_json::to_value(b).unwrap_or_default(),
+            );
+        }
+        serde_json::to_string_pretty(&v).unwrap_or_else(|_| report::json(&analysis))
     } else {
         let mut t = report::table(&analysis, trace_path);
+        if let Some(b) = &timing {
+            t.push_str(
+                "\ntime (from the trace's clock; GPU timestamps where the device gave them):\n",
+            );
+            for l in b.lines() {
+                t.push_str(&format!("  {l}\n"));
+            }
+        }
         if let Some(hint) = sym.hint() {
             t.push_str(&format!("\nnote: {hint}\n"));
         }

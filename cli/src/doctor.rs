@@ -534,7 +534,10 @@ fn device_follows(d: &mut Value, exts: &[String], api_version: u32) {
     };
 }
 
-fn list_devices(entry: &ash::Entry, loader_version: u32) -> Result<(Vec<Value>, bool), String> {
+pub(crate) fn list_devices(
+    entry: &ash::Entry,
+    loader_version: u32,
+) -> Result<(Vec<Value>, bool), String> {
     let api = if loader_version >= vk::API_VERSION_1_1 {
         vk::API_VERSION_1_1
     } else {

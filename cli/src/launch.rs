@@ -7,21 +7,29 @@ use crate::paths;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `libVkLayer_echo.so` of this build: `VK_ECHO_LIBRARY` if set, else next to this executable.
+/// `libVkLayer_echo.so` of this build: `VK_ECHO_LIBRARY` if set, else next to this executable
+/// (a build, or a folder holding the two), else where the packages put it beside `bin/vkecho`:
+/// `../lib/<triplet>/` (the .deb: /usr/bin and /usr/lib/aarch64-linux-gnu) or `../lib/` (the
+/// tarball unpacked into a prefix).
 pub fn layer_library() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("VK_ECHO_LIBRARY") {
         return Ok(PathBuf::from(p));
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate vkecho itself: {e}"))?;
     let dir = exe.parent().ok_or("vkecho has no parent directory")?;
-    let lib = dir.join(paths::LIBRARY_FILE);
-    if lib.exists() {
-        Ok(lib)
-    } else {
-        Err(format!(
+    let beside = dir.join(paths::LIBRARY_FILE);
+    let mut tried = vec![beside.clone()];
+    if let Some(prefix) = dir.parent().filter(|_| dir.ends_with("bin")) {
+        let triplet = format!("{}-linux-gnu", std::env::consts::ARCH);
+        tried.push(prefix.join("lib").join(triplet).join(paths::LIBRARY_FILE));
+        tried.push(prefix.join("lib").join(paths::LIBRARY_FILE));
+    }
+    match tried.iter().find(|p| p.exists()) {
+        Some(lib) => Ok(lib.clone()),
+        None => Err(format!(
             "the layer library is not next to vkecho ({}); build the workspace (`cargo build --workspace`) or set VK_ECHO_LIBRARY",
-            lib.display()
-        ))
+            beside.display()
+        )),
     }
 }
 

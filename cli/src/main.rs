@@ -16,6 +16,7 @@ mod profile;
 use echo_progress as progress;
 mod report;
 mod run;
+mod selftest;
 mod show;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -64,6 +65,12 @@ enum Command {
     Demo(demo::Args),
     /// One run as a self-contained HTML page (or a Perfetto trace)
     Show(show::Args),
+    /// Check echo on this machine with built-in workloads: a verdict, and a report bundle to
+    /// send (needs only vkecho and the layer)
+    Selftest(selftest::Args),
+    /// Internal: one workload run of `vkecho selftest` (started by selftest itself)
+    #[command(hide = true)]
+    SelftestWorker(selftest::worker::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout
     Completions {
         /// The shell to write the script for
@@ -86,6 +93,8 @@ fn main() {
         Command::Plan(c) => plan::main(c),
         Command::Report(a) => report::main(a),
         Command::Show(a) => show::main(a),
+        Command::Selftest(a) => selftest::main(a),
+        Command::SelftestWorker(a) => selftest::worker::main(a),
         Command::Completions { shell } => {
             clap_complete::generate(
                 *shell,

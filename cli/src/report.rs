@@ -219,7 +219,7 @@ fn contents(dir: &Path, doctor: &Value, now: u64) -> Vec<(String, Vec<u8>)> {
 }
 
 /// Versions of everything between the program and the GPU.
-fn versions(doctor: &Value) -> Value {
+pub(crate) fn versions(doctor: &Value) -> Value {
     let drivers: Vec<Value> = doctor["devices"]
         .as_array()
         .map(|ds| {
@@ -349,7 +349,7 @@ fn redact_run(mut r: RunRecord, cache: &Path) -> RunRecord {
     r
 }
 
-fn write_private_bytes(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn write_private_bytes(path: &Path, bytes: &[u8]) -> Result<(), String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()

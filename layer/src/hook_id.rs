@@ -398,6 +398,8 @@ pub enum HookId {
     vkGetDeviceMemoryCommitment,
     vkGetDeviceMemoryOpaqueCaptureAddress,
     vkGetDeviceMemoryOpaqueCaptureAddressKHR,
+    vkGetDeviceQueue,
+    vkGetDeviceQueue2,
     vkGetDynamicRenderingTilePropertiesQCOM,
     vkGetFenceStatus,
     vkGetImageViewAddressNVX,
@@ -435,7 +437,7 @@ pub enum HookId {
     vkWriteResourceDescriptorsEXT,
 }
 
-pub const HOOK_COUNT: usize = 420;
+pub const HOOK_COUNT: usize = 422;
 
 /// What echo does with a hooked name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -835,6 +837,8 @@ const NAMES: [&str; HOOK_COUNT] = [
     "vkGetDeviceMemoryCommitment",
     "vkGetDeviceMemoryOpaqueCaptureAddress",
     "vkGetDeviceMemoryOpaqueCaptureAddressKHR",
+    "vkGetDeviceQueue",
+    "vkGetDeviceQueue2",
     "vkGetDynamicRenderingTilePropertiesQCOM",
     "vkGetFenceStatus",
     "vkGetImageViewAddressNVX",
@@ -1258,6 +1262,8 @@ const KINDS: [Kind; HOOK_COUNT] = [
     Kind::Followed,
     Kind::Followed,
     Kind::Followed,
+    Kind::Followed,
+    Kind::Followed,
     Kind::Aside,
     Kind::Followed,
     Kind::Aside,
@@ -1629,6 +1635,8 @@ const RECORDS: [bool; HOOK_COUNT] = [
     true,
     true,
     true,
+    false,
+    false,
     false,
     false,
     false,
@@ -2106,6 +2114,8 @@ impl HookId {
         HookId::vkGetDeviceMemoryCommitment,
         HookId::vkGetDeviceMemoryOpaqueCaptureAddress,
         HookId::vkGetDeviceMemoryOpaqueCaptureAddressKHR,
+        HookId::vkGetDeviceQueue,
+        HookId::vkGetDeviceQueue2,
         HookId::vkGetDynamicRenderingTilePropertiesQCOM,
         HookId::vkGetFenceStatus,
         HookId::vkGetImageViewAddressNVX,

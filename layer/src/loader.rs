@@ -7,8 +7,8 @@ pub mod vk_layer_bindings;
 
 use ash::vk;
 pub use vk_layer_bindings::{
-    VkLayerDeviceCreateInfo, VkLayerFunction, VkLayerInstanceCreateInfo, VkNegotiateLayerInterface,
-    VkNegotiateLayerStructType,
+    PFN_vkSetDeviceLoaderData, VkLayerDeviceCreateInfo, VkLayerFunction, VkLayerInstanceCreateInfo,
+    VkNegotiateLayerInterface, VkNegotiateLayerStructType,
 };
 
 /// The newest loader–layer interface version echo implements. Version 2 is what every loader
@@ -26,6 +26,9 @@ pub struct InstanceLink {
 pub struct DeviceLink {
     pub next_gipa: vk::PFN_vkGetInstanceProcAddr,
     pub next_gdpa: vk::PFN_vkGetDeviceProcAddr,
+    /// The loader's `vkSetDeviceLoaderData` (`VK_LOADER_DATA_CALLBACK`): sets the dispatch
+    /// pointer of a dispatchable object echo creates itself (its command buffers).
+    pub set_loader_data: PFN_vkSetDeviceLoaderData,
 }
 
 /// Finds the loader's `VkLayerInstanceCreateInfo` with `VK_LAYER_LINK_INFO`, takes the next
@@ -65,6 +68,16 @@ pub unsafe fn take_device_link(info: *const vk::DeviceCreateInfo<'_>) -> Option<
     if info.is_null() {
         return None;
     }
+    let mut set_loader_data: PFN_vkSetDeviceLoaderData = None;
+    let mut p = (*info).p_next as *mut VkLayerDeviceCreateInfo;
+    while !p.is_null() {
+        if (*p).sType == vk::StructureType::LOADER_DEVICE_CREATE_INFO
+            && (*p).function == VkLayerFunction::VK_LOADER_DATA_CALLBACK
+        {
+            set_loader_data = (*p).u.pfnSetDeviceLoaderData;
+        }
+        p = (*p).pNext as *mut VkLayerDeviceCreateInfo;
+    }
     let mut p = (*info).p_next as *mut VkLayerDeviceCreateInfo;
     while !p.is_null() {
         if (*p).sType == vk::StructureType::LOADER_DEVICE_CREATE_INFO
@@ -81,6 +94,7 @@ pub unsafe fn take_device_link(info: *const vk::DeviceCreateInfo<'_>) -> Option<
             return Some(DeviceLink {
                 next_gipa,
                 next_gdpa,
+                set_loader_data,
             });
         }
         p = (*p).pNext as *mut VkLayerDeviceCreateInfo;

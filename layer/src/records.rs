@@ -169,6 +169,10 @@ pub struct Device {
     pub added_extensions: Vec<String>,
     /// The application enabled `sparseBinding` (`vkQueueBindSparse` may name memory).
     pub sparse_binding: bool,
+    /// The queues the application created: `(family, flags)` of each `VkDeviceQueueCreateInfo`.
+    pub queues_created: Vec<(u32, vk::DeviceQueueCreateFlags)>,
+    /// The loader's `vkSetDeviceLoaderData`, when it gave one.
+    pub set_loader_data_fn: crate::loader::PFN_vkSetDeviceLoaderData,
     /// The device's effective API version: the lower of the application's and the device's.
     pub api_version: u32,
     /// Set when echo hit an internal error on this device: passthrough from then on.
@@ -196,6 +200,29 @@ impl Device {
     /// Sets the key floor once profile/enforce start-up decided (see [`DeviceData::wants_key`]).
     pub fn set_key_floor(&self, floor: u64) {
         self.key_floor.store(floor, Ordering::Relaxed);
+    }
+
+    /// Gives a command buffer echo allocated itself the loader's dispatch pointer, as every
+    /// dispatchable object created below the loader's trampoline needs: through the loader's
+    /// `vkSetDeviceLoaderData`, else (a loader that gave none) by copying the device's.
+    pub fn set_loader_data(&self, cb: vk::CommandBuffer) -> bool {
+        let obj = vk::Handle::as_raw(cb) as usize as *mut std::ffi::c_void;
+        if obj.is_null() {
+            return false;
+        }
+        match self.set_loader_data_fn {
+            // SAFETY: the loader's callback, for an object created on this device.
+            Some(f) => unsafe { f(self.handle, obj) == vk::Result::SUCCESS },
+            None => {
+                // SAFETY: both are dispatchable objects: their first word is the dispatch
+                // pointer.
+                unsafe {
+                    *(obj as *mut usize) =
+                        *(vk::Handle::as_raw(self.handle) as usize as *const usize)
+                };
+                true
+            }
+        }
     }
 
     /// The next layer's device-level command `name`.

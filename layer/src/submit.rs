@@ -34,8 +34,21 @@ pub trait Batch: Copy {
     /// The batch's chain is valid.
     unsafe fn plain(&self) -> bool;
 
+    /// Whether the batch is a protected submission (command buffers echo adds could not run
+    /// in it).
+    fn protected(&self) -> bool;
+
     /// The batch with its command buffers replaced by the `n` entries at `p`.
     fn with_entries(&self, p: *const Self::Entry, n: u32) -> Self;
+
+    /// The entry that names one of echo's own command buffers.
+    fn entry_of(cb: vk::CommandBuffer) -> Self::Entry;
+
+    /// The semaphores the batch signals, with their timeline values (0 for a binary one).
+    ///
+    /// # Safety
+    /// The batch is valid.
+    unsafe fn signals(&self) -> Vec<(u64, u64)>;
 
     /// The batch as the trace records it (command buffers, waits and signals with their
     /// timeline values).
@@ -90,6 +103,10 @@ impl<'a> Batch for vk::SubmitInfo<'a> {
         true
     }
 
+    fn protected(&self) -> bool {
+        false // `VkProtectedSubmitInfo` is chained: not `plain`
+    }
+
     fn with_entries(&self, p: *const vk::CommandBuffer, n: u32) -> Self {
         let mut b = *self;
         b.command_buffer_count = n;
@@ -97,57 +114,63 @@ impl<'a> Batch for vk::SubmitInfo<'a> {
         b
     }
 
+    fn entry_of(cb: vk::CommandBuffer) -> vk::CommandBuffer {
+        cb
+    }
+
+    unsafe fn signals(&self) -> Vec<(u64, u64)> {
+        let tl = timeline(self);
+        with_values(
+            slice(self.p_signal_semaphores, self.signal_semaphore_count),
+            tl.map(|t| (t.p_signal_semaphore_values, t.signal_semaphore_value_count)),
+        )
+    }
+
     unsafe fn trace(&self) -> SubmitBatch {
-        // Timeline values from `VkTimelineSemaphoreSubmitInfo`.
-        let mut tl: Option<&vk::TimelineSemaphoreSubmitInfo<'_>> = None;
-        let mut p = self.p_next as *const vk::BaseInStructure<'_>;
-        while !p.is_null() {
-            if (*p).s_type == vk::StructureType::TIMELINE_SEMAPHORE_SUBMIT_INFO {
-                tl = Some(&*(p as *const vk::TimelineSemaphoreSubmitInfo<'_>));
-            }
-            p = (*p).p_next;
-        }
-        let value = |vals: *const u64, n: u32, i: usize| -> u64 {
-            if vals.is_null() || i >= n as usize {
-                0
-            } else {
-                *vals.add(i)
-            }
-        };
-        let waits = slice(self.p_wait_semaphores, self.wait_semaphore_count)
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                (
-                    raw(*h),
-                    tl.map_or(0, |t| {
-                        value(t.p_wait_semaphore_values, t.wait_semaphore_value_count, i)
-                    }),
-                )
-            })
-            .collect();
-        let signals = slice(self.p_signal_semaphores, self.signal_semaphore_count)
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                (
-                    raw(*h),
-                    tl.map_or(0, |t| {
-                        value(
-                            t.p_signal_semaphore_values,
-                            t.signal_semaphore_value_count,
-                            i,
-                        )
-                    }),
-                )
-            })
-            .collect();
+        let tl = timeline(self);
         SubmitBatch {
             command_buffers: self.entries().iter().map(Self::handle).collect(),
-            waits,
-            signals,
+            waits: with_values(
+                slice(self.p_wait_semaphores, self.wait_semaphore_count),
+                tl.map(|t| (t.p_wait_semaphore_values, t.wait_semaphore_value_count)),
+            ),
+            signals: self.signals(),
         }
     }
+}
+
+/// The `VkTimelineSemaphoreSubmitInfo` chained to a `VkSubmitInfo`, if any.
+///
+/// # Safety
+/// The batch's chain is valid.
+unsafe fn timeline<'a>(
+    s: &'a vk::SubmitInfo<'_>,
+) -> Option<&'a vk::TimelineSemaphoreSubmitInfo<'a>> {
+    let mut tl = None;
+    let mut p = s.p_next as *const vk::BaseInStructure<'_>;
+    while !p.is_null() {
+        if (*p).s_type == vk::StructureType::TIMELINE_SEMAPHORE_SUBMIT_INFO {
+            tl = Some(&*(p as *const vk::TimelineSemaphoreSubmitInfo<'_>));
+        }
+        p = (*p).p_next;
+    }
+    tl
+}
+
+/// Semaphores with the timeline values at `values` (`(pointer, count)`; a semaphore past them,
+/// or with none: 0).
+///
+/// # Safety
+/// `values` holds its count of values.
+unsafe fn with_values(
+    sems: &[vk::Semaphore],
+    values: Option<(*const u64, u32)>,
+) -> Vec<(u64, u64)> {
+    let values = values.map_or(&[][..], |(p, n)| slice(p, n));
+    sems.iter()
+        .enumerate()
+        .map(|(i, h)| (raw(*h), values.get(i).copied().unwrap_or(0)))
+        .collect()
 }
 
 impl<'a> Batch for vk::SubmitInfo2<'a> {
@@ -169,6 +192,10 @@ impl<'a> Batch for vk::SubmitInfo2<'a> {
         self.p_next.is_null()
     }
 
+    fn protected(&self) -> bool {
+        !self.flags.is_empty()
+    }
+
     fn with_entries(&self, p: *const vk::CommandBufferSubmitInfo<'a>, n: u32) -> Self {
         let mut b = *self;
         b.command_buffer_info_count = n;
@@ -176,21 +203,35 @@ impl<'a> Batch for vk::SubmitInfo2<'a> {
         b
     }
 
+    fn entry_of(cb: vk::CommandBuffer) -> vk::CommandBufferSubmitInfo<'a> {
+        vk::CommandBufferSubmitInfo::default()
+            .command_buffer(cb)
+            .device_mask(0)
+    }
+
+    unsafe fn signals(&self) -> Vec<(u64, u64)> {
+        semaphore_infos(
+            self.p_signal_semaphore_infos,
+            self.signal_semaphore_info_count,
+        )
+    }
+
     unsafe fn trace(&self) -> SubmitBatch {
-        let sems = |p: *const vk::SemaphoreSubmitInfo<'_>, n: u32| -> Vec<(u64, u64)> {
-            // SAFETY: a valid batch's arrays hold their counts.
-            unsafe { slice(p, n) }
-                .iter()
-                .map(|s| (raw(s.semaphore), s.value))
-                .collect()
-        };
         SubmitBatch {
             command_buffers: self.entries().iter().map(Self::handle).collect(),
-            waits: sems(self.p_wait_semaphore_infos, self.wait_semaphore_info_count),
-            signals: sems(
-                self.p_signal_semaphore_infos,
-                self.signal_semaphore_info_count,
-            ),
+            waits: semaphore_infos(self.p_wait_semaphore_infos, self.wait_semaphore_info_count),
+            signals: self.signals(),
         }
     }
+}
+
+/// `VkSemaphoreSubmitInfo`s as (semaphore, value).
+///
+/// # Safety
+/// `p` holds `n` infos (or is null).
+unsafe fn semaphore_infos(p: *const vk::SemaphoreSubmitInfo<'_>, n: u32) -> Vec<(u64, u64)> {
+    slice(p, n)
+        .iter()
+        .map(|s| (raw(s.semaphore), s.value))
+        .collect()
 }

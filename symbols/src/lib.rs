@@ -595,6 +595,8 @@ mod tests {
                 seq: i as u64 + 1,
                 thread: 0,
                 dev: 0,
+                t: None,
+                dur: None,
                 event: echo_analyzer::trace::Event::BufferCreate {
                     buffer: i as u64 + 1,
                     key: echo_analyzer::trace::ObjectKey {
@@ -621,6 +623,7 @@ mod tests {
                 pid: 0,
                 started_unix: 0,
                 settings: Default::default(),
+                clock_origin_ns: None,
             },
             records,
             truncated: false,

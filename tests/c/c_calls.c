@@ -3,6 +3,8 @@
  *   c_calls create N [BYTES]   vkCreateBuffer + vkDestroyBuffer of a 4 KiB (or BYTES) buffer, N times
  *   c_calls submit N   an empty vkQueueSubmit with a fence, vkWaitForFences, vkResetFences
  *   c_calls record N   vkBeginCommandBuffer, one 4 KiB vkCmdCopyBuffer, vkEndCommandBuffer
+ *   c_calls run N      vkQueueSubmit of a command buffer recorded once (one 4 KiB copy) with a
+ *                      fence, vkWaitForFences, vkResetFences: a submission with GPU work
  *   c_calls where      for each device command the layer can hook, the shared object that the
  *                      device's dispatch pointer (vkGetDeviceProcAddr) lives in: "NAME OBJECT".
  *                      A command whose pointer is not in echo runs no echo instruction at all.
@@ -15,13 +17,14 @@
  * gate-args: create 10
  * gate-args: submit 10
  * gate-args: record 10
+ * gate-args: run 10
  */
 #define _GNU_SOURCE /* dladdr */
 #include "common.h"
 
 #include <dlfcn.h>
 
-enum what { CREATE, SUBMIT, RECORD };
+enum what { CREATE, SUBMIT, RECORD, RUN };
 
 struct ctx {
     struct gpu *g;
@@ -53,6 +56,11 @@ __attribute__((noinline)) static void bench_loop(struct ctx *c, enum what w, uin
     };
     VkBufferCopy region = {.size = 4096};
     VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    VkSubmitInfo work = {
+        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+        .commandBufferCount = 1,
+        .pCommandBuffers = &c->cmd,
+    };
     for (uint32_t i = 0; i < n; i++) {
         switch (w) {
         case CREATE: {
@@ -70,6 +78,11 @@ __attribute__((noinline)) static void bench_loop(struct ctx *c, enum what w, uin
             CHECK(vkBeginCommandBuffer(c->cmd, &begin));
             vkCmdCopyBuffer(c->cmd, c->src, c->dst, 1, &region);
             CHECK(vkEndCommandBuffer(c->cmd));
+            break;
+        case RUN:
+            CHECK(vkQueueSubmit(c->g->queue, 1, &work, c->fence));
+            CHECK(vkWaitForFences(c->g->dev, 1, &c->fence, VK_TRUE, UINT64_MAX));
+            CHECK(vkResetFences(c->g->dev, 1, &c->fence));
             break;
         }
     }
@@ -110,10 +123,13 @@ int main(int argc, char **argv)
     if (argc == 2 && !strcmp(argv[1], "where"))
         return where();
     if (argc < 3) {
-        fprintf(stderr, "usage: c_calls create|submit|record N [BYTES]\n");
+        fprintf(stderr, "usage: c_calls create|submit|record|run N [BYTES]\n");
         return 2;
     }
-    enum what w = !strcmp(argv[1], "create") ? CREATE : !strcmp(argv[1], "submit") ? SUBMIT : RECORD;
+    enum what w = !strcmp(argv[1], "create") ? CREATE
+                  : !strcmp(argv[1], "submit") ? SUBMIT
+                  : !strcmp(argv[1], "run")    ? RUN
+                                               : RECORD;
     uint32_t n = parse_iters(argv[2]);
     if (argc > 3)
         create_size = strtoull(argv[3], NULL, 10);
@@ -141,6 +157,14 @@ int main(int argc, char **argv)
     struct buffer dst = buffer_create(&g, 4096, VK_BUFFER_USAGE_TRANSFER_DST_BIT, MEM_STAGING);
     c.src = src.buf;
     c.dst = dst.buf;
+    if (w == RUN) {
+        /* Recorded once, submitted every iteration. */
+        VkCommandBufferBeginInfo once = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        VkBufferCopy region = {.size = 4096};
+        CHECK(vkBeginCommandBuffer(c.cmd, &once));
+        vkCmdCopyBuffer(c.cmd, c.src, c.dst, 1, &region);
+        CHECK(vkEndCommandBuffer(c.cmd));
+    }
 
     bench_loop(&c, w, n);
 

@@ -151,6 +151,36 @@ ok "VK_ECHO_ENABLE=1, auto mode: run 1 profiled, run 2 enforced ($applied groups
 grep -q 'VK_LAYER_echo' "$scratch/dis.err" && fail "VK_ECHO_DISABLE=1 did not switch the layer off"
 ok "VK_ECHO_DISABLE=1 switches it off"
 
+# ------------------------------------------------------------------ vkecho selftest (issue 46)
+# The field kit from the installed package: a verdict, exit 0, and the bundle. Under qemu-user
+# (arm64) a foreign binary cannot start another, so the selftest starts its children through
+# the same runner (VKECHO_SELFTEST_RUNNER), and runs two workloads with one timed round: every
+# run is emulated.
+selftest_args=(--quick)
+selftest_env=()
+if [ ${#runner[@]} -gt 0 ]; then
+    selftest_args+=(--workloads upload,race --rounds 1)
+    selftest_env=(VKECHO_SELFTEST_RUNNER="${runner[*]}")
+fi
+mkdir -p "$scratch/selftest"
+st=0
+(cd "$home" && "${run_env[@]}" "${selftest_env[@]}" "${runner[@]}" "$cli" selftest "${selftest_args[@]}" \
+    --out "$scratch/selftest" >"$scratch/selftest.out" 2>"$scratch/selftest.err") || st=$?
+verdict=$(head -1 "$scratch/selftest.out")
+[ "$st" -eq 0 ] && case "$verdict" in "echo is safe on "*) true ;; *) false ;; esac ||
+    { cat "$scratch/selftest.out" "$scratch/selftest.err"; fail "vkecho selftest (exit $st): $verdict"; }
+bundle=$(ls "$scratch"/selftest/selftest-*.tar.gz 2>/dev/null | head -1)
+[ -n "$bundle" ] || fail "vkecho selftest wrote no bundle"
+tar -C "$scratch/selftest" -xzf "$bundle"
+for f in selftest.json doctor.json versions.json device-0/upload/plan.json device-0/upload/show.html \
+    device-0/race/profile.trace.jsonl; do
+    [ -f "$scratch/selftest/$(basename "$bundle" .tar.gz)/$f" ] || fail "the selftest bundle lacks $f"
+done
+if grep -rqF "$home" "$scratch/selftest/$(basename "$bundle" .tar.gz)"; then
+    fail "the selftest bundle holds a home-directory path ($home)"
+fi
+ok "vkecho selftest from the package: $verdict; bundle $(basename "$bundle")"
+
 # ------------------------------------------------------------------ remove
 dpkg --purge vk-layer-echo >"$scratch/dpkg-p.log" 2>&1 || { cat "$scratch/dpkg-p.log"; fail "dpkg --purge"; }
 for f in "$lib" "$manifest" "$cli" /usr/share/doc/vk-layer-echo; do

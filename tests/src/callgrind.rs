@@ -76,6 +76,50 @@ pub fn self_cost_by_function(text: &str) -> HashMap<(String, String), u64> {
     cost
 }
 
+/// Calls to functions whose name contains `callee` in a callgrind file, and the instructions
+/// they ran in all (inclusive: the cost line after each `calls=` line).
+pub fn calls_to(text: &str, callee: &str) -> (u64, u64) {
+    let mut names: HashMap<String, String> = HashMap::new();
+    let mut target = String::new();
+    let (mut calls, mut inclusive) = (0u64, 0u64);
+    let mut pending = false;
+    for line in text.lines() {
+        if let Some(v) = line
+            .strip_prefix("cfn=")
+            .or_else(|| line.strip_prefix("fn="))
+        {
+            let v = v.trim();
+            let n = match v.strip_prefix('(').and_then(|r| r.split_once(')')) {
+                Some((id, rest)) if !rest.trim().is_empty() => {
+                    names.insert(id.to_string(), rest.trim().to_string());
+                    rest.trim().to_string()
+                }
+                Some((id, _)) => names.get(id).cloned().unwrap_or_default(),
+                None => v.to_string(),
+            };
+            if line.starts_with("cfn=") {
+                target = n;
+            }
+        } else if let Some(v) = line.strip_prefix("calls=") {
+            pending = target.contains(callee);
+            if pending {
+                calls += v
+                    .split_whitespace()
+                    .next()
+                    .and_then(|c| c.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        } else if std::mem::take(&mut pending) {
+            inclusive += line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    (calls, inclusive)
+}
+
 /// Exclusive instructions per object of a callgrind file. `callgrind_annotate` names a
 /// function's object only on some lines: a filter on its output counted 88 of echo's 506.
 pub fn self_cost_by_object(text: &str) -> HashMap<String, u64> {

@@ -43,3 +43,4 @@ macro_rules! positive_sample_tests {
         }
     };
 }
+pub mod fuzzprog;

@@ -16,8 +16,13 @@
 //! buffers below `min_bytes` need no call-site identity), and command-buffer recording at most
 //! 2× no layer in all.
 //! The table is printed (`scripts/costs.sh`) and kept in bench/RESULTS.md.
+//!
+//! Profile mode's time (issue 47), in `profile_time_instruction_costs`: one host-clock read per
+//! record, at most [`HOST_TIME_PER_EVENT`] instructions a read, and at most
+//! [`GPU_TIME_PER_SUBMISSION`] of echo's instructions added to a submission with GPU work by its
+//! GPU timestamps.
 
-use echo_tests::callgrind::{release_layer, self_cost_by_object, use_release_layer};
+use echo_tests::callgrind::{calls_to, release_layer, self_cost_by_object, use_release_layer};
 use echo_tests::world::{Layers, World};
 use std::path::{Path, PathBuf};
 
@@ -309,4 +314,120 @@ fn inactive_devices_never_enter_echo() {
         });
         assert_eq!(in_echo(&w), none, "discrete table, mode={mode}");
     }
+}
+
+/// Issue 47: the host's clock, read for a record, at most this many instructions (callgrind
+/// counts `clock_gettime` as valgrind runs it, through the system call: the vDSO's reading of
+/// the TSC, which a native run takes, is not seen; sink.rs's `host_time_cost` test prints its
+/// native cost in nanoseconds).
+const HOST_TIME_PER_EVENT: u64 = 60;
+
+/// Issue 47: what GPU timestamps add to a submission with GPU work in profile mode, echo's own
+/// instructions on the calling thread (its begin and end command buffers spliced into the
+/// submission, the copy's timestamps recorded, the results read back and written as two
+/// `gpu_time` records), at most.
+const GPU_TIME_PER_SUBMISSION: u64 = 6_000;
+
+/// One profile-mode run of `c_calls WHAT N` under callgrind (the release library, collecting
+/// `bench_loop`): the callgrind file's text, and the records the trace holds.
+fn profile_count(w: &World, what: &str, n: u64, tag: &str) -> (String, u64) {
+    let out = w.dir.join(format!("cg-{tag}-{what}-{n}.out"));
+    let trace = w.dir.join(format!("trace-{tag}-{what}-{n}.jsonl"));
+    let mut cmd = w.command(Path::new("valgrind"), &[]);
+    cmd.env("VK_ECHO_TRACE", &trace)
+        .args(["--tool=callgrind", "--toggle-collect=bench_loop"])
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(c_calls())
+        .args([what, &n.to_string()]);
+    let o = cmd
+        .output()
+        .expect("valgrind must be installed (scripts/deps.sh installs it)");
+    assert!(
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains(&format!("done {n}")),
+        "callgrind c_calls {what} {n} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let records = std::fs::read_to_string(&trace)
+        .unwrap_or_else(|e| panic!("no trace {}: {e}", trace.display()))
+        .lines()
+        .count() as u64
+        - 1;
+    (std::fs::read_to_string(&out).unwrap(), records)
+}
+
+/// Issue 47, in profile mode (release library): every record reads the host's clock exactly
+/// once (the calls to `host_time_ns` per iteration equal the records the trace gains per
+/// iteration, in three loops), each read costs at most [`HOST_TIME_PER_EVENT`] instructions, and
+/// GPU timestamps add at most [`GPU_TIME_PER_SUBMISSION`] of echo's instructions to a submission
+/// with GPU work (the control, `VK_ECHO_TEST_NO_GPU_TIME=1`, runs the same loop without them: no
+/// `gpu_time` record, fewer instructions).
+#[test]
+fn profile_time_instruction_costs() {
+    let w = world(Some("profile"));
+    let lib = release_layer().display().to_string();
+    let n = LOOPS[1] - LOOPS[0];
+    let mut table = String::from(
+        "| profile loop | records/it | clock reads/it | instr. per read | in echo/it | in echo/it without GPU times | all/it | all/it without GPU times |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut failures = Vec::new();
+    for (what, gpu_work) in [("record", false), ("submit", false), ("run", true)] {
+        let per = |tag: &str, env: Option<(&str, &str)>| {
+            let w = match env {
+                Some((k, v)) => world(Some("profile")).set(k, v),
+                None => world(Some("profile")),
+            };
+            let [(a, ra), (b, rb)] = LOOPS.map(|k| profile_count(&w, what, k, tag));
+            let (ca, ia) = calls_to(&a, "host_time_ns");
+            let (cb, ib) = calls_to(&b, "host_time_ns");
+            let echo = |t: &str| self_cost_by_object(t).get(&lib).copied().unwrap_or(0);
+            let all = |t: &str| self_cost_by_object(t).values().sum::<u64>();
+            (
+                (rb - ra) as f64 / n as f64,
+                (cb - ca) as f64 / n as f64,
+                (ib - ia).div_ceil((cb - ca).max(1)),
+                echo(&b).saturating_sub(echo(&a)).div_ceil(n),
+                all(&b).saturating_sub(all(&a)) / n,
+            )
+        };
+        let (records, reads, per_read, echo, total) = per("gpu", None);
+        let (records_off, reads_off, _, echo_off, total_off) =
+            per("nogpu", Some(("VK_ECHO_TEST_NO_GPU_TIME", "1")));
+        table.push_str(&format!(
+            "| {what} | {records:.1} | {reads:.1} | {per_read} | {echo} | {echo_off} | {total} | {total_off} |\n"
+        ));
+        if reads != records || reads_off != records_off {
+            failures.push(format!(
+                "{what}: {reads} clock reads for {records} records per iteration ({reads_off} for {records_off} without GPU times): want one each"
+            ));
+        }
+        if records == 0.0 {
+            failures.push(format!(
+                "{what}: no record per iteration: the trace does not grow"
+            ));
+        }
+        if per_read > HOST_TIME_PER_EVENT {
+            failures.push(format!(
+                "{what}: reading the clock costs {per_read} instructions, over {HOST_TIME_PER_EVENT}"
+            ));
+        }
+        if gpu_work {
+            // Two `gpu_time` records an iteration (the submission and its copy) on, none off.
+            if records - records_off != 2.0 {
+                failures.push(format!(
+                    "{what}: {records} records per iteration with GPU times, {records_off} without: want 2 more"
+                ));
+            }
+            if echo.saturating_sub(echo_off) > GPU_TIME_PER_SUBMISSION {
+                failures.push(format!(
+                    "{what}: GPU timestamps cost {} of echo's instructions per submission, over {GPU_TIME_PER_SUBMISSION}",
+                    echo - echo_off
+                ));
+            }
+        }
+    }
+    drop(w);
+    println!(
+        "profile mode, instructions on the calling thread (callgrind, release library):\n{table}"
+    );
+    assert!(failures.is_empty(), "{}\n{table}", failures.join("\n"));
 }

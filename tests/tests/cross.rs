@@ -16,8 +16,9 @@
 //!   through the application's own mapping). Short by default (saxpy, 256 KiB);
 //!   `ECHO_QEMU_FULL=1` runs every sample (`scripts/qemu-e2e.sh`);
 //! - packages: each .deb installed (in a private mount namespace with overlays: the machine is not
-//!   changed), `vkecho doctor` finds the layer, auto mode profiles then enforces, removal leaves
-//!   nothing (and a planted leftover is caught); each tarball unpacked into a prefix works and
+//!   changed), `vkecho doctor` finds the layer, auto mode profiles then enforces, `vkecho
+//!   selftest` gives the safe verdict and writes its bundle (issue 46; under qemu its children
+//!   start through the runner), removal leaves nothing (and a planted leftover is caught); each tarball unpacked into a prefix works and
 //!   goes away with the files it lists.
 
 use echo_analyzer::plan::parse_plan;
@@ -621,6 +622,10 @@ fn amd64_deb_installs_is_found_by_doctor_and_removes_cleanly() {
     let (ok, text) = deb_test(&deb, &target_dir().join("echo-samples"), &[]);
     assert!(ok, "{text}");
     assert!(text.contains("OK: removed (purge)"), "{text}");
+    assert!(
+        text.contains("OK: vkecho selftest from the package: echo is safe on"),
+        "{text}"
+    );
     eprintln!("amd64 .deb:\n  {}", ok_lines(&text));
 }
 
@@ -632,6 +637,10 @@ fn arm64_deb_installs_is_found_by_doctor_and_removes_cleanly() {
     let (ok, text) = deb_test(&deb, &cross(AARCH64, "echo-samples"), &[&q, "-L", "/"]);
     assert!(ok, "{text}");
     assert!(text.contains("OK: removed (purge)"), "{text}");
+    assert!(
+        text.contains("OK: vkecho selftest from the package: echo is safe on"),
+        "{text}"
+    );
     eprintln!("arm64 .deb (under qemu):\n  {}", ok_lines(&text));
 }
 

@@ -80,6 +80,14 @@ fn demo_profiles_analyzes_and_enforces_with_identical_output() {
         saxpy["regions_elided"].as_u64().unwrap() >= 2 * 3,
         "{saxpy}"
     );
+    // Issue 47: what the groups' copies took of an iteration in the profiled run.
+    let time = saxpy["copy_time"].as_str().unwrap_or_default();
+    assert!(
+        time.starts_with("profiled run: the groups' ")
+            && time.contains(" of a ")
+            && time.contains('%'),
+        "{saxpy}"
+    );
     let has = |r: &Value, cond: &str| r["rejected"].as_array().unwrap().iter().any(|c| c == cond);
     assert!(has(row("race"), "S2"), "{}", row("race"));
     assert!(has(row("bda"), "S3"), "{}", row("bda"));

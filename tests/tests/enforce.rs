@@ -17,6 +17,9 @@
 //!   (binds held back, then aliased), the device memory freed while an aliased staging buffer is
 //!   still read (free deferred), a staging buffer mapped and written before its partner is bound
 //!   (bound as asked at that first use, reported) — all identical and validation-clean.
+//!
+//! Over 1,000 lines: one test per sample and per negative control, each with what it must
+//! show said in its own words; the flow they share (profile, analyze, enforce) is `Flow` here.
 
 use echo_analyzer::plan::{parse_plan, Direction, Group, Member, Plan, Role, SubstituteSync};
 use echo_analyzer::stats::Stats;
@@ -106,7 +109,11 @@ impl Flow {
         let t = trace.display().to_string();
         let run = self.vkecho(
             &["profile", "--trace", &t],
-            &[("VK_ECHO_MIN_BYTES", "4096")],
+            // The samples and echo-order rewrite their staging buffers whole (`host_writes`).
+            &[
+                ("VK_ECHO_MIN_BYTES", "4096"),
+                ("VK_ECHO_HOST_WRITES", "whole"),
+            ],
         );
         run.json();
         let plan = self.dir.join("plan.json");
@@ -836,6 +843,8 @@ fn layer_env(dir: &Path) -> Vec<(String, String)> {
     vec![
         ("VK_ADD_LAYER_PATH".into(), mdir.display().to_string()),
         ("VK_INSTANCE_LAYERS".into(), "VK_LAYER_echo".into()),
+        // The samples and echo-order rewrite their staging buffers whole (`host_writes`).
+        ("VK_ECHO_HOST_WRITES".into(), "whole".into()),
     ]
 }
 
@@ -981,4 +990,49 @@ fn normal_order_aliases_both_staging_buffers() {
         (s.binds_redirected, s.maps_redirected, s.frees_deferred),
         (2, 2, 0)
     );
+}
+
+/// `host_writes` (issue 45): saxpy uploads `y` every iteration and its kernel rewrites `y` in
+/// place. Echo cannot see whether each host write rewrites all of `y`, so by default (`any`) the
+/// upload member of `y` is refused — S1, naming the bytes the host may not have written — while
+/// the `x` upload and the `y` readback stay applied and the output stays the program's; with the
+/// samples' vouch (`whole`, as the positive tests profile) every member is applied.
+#[test]
+fn an_in_place_upload_is_refused_unless_whole_writes_are_vouched_for() {
+    let f = Flow::new("saxpy", SIZE_KIB);
+    let base = f.sample(&[]);
+    let trace = f.dir.join("any.jsonl");
+    let t = trace.display().to_string();
+    f.vkecho(
+        &["profile", "--trace", &t],
+        &[
+            ("VK_ECHO_MIN_BYTES", "4096"),
+            ("VK_ECHO_HOST_WRITES", "any"),
+        ],
+    )
+    .json();
+    let plan = f.dir.join("any.plan.json");
+    let out = Command::new(vkecho())
+        .args(["analyze", &t, "-o"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let p = read_plan(&plan);
+    let members: usize = p.groups.iter().map(|g| g.members.len()).sum();
+    assert_eq!(members, 2, "x's upload and y's readback stay: {text}");
+    assert_eq!(p.rejected.len(), 1, "{text}");
+    assert!(
+        p.rejected[0].message.contains("where it did not write"),
+        "{:?}",
+        p.rejected[0]
+    );
+    let (run, s) = f.enforce(&plan, &[]);
+    assert_eq!(base.checksum(), run.checksum());
+    assert_eq!(s.groups_applied, s.groups_planned);
+    // The vouch: every member.
+    let (_, vouched) = f.profile_and_analyze();
+    let p = read_plan(&vouched);
+    assert_eq!(p.groups.iter().map(|g| g.members.len()).sum::<usize>(), 3);
 }

@@ -41,6 +41,10 @@ fn profile(trace: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) ->
         cmd.env("XDG_RUNTIME_DIR", std::env::temp_dir());
     }
     cmd.env_remove("VK_ECHO_MODE");
+    // The samples rewrite their staging buffers whole (`host_writes`); a test may say otherwise.
+    if !env.iter().any(|(k, _)| *k == "VK_ECHO_HOST_WRITES") {
+        cmd.env("VK_ECHO_HOST_WRITES", "whole");
+    }
     run_command(cmd)
 }
 

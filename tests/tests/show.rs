@@ -5,6 +5,11 @@
 //! `vkecho analyze` gives it, elided copies drawn as such, no script error — and a 1280×800
 //! screenshot, which must not be blank. The Perfetto export of the same run parses and holds
 //! events of each kind.
+//!
+//! Issue 47: the page opens on the time axis (ms/µs) with the event order as a toggle; the
+//! self-test drives the toggle and checks a submission is drawn as long as it lasted; a planted
+//! fault (the trace's clock slowed tenfold) draws every span ten times longer; a trace without
+//! times opens in event order.
 
 use echo_analyzer::analysis::{explain, plain_site, Decision};
 use echo_analyzer::plan::Thresholds;
@@ -214,7 +219,23 @@ fn check_page(dir: &Path, page: &Path, trace: &Path) -> std::collections::BTreeM
             );
         }
     }
-    // The page drives its own controls (keys, wheel, an event link) when opened at #selftest.
+    // Issue 47: a trace with times opens on the time axis, in a unit of time.
+    if t.records.iter().all(|r| r.t.is_some()) {
+        assert_eq!(st["axis"], "time", "{st:?}");
+        assert!(
+            ["ms", "µs", "s"].contains(&st["unit-iter"].as_str()),
+            "{st:?}"
+        );
+        assert!(st["waits-drawn"].parse::<u64>().unwrap() > 0, "{st:?}");
+        assert!(st["gpu-timed"].parse::<u64>().unwrap() > 0, "{st:?}");
+    } else {
+        assert_eq!(
+            (st["axis"].as_str(), st["timed"].as_str()),
+            ("events", "false")
+        );
+    }
+    // The page drives its own controls (keys, wheel, an event link, the axis toggle) when opened
+    // at #selftest.
     let selftest = PathBuf::from(format!("{}#selftest", page.display()));
     let out = chromium(
         dir,
@@ -387,4 +408,74 @@ fn report_holds_the_page_of_the_newest_cached_trace() {
         html.contains("id=\"echo-data\"") && html.contains("id=\"pairs-table\""),
         "show.html is not the page"
     );
+}
+
+/// Rewrites a trace line by line (`f` gets each record as JSON; `None` drops it).
+fn rewrite(from: &Path, to: &Path, f: impl Fn(&mut Value) -> bool) {
+    let mut out = String::new();
+    for (i, line) in std::fs::read_to_string(from).unwrap().lines().enumerate() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        if i == 0 || f(&mut v) {
+            out.push_str(&v.to_string());
+            out.push('\n');
+        }
+    }
+    std::fs::write(to, out).unwrap();
+}
+
+/// The page draws real lengths from the trace's times: with the clock slowed tenfold (a planted
+/// fault: every `t`, `dur` and GPU time × 10) the widest submission of the iteration is drawn ten
+/// times longer. A trace without times (recorded before issue 47: no `t`, `dur`, `gpu_time`)
+/// still opens, in event order, its toggle off.
+#[test]
+fn show_draws_real_lengths_and_old_traces_in_event_order() {
+    let (w, trace, plan, stats) = run_sample("saxpy");
+    let page = w.dir.join("saxpy.html");
+    vkecho_show(&trace, &plan, &stats, &[], &page);
+    let st = check_page(&w.dir, &page, &trace);
+    let widest = |st: &std::collections::BTreeMap<String, String>| {
+        st["widest-submit-ns"]
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("{st:?}"))
+    };
+    let base = widest(&st);
+    assert!(base > 0.0, "{st:?}");
+
+    let slow = w.dir.join("slow.jsonl");
+    rewrite(&trace, &slow, |v| {
+        for k in ["t", "dur", "begin", "end"] {
+            if let Some(x) = v.get(k).and_then(Value::as_u64) {
+                v[k] = (x * 10).into();
+            }
+        }
+        true
+    });
+    let slow_page = w.dir.join("slow.html");
+    vkecho_show(&slow, &plan, &stats, &[], &slow_page);
+    let st_slow = check_page(&w.dir, &slow_page, &slow);
+    let ratio = widest(&st_slow) / base;
+    assert!(
+        (9.0..11.0).contains(&ratio),
+        "the clock slowed tenfold, the widest submission is drawn {ratio:.2} times longer: {st:?} {st_slow:?}"
+    );
+
+    let old = w.dir.join("old.jsonl");
+    rewrite(&trace, &old, |v| {
+        if v["ev"] == "gpu_time" {
+            return false;
+        }
+        let o = v.as_object_mut().unwrap();
+        o.remove("t");
+        o.remove("dur");
+        true
+    });
+    let old_page = w.dir.join("old.html");
+    vkecho_show(&old, &plan, &stats, &[], &old_page);
+    let st_old = check_page(&w.dir, &old_page, &old);
+    assert!(
+        st_old["elided-drawn"].parse::<u64>().unwrap() > 0,
+        "{st_old:?}"
+    );
+    let html = std::fs::read_to_string(&old_page).unwrap();
+    assert!(html.contains("this trace holds no times"));
 }

@@ -199,6 +199,9 @@ pub struct Model {
     /// bytes under them may hold host writes (map → memcpy → unmap → bind), which enforce moves
     /// into the shared range at the bind — a host write there as far as S2 is concerned.
     pub written_before_bind: Vec<(BufId, u64)>,
+    /// The profile ran with `host_writes=whole`: a host write rewrites its whole buffer (the
+    /// user vouches for it; S1 then treats it so).
+    pub whole_host_writes: bool,
     /// Buffers the layer armed for host-access validation (`Watched`), with the record's seq:
     /// every host access to them since their bind is in the trace.
     pub watched: HashMap<BufId, u64>,

@@ -37,6 +37,11 @@ impl Model {
         let mut r = Replay {
             m: Model {
                 truncated: trace.truncated,
+                whole_host_writes: trace
+                    .header
+                    .settings
+                    .get("host_writes")
+                    .is_some_and(|v| v == "whole"),
                 ..Default::default()
             },
             buf_of: HashMap::new(),
@@ -90,6 +95,7 @@ impl Model {
                 | Event::CmdBarrier { .. }
                 | Event::FenceReset { .. }
                 | Event::SemaphoreSignal { .. }
+                | Event::GpuTime { .. }
                 | Event::Truncated { .. } => {}
             }
         }

@@ -9,7 +9,17 @@
 //! never written: reading undefined contents is not a value to keep).
 //!
 //! GPU commands are placed at their submission (S2 guarantees separately that no host access to a
-//! member overlaps GPU work on the group). A host access record stands for the whole buffer.
+//! member overlaps GPU work on the group). A host access record says the host touched the buffer,
+//! not which bytes: a *read* may be of any byte (the whole buffer is compared), and a *write* may
+//! have left any byte as it was (issue 45: a program that rewrites only part of its upload buffer
+//! found the earlier "a write covers the whole buffer" wrong). So a host write gives a byte one new
+//! version in both worlds where the two worlds agree on it already — whatever bytes the host
+//! wrote, they then still agree — and, where they disagree, a new version in each world that is
+//! not the other's: the byte is the host's in both, or still what it was in each, and a later
+//! read of it is caught either way.
+//!
+//! Bytes the host wrote into a member's memory before its bind (map → memcpy → unmap → bind) are
+//! carried into the shared range by enforce at the bind: a write in both worlds at the bind.
 //!
 //! The layer sees host accesses to a staging buffer only once it is a candidate (after its first
 //! copy), so what the host wrote into a mapped member before that is not in the trace. When a
@@ -146,6 +156,35 @@ impl Sim<'_> {
         self.orig[slot].set(a, b, v);
         self.merged.set(a, b, v);
     }
+    /// A host write of unknown extent within `[a, b)` (see the module doc).
+    fn host_write(&mut self, slot: usize, a: i64, b: i64, what: String) {
+        let v = self.fresh(what.clone());
+        // Where the worlds disagree, each byte may now be the host's (the same in both) or what
+        // it was (different): two fresh versions, so any later read of it is caught.
+        let (p, q) = (
+            self.fresh(format!(
+                "{what} (or, where it did not write, the bytes before it)"
+            )),
+            self.fresh(format!(
+                "{what} (or, where it did not write, the group's bytes before it)"
+            )),
+        );
+        let mut segs = Vec::new();
+        for (s, e, x) in self.orig[slot].slices(a, b) {
+            for (s2, e2, y) in self.merged.slices(s, e) {
+                segs.push((s2, e2, x == y));
+            }
+        }
+        for (s, e, agree) in segs {
+            if agree {
+                self.orig[slot].set(s, e, v);
+                self.merged.set(s, e, v);
+            } else {
+                self.orig[slot].set(s, e, p);
+                self.merged.set(s, e, q);
+            }
+        }
+    }
     fn read(&self, slot: usize, a: i64, b: i64) -> Option<(Ver, Ver)> {
         mismatch(&self.orig[slot], &self.merged, a, b)
     }
@@ -222,7 +261,25 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
     let name = |slot: usize| ctx.name(buf_of(slot), role(slot));
     let short = |slot: usize| ctx.short(buf_of(slot), role(slot));
 
+    // Members the host wrote before their bind, by bind seq: carried in both worlds at the bind.
+    let mut carried: Vec<(u64, usize, BufId)> = m
+        .written_before_bind
+        .iter()
+        .filter_map(|&(b, at)| sim.slot(b).filter(|&s| s > 0).map(|s| (at, s, b)))
+        .collect();
+    carried.sort_unstable();
+    let mut carried = carried.into_iter().peekable();
     for (seq, step) in &m.timeline {
+        while let Some((at, slot, b)) = carried.next_if(|c| c.0 < *seq) {
+            sim.seen[slot] = true;
+            let (x, y) = sim.range(slot, 0, m.buffers[b].size);
+            let what = format!(
+                "the host's writes to staging buffer #{} before its bind at event {at}",
+                m.buffers[b].number
+            );
+            // The carry moves every byte of the member's first memory: all of it, both worlds.
+            sim.write(slot, x, y, what);
+        }
         match step {
             Step::Complete(_) => {}
             Step::Host { buffer, access } => {
@@ -256,7 +313,11 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                         "the host's write to staging buffer #{} at event {seq}",
                         m.buffers[*buffer].number
                     );
-                    sim.write(slot, a, b, what);
+                    if m.whole_host_writes {
+                        sim.write(slot, a, b, what);
+                    } else {
+                        sim.host_write(slot, a, b, what);
+                    }
                 }
             }
             Step::Submit(s) => {

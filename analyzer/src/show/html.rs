@@ -4,6 +4,7 @@
 
 use super::RunView;
 use crate::report::human_bytes;
+use crate::timing::human_ns;
 use std::fmt::Write;
 
 const CSS: &str = include_str!("page.css");
@@ -52,15 +53,30 @@ pub fn html(v: &RunView) -> String {
         let _ = writeln!(s, "<p class=\"note\">note: {}</p>", esc(n));
     }
     s.push_str(&totals(v));
-    s.push_str(
+    s.push_str(&breakdown(v));
+    s.push_str(if v.timed {
+        "<section id=\"timelines\"><h2>Timeline</h2>\
+         <p class=\"help\">The x axis is <b>time</b> since the trace began (the host's monotonic clock; the ticks say the unit). \
+         A submission spans its <b>GPU timestamps</b> where echo could take them (solid outline: measured on the GPU), else from its \
+         <code>vkQueueSubmit</code> to the host's first observation of its completion (dashed outline: spanned by the host's observations, \
+         an upper bound). A copy with timestamps of its own spans them; the other commands of a submission share the time between \
+         (faded: not measured themselves). A host wait spans the call; a host access spans from the access to the next submission \
+         (the end of the host's window). Hover over anything for what it is and how its time was found. \
+         <button id=\"axis-toggle\" type=\"button\" aria-pressed=\"true\">show in event order</button> draws the same run by the \
+         trace's event sequence instead. \
+         Zoom: mouse wheel, <kbd>+</kbd>/<kbd>-</kbd>; pan: drag, <kbd>&larr;</kbd>/<kbd>&rarr;</kbd>; \
+         <kbd>0</kbd>: whole range. Keys act on the timeline last clicked.</p>\n"
+    } else {
         "<section id=\"timelines\"><h2>Timeline</h2>\
          <p class=\"help\">The x axis is the trace's <b>event sequence</b> (each record's <code>seq</code>), not time: \
-         a trace holds no GPU timestamps. Each submission is widened to give its commands room (the ticks name the events). A submission spans from its <code>vkQueueSubmit</code> to the host's first \
+         this trace holds no times (it was recorded before echo stamped its records). \
+         <button id=\"axis-toggle\" type=\"button\" disabled>event order only</button> \
+         Each submission is widened to give its commands room (the ticks name the events). A submission spans from its <code>vkQueueSubmit</code> to the host's first \
          observation of its completion (a fence, a wait for idle, a semaphore); its commands share that span in order. \
          A host access spans from the access to the next submission (the end of the host's window). \
-         Zoom: mouse wheel, <kbd>+</kbd>/<kbd>-</kbd>; pan: drag, <kbd>←</kbd>/<kbd>→</kbd>; \
-         <kbd>0</kbd>: whole range. Keys act on the timeline last clicked.</p>\n",
-    );
+         Zoom: mouse wheel, <kbd>+</kbd>/<kbd>-</kbd>; pan: drag, <kbd>&larr;</kbd>/<kbd>&rarr;</kbd>; \
+         <kbd>0</kbd>: whole range. Keys act on the timeline last clicked.</p>\n"
+    });
     s.push_str(LEGEND);
     s.push_str(
         "<div class=\"panel\" id=\"panel-iter\" tabindex=\"0\"><h3>One steady iteration</h3>\
@@ -89,7 +105,8 @@ pub fn html(v: &RunView) -> String {
 }
 
 const LEGEND: &str = "<div class=\"legend\" aria-label=\"legend\">\
-<span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-submit\"/></svg> submission</span>\
+<span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-submit\"/></svg> submission (GPU-measured)</span>\
+<span class=\"t-host\"><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-submit\"/></svg> submission (host-observed)</span>\
 <span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-copy\"/></svg> copy kept (solid)</span>\
 <span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-elided\" fill=\"url(#hatch-legend)\"/>\
 <defs><pattern id=\"hatch-legend\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">\
@@ -97,12 +114,122 @@ const LEGEND: &str = "<div class=\"legend\" aria-label=\"legend\">\
 <span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-dispatch\"/></svg> dispatch</span>\
 <span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-draw\"/></svg> draw</span>\
 <span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-use\"/></svg> other command</span>\
+<span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-wait\"/></svg> host waits</span>\
 <span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-write\"/></svg> host writes (W)</span>\
 <span><svg width=\"34\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"32\" height=\"12\" class=\"k-read\"/></svg> host reads (R)</span>\
 <span><svg width=\"20\" height=\"14\"><path d=\"M10 1 L17 13 L3 13 Z\" class=\"m-fence\"/></svg> fence / idle observed</span>\
 <span><svg width=\"20\" height=\"14\"><path d=\"M10 1 L17 7 L10 13 L3 7 Z\" class=\"m-semaphore\"/></svg> semaphore</span>\
 <span><svg width=\"20\" height=\"14\"><line x1=\"10\" y1=\"0\" x2=\"10\" y2=\"14\" class=\"m-decided\"/></svg> event that decided a pair</span>\
 </div>\n";
+
+/// Where one steady iteration's time went (time axis only): two stacked bars, the GPU's and the
+/// host's, and each planned group's copies. Plain HTML and inline SVG: no script needed.
+fn breakdown(v: &RunView) -> String {
+    let Some(b) = &v.breakdown else {
+        return String::new();
+    };
+    let mut s = String::from(
+        "<section id=\"breakdown\"><h2>Where one iteration's time goes</h2><p class=\"help\">",
+    );
+    let _ = write!(
+        s,
+        "One steady iteration of the profiled run (events {}–{}) took <b>{}</b>. {}",
+        b.from_seq,
+        b.to_seq,
+        esc(&human_ns(b.iteration)),
+        esc(match b.gpu_timing.as_str() {
+            "gpu" => "GPU times come from timestamps echo took around each submission and copy (calibrated onto the host's clock).",
+            "gpu-aligned" => "GPU times come from timestamps echo took around each submission and copy (their lengths exact, placed by the host's observations).",
+            _ => "The device gave no GPU timestamps: the GPU's time is each submission from its submission to its observed completion (an upper bound), and copies are not measured.",
+        })
+    );
+    s.push_str(" Copies the plan elides cost what they cost in this profiled run; enforce removes them.</p>");
+    let w = 760.0;
+    let bar = |s: &mut String, name: &str, id: &str, parts: &[(&str, &str, f64)]| {
+        let _ = write!(
+            s,
+            "<div class=\"bar\" id=\"{id}\"><span class=\"bar-name\">{}</span><svg width=\"{w}\" height=\"18\" role=\"img\" aria-label=\"{}\">",
+            esc(name),
+            esc(name)
+        );
+        let mut x = 0.0;
+        for (class, label, ns) in parts {
+            let pw = if b.iteration > 0.0 {
+                ns / b.iteration * w
+            } else {
+                0.0
+            };
+            if pw > 0.0 {
+                let _ = write!(
+                    s,
+                    "<rect x=\"{x:.1}\" y=\"1\" width=\"{pw:.1}\" height=\"16\" class=\"{class}\"{}><title>{}: {} ({:.1} %)</title></rect>",
+                    if *class == "k-elided" { " fill=\"url(#hatch-legend)\"" } else { "" },
+                    esc(label),
+                    esc(&human_ns(*ns)),
+                    100.0 * ns / b.iteration
+                );
+            }
+            x += pw;
+        }
+        s.push_str("</svg><span class=\"bar-parts\">");
+        let words: Vec<String> = parts
+            .iter()
+            .map(|(_, label, ns)| {
+                format!(
+                    "{label} {} ({:.0} %)",
+                    human_ns(*ns),
+                    100.0 * ns / b.iteration.max(1.0)
+                )
+            })
+            .collect();
+        s.push_str(&esc(&words.join(" · ")));
+        s.push_str("</span></div>");
+    };
+    bar(
+        &mut s,
+        "GPU",
+        "bar-gpu",
+        &[
+            ("k-copy", "copies kept", b.copies_kept),
+            ("k-elided", "copies elided", b.copies_elided),
+            ("k-dispatch", "other GPU work", b.other_gpu),
+            ("k-idle", "idle", b.gpu_idle),
+        ],
+    );
+    bar(
+        &mut s,
+        "host",
+        "bar-host",
+        &[
+            ("k-wait", "waiting for the GPU", b.host_waits),
+            ("k-idle", "other host work", b.host_other),
+        ],
+    );
+    if !b.groups.is_empty() {
+        s.push_str("<ul class=\"groups\">");
+        for g in &b.groups {
+            let _ = write!(
+                s,
+                "<li data-group=\"{}\">group {}: {} cop{} ({}) took <b>{}</b>, {:.1} % of the iteration{}</li>",
+                g.group,
+                g.group,
+                g.copies,
+                if g.copies == 1 { "y" } else { "ies" },
+                esc(&human_bytes(g.bytes)),
+                esc(&human_ns(g.ns)),
+                100.0 * g.fraction,
+                if g.measured < g.copies {
+                    format!(" ({} without GPU times)", g.copies - g.measured)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        s.push_str("</ul>");
+    }
+    s.push_str("</section>\n");
+    s
+}
 
 fn totals(v: &RunView) -> String {
     let t = &v.totals;

@@ -5,21 +5,33 @@
 //! ([`crate::model::Model`]: submissions and their completion) and analysis; [`html`] writes it
 //! as one self-contained page, [`perfetto`] as Chrome JSON trace events.
 //!
-//! There are no GPU timestamps in a trace: the x axis is the trace's event sequence (`seq`). A
-//! submission spans from its `QueueSubmit` to the host's first observation of its completion;
-//! its commands share that span in execution order.
+//! Two axes (issue 47). **Time**: every span and mark also carries host time (`t0`/`t1`, `t`;
+//! nanoseconds since the trace began, [`crate::timing`]): a submission spans its GPU
+//! timestamps where the layer took them, else from its `QueueSubmit` to the host's first
+//! observation of its completion (`timing` says which); a copy with GPU timestamps spans them,
+//! the other commands of a submission share the time between; a host wait spans the call.
+//! **Event order** (every trace, the only axis of traces recorded before issue 47): the x axis
+//! is the trace's event sequence (`seq`); a submission spans from its `QueueSubmit` to its
+//! observed completion, its commands share that span in execution order. [`time::breakdown`]
+//! says where one steady iteration's time goes.
 
 pub mod html;
+mod lanes;
 pub mod perfetto;
+pub mod time;
+
+use lanes::device_lanes;
+#[cfg(test)]
+use lanes::is_self_copy;
 
 use crate::analysis::{Analysis, CandidateRow, Decision};
-use crate::model::{BufId, Model, OpKind, Step};
-use crate::plan::{Direction, Plan};
+use crate::model::Model;
+use crate::plan::Plan;
 use crate::report::{self, human_bytes, usage_names};
 use crate::stats::Stats;
-use crate::trace::{Event, Trace, UseKind};
+use crate::trace::Trace;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// A row of the timeline: one queue of one device, the host's waits, or the host's accesses to
 /// one staging buffer.
@@ -55,6 +67,16 @@ pub struct Span {
     /// The staging buffer a host access touched (its number, `#n`); 0 for other spans.
     #[serde(skip_serializing_if = "is_zero_usize")]
     pub buffer: usize,
+    /// Host time (ns since the trace began) of its start and end: absent in traces without
+    /// time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t0: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t1: Option<f64>,
+    /// How a submission's or command's time was found (`gpu`, `gpu-aligned`, `host`:
+    /// [`crate::timing::Source`]); empty for the host's own spans.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub timing: String,
 }
 
 fn is_zero_usize(n: &usize) -> bool {
@@ -74,6 +96,9 @@ fn is_zero(n: &u64) -> bool {
 pub struct Mark {
     pub lane: u32,
     pub seq: u64,
+    /// Host time of the record (ns since the trace began), where the trace has times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t: Option<f64>,
     /// `fence`, `idle`, `semaphore` (host observed a value), `wait` (a submission waits on a
     /// semaphore), `signal` (the host signaled one), `decided`.
     pub kind: String,
@@ -140,6 +165,17 @@ pub struct RunView {
     pub stretch: Vec<(u64, f64)>,
     /// Where elided copies come from: `the plan P` or `the analysis of this trace`.
     pub plan_source: String,
+    /// The trace has host times: the page opens on the time axis.
+    pub timed: bool,
+    /// The host time of the trace's last record (ns).
+    pub last_t: f64,
+    /// The steady iteration in host time (ns), when the run repeats and has times.
+    pub iteration_t: Option<(f64, f64)>,
+    /// Where that iteration's time goes.
+    pub breakdown: Option<time::Breakdown>,
+    /// What the timing facts were taken from (not for the page's data).
+    #[serde(skip)]
+    pub facts: time::Facts,
     pub pairs: Vec<Pair>,
     pub totals: Totals,
     pub notes: Vec<String>,
@@ -176,6 +212,11 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
             Some((_, p)) => format!("the plan {p}"),
             None => "the analysis of this trace (no --plan given)".into(),
         },
+        timed: false,
+        last_t: 0.0,
+        iteration_t: None,
+        breakdown: None,
+        facts: time::Facts::default(),
         pairs: Vec::new(),
         totals: Totals {
             copies: a.copies.copies,
@@ -200,8 +241,13 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
             trace
         };
         let m = Model::build(t);
+        let tm = crate::timing::Timing::build(t, &m);
         v.last_seq = v.last_seq.max(m.last_seq);
-        let it = device_lanes(&mut v, t, &m, d, multi, plan, a);
+        v.timed = tm.timed && (v.timed || d == devices[0]);
+        v.last_t = v.last_t.max(tm.last_t as f64);
+        v.notes.extend(tm.notes.iter().cloned());
+        let it = device_lanes(&mut v, t, &m, &tm, d, multi, plan, a);
+        v.facts.absorb(tm);
         if let Some((n, range)) = it {
             if best_iteration.is_none_or(|(b, _)| n > b) {
                 best_iteration = Some((n, range));
@@ -209,6 +255,20 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
         }
     }
     v.iteration = best_iteration.map(|(_, r)| r);
+    if !v.timed {
+        // A trace without times (recorded before issue 47), or a device without them: event
+        // order only.
+        for s in &mut v.spans {
+            (s.t0, s.t1) = (None, None);
+        }
+        for m in &mut v.marks {
+            m.t = None;
+        }
+    } else if let Some((lo, hi)) = v.iteration {
+        v.iteration_t = v.facts.at(lo).zip(v.facts.at(hi));
+        let groups: Vec<(u32, u32)> = plan.groups.iter().map(|g| (g.id, g.device_index)).collect();
+        v.breakdown = time::breakdown(&v.facts, &groups, (lo, hi));
+    }
     v.thin(MAX_SPANS);
     v.widen_submissions();
     if let Some((lo, hi)) = v.iteration {
@@ -232,6 +292,7 @@ pub fn view(trace: &Trace, a: &Analysis, source: &str, inputs: Inputs) -> RunVie
             v.marks.push(Mark {
                 lane: 0,
                 seq: *e,
+                t: v.facts.at(*e),
                 kind: "decided".into(),
                 label: format!("pair {}: {}", i + 1, condition.as_str()),
             });
@@ -296,451 +357,6 @@ fn pair(number: usize, c: &CandidateRow) -> Pair {
         staging_site: site(&c.staging.created_at),
         device_site: site(&c.device.created_at),
     }
-}
-
-/// The groups of `plan` on device `d` as model buffers: `(staging, device) → (delta, direction)`.
-fn elided_pairs(m: &Model, plan: &Plan, d: u32) -> HashMap<(BufId, BufId), (i64, Direction)> {
-    let mut by_key: HashMap<&crate::trace::ObjectKey, Vec<BufId>> = HashMap::new();
-    for (i, b) in m.buffers.iter().enumerate() {
-        by_key.entry(&b.key).or_default().push(i);
-    }
-    let mut out = HashMap::new();
-    for g in plan.groups.iter().filter(|g| g.device_index == d) {
-        let Some(devs) = by_key.get(&g.device.key) else {
-            continue;
-        };
-        for mem in &g.members {
-            let Some(stags) = by_key.get(&mem.staging.key) else {
-                continue;
-            };
-            for &s in stags {
-                for &dv in devs {
-                    out.insert((s, dv), (mem.delta, g.direction));
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Whether a copy between a planned pair is a self-copy once they share memory (byte `i` of the
-/// device buffer is byte `i + delta` of the staging buffer): what enforce drops.
-fn is_self_copy(
-    pairs: &HashMap<(BufId, BufId), (i64, Direction)>,
-    src: BufId,
-    dst: BufId,
-    regions: &[crate::trace::CopyRegion],
-) -> bool {
-    let (delta, staging_is_src) = if let Some(&(d, _)) = pairs.get(&(src, dst)) {
-        (d, true)
-    } else if let Some(&(d, _)) = pairs.get(&(dst, src)) {
-        (d, false)
-    } else {
-        return false;
-    };
-    regions.iter().all(|r| {
-        let (s_off, d_off) = if staging_is_src {
-            (r.src_offset as i128, r.dst_offset as i128)
-        } else {
-            (r.dst_offset as i128, r.src_offset as i128)
-        };
-        s_off == d_off + delta as i128
-    })
-}
-
-/// Lanes, spans and marks of one device; returns the steady iteration found on its busiest
-/// queue, with that queue's submission count.
-fn device_lanes(
-    v: &mut RunView,
-    t: &Trace,
-    m: &Model,
-    d: u32,
-    multi: bool,
-    plan: &Plan,
-    a: &Analysis,
-) -> Option<(usize, (u64, u64))> {
-    let dev = if multi {
-        format!(" (device {d})")
-    } else {
-        String::new()
-    };
-    let elide = elided_pairs(m, plan, d);
-    // Queues in order of first submission.
-    let mut queues: Vec<u64> = Vec::new();
-    for s in &m.submissions {
-        if !queues.contains(&s.queue) {
-            queues.push(s.queue);
-        }
-    }
-    let host_lane = v.lanes.len() as u32;
-    v.lanes.push(Lane {
-        name: format!("host: waits{dev}"),
-        kind: "host".into(),
-        rows: 1,
-    });
-    let mut lane_of: HashMap<u64, u32> = HashMap::new();
-    for (i, q) in queues.iter().enumerate() {
-        lane_of.insert(*q, v.lanes.len() as u32);
-        v.lanes.push(Lane {
-            name: format!("queue {}{dev}", i + 1),
-            kind: "queue".into(),
-            rows: 1,
-        });
-    }
-    // Submissions, stacked in rows where they overlap on one queue.
-    let mut row_ends: HashMap<u64, Vec<f64>> = HashMap::new();
-    let mut signatures: HashMap<u64, Vec<(usize, String)>> = HashMap::new();
-    for (si, s) in m.submissions.iter().enumerate() {
-        let lane = lane_of[&s.queue];
-        let start = s.seq as f64;
-        let end = s.completed.unwrap_or(m.last_seq.max(s.seq + 1)) as f64;
-        let ends = row_ends.entry(s.queue).or_default();
-        let row = match ends.iter().position(|&e| e <= start) {
-            Some(r) => {
-                ends[r] = end;
-                r
-            }
-            None => {
-                ends.push(end);
-                ends.len() - 1
-            }
-        };
-        let l = &mut v.lanes[lane as usize];
-        l.rows = l.rows.max(row as u32 + 1);
-        let ops: Vec<&crate::model::Op> = m.ops(si).collect();
-        v.spans.push(Span {
-            lane,
-            row: row as u32,
-            start,
-            end,
-            kind: "submit".into(),
-            label: format!(
-                "submission at event {}{}: {} command{}",
-                s.seq,
-                match s.completed {
-                    Some(c) => format!(", observed complete at event {c}"),
-                    None => ", never observed complete".into(),
-                },
-                ops.len(),
-                if ops.len() == 1 { "" } else { "s" }
-            ),
-            seq: s.seq,
-            count: 1,
-            bytes: 0,
-            buffer: 0,
-        });
-        for w in &s.waits {
-            v.marks.push(Mark {
-                lane,
-                seq: s.seq,
-                kind: "wait".into(),
-                label: format!(
-                    "submission at event {} waits on semaphore {:#x}{}",
-                    s.seq,
-                    w.0,
-                    if w.1 > 0 {
-                        format!(" value {}", w.1)
-                    } else {
-                        String::new()
-                    }
-                ),
-            });
-        }
-        // Its commands, in execution order, sharing the span; identical neighbours merged.
-        let mut items: Vec<(String, String, u64)> = Vec::new();
-        let mut counts: Vec<u64> = Vec::new();
-        let mut sig = String::new();
-        let mut prev_use: Option<u64> = None;
-        for op in &ops {
-            let (kind, label, bytes) = match &op.kind {
-                OpKind::Copy { src, dst, regions } => {
-                    let bytes: u64 = regions.iter().map(|r| r.size).sum();
-                    let elided = is_self_copy(&elide, *src, *dst, regions);
-                    let label = format!(
-                        "{} copy #{} → #{} ({})",
-                        if elided { "elided" } else { "kept" },
-                        m.buffers[*src].number,
-                        m.buffers[*dst].number,
-                        human_bytes(bytes)
-                    );
-                    (if elided { "elided" } else { "copy" }, label, bytes)
-                }
-                OpKind::Use {
-                    command,
-                    kind,
-                    buffer,
-                    ..
-                } => {
-                    let k = if command.contains("Dispatch") {
-                        "dispatch"
-                    } else if command.contains("Draw") {
-                        "draw"
-                    } else {
-                        "use"
-                    };
-                    let what = match kind {
-                        UseKind::Descriptor => String::new(),
-                        other => format!(" ({other:?})").to_lowercase(),
-                    };
-                    (
-                        k,
-                        format!("{command}{what} #{}", m.buffers[*buffer].number),
-                        0,
-                    )
-                }
-            };
-            sig.push_str(kind);
-            sig.push_str(&op.name());
-            sig.push('|');
-            // A dispatch or draw is one record that lists every buffer it binds: one command.
-            if let (OpKind::Use { buffer, .. }, Some(prev)) = (&op.kind, prev_use) {
-                if prev == op.recorded {
-                    if let Some(last) = items.last_mut() {
-                        last.1
-                            .push_str(&format!(", #{}", m.buffers[*buffer].number));
-                        continue;
-                    }
-                }
-            }
-            prev_use = matches!(op.kind, OpKind::Use { .. }).then_some(op.recorded);
-            match items.last() {
-                Some((pk, pl, _)) if pk == kind && *pl == label => {
-                    let last = items.len() - 1;
-                    counts[last] += 1;
-                    items[last].2 += bytes;
-                }
-                _ => {
-                    items.push((kind.into(), label, bytes));
-                    counts.push(1);
-                }
-            }
-        }
-        signatures.entry(s.queue).or_default().push((si, sig));
-        let n = items.len().max(1) as f64;
-        let w = (end - start) / n;
-        for (k, ((kind, label, bytes), count)) in items.into_iter().zip(counts).enumerate() {
-            if kind == "elided" {
-                v.totals.elided_copies += count;
-                v.totals.elided_bytes += bytes;
-            }
-            v.spans.push(Span {
-                lane,
-                row: row as u32,
-                start: start + w * k as f64,
-                end: start + w * (k + 1) as f64,
-                label: if count > 1 {
-                    format!("{label} ×{count}")
-                } else {
-                    label
-                },
-                kind,
-                seq: s.seq,
-                count,
-                bytes,
-                buffer: 0,
-            });
-        }
-    }
-    // The host's observations.
-    for r in &t.records {
-        let (kind, label) = match &r.event {
-            Event::FenceSignaled { fences } => (
-                "fence",
-                format!(
-                    "host observed fence{} signaled",
-                    if fences.len() == 1 { "" } else { "s" }
-                ),
-            ),
-            Event::QueueWaitIdle { .. } => ("idle", "vkQueueWaitIdle".to_string()),
-            Event::DeviceWaitIdle => ("idle", "vkDeviceWaitIdle".to_string()),
-            Event::SemaphoreReached { semaphores } => (
-                "semaphore",
-                format!(
-                    "host observed semaphore value{} reached: {}",
-                    if semaphores.len() == 1 { "" } else { "s" },
-                    semaphores
-                        .iter()
-                        .map(|(s, v)| format!("{s:#x}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ),
-            Event::SemaphoreSignal { semaphore, value } => (
-                "signal",
-                format!("host signaled semaphore {semaphore:#x} to {value}"),
-            ),
-            _ => continue,
-        };
-        v.marks.push(Mark {
-            lane: host_lane,
-            seq: r.seq,
-            kind: kind.into(),
-            label: format!("{label} (event {})", r.seq),
-        });
-    }
-    // Host accesses to the staging buffers of candidate pairs and planned groups, each a span
-    // to the next submission (the end of the host's window): one lane per device buffer they
-    // exchange data with, its staging buffers stacked in rows where their spans overlap.
-    let mut partner: BTreeMap<usize, (usize, BufId)> = BTreeMap::new();
-    for c in a.candidates.iter().filter(|c| c.device_index == d) {
-        if let Some(b) = m.buffers.iter().position(|b| b.number == c.staging.number) {
-            let e = partner
-                .entry(c.staging.number)
-                .or_insert((c.device.number, b));
-            e.0 = e.0.min(c.device.number);
-        }
-    }
-    for &(s, dv) in elide.keys() {
-        let e = partner
-            .entry(m.buffers[s].number)
-            .or_insert((m.buffers[dv].number, s));
-        e.0 = e.0.min(m.buffers[dv].number);
-    }
-    let submits: Vec<u64> = m
-        .timeline
-        .iter()
-        .filter_map(|(q, st)| matches!(st, Step::Submit(_)).then_some(*q))
-        .collect();
-    // Per device buffer: its staging buffers' spans.
-    let mut lanes: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
-    let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (&number, &(dev_number, b)) in &partner {
-        let spans = lanes.entry(dev_number).or_default();
-        let first = spans.len();
-        for (seq, st) in &m.timeline {
-            let Step::Host { buffer, access } = st else {
-                continue;
-            };
-            if *buffer != b {
-                continue;
-            }
-            let end = match submits.binary_search(seq) {
-                Ok(i) => submits.get(i + 1).copied(),
-                Err(i) => submits.get(i).copied(),
-            }
-            .unwrap_or(m.last_seq.max(seq + 1));
-            let kind = match access {
-                crate::trace::Access::Read => "read",
-                crate::trace::Access::Write => "write",
-                crate::trace::Access::ReadWrite => "readwrite",
-            };
-            // The same access again in the same window: one span.
-            if spans.len() > first {
-                let p = spans.last_mut().unwrap();
-                if p.kind == kind && p.end == end as f64 {
-                    p.count += 1;
-                    continue;
-                }
-            }
-            spans.push(Span {
-                lane: 0,
-                row: 0,
-                start: *seq as f64,
-                end: end as f64,
-                kind: kind.into(),
-                label: format!(
-                    "host {} #{number} (event {seq}); its window ends at the next submission (event {end})",
-                    match access {
-                        crate::trace::Access::Read => "reads",
-                        crate::trace::Access::Write => "writes",
-                        crate::trace::Access::ReadWrite => "reads and writes (shared page)",
-                    }
-                ),
-                seq: *seq,
-                count: 1,
-                bytes: 0,
-                buffer: number,
-            });
-        }
-        if spans.len() > first {
-            members.entry(dev_number).or_default().push(number);
-        }
-    }
-    for (dev_number, mut spans) in lanes {
-        let Some(stagings) = members.get(&dev_number) else {
-            continue;
-        };
-        let lane = v.lanes.len() as u32;
-        spans.sort_by(|x, y| x.start.total_cmp(&y.start));
-        let mut ends: Vec<(usize, f64)> = Vec::new();
-        for sp in &mut spans {
-            // A buffer keeps its row while it has one; others take the first free row.
-            let row = match ends.iter().position(|&(b, _)| b == sp.buffer) {
-                Some(r) if ends[r].1 <= sp.start => r,
-                _ => match ends.iter().position(|&(_, e)| e <= sp.start) {
-                    Some(r) => r,
-                    None => {
-                        ends.push((0, 0.0));
-                        ends.len() - 1
-                    }
-                },
-            };
-            ends[row] = (sp.buffer, ends[row].1.max(sp.end));
-            sp.lane = lane;
-            sp.row = row as u32;
-        }
-        let name = if stagings.len() == 1 {
-            let b = &m.buffers[partner[&stagings[0]].1];
-            format!(
-                "host → #{} {} (to #{dev_number}){dev}",
-                stagings[0],
-                human_bytes(b.size)
-            )
-        } else {
-            format!("host → {} staging of #{dev_number}{dev}", stagings.len())
-        };
-        v.lanes.push(Lane {
-            name,
-            kind: "staging".into(),
-            rows: ends.len().max(1) as u32,
-        });
-        v.spans.extend(spans);
-    }
-    // One steady iteration on the busiest queue: the last period of its submissions'
-    // command lists, from the completion before it to its last completion.
-    let (_, subs) = signatures.iter().max_by_key(|(_, s)| s.len())?;
-    steady(m, subs).map(|r| (subs.len(), r))
-}
-
-/// The seq range of one steady iteration of a queue's submissions: the smallest period their
-/// command lists repeat with over the second half of the run.
-fn steady(m: &Model, subs: &[(usize, String)]) -> Option<(u64, u64)> {
-    let n = subs.len();
-    if n < 2 {
-        return None;
-    }
-    // The smallest period that holds for nine in ten submissions of the middle of the run
-    // (the first and last ones are often setup and teardown).
-    let lo = n / 4;
-    let period = (1..=(n / 2).max(1))
-        .find(|&p| {
-            let range = lo..n.saturating_sub(p);
-            let total = range.len();
-            let same = range.filter(|&i| subs[i].1 == subs[i + p].1).count();
-            total > 0 && same * 10 >= total * 9
-        })
-        .unwrap_or(n - n / 2);
-    // The first whole period from the middle on that the next one repeats, starting with a
-    // copy (an upload) when one does.
-    let repeats = |i: &usize| (*i..*i + period).all(|k| subs[k].1 == subs[k + period].1);
-    let starts = n / 2..n.saturating_sub(2 * period - 1);
-    let first = starts
-        .clone()
-        .filter(repeats)
-        .find(|&i| subs[i].1.starts_with("copy") || subs[i].1.starts_with("elided"))
-        .or_else(|| starts.clone().find(repeats))
-        .unwrap_or((n / 2).min(n - period));
-    let last = first + period - 1;
-    let sub = |i: usize| &m.submissions[subs[i].0];
-    let from = if first > 0 {
-        let p = sub(first - 1);
-        p.completed.unwrap_or(p.seq)
-    } else {
-        sub(first).seq.saturating_sub(1)
-    };
-    let l = sub(last);
-    let to = l.completed.unwrap_or(m.last_seq);
-    (to > from).then_some((from, to))
 }
 
 /// Axis units a command gets inside its submission's span, beyond the events the span covers.
@@ -818,9 +434,11 @@ impl RunView {
                 let (first, last) = (&run[0], &run[n - 1]);
                 let (a, b) = (first[0].seq, last[0].seq);
                 let (start, end) = (first[0].start, last[0].end);
+                let (t0, t1) = (first[0].t0, last[0].t1);
                 let mut head = first[0].clone();
                 head.start = start;
                 head.end = end;
+                (head.t0, head.t1) = (t0, t1);
                 head.count = run.iter().map(|x| x[0].count).sum();
                 head.label = format!("{n} alike, events {a}–{b} (thinned); first: {}", head.label);
                 out.push(head);
@@ -829,6 +447,10 @@ impl RunView {
                     let mut op = first[t + 1].clone();
                     op.start = start + (end - start) * t as f64 / ops as f64;
                     op.end = start + (end - start) * (t + 1) as f64 / ops as f64;
+                    if let (Some(a), Some(b)) = (t0, t1) {
+                        op.t0 = Some(a + (b - a) * t as f64 / ops as f64);
+                        op.t1 = Some(a + (b - a) * (t + 1) as f64 / ops as f64);
+                    }
                     op.count = run.iter().map(|x| x[t + 1].count).sum();
                     op.bytes = run.iter().map(|x| x[t + 1].bytes).sum();
                     op.label = format!("{} in {n} submissions (thinned)", op.label);
@@ -914,7 +536,9 @@ impl RunView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Direction;
     use crate::trace::CopyRegion;
+    use std::collections::HashMap;
 
     fn span(kind: &str, start: f64, end: f64, seq: u64) -> Span {
         Span {
@@ -928,6 +552,9 @@ mod tests {
             count: 1,
             bytes: 0,
             buffer: 0,
+            t0: Some(start * 1000.0),
+            t1: Some(end * 1000.0),
+            timing: "gpu".into(),
         }
     }
 
@@ -957,12 +584,18 @@ mod tests {
             marks: vec![Mark {
                 lane: 0,
                 seq: 12,
+                t: Some(12_000.0),
                 kind: "fence".into(),
                 label: "fence".into(),
             }],
             iteration: Some((9, 12)),
             stretch: Vec::new(),
             plan_source: "p".into(),
+            timed: true,
+            last_t: 20_000.0,
+            iteration_t: Some((9_000.0, 12_000.0)),
+            breakdown: None,
+            facts: Default::default(),
             pairs: Vec::new(),
             totals: Totals::default(),
             notes: Vec::new(),
@@ -988,7 +621,10 @@ mod tests {
     #[test]
     fn only_copies_at_the_plans_offset_are_elided() {
         let mut pairs = HashMap::new();
-        pairs.insert((1usize, 0usize), (64i64, Direction::StagingIntoDevice));
+        pairs.insert(
+            (1usize, 0usize),
+            (64i64, Direction::StagingIntoDevice, 0usize),
+        );
         let r = |s, d| CopyRegion {
             src_offset: s,
             dst_offset: d,

@@ -64,7 +64,14 @@ impl T {
                 },
                 pid: 1,
                 started_unix: 0,
-                settings: Default::default(),
+                // The synthetic programs rewrite their whole staging buffer at every host write
+                // (the tests' loops say so): `host_writes=whole`, the setting a user who vouches
+                // for that gives. The default (`any`: a write may leave bytes as they were) has
+                // its own tests (analyzer/tests/host_writes.rs); `T::partial_writes` selects it.
+                settings: [("host_writes".to_string(), "whole".to_string())]
+                    .into_iter()
+                    .collect(),
+                clock_origin_ns: None,
             },
             recs: Vec::new(),
             seq: 0,
@@ -91,6 +98,8 @@ impl T {
             seq: self.seq,
             thread: 0,
             dev: self.dev,
+            t: None,
+            dur: None,
             event,
         });
         self.seq
@@ -262,6 +271,11 @@ impl T {
         self.bind(buf, pool, offset);
         self.watch(buf);
         Buf { buf, mem: pool }
+    }
+
+    /// Analyze as the default does: a host write may have left any byte as it was.
+    pub fn partial_writes(&mut self) {
+        self.header.settings.remove("host_writes");
     }
 
     pub fn host_write(&mut self, buffer: u64) -> u64 {

@@ -130,6 +130,8 @@ pub const FOLLOWED: &[(&str, &[&str])] = &[
     (
         "queue",
         &[
+            "vkGetDeviceQueue",
+            "vkGetDeviceQueue2",
             "vkQueueSubmit",
             "vkQueueSubmit2",
             "vkQueueWaitIdle",

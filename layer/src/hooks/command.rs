@@ -133,6 +133,14 @@ pub unsafe fn vkBeginCommandBuffer(
                     .flags
                     .contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
             );
+            if let Some(g) = p.gpu() {
+                g.on_begin(
+                    raw(cb),
+                    (*info)
+                        .flags
+                        .contains(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE),
+                );
+            }
         }
         if let Some(e) = cx.dev.enforce() {
             e.on_reset(&[raw(cb)]);

@@ -141,7 +141,12 @@ pub fn extensions_to_add(
         // can follow (hostmem/export.rs). Profile only for the fd way: the guard imports.
         let host = crate::hostmem::import::EXT_MEMORY_HOST;
         let offers = |c: &CStr| have.contains(c.to_str().unwrap_or_default());
+        // Only where the "GPU" is the CPU: a real GPU does not use the CPU's page tables, so
+        // protecting the driver's own mapping is enough there, and exporting every host-visible
+        // allocation would change how a real driver places them.
+        let cpu = d.table.device_type == echo_analyzer::topology::DeviceType::Cpu;
         let fd_way = profiles
+            && cpu
             && offers(export::KHR_MEMORY_FD)
             && !(offers(host) && export::images_follow(inst, pd, Backing::HostImport))
             && export::images_follow(inst, pd, Backing::FdExport)
@@ -149,6 +154,32 @@ pub fn extensions_to_add(
         v.push(if fd_way { export::KHR_MEMORY_FD } else { host });
     }
     v
+}
+
+/// Device extensions echo enables for itself one by one where the device offers them (`have`):
+/// in profile (and auto) mode, calibrated timestamps (`VK_KHR_calibrated_timestamps`, else
+/// `VK_EXT_calibrated_timestamps`) so that GPU times land on the host's clock (issue 47;
+/// `profile/gputime.rs`). Their dependency (Vulkan 1.1 or
+/// `VK_KHR_get_physical_device_properties2` on the instance) must be met.
+pub fn optional_extensions(
+    inst: &InstanceData,
+    pd: vk::PhysicalDevice,
+    d: &Decision,
+    have: &HashSet<String>,
+) -> Vec<&'static CStr> {
+    if !matches!(d.mode, Mode::Profile | Mode::Auto) {
+        return Vec::new();
+    }
+    let mut props = vk::PhysicalDeviceProperties::default();
+    // SAFETY: pd belongs to this instance; the out struct is valid.
+    unsafe { (inst.fp.get_physical_device_properties)(pd, &mut props) };
+    let v11 = inst.api_version.min(props.api_version) >= vk::API_VERSION_1_1;
+    let props2 = inst
+        .extensions
+        .contains("VK_KHR_get_physical_device_properties2");
+    crate::profile::gputime::calibration_extension(have, v11, props2)
+        .into_iter()
+        .collect()
 }
 
 /// The device extensions the next layer offers.
@@ -250,17 +281,15 @@ pub unsafe extern "system" fn vkCreateDevice(
     if let (true, Some(i)) = (decision.active, &inst) {
         added = guard_value("vkCreateDevice", Vec::new, || {
             let have = available_extensions(i, pd);
-            let want = extensions_to_add(i, pd, &decision, &have);
-            if want.is_empty() {
-                return Vec::new();
-            }
+            let mut want = extensions_to_add(i, pd, &decision, &have);
             if want
                 .iter()
                 .any(|c| !have.contains(c.to_str().unwrap_or_default()))
             {
                 // All or nothing: the memory-host extension without its dependency is invalid.
-                return Vec::new();
+                want.clear();
             }
+            want.extend(optional_extensions(i, pd, &decision, &have));
             want.into_iter()
                 .map(|c| c.to_string_lossy().into_owned())
                 .filter(|n| have.contains(n) && !app_exts.contains(n))
@@ -354,6 +383,14 @@ pub unsafe extern "system" fn vkCreateDevice(
                         extensions,
                         added_extensions: added,
                         sparse_binding: sparse_binding(&*info),
+                        queues_created: crate::records::slice(
+                            (*info).p_queue_create_infos,
+                            (*info).queue_create_info_count,
+                        )
+                        .iter()
+                        .map(|q| (q.queue_family_index, q.flags))
+                        .collect(),
+                        set_loader_data_fn: link.set_loader_data,
                         api_version,
                         failed: AtomicBool::new(false),
                         state: DeviceState::default(),

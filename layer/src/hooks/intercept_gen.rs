@@ -4578,6 +4578,28 @@ pub unsafe extern "system" fn vkGetDeviceMemoryOpaqueCaptureAddressKHR(device: v
 }
 const _: vk::PFN_vkGetDeviceMemoryOpaqueCaptureAddress = vkGetDeviceMemoryOpaqueCaptureAddressKHR;
 
+pub unsafe extern "system" fn vkGetDeviceQueue(device: vk::Device, queue_family_index: u32, queue_index: u32, p_queue: *mut vk::Queue) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u32, u32, *mut vk::Queue) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkGetDeviceQueue,
+        |cx| queue::vkGetDeviceQueue(cx, device, queue_family_index, queue_index, p_queue),
+        |next| next(device, queue_family_index, queue_index, p_queue),
+    )
+}
+const _: vk::PFN_vkGetDeviceQueue = vkGetDeviceQueue;
+
+pub unsafe extern "system" fn vkGetDeviceQueue2(device: vk::Device, p_queue_info: *const vk::DeviceQueueInfo2<'_>, p_queue: *mut vk::Queue) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::DeviceQueueInfo2<'_>, *mut vk::Queue) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkGetDeviceQueue2,
+        |cx| queue::vkGetDeviceQueue2(cx, device, p_queue_info, p_queue),
+        |next| next(device, p_queue_info, p_queue),
+    )
+}
+const _: vk::PFN_vkGetDeviceQueue2 = vkGetDeviceQueue2;
+
 pub unsafe extern "system" fn vkGetDynamicRenderingTilePropertiesQCOM(device: vk::Device, p_rendering_info: *const vk::RenderingInfo<'_>, p_properties: *mut vk::TilePropertiesQCOM<'_>) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, *const vk::RenderingInfo<'_>, *mut vk::TilePropertiesQCOM<'_>) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -5376,6 +5398,8 @@ const INTERCEPTS: [unsafe extern "system" fn(); HOOK_COUNT] = [
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDeviceMemoryCommitment as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDeviceMemoryOpaqueCaptureAddress as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDeviceMemoryOpaqueCaptureAddressKHR as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDeviceQueue as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDeviceQueue2 as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDynamicRenderingTilePropertiesQCOM as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetFenceStatus as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetImageViewAddressNVX as *const ()) },

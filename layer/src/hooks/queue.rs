@@ -1,6 +1,6 @@
-//! Queue submission and idle waits (chapter "Command Buffers: Submission"). Profile mode
+//! Queues, queue submission and idle waits (chapter "Command Buffers: Submission"). Profile mode
 //! records submissions (each one also a host-access window boundary) and host completion
-//! observations here.
+//! observations here, and puts its GPU timestamps around submissions (`profile/gputime.rs`).
 
 use super::calls_gen;
 use crate::dispatch::{raw, slice};
@@ -8,6 +8,34 @@ use crate::ffi_guard::Call;
 use crate::submit::{command_buffers, trace, Batch};
 use ash::vk;
 use echo_analyzer::trace::Event;
+
+pub unsafe fn vkGetDeviceQueue(
+    cx: &calls_gen::vkGetDeviceQueue<'_>,
+    device: vk::Device,
+    family: u32,
+    index: u32,
+    out: *mut vk::Queue,
+) {
+    cx.down((cx.next)(device, family, index, out));
+    if !out.is_null() && *out != vk::Queue::null() {
+        cx.dev.state.queue_family.insert(raw(*out), family);
+    }
+}
+
+pub unsafe fn vkGetDeviceQueue2(
+    cx: &calls_gen::vkGetDeviceQueue2<'_>,
+    device: vk::Device,
+    info: *const vk::DeviceQueueInfo2<'_>,
+    out: *mut vk::Queue,
+) {
+    cx.down((cx.next)(device, info, out));
+    if !out.is_null() && !info.is_null() && *out != vk::Queue::null() {
+        cx.dev
+            .state
+            .queue_family
+            .insert(raw(*out), (*info).queue_family_index);
+    }
+}
 
 pub unsafe fn vkQueueSubmit(
     cx: &calls_gen::vkQueueSubmit<'_>,
@@ -37,8 +65,10 @@ pub unsafe fn vkQueueSubmit2(
 /// [`Batch`]), in this order: profile resolves the late descriptor uses of the submitted command
 /// buffers and closes the host-access window; guarded enforce merges the views the submission's
 /// elided copies use and protects; enforce leaves out command buffers that held only dropped
-/// copies (issue 35, `enforce/empty.rs`); the call goes down; then the guard, enforce's tally
-/// and profile's `queue_submit` record learn how it went. `next` calls the next layer with `n`
+/// copies (issue 35, `enforce/empty.rs`); profile's GPU timing puts echo's timestamp command
+/// buffers around the application's (issue 47, `profile/gputime`); the call goes down; then the
+/// GPU timing, the guard, enforce's tally and profile's `queue_submit` record learn how it
+/// went. `next` calls the next layer with `n`
 /// batches at `p`.
 ///
 /// # Safety
@@ -68,10 +98,24 @@ unsafe fn submit<B: Batch, F: Copy>(
         used = g.before_submit(cx.dev, raw(queue), &cbs);
     }
     let stripped = cx.dev.enforce().and_then(|e| e.strip(batches));
-    let r = match &stripped {
-        Some(s) => cx.down(next(s.count(), s.as_ptr())),
-        None => cx.down(next(count, submits)),
+    let timed = match (cx.dev.profile().and_then(|p| p.gpu()), seq) {
+        (Some(g), Some(s)) => Some(g.wrap(cx.dev, raw(queue), s.seq, batches)),
+        _ => None,
     };
+    let r = match (
+        &stripped,
+        timed.as_ref().and_then(|(_, sent)| sent.as_ref()),
+    ) {
+        (Some(s), _) => cx.down(next(s.count(), s.as_ptr())),
+        (None, Some(sent)) => {
+            let (n, p) = sent.batches();
+            cx.down(next(n, p))
+        }
+        (None, None) => cx.down(next(count, submits)),
+    };
+    if let (Some((w, _)), Some(g)) = (timed, cx.dev.profile().and_then(|p| p.gpu())) {
+        g.submitted(w, raw(fence), r == vk::Result::SUCCESS);
+    }
     if let Some(g) = guard {
         g.after_submit(raw(queue), raw(fence), r == vk::Result::SUCCESS, used);
     }
@@ -88,12 +132,21 @@ unsafe fn submit<B: Batch, F: Copy>(
 }
 
 pub unsafe fn vkQueueWaitIdle(cx: &calls_gen::vkQueueWaitIdle<'_>, queue: vk::Queue) -> vk::Result {
+    let t0 = cx
+        .dev
+        .profile()
+        .map(|_| crate::profile::sink::monotonic_ns());
     let r = cx.down((cx.next)(queue));
     if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
         g.queue_idle(raw(queue));
     }
     if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-        p.observed(cx.dev, Event::QueueWaitIdle { queue: raw(queue) });
+        let waited = crate::profile::sink::monotonic_ns().saturating_sub(t0.unwrap_or(0));
+        p.observed_after(
+            cx.dev,
+            Event::QueueWaitIdle { queue: raw(queue) },
+            Some(waited),
+        );
     }
     r
 }
@@ -102,12 +155,17 @@ pub unsafe fn vkDeviceWaitIdle(
     cx: &calls_gen::vkDeviceWaitIdle<'_>,
     device: vk::Device,
 ) -> vk::Result {
+    let t0 = cx
+        .dev
+        .profile()
+        .map(|_| crate::profile::sink::monotonic_ns());
     let r = cx.down((cx.next)(device));
     if let (vk::Result::SUCCESS, Some(g)) = (r, cx.dev.enforce().and_then(|e| e.guard())) {
         g.device_idle();
     }
     if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-        p.observed(cx.dev, Event::DeviceWaitIdle);
+        let waited = crate::profile::sink::monotonic_ns().saturating_sub(t0.unwrap_or(0));
+        p.observed_after(cx.dev, Event::DeviceWaitIdle, Some(waited));
     }
     r
 }

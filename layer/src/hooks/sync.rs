@@ -16,6 +16,10 @@ pub unsafe fn vkWaitForFences(
     wait_all: vk::Bool32,
     timeout: u64,
 ) -> vk::Result {
+    let t0 = cx
+        .dev
+        .profile()
+        .map(|_| crate::profile::sink::monotonic_ns());
     let r = cx.down((cx.next)(device, count, fences, wait_all, timeout));
     if let (vk::Result::SUCCESS, Some(g), false) = (
         r,
@@ -29,7 +33,8 @@ pub unsafe fn vkWaitForFences(
         g.fences_done(&crate::enforce::guard::signalled(cx.dev, f, wait_all != 0));
     }
     if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-        p.on_fences_waited(cx.dev, count, fences, wait_all != 0);
+        let waited = crate::profile::sink::monotonic_ns().saturating_sub(t0.unwrap_or(0));
+        p.on_fences_waited(cx.dev, count, fences, wait_all != 0, waited);
     }
     r
 }
@@ -89,9 +94,14 @@ pub unsafe fn vkWaitSemaphores(
     info: *const vk::SemaphoreWaitInfo<'_>,
     timeout: u64,
 ) -> vk::Result {
+    let t0 = cx
+        .dev
+        .profile()
+        .map(|_| crate::profile::sink::monotonic_ns());
     let r = cx.down((cx.next)(device, info, timeout));
     if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-        p.on_semaphores_waited(cx.dev, &*info);
+        let waited = crate::profile::sink::monotonic_ns().saturating_sub(t0.unwrap_or(0));
+        p.on_semaphores_waited(cx.dev, &*info, waited);
     }
     r
 }

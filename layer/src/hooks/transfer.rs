@@ -49,6 +49,7 @@ pub unsafe fn vkCmdCopyBuffer(
     count: u32,
     regions: *const vk::BufferCopy,
 ) {
+    let mut timed = None;
     if let (Some(p), false) = (cx.dev.profile(), regions.is_null()) {
         let r = std::slice::from_raw_parts(regions, count as usize)
             .iter()
@@ -58,7 +59,16 @@ pub unsafe fn vkCmdCopyBuffer(
                 size: r.size,
             })
             .collect();
-        p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
+        let seq = p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
+        // Issue 47: GPU timestamps around it, in echo's query pool.
+        timed = p
+            .gpu()
+            .and_then(|g| g.copy_before(raw(cb), seq).map(|t| (g, t)));
+    }
+    if let Some((g, t)) = timed {
+        cx.down((cx.next)(cb, src, dst, count, regions));
+        g.copy_after(raw(cb), t);
+        return;
     }
     if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
         g.use_buffers(cx.dev, raw(cb), &[raw(src), raw(dst)]);
@@ -91,7 +101,15 @@ pub unsafe fn vkCmdCopyBuffer2(
                 })
                 .collect()
         };
-        p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
+        let seq = p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
+        if let Some((g, t)) = p
+            .gpu()
+            .and_then(|g| g.copy_before(raw(cb), seq).map(|t| (g, t)))
+        {
+            cx.down((cx.next)(cb, info));
+            g.copy_after(raw(cb), t);
+            return;
+        }
     }
     if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
         g.use_buffers(

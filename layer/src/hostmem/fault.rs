@@ -1,5 +1,5 @@
 //! Which way a page fault went (read or write), from the signal context: shared by profile's
-//! host-access watch (`profile/watch.rs`) and enforce's runtime guard (`enforce/guard.rs`).
+//! host-access watch (`profile/watch/`) and enforce's runtime guard (`enforce/guard/`).
 //! Async-signal-safe: atomics and reading the faulting instruction through a pipe ([`code`]: on
 //! aarch64 without an `esr_context`, to know the direction; on x86_64, for profile's emulation
 //! of accesses on shared pages).

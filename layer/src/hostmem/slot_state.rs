@@ -1,5 +1,5 @@
 //! The state byte of a slot that a SIGSEGV handler and normal code change together: profile's
-//! armed ranges (`profile/watch`) and enforce's guarded views (`enforce/guard.rs`). Each names
+//! armed ranges (`profile/watch`) and enforce's guarded views (`enforce/guard/`). Each names
 //! its states in an enum made by [`slot_states!`]; [`StateCell`] holds one as an `AtomicU8`, so
 //! a handler reads and exchanges it without a lock, and a state that does not exist cannot be
 //! written or matched.

@@ -21,9 +21,13 @@
 //!   event at the sequence number taken in the signal handler, so it sorts where it happened),
 //!   then re-arms. Per buffer per window there is at most one read record and one write record.
 //!   `vkUnmapMemory`/`vkFreeMemory`/`vkDestroyBuffer` [`watch::disarm`] before calling down.
+//! - **Time** (issue 47). Every record carries the host's time ([`sink::stamp`]); host waits
+//!   also their duration. [`gputime::GpuTimer`] adds GPU timestamps around submissions and
+//!   copies in echo's own query pools, read back without stalling, as `GpuTime` records.
 
 #![allow(dead_code)]
 
+pub mod gputime;
 pub mod recorder;
 pub mod sink;
 pub mod watch;

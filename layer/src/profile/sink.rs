@@ -15,6 +15,12 @@
 //!
 //! Sequence numbers come from one process-wide counter ([`next_seq`]), shared with the
 //! page-protection guard's signal handler, so host accesses sort correctly among API events.
+//!
+//! Host time (issue 47): every record carries `t`, nanoseconds of `CLOCK_MONOTONIC` since the
+//! trace began ([`start_clock`]), read once per record right after its sequence number is taken
+//! ([`stamp`]), so that one thread's records in `seq` order have non-decreasing times. A record
+//! whose number was taken earlier (a submission, a fault in the signal handler) carries the time
+//! taken with that number ([`Sink::record_at`] takes a [`Stamp`]).
 
 use echo_analyzer::trace::{header_line, record_line, Event, Header, Record};
 use std::cell::Cell;
@@ -42,6 +48,56 @@ pub fn next_seq() -> u64 {
     SEQ.fetch_add(1, Ordering::Relaxed)
 }
 
+/// `CLOCK_MONOTONIC` (ns) at which record times are 0; 0 until a trace starts.
+static ORIGIN: AtomicU64 = AtomicU64::new(0);
+
+/// `CLOCK_MONOTONIC` in nanoseconds. Async-signal-safe (`clock_gettime` is, the vDSO reads no
+/// lock).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// The trace's clock starts (once per process; later calls return the same origin): the
+/// `CLOCK_MONOTONIC` reading record times count from, for the header's `clock_origin_ns`.
+pub fn start_clock() -> u64 {
+    let now = monotonic_ns().max(1);
+    match ORIGIN.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => now,
+        Err(o) => o,
+    }
+}
+
+/// Host time now on the trace's clock: nanoseconds since [`start_clock`]. Async-signal-safe.
+/// Not inlined, so that its cost can be counted on its own (tests/tests/costs.rs).
+#[inline(never)]
+pub fn host_time_ns() -> u64 {
+    monotonic_ns().saturating_sub(ORIGIN.load(Ordering::Relaxed))
+}
+
+/// A sequence number and the host time read with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub seq: u64,
+    pub t: u64,
+}
+
+/// Take the next sequence number and read the host time (in that order). Async-signal-safe.
+#[inline]
+pub fn stamp() -> Stamp {
+    let seq = next_seq();
+    Stamp {
+        seq,
+        t: host_time_ns(),
+    }
+}
+
 static NEXT_THREAD: AtomicU32 = AtomicU32::new(1);
 
 thread_local! {
@@ -50,7 +106,8 @@ thread_local! {
 }
 
 /// A small per-thread id (1, 2, 3 … in order of each thread's first record). Not for signal
-/// handlers (TLS in a dlopen'd library may allocate on first touch).
+/// handlers (TLS in a dlopen'd library may allocate on first touch): they use
+/// [`thread_id_in_handler`], which finds the same id by the kernel's thread id.
 #[inline]
 pub fn thread_id() -> u32 {
     THREAD_ID.with(|t| {
@@ -58,10 +115,56 @@ pub fn thread_id() -> u32 {
         if v != 0 {
             return v;
         }
-        let v = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+        let v = small_id_of(gettid());
         t.set(v);
         v
     })
+}
+
+/// Kernel thread id → small id, for the signal handler (which must not touch TLS): open
+/// addressing over fixed arrays, atomics only. A full table gives new threads ids without an
+/// entry (the handler then says 0, "unknown").
+const TIDS: usize = 1024;
+#[allow(clippy::declare_interior_mutable_const)]
+const TID_INIT: AtomicU32 = AtomicU32::new(0);
+static TID_KEYS: [AtomicU32; TIDS] = [TID_INIT; TIDS];
+static TID_VALS: [AtomicU32; TIDS] = [TID_INIT; TIDS];
+
+fn gettid() -> u32 {
+    // SAFETY: a plain system call; async-signal-safe.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// The small id of kernel thread `tid`, made (and entered in the table) when it has none.
+/// Async-signal-safe.
+fn small_id_of(tid: u32) -> u32 {
+    let tid = tid.max(1);
+    let start = (tid as usize).wrapping_mul(0x9e37_79b9) % TIDS;
+    for i in 0..TIDS {
+        let k = &TID_KEYS[(start + i) % TIDS];
+        let v = &TID_VALS[(start + i) % TIDS];
+        match k.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
+                let id = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+                v.store(id, Ordering::Release);
+                return id;
+            }
+            Err(cur) if cur == tid => {
+                // Entered, its value not yet written: only this very thread can be writing it
+                // (tids are unique), interrupted by the signal handler now asking. That
+                // handler cannot wait for it: the id is unknown (0) this once.
+                return v.load(Ordering::Acquire);
+            }
+            Err(_) => {}
+        }
+    }
+    NEXT_THREAD.fetch_add(1, Ordering::Relaxed)
+}
+
+/// [`thread_id`] for a signal handler: the calling thread's small id, found (or made) by its
+/// kernel thread id without touching TLS. Async-signal-safe.
+pub fn thread_id_in_handler() -> u32 {
+    small_id_of(gettid())
 }
 
 enum Msg {
@@ -204,30 +307,61 @@ impl Sink {
             && FORK_GEN.load(Ordering::Relaxed) == self.fork_gen
     }
 
-    /// Record `event` of device `dev` (its creation index) with a fresh sequence number;
-    /// returns that number (0 when dropped).
+    /// Record `event` of device `dev` (its creation index) with a fresh sequence number and
+    /// the host time; returns that number (0 when dropped).
     #[inline]
     pub fn record(&self, dev: u32, event: Event) -> u64 {
         if !self.is_active() {
             return 0;
         }
-        let seq = next_seq();
-        self.record_at(seq, dev, event);
-        seq
+        let s = stamp();
+        self.record_full(s, None, dev, event);
+        s.seq
     }
 
-    /// Record `event` with a sequence number taken earlier (e.g. before calling down, so the
-    /// event sorts where the call began), or taken in a signal handler.
+    /// Record `event` with a stamp taken earlier (e.g. before calling down, so the event sorts
+    /// where the call began), or taken in a signal handler.
     #[inline]
-    pub fn record_at(&self, seq: u64, dev: u32, event: Event) {
+    pub fn record_at(&self, stamp: Stamp, dev: u32, event: Event) {
+        self.record_full(stamp, None, dev, event);
+    }
+
+    /// Record `event` of a call that took `dur` nanoseconds and returned just now (a host wait):
+    /// stamped now, its `dur` says when it began. Returns the sequence number (0 when dropped).
+    #[inline]
+    pub fn record_timed(&self, dev: u32, event: Event, dur: u64) -> u64 {
+        if !self.is_active() {
+            return 0;
+        }
+        let s = stamp();
+        self.record_full(s, Some(dur), dev, event);
+        s.seq
+    }
+
+    /// Record `event` stamped earlier on another thread's behalf (a host access, stamped in the
+    /// signal handler of thread `thread`; 0: unknown, then the calling thread's id).
+    #[inline]
+    pub fn record_for(&self, stamp: Stamp, thread: u32, dev: u32, event: Event) {
+        self.record_with(stamp, None, thread, dev, event);
+    }
+
+    #[inline]
+    fn record_full(&self, stamp: Stamp, dur: Option<u64>, dev: u32, event: Event) {
+        self.record_with(stamp, dur, 0, dev, event);
+    }
+
+    #[inline]
+    fn record_with(&self, stamp: Stamp, dur: Option<u64>, thread: u32, dev: u32, event: Event) {
         if !self.is_active() {
             return;
         }
         if let Some(tx) = &self.fast_tx {
             let _ = tx.send(Msg::Rec(Record {
-                seq,
-                thread: thread_id(),
+                seq: stamp.seq,
+                thread: if thread != 0 { thread } else { thread_id() },
                 dev,
+                t: Some(stamp.t),
+                dur,
                 event,
             }));
         }
@@ -309,6 +443,8 @@ fn writer(
                         seq: rec.seq,
                         thread: 0,
                         dev: 0,
+                        t: rec.t,
+                        dur: None,
                         event: Event::Truncated {
                             dropped_after_bytes: written,
                         },
@@ -379,6 +515,7 @@ mod tests {
             pid: std::process::id(),
             started_unix: 0,
             settings: Default::default(),
+            clock_origin_ns: None,
         }
     }
 
@@ -538,6 +675,27 @@ mod tests {
         assert_eq!(bufs, vec![1, 3]);
         let _ = std::fs::remove_dir_all(&dir);
         println!("CHILD-OK");
+    }
+
+    /// The host's clock as records read it: monotonic, from the trace's origin, and what one
+    /// read costs natively (callgrind does not see the vDSO; tests/tests/costs.rs counts the
+    /// rest).
+    #[test]
+    fn host_time_cost() {
+        start_clock();
+        let n = 1_000_000u64;
+        let t0 = std::time::Instant::now();
+        let mut last = 0;
+        for _ in 0..n {
+            let t = host_time_ns();
+            assert!(t >= last, "the clock went back from {last} to {t}");
+            last = t;
+        }
+        let per = t0.elapsed().as_nanos() as f64 / n as f64;
+        eprintln!("host_time_ns: {per:.1} ns per read (native)");
+        assert!(per < 2_000.0, "{per} ns per clock read");
+        let s = stamp();
+        assert!(s.t >= last && s.seq > 0);
     }
 
     #[test]

@@ -113,6 +113,9 @@ pub struct DeviceState {
     pub memory_keys: KeyAllocator,
     /// Images and echo's imported memory (hooks/image.rs).
     pub image_imports: ImageImports,
+    /// Queue → its family (`vkGetDeviceQueue*`): echo's own command buffers for a queue come
+    /// from a pool of its family (profile mode's GPU timestamps).
+    pub queue_family: HandleMap<u64, u32>,
 }
 
 /// Whether echo may still import memory on a device where images exist (hooks/image.rs, issue

@@ -37,7 +37,7 @@
 //!
 //! The handler is async-signal-safe: atomics, the fixed slot table, `mmap`/`mprotect` and
 //! `sched_yield`; no allocation, no lock. A fault outside every slot goes to the handler
-//! installed before this one (same rules as `profile/guard.rs`). Slot transitions are CAS'd
+//! installed before this one (same rules as `profile/watch`). Slot transitions are CAS'd
 //! through `BUSY`, so a handler and normal code never re-map a view at once.
 
 mod views;

@@ -37,6 +37,10 @@ use descriptors::{CmdBinds, Late, SetContents};
 /// On lavapipe the driver's CPU threads then fault too ("the detector has teeth" test).
 pub const TEST_NO_DOUBLE_MAP: &str = "VK_ECHO_TEST_NO_DOUBLE_MAP";
 
+/// Test-only switch (environment only): no GPU timestamps (`gputime/`), to measure what they
+/// cost against the same profile run without them.
+pub const TEST_NO_GPU_TIME: &str = "VK_ECHO_TEST_NO_GPU_TIME";
+
 /// Test-only switch (environment only): take every descriptor as it stood at recording, as echo
 /// did before issue 44 — the planted fault that shows `c_gpu_reads`'s test can fail.
 pub const TEST_LATE_AT_RECORD: &str = "VK_ECHO_TEST_LATE_AT_RECORD";
@@ -108,6 +112,8 @@ pub struct Profiler {
     /// Candidates whose host accesses cannot be seen (their allocation could not be
     /// double-mapped, or protecting them failed): recorded once each as `Unvalidated`.
     unvalidated: HandleSet<u64>,
+    /// GPU timestamps (issue 47), where the device has them.
+    gpu: Option<super::gputime::GpuTimer>,
     /// Candidates a fault echo could not explain or finish left open for good
     /// (`guard::Seen::Lost`): never armed again.
     lost: HandleSet<u64>,
@@ -167,6 +173,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
                     .map(|d| d.as_secs())
                     .unwrap_or(0),
                 settings: dev.settings.to_pairs().into_iter().collect(),
+                clock_origin_ns: Some(sink::start_clock()),
             };
             let (s, warning) = Sink::open_or_disabled(&path, &header, max_bytes);
             if let Some(w) = warning {
@@ -215,7 +222,8 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         .as_ref()
         .is_some_and(|i| export::images_follow(i, dev.physical_device, Backing::HostImport));
     let mut get_fd: Option<vk::PFN_vkGetMemoryFdKHR> = None;
-    if dev.settings.validate && fd_ext && !test_off && !(ext && images_follow_host) {
+    let cpu = dev.decision.table.device_type == echo_analyzer::topology::DeviceType::Cpu;
+    if dev.settings.validate && cpu && fd_ext && !test_off && !(ext && images_follow_host) {
         let get = dev
             .next_proc(c"vkGetMemoryFdKHR")
             // SAFETY: resolved by that name.
@@ -306,6 +314,12 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         importing: HandleMap::default(),
         candidates_total: AtomicUsize::new(0),
         unvalidated: HandleSet::default(),
+        gpu: if env(TEST_NO_GPU_TIME).is_some_and(|v| v == "1") {
+            log::warn!("{TEST_NO_GPU_TIME}=1 (test only): no GPU timestamps");
+            None
+        } else {
+            super::gputime::GpuTimer::new(dev, sink, dev.index)
+        },
         lost: HandleSet::default(),
     };
     let validation = match (validate, double_map) {
@@ -354,14 +368,21 @@ impl Import {
 }
 
 impl Profiler {
+    /// GPU timestamps (issue 47), where the device has them.
+    #[inline]
+    pub fn gpu(&self) -> Option<&super::gputime::GpuTimer> {
+        self.gpu.as_ref()
+    }
+
     #[inline]
     fn on(&self) -> bool {
         self.sink.is_active()
     }
 
+    /// Record `e` now; its sequence number (0: dropped).
     #[inline]
-    fn rec(&self, e: Event) {
-        self.sink.record(self.index, e);
+    fn rec(&self, e: Event) -> u64 {
+        self.sink.record(self.index, e)
     }
 
     // ------------------------------------------------------------------------------ memory
@@ -781,6 +802,9 @@ impl Profiler {
     }
 
     pub fn on_reset(&self, cmds: &[u64]) {
+        if let Some(g) = &self.gpu {
+            g.on_reset(cmds);
+        }
         for c in cmds {
             self.cmds.remove(c);
             self.late.forget(*c);
@@ -791,6 +815,9 @@ impl Profiler {
     }
 
     pub fn on_free(&self, cmds: &[u64]) {
+        if let Some(g) = &self.gpu {
+            g.on_reset(cmds);
+        }
         for c in cmds {
             self.cmds.remove(c);
             self.late.forget(*c);
@@ -812,7 +839,15 @@ impl Profiler {
     }
 
     /// `vkCmdCopyBuffer`/`vkCmdCopyBuffer2`: record, and note candidate staging buffers.
-    pub fn on_copy(&self, dev: &Device, cmd: u64, src: u64, dst: u64, regions: Vec<CopyRegion>) {
+    /// Returns the record's sequence number (0: not recorded).
+    pub fn on_copy(
+        &self,
+        dev: &Device,
+        cmd: u64,
+        src: u64,
+        dst: u64,
+        regions: Vec<CopyRegion>,
+    ) -> u64 {
         if self.validate && self.guard_ok.load(Ordering::Relaxed) {
             if self.sample_every > 1 {
                 self.copied.insert(src);
@@ -833,13 +868,14 @@ impl Profiler {
             }
         }
         if self.on() {
-            self.rec(Event::CmdCopyBuffer {
+            return self.rec(Event::CmdCopyBuffer {
                 cmd,
                 src,
                 dst,
                 regions,
             });
         }
+        0
     }
 
     /// Any other command that touches buffers directly.
@@ -856,6 +892,9 @@ impl Profiler {
 
     /// `vkCmdExecuteCommands`: the secondaries' recorded uses run here when `cmd` is submitted.
     pub fn on_execute(&self, cmd: u64, secondaries: Vec<u64>) {
+        if let Some(g) = &self.gpu {
+            g.on_execute(cmd, &secondaries);
+        }
         self.late.executes(cmd, &secondaries);
         if self.on() && !secondaries.is_empty() {
             self.rec(Event::CmdExecute { cmd, secondaries });
@@ -872,17 +911,17 @@ impl Profiler {
 
     /// Before `vkQueueSubmit*` goes down: the late descriptor uses of `cmds` resolved now
     /// (`descriptors.rs`), then close the host window (drain), open the GPU window (arm).
-    /// Returns the sequence number the submission is recorded at.
-    pub fn before_submit(&self, dev: &Device, cmds: impl Iterator<Item = u64>) -> u64 {
+    /// Returns the sequence number (and host time) the submission is recorded at.
+    pub fn before_submit(&self, dev: &Device, cmds: impl Iterator<Item = u64>) -> sink::Stamp {
         self.late_at_submit(cmds);
         // The submission's number first: the window it opens (and its `Window` record) follows it.
-        let seq = sink::next_seq();
+        let seq = sink::stamp();
         self.window(dev);
         seq
     }
 
     /// After a successful submission.
-    pub fn on_submit(&self, seq: u64, queue: u64, batches: Vec<SubmitBatch>, fence: u64) {
+    pub fn on_submit(&self, seq: sink::Stamp, queue: u64, batches: Vec<SubmitBatch>, fence: u64) {
         if self.on() {
             self.sink.record_at(
                 seq,
@@ -898,8 +937,30 @@ impl Profiler {
 
     /// A host completion observation (`event`), then a new window.
     pub fn observed(&self, dev: &Device, event: Event) {
+        self.observed_after(dev, event, None);
+    }
+
+    /// A host completion observation made by a wait that took `waited` nanoseconds (`None`:
+    /// not a wait), then a new window.
+    pub fn observed_after(&self, dev: &Device, event: Event, waited: Option<u64>) {
+        // The submissions it shows complete have their GPU times read (after its record).
+        let seen = self
+            .gpu
+            .as_ref()
+            .filter(|g| g.watching())
+            .map(|_| event.clone());
         if self.on() {
-            self.rec(event);
+            match waited {
+                Some(d) => {
+                    self.sink.record_timed(self.index, event, d);
+                }
+                None => {
+                    self.rec(event);
+                }
+            }
+        }
+        if let (Some(g), Some(e)) = (&self.gpu, &seen) {
+            g.observed(e);
         }
         self.window(dev);
     }
@@ -911,7 +972,8 @@ impl Profiler {
         }
     }
 
-    /// `vkWaitForFences` returned success: which fences the host now knows are signaled.
+    /// `vkWaitForFences` returned success after `waited` ns: which fences the host now knows
+    /// are signaled.
     ///
     /// # Safety
     /// `fences` must hold `count` fences.
@@ -921,6 +983,7 @@ impl Profiler {
         count: u32,
         fences: *const vk::Fence,
         wait_all: bool,
+        waited: u64,
     ) {
         if count == 0 || fences.is_null() {
             return;
@@ -934,14 +997,19 @@ impl Profiler {
                 .map(|f| raw(*f))
                 .collect()
         };
-        self.observed(dev, Event::FenceSignaled { fences: signaled });
+        self.observed_after(dev, Event::FenceSignaled { fences: signaled }, Some(waited));
     }
 
     /// `vkWaitSemaphores` returned success.
     ///
     /// # Safety
     /// `info` must be valid.
-    pub unsafe fn on_semaphores_waited(&self, dev: &Device, info: &vk::SemaphoreWaitInfo<'_>) {
+    pub unsafe fn on_semaphores_waited(
+        &self,
+        dev: &Device,
+        info: &vk::SemaphoreWaitInfo<'_>,
+        waited: u64,
+    ) {
         let n = info.semaphore_count as usize;
         if n == 0 || info.p_semaphores.is_null() || info.p_values.is_null() {
             return;
@@ -960,11 +1028,12 @@ impl Profiler {
                 }
             }
         }
-        self.observed(
+        self.observed_after(
             dev,
             Event::SemaphoreReached {
                 semaphores: reached,
             },
+            Some(waited),
         );
     }
 
@@ -1005,8 +1074,16 @@ impl Profiler {
                 }
             }
         }
-        // The window's number, taken before any arm: a fault in it sorts after its record.
-        let mark = sink::next_seq();
+        // The window's number, taken before any arm: a fault in it sorts after its record (its
+        // time only when the record is written: one clock read per record).
+        let mark = if sampling {
+            sink::stamp()
+        } else {
+            sink::Stamp {
+                seq: sink::next_seq(),
+                t: 0,
+            }
+        };
         let this_window = self.window_count.fetch_add(1, Ordering::Relaxed);
         let mut unobserved = Vec::new();
         let all: Vec<u64> = self.candidates.iter().map(|b| *b).collect();
@@ -1095,11 +1172,11 @@ impl Profiler {
         let on = self.on();
         let own = self.index;
         let mut lost = Vec::new();
-        guard::drain(|id, seen, seq| match seen {
+        guard::drain(|id, seen, seq, thread| match seen {
             guard::Seen::Access(access) => {
                 if on {
                     let dev = owners().get(&id).map_or(own, |d| *d);
-                    sink.record_at(seq, dev, Event::HostAccess { buffer: id, access });
+                    sink.record_for(seq, thread, dev, Event::HostAccess { buffer: id, access });
                 }
             }
             guard::Seen::Lost => lost.push(id),
@@ -1255,6 +1332,9 @@ impl Profiler {
                 s.rearms_skipped,
                 s.unwatched
             );
+        }
+        if let Some(g) = &self.gpu {
+            g.on_destroy_device();
         }
         if self.on() {
             self.rec(Event::DeviceDestroy {

@@ -64,7 +64,7 @@ fn jit_load() -> unsafe extern "C" fn(*const u32) -> u32 {
 
 fn seen() -> Vec<(u64, Seen)> {
     let mut v = Vec::new();
-    drain(|id, s, _| v.push((id, s)));
+    drain(|id, s, _, _| v.push((id, s)));
     v
 }
 

@@ -317,12 +317,13 @@ pub fn is_armed(id: u64) -> bool {
     })
 }
 
-/// Take the accesses recorded since the last drain, oldest first: `f(id, seen, seq)`, where
-/// `seq` is the global sequence number taken in the handler at the fault.
-pub fn drain(mut f: impl FnMut(u64, Seen, u64)) {
+/// Take the accesses recorded since the last drain, oldest first: `f(id, seen, stamp,
+/// thread)`, where `stamp` is the global sequence number and host time taken in the handler at
+/// the fault, and `thread` the small id of the thread that faulted (0: unknown).
+pub fn drain(mut f: impl FnMut(u64, Seen, crate::profile::sink::Stamp, u32)) {
     let _g = lock();
-    while let Some((id, seen, at)) = ring::take() {
-        f(id, seen, at);
+    while let Some((id, seen, at, thread)) = ring::take() {
+        f(id, seen, at, thread);
     }
 }
 

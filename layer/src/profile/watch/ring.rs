@@ -3,8 +3,9 @@
 //! pushing is a few atomics, async-signal-safe, and never blocks; a full ring drops the record
 //! and counts it ([`DROPPED`]).
 
+use crate::profile::sink::{stamp, thread_id_in_handler, Stamp};
 use echo_analyzer::trace::Access;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Accesses the ring holds between two drains (more are counted as dropped).
 pub const RING: usize = 4096;
@@ -20,6 +21,9 @@ struct Cell {
     id: AtomicU64,
     access: AtomicU8,
     at: AtomicU64,
+    /// Host time of the fault (the trace's clock) and the faulting thread's small id.
+    t: AtomicU64,
+    thread: AtomicU32,
 }
 #[allow(clippy::declare_interior_mutable_const)]
 const CELL_INIT: Cell = Cell {
@@ -27,6 +31,8 @@ const CELL_INIT: Cell = Cell {
     id: AtomicU64::new(0),
     access: AtomicU8::new(0),
     at: AtomicU64::new(0),
+    t: AtomicU64::new(0),
+    thread: AtomicU32::new(0),
 };
 static CELLS: [Cell; RING] = [CELL_INIT; RING];
 /// Never used: what [`cell`] would give for an index it cannot have.
@@ -46,7 +52,7 @@ pub(super) fn ring_init() {
 }
 
 /// Async-signal-safe push. Returns false when full.
-fn push(id: u64, access: u8, at: u64) -> bool {
+fn push(id: u64, access: u8, at: Stamp, thread: u32) -> bool {
     let mut pos = ENQ.load(Ordering::Relaxed);
     loop {
         let c = cell(pos);
@@ -57,7 +63,9 @@ fn push(id: u64, access: u8, at: u64) -> bool {
                 Ok(_) => {
                     c.id.store(id, Ordering::Relaxed);
                     c.access.store(access, Ordering::Relaxed);
-                    c.at.store(at, Ordering::Relaxed);
+                    c.at.store(at.seq, Ordering::Relaxed);
+                    c.t.store(at.t, Ordering::Relaxed);
+                    c.thread.store(thread, Ordering::Relaxed);
                     c.seq.store(pos + 1, Ordering::Release);
                     return true;
                 }
@@ -71,7 +79,7 @@ fn push(id: u64, access: u8, at: u64) -> bool {
     }
 }
 
-fn pop() -> Option<(u64, u8, u64)> {
+fn pop() -> Option<(u64, u8, Stamp, u32)> {
     let mut pos = DEQ.load(Ordering::Relaxed);
     loop {
         let c = cell(pos);
@@ -83,7 +91,11 @@ fn pop() -> Option<(u64, u8, u64)> {
                     let v = (
                         c.id.load(Ordering::Relaxed),
                         c.access.load(Ordering::Relaxed),
-                        c.at.load(Ordering::Relaxed),
+                        Stamp {
+                            seq: c.at.load(Ordering::Relaxed),
+                            t: c.t.load(Ordering::Relaxed),
+                        },
+                        c.thread.load(Ordering::Relaxed),
                     );
                     c.seq.store(pos + RING, Ordering::Release);
                     return Some(v);
@@ -119,8 +131,9 @@ const ACC_LOST: u8 = 4;
 /// Accesses lost because the ring was full.
 pub(super) static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// Async-signal-safe: records `seen` of buffer `id` at the trace's next sequence number (taken
-/// now, in the handler), or counts it dropped when the ring is full.
+/// Async-signal-safe: records `seen` of buffer `id` stamped now, in the handler (the trace's next
+/// sequence number and host time) with the faulting thread's small id, or counts it dropped when
+/// the ring is full.
 pub(super) fn record(id: u64, seen: Seen) {
     let acc = match seen {
         Seen::Access(Access::Read) => ACC_READ,
@@ -128,19 +141,19 @@ pub(super) fn record(id: u64, seen: Seen) {
         Seen::Access(Access::ReadWrite) => ACC_SHARED,
         Seen::Lost => ACC_LOST,
     };
-    if !push(id, acc, crate::profile::sink::next_seq()) {
+    if !push(id, acc, stamp(), thread_id_in_handler()) {
         DROPPED.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-/// The oldest record not taken yet: `(id, seen, seq)`.
-pub(super) fn take() -> Option<(u64, Seen, u64)> {
-    let (id, acc, at) = pop()?;
+/// The oldest record not taken yet: `(id, seen, stamp, thread)`.
+pub(super) fn take() -> Option<(u64, Seen, Stamp, u32)> {
+    let (id, acc, at, thread) = pop()?;
     let seen = match acc {
         ACC_WRITE => Seen::Access(Access::Write),
         ACC_SHARED => Seen::Access(Access::ReadWrite),
         ACC_LOST => Seen::Lost,
         _ => Seen::Access(Access::Read),
     };
-    Some((id, seen, at))
+    Some((id, seen, at, thread))
 }

@@ -75,9 +75,9 @@ impl Drop for Pages {
 
 pub(super) fn drained() -> Vec<(u64, Access, u64)> {
     let mut v = Vec::new();
-    drain(|id, a, s| {
+    drain(|id, a, s, _| {
         if let Seen::Access(a) = a {
-            v.push((id, a, s))
+            v.push((id, a, s.seq))
         }
     });
     v

@@ -1,0 +1,119 @@
+//! What a host write may be (issue 45). A `host_access` record says the host wrote a staging
+//! buffer in a window, not which bytes. By default (`host_writes=any`) the analysis takes a write
+//! as possibly partial: where the original program's staging bytes and the shared range already
+//! differ (the GPU changed the device buffer since the two were last in step), bytes the host
+//! did not write would differ once shared, so a later read of them refuses the pair (S1). With
+//! `host_writes=whole` (the user vouches that every write rewrites the whole buffer) such a write
+//! puts both in step again. And bytes the host wrote into a member's memory before its bind are
+//! in both worlds from the bind on (enforce carries them there).
+//!
+//! Each case here was found by `echo-fuzzprog` as a wrong output under enforce
+//! (tests/data/fuzzprog/).
+
+mod common;
+use common::*;
+use echo_analyzer::analysis::Decision;
+use echo_analyzer::plan::Condition;
+
+/// Every iteration: the host writes the upload buffer, copies it into the device buffer, and a
+/// dispatch rewrites the device buffer in place (saxpy's `y`).
+fn in_place_reupload(t: &mut T, h: Buf, d: Buf) {
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+    }
+}
+
+#[test]
+fn an_in_place_reupload_is_refused_unless_writes_are_whole() {
+    // Default: the second write may leave bytes of the first; shared, they would be the
+    // dispatch's output, and the next copy (dropped) would feed them back.
+    let mut t = T::new();
+    t.partial_writes();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    in_place_reupload(&mut t, h, d);
+    let a = t.analyze();
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(msg.contains("where it did not write"), "{msg}");
+    // The user vouches for whole writes: accepted.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    in_place_reupload(&mut t, h, d);
+    let a = t.analyze();
+    assert!(
+        matches!(decision(&a, 1, 2), Decision::Accepted { .. }),
+        "{:?}",
+        decision(&a, 1, 2)
+    );
+}
+
+/// A kernel that only reads the device buffer keeps the two worlds in step: partial writes do
+/// not matter, the pair is accepted by default.
+#[test]
+fn a_reupload_the_gpu_only_reads_is_accepted_by_default() {
+    let mut t = T::new();
+    t.partial_writes();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::Read(d.buf)]);
+    }
+    let a = t.analyze();
+    assert!(
+        matches!(decision(&a, 1, 2), Decision::Accepted { .. }),
+        "{:?}",
+        decision(&a, 1, 2)
+    );
+}
+
+/// `lavapipe-partial-readback-*`: the readback buffer holds bytes the host wrote before its
+/// bind; the copy from the device buffer covers only part of it; the host reads the rest. Shared,
+/// those bytes are the dispatch's output. Refused in both modes.
+#[test]
+fn bytes_written_before_bind_outside_a_partial_readback_are_s1() {
+    for whole in [false, true] {
+        let mut t = T::new();
+        if !whole {
+            t.partial_writes();
+        }
+        let d = t.device(MIB);
+        let r = t.filled_unbound(MIB);
+        t.bind(r.buf, r.mem, 0);
+        t.map(r.mem);
+        for _ in 0..2 {
+            t.run(&[
+                Cmd::ReadWrite(d.buf),
+                Cmd::CopyAt(d.buf, r.buf, 4096, 4096, MIB / 2),
+            ]);
+            t.host_read(r.buf);
+        }
+        let a = t.analyze();
+        let (c, _, msg) = rejected(decision(&a, 2, 1));
+        assert_eq!(c, Condition::S1, "whole={whole}: {msg}");
+        assert!(msg.contains("before its bind"), "whole={whole}: {msg}");
+    }
+}
+
+/// `swiftshader-gpu-write-before-one-time-upload`: the host writes the upload buffer, a dispatch
+/// writes the device buffer, the host writes part of the upload buffer again, then the one copy.
+/// Shared, the bytes the second write left are the dispatch's. Refused by default.
+#[test]
+fn a_gpu_write_between_two_host_writes_of_an_upload_is_s1() {
+    let mut t = T::new();
+    t.partial_writes();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    t.host_write(h.buf);
+    t.run(&[Cmd::ReadWrite(d.buf)]);
+    t.host_write(h.buf);
+    t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::Read(d.buf)]);
+    t.host_write(h.buf);
+    t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::Read(d.buf)]);
+    let a = t.analyze();
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+}

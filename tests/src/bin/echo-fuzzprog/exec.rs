@@ -1,0 +1,1270 @@
+//! The executor: runs a program's ops with ash on the first physical device, one Vulkan call
+//! (or a few) per op, and prints one line per host read (`r<op> <len> <hash>`) and a last line
+//! `digest <hash> reads <n>`. Exit 2: a Vulkan call failed or a wait ran past 10 s (a hang);
+//! exit 3: the device cannot run this program (memory requirements or features differ from the
+//! caps it was generated for).
+//!
+//! Over 1,000 lines: one arm per op of the program language, each the Vulkan calls it makes.
+
+use ash::vk;
+use echo_tests::fuzzprog::{
+    fnv, pattern, Binding, Caps, Cmd, Desc, Kernel, Op, Program, Res, SemRef,
+};
+use echo_tests::fuzzprog::{IMAGE_H, IMAGE_W, LOCAL};
+use std::collections::{BTreeSet, HashMap};
+
+const SPV_XFORM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_xform.spv"));
+const SPV_INPLACE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_inplace.spv"));
+const SPV_UNIFORM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_uniform.spv"));
+const SPV_TEXEL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_texel.spv"));
+const SPV_ADDR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_addr.spv"));
+
+/// Waits longer than this are a hang.
+const TIMEOUT_NS: u64 = 10_000_000_000;
+
+pub type Res2<T> = Result<T, (i32, String)>;
+
+fn vkerr(what: &'static str) -> impl Fn(vk::Result) -> (i32, String) {
+    move |e| (2, format!("{what}: {e}"))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Plain,
+    Push,
+    Uab,
+}
+
+struct Pipe {
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+    template: Option<vk::DescriptorUpdateTemplate>,
+}
+
+struct Mem {
+    mem: vk::DeviceMemory,
+    size: u64,
+    map: Option<*mut u8>,
+}
+
+pub struct Exec {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    dev: ash::Device,
+    queue: vk::Queue,
+    qf: u32,
+    mem_type: u32,
+    pub caps: Caps,
+    push: Option<ash::khr::push_descriptor::Device>,
+    pool: vk::CommandPool,
+    dpool: vk::DescriptorPool,
+    dpool_uab: Option<vk::DescriptorPool>,
+    mems: HashMap<u32, Mem>,
+    bufs: HashMap<u32, vk::Buffer>,
+    imgs: HashMap<u32, vk::Image>,
+    views: HashMap<u32, vk::BufferView>,
+    sets: HashMap<u32, (vk::DescriptorSet, Kernel, Kind)>,
+    cbs: HashMap<u32, vk::CommandBuffer>,
+    fences: HashMap<u32, vk::Fence>,
+    sems: HashMap<u32, (vk::Semaphore, bool)>,
+    pipes: HashMap<(Kernel, Kind), Pipe>,
+    /// Vulkan commands called (coverage).
+    pub cover: BTreeSet<&'static str>,
+    pub lines: Vec<String>,
+    digest: Vec<u8>,
+}
+
+fn desc_type(b: Binding) -> vk::DescriptorType {
+    match b {
+        Binding::StorageRead | Binding::StorageWrite | Binding::StorageRw => {
+            vk::DescriptorType::STORAGE_BUFFER
+        }
+        Binding::Uniform => vk::DescriptorType::UNIFORM_BUFFER,
+        Binding::UniformTexel => vk::DescriptorType::UNIFORM_TEXEL_BUFFER,
+        Binding::StorageTexel => vk::DescriptorType::STORAGE_TEXEL_BUFFER,
+    }
+}
+
+impl Exec {
+    /// Instance and device on the first physical device, with what the caps need.
+    pub unsafe fn new() -> Res2<Exec> {
+        let entry = ash::Entry::load().map_err(|e| (2, format!("loader: {e}")))?;
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"echo-fuzzprog")
+            .api_version(vk::API_VERSION_1_3);
+        let instance = entry
+            .create_instance(
+                &vk::InstanceCreateInfo::default().application_info(&app),
+                None,
+            )
+            .map_err(vkerr("vkCreateInstance"))?;
+        let pd = *instance
+            .enumerate_physical_devices()
+            .map_err(vkerr("vkEnumeratePhysicalDevices"))?
+            .first()
+            .ok_or((3, "no physical device".to_string()))?;
+        let props = instance.get_physical_device_properties(pd);
+        if props.api_version < vk::API_VERSION_1_3 {
+            return Err((3, "a Vulkan 1.3 device is needed".into()));
+        }
+        let qf = instance
+            .get_physical_device_queue_family_properties(pd)
+            .iter()
+            .position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
+            .ok_or((3, "no compute queue".to_string()))? as u32;
+        let exts = instance
+            .enumerate_device_extension_properties(pd)
+            .map_err(vkerr("vkEnumerateDeviceExtensionProperties"))?;
+        let has = |n: &std::ffi::CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
+        let push_ok = has(ash::khr::push_descriptor::NAME);
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
+        let mut f2 = vk::PhysicalDeviceFeatures2::default()
+            .push_next(&mut f12)
+            .push_next(&mut f13);
+        instance.get_physical_device_features2(pd, &mut f2);
+        let (addr, uab) = (
+            f12.buffer_device_address == vk::TRUE,
+            f12.descriptor_binding_storage_buffer_update_after_bind == vk::TRUE,
+        );
+        if f12.timeline_semaphore == 0 || f13.synchronization2 == 0 {
+            return Err((
+                3,
+                "timeline semaphores and synchronization2 are needed".into(),
+            ));
+        }
+        let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
+            .timeline_semaphore(true)
+            .buffer_device_address(addr)
+            .descriptor_binding_storage_buffer_update_after_bind(uab);
+        let mut e13 = vk::PhysicalDeviceVulkan13Features::default().synchronization2(true);
+        let prio = [1.0f32];
+        let qinfo = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(qf)
+            .queue_priorities(&prio)];
+        let mut names = vec![];
+        if push_ok {
+            names.push(ash::khr::push_descriptor::NAME.as_ptr());
+        }
+        let dinfo = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&qinfo)
+            .enabled_extension_names(&names)
+            .push_next(&mut e12)
+            .push_next(&mut e13);
+        let dev = instance
+            .create_device(pd, &dinfo, None)
+            .map_err(vkerr("vkCreateDevice"))?;
+        let queue = dev.get_device_queue(qf, 0);
+        let mp = instance.get_physical_device_memory_properties(pd);
+        use vk::MemoryPropertyFlags as F;
+        let mem_type = (0..mp.memory_type_count)
+            .find(|&i| {
+                mp.memory_types[i as usize]
+                    .property_flags
+                    .contains(F::HOST_VISIBLE | F::HOST_COHERENT)
+            })
+            .ok_or((3, "no host-visible coherent memory".to_string()))?;
+        // The image's requirements, asked without making an image (Vulkan 1.3): an image made
+        // would change what echo does with every later allocation (on SwiftShader it stops
+        // importing host memory, and profiles lose their evidence).
+        let info = image_info();
+        let mut ireq2 = vk::MemoryRequirements2::default();
+        dev.get_device_image_memory_requirements(
+            &vk::DeviceImageMemoryRequirements::default().create_info(&info),
+            &mut ireq2,
+        );
+        let ireq = ireq2.memory_requirements;
+        let caps = Caps {
+            push_descriptor: push_ok,
+            uab_storage: uab,
+            device_address: addr,
+            image_size: if ireq.memory_type_bits & (1 << mem_type) != 0 {
+                ireq.size
+            } else {
+                0
+            },
+            image_align: ireq.alignment,
+        };
+        let pool = dev
+            .create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(qf)
+                    .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                None,
+            )
+            .map_err(vkerr("vkCreateCommandPool"))?;
+        let sizes = |n| {
+            [
+                vk::DescriptorType::STORAGE_BUFFER,
+                vk::DescriptorType::UNIFORM_BUFFER,
+                vk::DescriptorType::UNIFORM_TEXEL_BUFFER,
+                vk::DescriptorType::STORAGE_TEXEL_BUFFER,
+            ]
+            .map(|ty| vk::DescriptorPoolSize {
+                ty,
+                descriptor_count: n,
+            })
+        };
+        let s = sizes(256);
+        let dpool = dev
+            .create_descriptor_pool(
+                &vk::DescriptorPoolCreateInfo::default()
+                    .max_sets(128)
+                    .pool_sizes(&s),
+                None,
+            )
+            .map_err(vkerr("vkCreateDescriptorPool"))?;
+        let s = sizes(64);
+        let dpool_uab = if uab {
+            Some(
+                dev.create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(32)
+                        .pool_sizes(&s[..1])
+                        .flags(vk::DescriptorPoolCreateFlags::UPDATE_AFTER_BIND),
+                    None,
+                )
+                .map_err(vkerr("vkCreateDescriptorPool"))?,
+            )
+        } else {
+            None
+        };
+        let push = push_ok.then(|| ash::khr::push_descriptor::Device::new(&instance, &dev));
+        Ok(Exec {
+            _entry: entry,
+            instance,
+            dev,
+            queue,
+            qf,
+            mem_type,
+            caps,
+            push,
+            pool,
+            dpool,
+            dpool_uab,
+            mems: HashMap::new(),
+            bufs: HashMap::new(),
+            imgs: HashMap::new(),
+            views: HashMap::new(),
+            sets: HashMap::new(),
+            cbs: HashMap::new(),
+            fences: HashMap::new(),
+            sems: HashMap::new(),
+            pipes: HashMap::new(),
+            cover: BTreeSet::new(),
+            lines: vec![],
+            digest: vec![],
+        })
+    }
+
+    /// Runs every op; the output lines are in `lines`.
+    pub unsafe fn run(&mut self, p: &Program) -> Res2<()> {
+        for (i, op) in p.ops.iter().enumerate() {
+            self.op(i, op)?;
+        }
+        self.dev
+            .device_wait_idle()
+            .map_err(vkerr("vkDeviceWaitIdle"))?;
+        let n = self.lines.len();
+        self.lines
+            .push(format!("digest {:016x} reads {n}", fnv(&self.digest)));
+        Ok(())
+    }
+
+    fn c(&mut self, name: &'static str) {
+        self.cover.insert(name);
+    }
+
+    fn mem_ptr(&mut self, mem: u32) -> Res2<(*mut u8, bool)> {
+        let m = self.mems.get(&mem).ok_or((3, format!("no memory {mem}")))?;
+        if let Some(p) = m.map {
+            return Ok((p, false));
+        }
+        let mm = m.mem;
+        self.c("vkMapMemory");
+        let p = unsafe {
+            self.dev
+                .map_memory(mm, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+        }
+        .map_err(vkerr("vkMapMemory"))?;
+        Ok((p as *mut u8, true))
+    }
+
+    fn unmap_after(&mut self, mem: u32, temp: bool) {
+        if temp {
+            self.c("vkUnmapMemory");
+            unsafe { self.dev.unmap_memory(self.mems[&mem].mem) };
+        }
+    }
+
+    unsafe fn op(&mut self, idx: usize, op: &Op) -> Res2<()> {
+        let dev = self.dev.clone();
+        match op {
+            Op::Alloc {
+                mem,
+                size,
+                dedicated,
+                address,
+            } => {
+                let mut info = vk::MemoryAllocateInfo::default()
+                    .allocation_size(*size)
+                    .memory_type_index(self.mem_type);
+                let mut ded = vk::MemoryDedicatedAllocateInfo::default();
+                if let Some(b) = dedicated {
+                    let buf = self.bufs[b];
+                    let req = dev.get_buffer_memory_requirements(buf);
+                    if req.size != *size {
+                        return Err((
+                            3,
+                            format!("dedicated allocation: the buffer needs {} bytes", req.size),
+                        ));
+                    }
+                    ded = ded.buffer(buf);
+                    info = info.push_next(&mut ded);
+                }
+                let mut flags = vk::MemoryAllocateFlagsInfo::default()
+                    .flags(vk::MemoryAllocateFlags::DEVICE_ADDRESS);
+                if *address {
+                    info = info.push_next(&mut flags);
+                }
+                self.c("vkAllocateMemory");
+                let m = dev
+                    .allocate_memory(&info, None)
+                    .map_err(vkerr("vkAllocateMemory"))?;
+                self.mems.insert(
+                    *mem,
+                    Mem {
+                        mem: m,
+                        size: *size,
+                        map: None,
+                    },
+                );
+            }
+            Op::Free { mem } => {
+                let m = self.mems.remove(mem).unwrap();
+                self.c("vkFreeMemory");
+                dev.free_memory(m.mem, None);
+            }
+            Op::Buffer { buf, size, usage } => {
+                let info = vk::BufferCreateInfo::default()
+                    .size(*size)
+                    .usage(vk::BufferUsageFlags::from_raw(*usage));
+                self.c("vkCreateBuffer");
+                let b = dev
+                    .create_buffer(&info, None)
+                    .map_err(vkerr("vkCreateBuffer"))?;
+                let req = dev.get_buffer_memory_requirements(b);
+                if req.memory_type_bits & (1 << self.mem_type) == 0 || req.size > *size {
+                    return Err((3, format!("buffer {buf}: requirements {req:?}")));
+                }
+                self.bufs.insert(*buf, b);
+            }
+            Op::Bind {
+                buf,
+                mem,
+                offset,
+                v2,
+            } => {
+                let (b, m) = (self.bufs[buf], self.mems[mem].mem);
+                let req = dev.get_buffer_memory_requirements(b);
+                if offset % req.alignment != 0 || offset + req.size > self.mems[mem].size {
+                    return Err((3, format!("bind of buffer {buf}: requirements {req:?}")));
+                }
+                if *v2 {
+                    self.c("vkBindBufferMemory2");
+                    let i = [vk::BindBufferMemoryInfo::default()
+                        .buffer(b)
+                        .memory(m)
+                        .memory_offset(*offset)];
+                    dev.bind_buffer_memory2(&i)
+                        .map_err(vkerr("vkBindBufferMemory2"))?;
+                } else {
+                    self.c("vkBindBufferMemory");
+                    dev.bind_buffer_memory(b, m, *offset)
+                        .map_err(vkerr("vkBindBufferMemory"))?;
+                }
+            }
+            Op::Destroy { buf } => {
+                self.c("vkDestroyBuffer");
+                dev.destroy_buffer(self.bufs.remove(buf).unwrap(), None);
+            }
+            Op::Image { img } => {
+                self.c("vkCreateImage");
+                let i = dev
+                    .create_image(&image_info(), None)
+                    .map_err(vkerr("vkCreateImage"))?;
+                self.imgs.insert(*img, i);
+            }
+            Op::BindImage {
+                img,
+                mem,
+                offset,
+                v2,
+            } => {
+                let (i, m) = (self.imgs[img], self.mems[mem].mem);
+                let req = dev.get_image_memory_requirements(i);
+                if offset % req.alignment != 0 || offset + req.size > self.mems[mem].size {
+                    return Err((3, format!("bind of image {img}: requirements {req:?}")));
+                }
+                if *v2 {
+                    self.c("vkBindImageMemory2");
+                    let b = [vk::BindImageMemoryInfo::default()
+                        .image(i)
+                        .memory(m)
+                        .memory_offset(*offset)];
+                    dev.bind_image_memory2(&b)
+                        .map_err(vkerr("vkBindImageMemory2"))?;
+                } else {
+                    self.c("vkBindImageMemory");
+                    dev.bind_image_memory(i, m, *offset)
+                        .map_err(vkerr("vkBindImageMemory"))?;
+                }
+            }
+            Op::DestroyImage { img } => {
+                dev.destroy_image(self.imgs.remove(img).unwrap(), None);
+            }
+            Op::View {
+                view,
+                buf,
+                offset,
+                range,
+            } => {
+                let info = vk::BufferViewCreateInfo::default()
+                    .buffer(self.bufs[buf])
+                    .format(vk::Format::R32_UINT)
+                    .offset(*offset)
+                    .range(*range);
+                self.c("vkCreateBufferView");
+                let v = dev
+                    .create_buffer_view(&info, None)
+                    .map_err(vkerr("vkCreateBufferView"))?;
+                self.views.insert(*view, v);
+            }
+            Op::DestroyView { view } => {
+                self.c("vkDestroyBufferView");
+                dev.destroy_buffer_view(self.views.remove(view).unwrap(), None);
+            }
+            Op::Map { mem } => {
+                self.c("vkMapMemory");
+                let m = self.mems.get_mut(mem).unwrap();
+                let p = dev
+                    .map_memory(m.mem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                    .map_err(vkerr("vkMapMemory"))?;
+                m.map = Some(p as *mut u8);
+            }
+            Op::Unmap { mem } => {
+                self.c("vkUnmapMemory");
+                let m = self.mems.get_mut(mem).unwrap();
+                m.map = None;
+                dev.unmap_memory(m.mem);
+            }
+            Op::Flush { mem } | Op::Invalidate { mem } => {
+                let r = [vk::MappedMemoryRange::default()
+                    .memory(self.mems[mem].mem)
+                    .size(vk::WHOLE_SIZE)];
+                if matches!(op, Op::Flush { .. }) {
+                    self.c("vkFlushMappedMemoryRanges");
+                    dev.flush_mapped_memory_ranges(&r)
+                        .map_err(vkerr("vkFlushMappedMemoryRanges"))?;
+                } else {
+                    self.c("vkInvalidateMappedMemoryRanges");
+                    dev.invalidate_mapped_memory_ranges(&r)
+                        .map_err(vkerr("vkInvalidateMappedMemoryRanges"))?;
+                }
+            }
+            Op::Write {
+                mem,
+                offset,
+                len,
+                val,
+            } => {
+                let (p, temp) = self.mem_ptr(*mem)?;
+                let words = p.add(*offset as usize) as *mut u32;
+                for w in 0..(*len / 4) {
+                    words
+                        .add(w as usize)
+                        .write_unaligned(pattern(*val, offset + w * 4));
+                }
+                self.unmap_after(*mem, temp);
+            }
+            Op::WriteIndirect {
+                mem,
+                offset,
+                groups,
+            } => {
+                let (p, temp) = self.mem_ptr(*mem)?;
+                let words = p.add(*offset as usize) as *mut u32;
+                for (i, v) in [*groups, 1, 1].into_iter().enumerate() {
+                    words.add(i).write_unaligned(v);
+                }
+                self.unmap_after(*mem, temp);
+            }
+            Op::Read { mem, offset, len } => {
+                let (p, temp) = self.mem_ptr(*mem)?;
+                let bytes = std::slice::from_raw_parts(p.add(*offset as usize), *len as usize);
+                let h = fnv(bytes);
+                self.digest.extend_from_slice(&h.to_le_bytes());
+                self.lines.push(format!("r{idx} {len} {h:016x}"));
+                self.unmap_after(*mem, temp);
+            }
+            Op::Set { set, kernel, uab } => {
+                let kind = if *uab { Kind::Uab } else { Kind::Plain };
+                let layout = [self.pipe(*kernel, kind)?.set_layout];
+                let pool = if *uab {
+                    self.dpool_uab
+                        .ok_or((3, "no update-after-bind".to_string()))?
+                } else {
+                    self.dpool
+                };
+                self.c("vkAllocateDescriptorSets");
+                let s = dev
+                    .allocate_descriptor_sets(
+                        &vk::DescriptorSetAllocateInfo::default()
+                            .descriptor_pool(pool)
+                            .set_layouts(&layout),
+                    )
+                    .map_err(vkerr("vkAllocateDescriptorSets"))?[0];
+                self.sets.insert(*set, (s, *kernel, kind));
+            }
+            Op::WriteSet { set, res, template } => {
+                let (s, kernel, kind) = self.sets[set];
+                let (bi, vi) = self.descriptors(res);
+                if *template {
+                    let t = self.template(kernel, kind)?;
+                    self.c("vkUpdateDescriptorSetWithTemplate");
+                    let data = if kernel == Kernel::Texel {
+                        vi.as_ptr().cast()
+                    } else {
+                        bi.as_ptr().cast()
+                    };
+                    dev.update_descriptor_set_with_template(s, t, data);
+                } else {
+                    let writes = self.writes(kernel, s, &bi, &vi);
+                    self.c("vkUpdateDescriptorSets");
+                    dev.update_descriptor_sets(&writes, &[]);
+                }
+            }
+            Op::Record { cb, cmds } => {
+                let c = match self.cbs.get(cb) {
+                    Some(c) => *c,
+                    None => {
+                        let c = dev
+                            .allocate_command_buffers(
+                                &vk::CommandBufferAllocateInfo::default()
+                                    .command_pool(self.pool)
+                                    .command_buffer_count(1),
+                            )
+                            .map_err(vkerr("vkAllocateCommandBuffers"))?[0];
+                        self.cbs.insert(*cb, c);
+                        c
+                    }
+                };
+                self.c("vkBeginCommandBuffer");
+                dev.begin_command_buffer(c, &vk::CommandBufferBeginInfo::default())
+                    .map_err(vkerr("vkBeginCommandBuffer"))?;
+                for cmd in cmds {
+                    self.cmd(c, cmd)?;
+                }
+                dev.end_command_buffer(c)
+                    .map_err(vkerr("vkEndCommandBuffer"))?;
+            }
+            Op::Submit {
+                cbs,
+                fence,
+                wait,
+                signal,
+                v2,
+            } => self.submit(cbs, *fence, wait, signal, *v2)?,
+            Op::Fence { fence } => {
+                let f = dev
+                    .create_fence(&vk::FenceCreateInfo::default(), None)
+                    .map_err(vkerr("vkCreateFence"))?;
+                self.fences.insert(*fence, f);
+            }
+            Op::Semaphore { sem, timeline } => {
+                let mut t = vk::SemaphoreTypeCreateInfo::default()
+                    .semaphore_type(vk::SemaphoreType::TIMELINE);
+                let mut info = vk::SemaphoreCreateInfo::default();
+                if *timeline {
+                    info = info.push_next(&mut t);
+                }
+                let s = dev
+                    .create_semaphore(&info, None)
+                    .map_err(vkerr("vkCreateSemaphore"))?;
+                self.sems.insert(*sem, (s, *timeline));
+            }
+            Op::WaitFence { fence } => {
+                dev.wait_for_fences(&[self.fences[fence]], true, TIMEOUT_NS)
+                    .map_err(|e| (2, format!("vkWaitForFences (op {idx}): {e}")))?;
+            }
+            Op::ResetFence { fence } => {
+                dev.reset_fences(&[self.fences[fence]])
+                    .map_err(vkerr("vkResetFences"))?;
+            }
+            Op::WaitSem { sem, value } => {
+                let s = [self.sems[sem].0];
+                let v = [*value];
+                dev.wait_semaphores(
+                    &vk::SemaphoreWaitInfo::default().semaphores(&s).values(&v),
+                    TIMEOUT_NS,
+                )
+                .map_err(|e| (2, format!("vkWaitSemaphores (op {idx}): {e}")))?;
+            }
+            Op::QueueIdle => dev
+                .queue_wait_idle(self.queue)
+                .map_err(vkerr("vkQueueWaitIdle"))?,
+            Op::DeviceIdle => dev.device_wait_idle().map_err(vkerr("vkDeviceWaitIdle"))?,
+        }
+        Ok(())
+    }
+
+    fn descriptors(&self, res: &[Res]) -> (Vec<vk::DescriptorBufferInfo>, Vec<vk::BufferView>) {
+        let mut bi = vec![];
+        let mut vi = vec![];
+        for r in res {
+            match *r {
+                Res::Buf { buf, offset, range } => bi.push(vk::DescriptorBufferInfo {
+                    buffer: self.bufs[&buf],
+                    offset,
+                    range,
+                }),
+                Res::View { view } => vi.push(self.views[&view]),
+            }
+        }
+        (bi, vi)
+    }
+
+    fn writes<'a>(
+        &self,
+        kernel: Kernel,
+        set: vk::DescriptorSet,
+        bi: &'a [vk::DescriptorBufferInfo],
+        vi: &'a [vk::BufferView],
+    ) -> Vec<vk::WriteDescriptorSet<'a>> {
+        kernel
+            .bindings()
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let w = vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(i as u32)
+                    .descriptor_type(desc_type(*b));
+                if b.texel() {
+                    w.texel_buffer_view(std::slice::from_ref(&vi[i]))
+                } else {
+                    w.buffer_info(std::slice::from_ref(&bi[i]))
+                }
+            })
+            .collect()
+    }
+
+    fn pipe(&mut self, kernel: Kernel, kind: Kind) -> Res2<&Pipe> {
+        if !self.pipes.contains_key(&(kernel, kind)) {
+            let p = unsafe { self.make_pipe(kernel, kind)? };
+            self.pipes.insert((kernel, kind), p);
+        }
+        Ok(&self.pipes[&(kernel, kind)])
+    }
+
+    unsafe fn make_pipe(&mut self, kernel: Kernel, kind: Kind) -> Res2<Pipe> {
+        let dev = &self.dev;
+        let binds: Vec<vk::DescriptorSetLayoutBinding> = kernel
+            .bindings()
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i as u32)
+                    .descriptor_type(desc_type(*b))
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let flags = vec![vk::DescriptorBindingFlags::UPDATE_AFTER_BIND; binds.len()];
+        let mut bf = vk::DescriptorSetLayoutBindingFlagsCreateInfo::default().binding_flags(&flags);
+        let mut info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&binds);
+        match kind {
+            Kind::Push => {
+                info = info.flags(vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR)
+            }
+            Kind::Uab => {
+                info = info
+                    .flags(vk::DescriptorSetLayoutCreateFlags::UPDATE_AFTER_BIND_POOL)
+                    .push_next(&mut bf)
+            }
+            Kind::Plain => {}
+        }
+        let set_layout = dev
+            .create_descriptor_set_layout(&info, None)
+            .map_err(vkerr("vkCreateDescriptorSetLayout"))?;
+        let sl = [set_layout];
+        let pc = [vk::PushConstantRange {
+            stage_flags: vk::ShaderStageFlags::COMPUTE,
+            offset: 0,
+            size: 24,
+        }];
+        let mut li = vk::PipelineLayoutCreateInfo::default().push_constant_ranges(&pc);
+        if kernel != Kernel::Addr {
+            li = li.set_layouts(&sl);
+        }
+        let layout = dev
+            .create_pipeline_layout(&li, None)
+            .map_err(vkerr("vkCreatePipelineLayout"))?;
+        let spv = match kernel {
+            Kernel::Xform => SPV_XFORM,
+            Kernel::Inplace => SPV_INPLACE,
+            Kernel::Uniform => SPV_UNIFORM,
+            Kernel::Texel => SPV_TEXEL,
+            Kernel::Addr => SPV_ADDR,
+        };
+        let words = ash::util::read_spv(&mut std::io::Cursor::new(spv))
+            .map_err(|e| (2, format!("spv: {e}")))?;
+        let module = dev
+            .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
+            .map_err(vkerr("vkCreateShaderModule"))?;
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(c"main");
+        self.cover.insert("vkCreateComputePipelines");
+        let pipeline = dev
+            .create_compute_pipelines(
+                vk::PipelineCache::null(),
+                &[vk::ComputePipelineCreateInfo::default()
+                    .stage(stage)
+                    .layout(layout)
+                    .flags(vk::PipelineCreateFlags::DISPATCH_BASE)],
+                None,
+            )
+            .map_err(|(_, e)| (2, format!("vkCreateComputePipelines: {e}")))?[0];
+        dev.destroy_shader_module(module, None);
+        Ok(Pipe {
+            set_layout,
+            layout,
+            pipeline,
+            template: None,
+        })
+    }
+
+    /// The update template of a kernel's layout (push: of its push descriptors).
+    fn template(&mut self, kernel: Kernel, kind: Kind) -> Res2<vk::DescriptorUpdateTemplate> {
+        self.pipe(kernel, kind)?;
+        if let Some(t) = self.pipes[&(kernel, kind)].template {
+            return Ok(t);
+        }
+        let p = &self.pipes[&(kernel, kind)];
+        let texel = kernel == Kernel::Texel;
+        let stride = if texel {
+            std::mem::size_of::<vk::BufferView>()
+        } else {
+            std::mem::size_of::<vk::DescriptorBufferInfo>()
+        };
+        let entries: Vec<vk::DescriptorUpdateTemplateEntry> = kernel
+            .bindings()
+            .iter()
+            .enumerate()
+            .map(|(i, b)| vk::DescriptorUpdateTemplateEntry {
+                dst_binding: i as u32,
+                dst_array_element: 0,
+                descriptor_count: 1,
+                descriptor_type: desc_type(*b),
+                offset: i * stride,
+                stride,
+            })
+            .collect();
+        let mut info = vk::DescriptorUpdateTemplateCreateInfo::default()
+            .descriptor_update_entries(&entries)
+            .template_type(vk::DescriptorUpdateTemplateType::DESCRIPTOR_SET)
+            .descriptor_set_layout(p.set_layout);
+        if kind == Kind::Push {
+            info = info
+                .template_type(vk::DescriptorUpdateTemplateType::PUSH_DESCRIPTORS_KHR)
+                .pipeline_bind_point(vk::PipelineBindPoint::COMPUTE)
+                .pipeline_layout(p.layout)
+                .set(0);
+        }
+        self.cover.insert("vkCreateDescriptorUpdateTemplate");
+        let t = unsafe { self.dev.create_descriptor_update_template(&info, None) }
+            .map_err(vkerr("vkCreateDescriptorUpdateTemplate"))?;
+        self.pipes.get_mut(&(kernel, kind)).unwrap().template = Some(t);
+        Ok(t)
+    }
+
+    unsafe fn cmd(&mut self, c: vk::CommandBuffer, cmd: &Cmd) -> Res2<()> {
+        let dev = self.dev.clone();
+        match cmd {
+            Cmd::Copy {
+                src,
+                dst,
+                regions,
+                v2,
+            } => {
+                let (s, d) = (self.bufs[src], self.bufs[dst]);
+                if *v2 {
+                    let r: Vec<vk::BufferCopy2> = regions
+                        .iter()
+                        .map(|&[a, b, n]| {
+                            vk::BufferCopy2::default()
+                                .src_offset(a)
+                                .dst_offset(b)
+                                .size(n)
+                        })
+                        .collect();
+                    self.c("vkCmdCopyBuffer2");
+                    dev.cmd_copy_buffer2(
+                        c,
+                        &vk::CopyBufferInfo2::default()
+                            .src_buffer(s)
+                            .dst_buffer(d)
+                            .regions(&r),
+                    );
+                } else {
+                    let r: Vec<vk::BufferCopy> = regions
+                        .iter()
+                        .map(|&[a, b, n]| vk::BufferCopy {
+                            src_offset: a,
+                            dst_offset: b,
+                            size: n,
+                        })
+                        .collect();
+                    self.c("vkCmdCopyBuffer");
+                    dev.cmd_copy_buffer(c, s, d, &r);
+                }
+            }
+            Cmd::Fill {
+                buf,
+                offset,
+                size,
+                val,
+            } => {
+                self.c("vkCmdFillBuffer");
+                dev.cmd_fill_buffer(c, self.bufs[buf], *offset, *size, *val);
+            }
+            Cmd::Update {
+                buf,
+                offset,
+                size,
+                val,
+            } => {
+                let data: Vec<u8> = (0..*size / 4)
+                    .flat_map(|w| pattern(*val, offset + w * 4).to_le_bytes())
+                    .collect();
+                self.c("vkCmdUpdateBuffer");
+                dev.cmd_update_buffer(c, self.bufs[buf], *offset, &data);
+            }
+            Cmd::ImageInit { img } => {
+                let b = vk::ImageMemoryBarrier::default()
+                    .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+                    .dst_access_mask(
+                        vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE,
+                    )
+                    .old_layout(vk::ImageLayout::UNDEFINED)
+                    .new_layout(vk::ImageLayout::GENERAL)
+                    .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                    .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                    .image(self.imgs[img])
+                    .subresource_range(color_range());
+                self.c("vkCmdPipelineBarrier");
+                dev.cmd_pipeline_barrier(
+                    c,
+                    vk::PipelineStageFlags::ALL_COMMANDS,
+                    vk::PipelineStageFlags::TRANSFER,
+                    vk::DependencyFlags::empty(),
+                    &[],
+                    &[],
+                    &[b],
+                );
+            }
+            Cmd::ToImage {
+                buf,
+                offset,
+                img,
+                v2,
+            }
+            | Cmd::FromImage {
+                img,
+                buf,
+                offset,
+                v2,
+            } => {
+                let to = matches!(cmd, Cmd::ToImage { .. });
+                let (b, i) = (self.bufs[buf], self.imgs[img]);
+                let ext = vk::Extent3D {
+                    width: IMAGE_W,
+                    height: IMAGE_H,
+                    depth: 1,
+                };
+                let layers = vk::ImageSubresourceLayers {
+                    aspect_mask: vk::ImageAspectFlags::COLOR,
+                    mip_level: 0,
+                    base_array_layer: 0,
+                    layer_count: 1,
+                };
+                if *v2 {
+                    let r = [vk::BufferImageCopy2::default()
+                        .buffer_offset(*offset)
+                        .image_subresource(layers)
+                        .image_extent(ext)];
+                    if to {
+                        self.c("vkCmdCopyBufferToImage2");
+                        dev.cmd_copy_buffer_to_image2(
+                            c,
+                            &vk::CopyBufferToImageInfo2::default()
+                                .src_buffer(b)
+                                .dst_image(i)
+                                .dst_image_layout(vk::ImageLayout::GENERAL)
+                                .regions(&r),
+                        );
+                    } else {
+                        self.c("vkCmdCopyImageToBuffer2");
+                        dev.cmd_copy_image_to_buffer2(
+                            c,
+                            &vk::CopyImageToBufferInfo2::default()
+                                .src_image(i)
+                                .src_image_layout(vk::ImageLayout::GENERAL)
+                                .dst_buffer(b)
+                                .regions(&r),
+                        );
+                    }
+                } else {
+                    let r = [vk::BufferImageCopy {
+                        buffer_offset: *offset,
+                        buffer_row_length: 0,
+                        buffer_image_height: 0,
+                        image_subresource: layers,
+                        image_offset: vk::Offset3D::default(),
+                        image_extent: ext,
+                    }];
+                    if to {
+                        self.c("vkCmdCopyBufferToImage");
+                        dev.cmd_copy_buffer_to_image(c, b, i, vk::ImageLayout::GENERAL, &r);
+                    } else {
+                        self.c("vkCmdCopyImageToBuffer");
+                        dev.cmd_copy_image_to_buffer(c, i, vk::ImageLayout::GENERAL, b, &r);
+                    }
+                }
+            }
+            Cmd::Barrier {
+                v2,
+                buf,
+                src_stage,
+                src_access,
+                dst_stage,
+                dst_access,
+            } => {
+                if *v2 {
+                    let mb = [vk::MemoryBarrier2::default()
+                        .src_stage_mask(vk::PipelineStageFlags2::from_raw(*src_stage))
+                        .src_access_mask(vk::AccessFlags2::from_raw(*src_access))
+                        .dst_stage_mask(vk::PipelineStageFlags2::from_raw(*dst_stage))
+                        .dst_access_mask(vk::AccessFlags2::from_raw(*dst_access))];
+                    let bb: Vec<vk::BufferMemoryBarrier2> = buf
+                        .iter()
+                        .map(|b| {
+                            vk::BufferMemoryBarrier2::default()
+                                .src_stage_mask(vk::PipelineStageFlags2::from_raw(*src_stage))
+                                .src_access_mask(vk::AccessFlags2::from_raw(*src_access))
+                                .dst_stage_mask(vk::PipelineStageFlags2::from_raw(*dst_stage))
+                                .dst_access_mask(vk::AccessFlags2::from_raw(*dst_access))
+                                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                                .buffer(self.bufs[b])
+                                .size(vk::WHOLE_SIZE)
+                        })
+                        .collect();
+                    let mut info = vk::DependencyInfo::default().buffer_memory_barriers(&bb);
+                    if buf.is_none() {
+                        info = info.memory_barriers(&mb);
+                    }
+                    self.c("vkCmdPipelineBarrier2");
+                    dev.cmd_pipeline_barrier2(c, &info);
+                } else {
+                    let ss = vk::PipelineStageFlags::from_raw(*src_stage as u32);
+                    let ds = vk::PipelineStageFlags::from_raw(*dst_stage as u32);
+                    let (sa, da) = (
+                        vk::AccessFlags::from_raw(*src_access as u32),
+                        vk::AccessFlags::from_raw(*dst_access as u32),
+                    );
+                    self.c("vkCmdPipelineBarrier");
+                    match buf {
+                        None => {
+                            let m = [vk::MemoryBarrier::default()
+                                .src_access_mask(sa)
+                                .dst_access_mask(da)];
+                            dev.cmd_pipeline_barrier(
+                                c,
+                                ss,
+                                ds,
+                                vk::DependencyFlags::empty(),
+                                &m,
+                                &[],
+                                &[],
+                            );
+                        }
+                        Some(b) => {
+                            let m = [vk::BufferMemoryBarrier::default()
+                                .src_access_mask(sa)
+                                .dst_access_mask(da)
+                                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                                .buffer(self.bufs[b])
+                                .size(vk::WHOLE_SIZE)];
+                            dev.cmd_pipeline_barrier(
+                                c,
+                                ss,
+                                ds,
+                                vk::DependencyFlags::empty(),
+                                &[],
+                                &m,
+                                &[],
+                            );
+                        }
+                    }
+                }
+            }
+            Cmd::Dispatch {
+                kernel,
+                desc,
+                groups,
+                base,
+                indirect,
+                n,
+                k,
+            } => {
+                let kind = match desc {
+                    Desc::Set { set } => self.sets[set].2,
+                    Desc::Push { .. } => Kind::Push,
+                    Desc::Addr { .. } => Kind::Plain,
+                };
+                let (pipeline, layout) = {
+                    let p = self.pipe(*kernel, kind)?;
+                    (p.pipeline, p.layout)
+                };
+                dev.cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, pipeline);
+                let mut pc: Vec<u8> = vec![];
+                match desc {
+                    Desc::Set { set } => {
+                        self.c("vkCmdBindDescriptorSets");
+                        dev.cmd_bind_descriptor_sets(
+                            c,
+                            vk::PipelineBindPoint::COMPUTE,
+                            layout,
+                            0,
+                            &[self.sets[set].0],
+                            &[],
+                        );
+                    }
+                    Desc::Push { res, template } => {
+                        let (bi, vi) = self.descriptors(res);
+                        let push = self
+                            .push
+                            .clone()
+                            .ok_or((3, "no push descriptors".to_string()))?;
+                        if *template {
+                            let t = self.template(*kernel, Kind::Push)?;
+                            let data: *const std::ffi::c_void = if *kernel == Kernel::Texel {
+                                vi.as_ptr().cast()
+                            } else {
+                                bi.as_ptr().cast()
+                            };
+                            self.c("vkCmdPushDescriptorSetWithTemplate");
+                            (push.fp().cmd_push_descriptor_set_with_template_khr)(
+                                c, t, layout, 0, data,
+                            );
+                        } else {
+                            let w = self.writes(*kernel, vk::DescriptorSet::null(), &bi, &vi);
+                            self.c("vkCmdPushDescriptorSet");
+                            push.cmd_push_descriptor_set(
+                                c,
+                                vk::PipelineBindPoint::COMPUTE,
+                                layout,
+                                0,
+                                &w,
+                            );
+                        }
+                    }
+                    Desc::Addr { src, dst } => {
+                        for b in [src, dst] {
+                            self.c("vkGetBufferDeviceAddress");
+                            let a = dev.get_buffer_device_address(
+                                &vk::BufferDeviceAddressInfo::default().buffer(self.bufs[b]),
+                            );
+                            pc.extend_from_slice(&a.to_le_bytes());
+                        }
+                    }
+                }
+                pc.extend_from_slice(&n.to_le_bytes());
+                pc.extend_from_slice(&k.to_le_bytes());
+                dev.cmd_push_constants(c, layout, vk::ShaderStageFlags::COMPUTE, 0, &pc);
+                if let Some((b, off)) = indirect {
+                    self.c("vkCmdDispatchIndirect");
+                    dev.cmd_dispatch_indirect(c, self.bufs[b], *off);
+                } else if *base > 0 {
+                    self.c("vkCmdDispatchBase");
+                    dev.cmd_dispatch_base(c, *base, 0, 0, *groups, 1, 1);
+                } else {
+                    self.c("vkCmdDispatch");
+                    dev.cmd_dispatch(c, *groups, 1, 1);
+                }
+                let _ = LOCAL;
+            }
+        }
+        Ok(())
+    }
+
+    unsafe fn submit(
+        &mut self,
+        cbs: &[u32],
+        fence: Option<u32>,
+        wait: &[SemRef],
+        signal: &[SemRef],
+        v2: bool,
+    ) -> Res2<()> {
+        let dev = self.dev.clone();
+        let cb: Vec<vk::CommandBuffer> = cbs.iter().map(|c| self.cbs[c]).collect();
+        let f = fence.map_or(vk::Fence::null(), |f| self.fences[&f]);
+        let sem = |r: &SemRef| self.sems[&r.sem].0;
+        if v2 {
+            let ci: Vec<vk::CommandBufferSubmitInfo> = cb
+                .iter()
+                .map(|c| vk::CommandBufferSubmitInfo::default().command_buffer(*c))
+                .collect();
+            let wi: Vec<vk::SemaphoreSubmitInfo> = wait
+                .iter()
+                .map(|r| {
+                    vk::SemaphoreSubmitInfo::default()
+                        .semaphore(sem(r))
+                        .value(r.value)
+                        .stage_mask(vk::PipelineStageFlags2::from_raw(r.stage))
+                })
+                .collect();
+            let si: Vec<vk::SemaphoreSubmitInfo> = signal
+                .iter()
+                .map(|r| {
+                    vk::SemaphoreSubmitInfo::default()
+                        .semaphore(sem(r))
+                        .value(r.value)
+                        .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
+                })
+                .collect();
+            let info = [vk::SubmitInfo2::default()
+                .command_buffer_infos(&ci)
+                .wait_semaphore_infos(&wi)
+                .signal_semaphore_infos(&si)];
+            self.c("vkQueueSubmit2");
+            dev.queue_submit2(self.queue, &info, f)
+                .map_err(vkerr("vkQueueSubmit2"))?;
+        } else {
+            let ws: Vec<vk::Semaphore> = wait.iter().map(sem).collect();
+            let wv: Vec<u64> = wait.iter().map(|r| r.value).collect();
+            let wst: Vec<vk::PipelineStageFlags> = wait
+                .iter()
+                .map(|r| vk::PipelineStageFlags::from_raw(r.stage as u32))
+                .collect();
+            let ss: Vec<vk::Semaphore> = signal.iter().map(sem).collect();
+            let sv: Vec<u64> = signal.iter().map(|r| r.value).collect();
+            let mut tl = vk::TimelineSemaphoreSubmitInfo::default()
+                .wait_semaphore_values(&wv)
+                .signal_semaphore_values(&sv);
+            let mut info = vk::SubmitInfo::default()
+                .command_buffers(&cb)
+                .wait_semaphores(&ws)
+                .wait_dst_stage_mask(&wst)
+                .signal_semaphores(&ss);
+            if wait.iter().chain(signal).any(|r| self.sems[&r.sem].1) {
+                info = info.push_next(&mut tl);
+            }
+            self.c("vkQueueSubmit");
+            dev.queue_submit(self.queue, &[info], f)
+                .map_err(vkerr("vkQueueSubmit"))?;
+        }
+        Ok(())
+    }
+
+    /// The commands [`Exec::finish`] will call that can reach memory (for the coverage).
+    pub fn finish_names(&self) -> Vec<&'static str> {
+        let mut v = vec![];
+        if !self.views.is_empty() {
+            v.push("vkDestroyBufferView");
+        }
+        if self.pipes.values().any(|p| p.template.is_some()) {
+            v.push("vkDestroyDescriptorUpdateTemplate");
+        }
+        if !self.bufs.is_empty() {
+            v.push("vkDestroyBuffer");
+        }
+        if !self.mems.is_empty() {
+            v.push("vkFreeMemory");
+        }
+        v
+    }
+
+    /// Everything destroyed (the layer's end-of-device paths run).
+    pub unsafe fn finish(self) {
+        let dev = &self.dev;
+        let _ = dev.device_wait_idle();
+        for (_, p) in self.pipes {
+            if let Some(t) = p.template {
+                dev.destroy_descriptor_update_template(t, None);
+            }
+            dev.destroy_pipeline(p.pipeline, None);
+            dev.destroy_pipeline_layout(p.layout, None);
+            dev.destroy_descriptor_set_layout(p.set_layout, None);
+        }
+        dev.destroy_descriptor_pool(self.dpool, None);
+        if let Some(p) = self.dpool_uab {
+            dev.destroy_descriptor_pool(p, None);
+        }
+        dev.destroy_command_pool(self.pool, None);
+        for (_, v) in self.views {
+            dev.destroy_buffer_view(v, None);
+        }
+        for (_, b) in self.bufs {
+            dev.destroy_buffer(b, None);
+        }
+        for (_, i) in self.imgs {
+            dev.destroy_image(i, None);
+        }
+        for (_, m) in self.mems {
+            dev.free_memory(m.mem, None);
+        }
+        for (_, f) in self.fences {
+            dev.destroy_fence(f, None);
+        }
+        for (_, (s, _)) in self.sems {
+            dev.destroy_semaphore(s, None);
+        }
+        let _ = self.qf;
+        dev.destroy_device(None);
+        self.instance.destroy_instance(None);
+    }
+}
+
+fn image_info() -> vk::ImageCreateInfo<'static> {
+    vk::ImageCreateInfo::default()
+        .image_type(vk::ImageType::TYPE_2D)
+        .format(vk::Format::R32_UINT)
+        .extent(vk::Extent3D {
+            width: IMAGE_W,
+            height: IMAGE_H,
+            depth: 1,
+        })
+        .mip_levels(1)
+        .array_layers(1)
+        .samples(vk::SampleCountFlags::TYPE_1)
+        .tiling(vk::ImageTiling::OPTIMAL)
+        .usage(vk::ImageUsageFlags::TRANSFER_SRC | vk::ImageUsageFlags::TRANSFER_DST)
+        .initial_layout(vk::ImageLayout::UNDEFINED)
+}
+
+fn color_range() -> vk::ImageSubresourceRange {
+    vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: 0,
+        level_count: 1,
+        base_array_layer: 0,
+        layer_count: 1,
+    }
+}

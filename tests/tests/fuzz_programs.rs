@@ -1,0 +1,278 @@
+//! Random legal programs, echo against none (issue 45; docs/fuzzing-programs.md): the test
+//! command's fixed-seed batches and the corpus of shrunk divergences.
+//!
+//! - `valid_*`: generated programs run without echo under the Khronos validation layer with
+//!   synchronization validation report nothing (fixed seeds, per driver).
+//! - `batch_*`: a fixed-seed batch through the oracle (no layer, profile, enforce with the
+//!   analyzed plan, auto twice): every host read and the final readbacks identical, on lavapipe
+//!   and SwiftShader (Mesa 25: scripts/modern-check.sh's `fuzzprog` pass).
+//! - `the_oracle_catches_*`: the oracle and the shrinker have teeth: with a planted fault in
+//!   enforce (`VK_ECHO_TEST_NO_CARRY`: bytes written before a redirected bind left behind) a
+//!   program that writes before the bind diverges, and a generated one shrinks to a few ops.
+//! - `corpus_*`: each a program a run found diverging, shrunk (tests/data/fuzzprog/); each
+//!   fails until echo is fixed.
+//!
+//! Every run is bounded: the campaign kills a program after 60 s, the test after its limit.
+
+use echo_tests::samples::run_command_within;
+use echo_tests::world::{artifact, repo_root};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+const SWIFTSHADER_ICD: &str = "/usr/lib/chromium/vk_swiftshader_icd.json";
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("echo-fuzzprog-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn fuzzprog(args: &[&str], limit: u64) -> (bool, String) {
+    let mut c = Command::new(artifact("echo-fuzzprog"));
+    c.args(args).env("XDG_RUNTIME_DIR", std::env::temp_dir());
+    let r = run_command_within(c, Duration::from_secs(limit));
+    (r.status.success(), format!("{}\n{}", r.stdout, r.stderr))
+}
+
+fn swiftshader() -> bool {
+    let there = std::path::Path::new(SWIFTSHADER_ICD).exists();
+    assert!(
+        there || std::env::var_os("ECHO_NO_SWIFTSHADER").is_some(),
+        "{SWIFTSHADER_ICD} is missing (Debian's chromium package; scripts/deps.sh installs it); \
+         ECHO_NO_SWIFTSHADER=1 leaves SwiftShader out"
+    );
+    there
+}
+
+fn valid(driver: &str) {
+    let out = out_dir(&format!("valid-{driver}"));
+    let (ok, text) = fuzzprog(
+        &[
+            "fuzz",
+            "--validate",
+            "--driver",
+            driver,
+            "--programs",
+            "40",
+            "--seconds",
+            "600",
+            "--seed",
+            "45",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        900,
+    );
+    assert!(
+        ok && text.contains("40 programs, 0 validation messages"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn valid_lavapipe() {
+    valid("lavapipe");
+}
+
+#[test]
+fn valid_swiftshader() {
+    if swiftshader() {
+        valid("swiftshader");
+    }
+}
+
+fn batch(driver: &str, programs: u32) {
+    let out = out_dir(&format!("batch-{driver}"));
+    let n = programs.to_string();
+    let (ok, text) = fuzzprog(
+        &[
+            "fuzz",
+            "--driver",
+            driver,
+            "--programs",
+            &n,
+            "--seconds",
+            "900",
+            "--seed",
+            "45",
+            "--no-shrink",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        1200,
+    );
+    let last = text
+        .lines()
+        .find(|l| l.ends_with("divergences"))
+        .unwrap_or("");
+    assert!(
+        ok && last.starts_with(&format!("{programs} programs,"))
+            && last.ends_with(" 0 divergences"),
+        "the fixed-seed batch on {driver} (output {}):\n{text}",
+        out.display()
+    );
+    // Enforce must have had something to do.
+    let applied: u32 = last
+        .split(", ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        applied * 10 >= programs * 3,
+        "fewer than 30 % with a group applied: {last}"
+    );
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn batch_lavapipe() {
+    batch("lavapipe", 10);
+}
+
+#[test]
+fn batch_swiftshader() {
+    if swiftshader() {
+        batch("swiftshader", 8);
+    }
+}
+
+fn check(file: &str, driver: &str, extra: &[&str]) -> (bool, String) {
+    let out = out_dir(&format!("check-{}", file.replace('/', "_")));
+    let f = repo_root().join("tests/data/fuzzprog").join(file);
+    let mut args = vec![
+        "check",
+        "--driver",
+        driver,
+        "--file",
+        f.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let r = fuzzprog(&args, 600);
+    let _ = std::fs::remove_dir_all(out);
+    r
+}
+
+/// A write before the bind, applied (tests/data/fuzzprog/planted-write-before-bind.json): the
+/// oracle passes it as it is, and catches enforce leaving the bytes behind.
+#[test]
+fn the_oracle_catches_a_planted_fault() {
+    let (ok, text) = check("planted-write-before-bind.json", "lavapipe", &[]);
+    assert!(
+        ok && text.contains("group applied: true"),
+        "without the fault:\n{text}"
+    );
+    let (ok, text) = check(
+        "planted-write-before-bind.json",
+        "lavapipe",
+        &["--plant-no-carry"],
+    );
+    assert!(
+        !ok && text.contains("divergence: enforce"),
+        "with the fault:\n{text}"
+    );
+}
+
+/// The shrinker: a generated program that diverges under the planted fault shrinks to a small
+/// one that still does.
+#[test]
+fn the_shrinker_reduces_a_planted_divergence() {
+    let (ok, text) = check(
+        "planted-generated.json",
+        "lavapipe",
+        &["--plant-no-carry", "--shrink"],
+    );
+    assert!(!ok, "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("shrunk: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    let sizes: Vec<usize> = line["shrunk: ".len()..]
+        .split(':')
+        .next()
+        .unwrap()
+        .split(" → ")
+        .map(|s| s.trim().parse().unwrap())
+        .collect();
+    assert!(sizes[1] * 3 <= sizes[0] && sizes[1] <= 25, "{line}");
+}
+
+macro_rules! corpus {
+    ($name:ident, $file:literal, $driver:literal) => {
+        #[test]
+        fn $name() {
+            let (ok, text) = check($file, $driver, &[]);
+            assert!(
+                ok,
+                "tests/data/fuzzprog/{} diverges on {}:\n{text}",
+                $file, $driver
+            );
+        }
+    };
+}
+
+// Found on lavapipe 22.3 with seed 7 (`scripts/fuzz-programs.sh 60 7`), shrunk by the campaign.
+// A readback staging buffer written by the host before its bind, a partial copy device →
+// readback, and the host reads readback bytes the copy did not cover: enforce shares the two
+// buffers, so those bytes are the device buffer's (the kernel's output) instead of the host's.
+corpus!(
+    corpus_partial_readback_bytes_outside_copy,
+    "lavapipe-partial-readback-bytes-outside-copy.json",
+    "lavapipe"
+);
+corpus!(
+    corpus_partial_readback_written_before_bind,
+    "lavapipe-partial-readback-written-before-bind.json",
+    "lavapipe"
+);
+// The host rewrites only part of the upload buffer in the second iteration; an in-place kernel
+// modifies the device buffer after the upload: shared, the upload buffer's other bytes hold the
+// kernel's output, and the next upload feeds it back to the kernel.
+corpus!(
+    corpus_partial_upload_rewrite_inplace,
+    "lavapipe-partial-upload-rewrite-inplace.json",
+    "lavapipe"
+);
+// Profile mode (debug build of the layer) dies with SIGSEGV: a per-use map, 4-byte host stores
+// into the bytes right after a watched buffer, on the page they share.
+corpus!(
+    corpus_profile_segv_host_write_beside_buffer,
+    "lavapipe-profile-segv-host-write-beside-buffer.json",
+    "lavapipe"
+);
+
+macro_rules! corpus_swiftshader {
+    ($name:ident, $file:literal) => {
+        #[test]
+        fn $name() {
+            if swiftshader() {
+                let (ok, text) = check($file, "swiftshader", &[]);
+                assert!(
+                    ok,
+                    "tests/data/fuzzprog/{} diverges on SwiftShader:\n{text}",
+                    $file
+                );
+            }
+        }
+    };
+}
+
+// Found on SwiftShader with seed 7 (`scripts/fuzz-programs.sh 240 7`), shrunk by the campaign.
+// The class of corpus_partial_upload_rewrite_inplace, on SwiftShader.
+corpus_swiftshader!(
+    corpus_swiftshader_partial_upload_rewrite_inplace,
+    "swiftshader-partial-upload-rewrite-inplace.json"
+);
+// A kernel writes the device buffer before its one-time upload, while the upload buffer already
+// holds the host's bytes (only partly rewritten before the copy): shared, the kernel's write
+// lands in the upload buffer's bytes the copy then carries.
+corpus_swiftshader!(
+    corpus_swiftshader_gpu_write_before_one_time_upload,
+    "swiftshader-gpu-write-before-one-time-upload.json"
+);
+// Mesa 25: tests/data/fuzzprog/mesa25-*.json run in scripts/modern-check.sh's fuzzprog pass.
