@@ -33,6 +33,9 @@ pub struct InstanceData {
     /// `vkGetPhysicalDeviceExternalBufferProperties` (or its KHR alias), resolved likewise.
     pub get_physical_device_external_buffer_properties:
         Option<vk::PFN_vkGetPhysicalDeviceExternalBufferProperties>,
+    /// `vkGetPhysicalDeviceCalibrateableTimeDomainsKHR` (or the EXT name), resolved likewise.
+    pub get_physical_device_calibrateable_time_domains:
+        Option<vk::PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsKHR>,
     pub settings: Settings,
     /// The application's `apiVersion` (1.0 when it gave none).
     pub api_version: u32,

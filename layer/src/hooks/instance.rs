@@ -138,6 +138,21 @@ pub unsafe extern "system" fn vkCreateInstance(
             } else {
                 None
             };
+            // Resolved now, not when a device is made: resolved later, the loader's terminator
+            // answers with the top of the chain's entry, which a layer above (RenderDoc) may
+            // leave NULL for an extension only echo enabled (see "API versions").
+            let time_domains = proc_typed(
+                gipa,
+                handle,
+                c"vkGetPhysicalDeviceCalibrateableTimeDomainsKHR",
+            )
+            .or_else(|| {
+                proc_typed(
+                    gipa,
+                    handle,
+                    c"vkGetPhysicalDeviceCalibrateableTimeDomainsEXT",
+                )
+            });
             if settings.mode != Mode::Off {
                 crate::coordinator::ensure_exit_hook();
             }
@@ -150,6 +165,7 @@ pub unsafe extern "system" fn vkCreateInstance(
                     get_physical_device_properties2: props2,
                     get_physical_device_image_format_properties2: image_props2,
                     get_physical_device_external_buffer_properties: buffer_props,
+                    get_physical_device_calibrateable_time_domains: time_domains,
                     settings,
                     api_version,
                     extensions,

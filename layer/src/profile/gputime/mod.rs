@@ -821,25 +821,18 @@ impl Wrapped<'_> {
 /// `vkGetCalibratedTimestamps{KHR,EXT}` where echo (or the application) enabled the extension
 /// and the device can calibrate its clock against `CLOCK_MONOTONIC`.
 fn calibration(dev: &Device) -> Option<vk::PFN_vkGetCalibratedTimestampsKHR> {
-    let (ext, get, domains) = if dev.extensions.contains("VK_KHR_calibrated_timestamps") {
-        (
-            "KHR",
-            c"vkGetCalibratedTimestampsKHR",
-            c"vkGetPhysicalDeviceCalibrateableTimeDomainsKHR",
-        )
+    let (ext, get) = if dev.extensions.contains("VK_KHR_calibrated_timestamps") {
+        ("KHR", c"vkGetCalibratedTimestampsKHR")
     } else if dev.extensions.contains("VK_EXT_calibrated_timestamps") {
-        (
-            "EXT",
-            c"vkGetCalibratedTimestampsEXT",
-            c"vkGetPhysicalDeviceCalibrateableTimeDomainsEXT",
-        )
+        ("EXT", c"vkGetCalibratedTimestampsEXT")
     } else {
         return None;
     };
-    let inst = dev.instance.as_ref()?;
-    // SAFETY: resolved by that name.
-    let domains: vk::PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsKHR =
-        unsafe { crate::records::typed(inst.next_proc(domains)?) };
+    // Resolved at vkCreateInstance: resolved now, a layer above (RenderDoc) may answer NULL.
+    let domains = dev
+        .instance
+        .as_ref()?
+        .get_physical_device_calibrateable_time_domains?;
     let mut n = 0u32;
     // SAFETY: the two-call idiom.
     let _ = unsafe { domains(dev.physical_device, &mut n, std::ptr::null_mut()) };
