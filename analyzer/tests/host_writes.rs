@@ -117,3 +117,37 @@ fn a_gpu_write_between_two_host_writes_of_an_upload_is_s1() {
     let (c, _, msg) = rejected(decision(&a, 1, 2));
     assert_eq!(c, Condition::S1, "{msg}");
 }
+
+/// `lavapipe-partial-shader-write-before-upload`: a dispatch writes the device buffer before the
+/// upload copy overwrites it, and a later dispatch writes it again before the readback. A shader
+/// writes what its invocations reach, not its whole binding range: the first write may survive
+/// the second where the copy (dropped when shared) no longer covers it. Refused (S1); before,
+/// the second write was taken to cover the whole buffer and the pair was accepted.
+#[test]
+fn a_shader_write_covers_no_more_than_it_may() {
+    let run = |partial_gpu: bool| {
+        let mut t = T::new();
+        let h = t.staging(MIB);
+        let d = t.device(MIB);
+        let r = t.device(MIB);
+        for _ in 0..3 {
+            t.host_write(h.buf);
+            let mut cmds = vec![Cmd::Write(d.buf), Cmd::Copy(h.buf, d.buf, MIB)];
+            if partial_gpu {
+                cmds.push(Cmd::Write(d.buf));
+            }
+            cmds.push(Cmd::Copy(d.buf, r.buf, MIB));
+            t.run(&cmds);
+        }
+        t.analyze()
+    };
+    let a = run(true);
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(msg.contains("where it did not write"), "{msg}");
+    // Without the second dispatch the copy's bytes reach the readback unchanged, and the first
+    // dispatch's write is what sharing would expose: refused as well, by the plain S1 check.
+    let a = run(false);
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+}

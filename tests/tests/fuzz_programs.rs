@@ -238,6 +238,16 @@ corpus!(
     "lavapipe-partial-upload-rewrite-inplace.json",
     "lavapipe"
 );
+// Found on lavapipe 22.3 by the long run (seed 1001, program seed 4433340143578426613), shrunk by
+// the campaign and by hand: a dispatch writes part of the device buffer, the upload copy
+// overwrites all of it, and a second dispatch (with a base) writes only the other part: shared,
+// the first dispatch's output is in the readback where the upload's bytes were. The analysis took
+// a shader's write to cover its whole binding range, hiding the first write.
+corpus!(
+    corpus_partial_shader_write_before_upload,
+    "lavapipe-partial-shader-write-before-upload.json",
+    "lavapipe"
+);
 // Profile mode (debug build of the layer) dies with SIGSEGV: a per-use map, 4-byte host stores
 // into the bytes right after a watched buffer, on the page they share.
 corpus!(

@@ -18,6 +18,11 @@
 //! not the other's: the byte is the host's in both, or still what it was in each, and a later
 //! read of it is caught either way.
 //!
+//! A GPU write through a shader binding is of unknown extent as well: the use names the bound
+//! range, and a shader writes what its invocations reach (a dispatch with a base or fewer groups
+//! writes part of it; the fuzzer's program did, and a copy the group drops had overwritten the
+//! rest). So it gets the same treatment; only fills and updates write exactly their range.
+//!
 //! Bytes the host wrote into a member's memory before its bind (map → memcpy → unmap → bind) are
 //! carried into the shared range by enforce at the bind: a write in both worlds at the bind.
 //!
@@ -30,6 +35,7 @@
 
 use super::{Cause, Ctx, GroupSpec, Verdict};
 use crate::model::{BufId, OpKind, Step};
+use crate::trace::UseKind;
 
 type Ver = u32;
 
@@ -156,11 +162,11 @@ impl Sim<'_> {
         self.orig[slot].set(a, b, v);
         self.merged.set(a, b, v);
     }
-    /// A host write of unknown extent within `[a, b)` (see the module doc).
-    fn host_write(&mut self, slot: usize, a: i64, b: i64, what: String) {
+    /// A write of unknown extent within `[a, b)` by the host or a shader (see the module doc).
+    fn partial_write(&mut self, slot: usize, a: i64, b: i64, what: String) {
         let v = self.fresh(what.clone());
-        // Where the worlds disagree, each byte may now be the host's (the same in both) or what
-        // it was (different): two fresh versions, so any later read of it is caught.
+        // Where the worlds disagree, each byte may now be the writer's (the same in both) or
+        // what it was (different): two fresh versions, so any later read of it is caught.
         let (p, q) = (
             self.fresh(format!(
                 "{what} (or, where it did not write, the bytes before it)"
@@ -169,10 +175,12 @@ impl Sim<'_> {
                 "{what} (or, where it did not write, the group's bytes before it)"
             )),
         );
+        // Bytes the original program never wrote count as agreeing: where the writer did not
+        // reach them they stay undefined there, and reading undefined bytes keeps no value.
         let mut segs = Vec::new();
         for (s, e, x) in self.orig[slot].slices(a, b) {
             for (s2, e2, y) in self.merged.slices(s, e) {
-                segs.push((s2, e2, x == y));
+                segs.push((s2, e2, x == y || x == 0));
             }
         }
         for (s, e, agree) in segs {
@@ -316,7 +324,7 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                     if m.whole_host_writes {
                         sim.write(slot, a, b, what);
                     } else {
-                        sim.host_write(slot, a, b, what);
+                        sim.partial_write(slot, a, b, what);
                     }
                 }
             }
@@ -384,7 +392,7 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                             size,
                             access,
                             command,
-                            ..
+                            kind,
                         } => {
                             let Some(slot) = sim.slot(*buffer) else {
                                 continue;
@@ -412,7 +420,11 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                                     role(slot),
                                     m.buffers[*buffer].number
                                 );
-                                sim.write(slot, x, y, what);
+                                if matches!(kind, UseKind::Fill | UseKind::Update) {
+                                    sim.write(slot, x, y, what);
+                                } else {
+                                    sim.partial_write(slot, x, y, what);
+                                }
                             }
                         }
                     }
