@@ -29,9 +29,11 @@
 //! The layer sees host accesses to a staging buffer only once it is a candidate (after its first
 //! copy), so what the host wrote into a mapped member before that is not in the trace. When a
 //! member that no recorded host access or GPU command has touched yet is first *read* by a GPU
-//! command, its contents count as one such unseen host write, made just before that submission
-//! (in both worlds): a later value in the device buffer that clobbers it is then caught, instead
-//! of passing as "undefined".
+//! command, its contents count as one such unseen host write, made at a time the trace does not
+//! show: the original world holds it; the shared range holds it where nothing was written there
+//! yet, and elsewhere a version of its own (the host's bytes, or what the GPU wrote after them).
+//! A later value in the device buffer that clobbers it is then caught, instead of passing as
+//! "undefined", and so is one written before it.
 
 use super::{Cause, Ctx, GroupSpec, Verdict};
 use crate::model::{BufId, OpKind, Step};
@@ -226,7 +228,17 @@ impl Sim<'_> {
             let v = self.fresh(what);
             self.orig[0].set(a, e, v);
         } else {
-            self.write(slot, a, e, what);
+            // When they were made is not known: before or after what the trace shows written
+            // into the shared range since. Where something was, the shared range holds either
+            // (a version of its own); where nothing was, the host's.
+            let v = self.fresh(what.clone());
+            let q = self.fresh(format!(
+                "{what}, or what the group's memory held after them (their time is unknown)"
+            ));
+            self.orig[slot].set(a, e, v);
+            for (s, t, y) in self.merged.slices(a, e) {
+                self.merged.set(s, t, if y == 0 { v } else { q });
+            }
         }
     }
     fn desc(&self, v: Ver) -> &str {
