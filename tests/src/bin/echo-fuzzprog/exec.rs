@@ -266,6 +266,15 @@ impl Exec {
         self.dev
             .device_wait_idle()
             .map_err(vkerr("vkDeviceWaitIdle"))?;
+        if std::env::var_os("ECHO_FUZZPROG_TEST_UNSTABLE").is_some()
+            && std::env::var("VK_ECHO_DISABLE").as_deref() == Ok("1")
+        {
+            // The planted fault of the oracle's test: output that varies without the layer.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            self.lines.push(format!("unstable {t}"));
+        }
         let n = self.lines.len();
         self.lines
             .push(format!("digest {:016x} reads {n}", fnv(&self.digest)));
