@@ -238,12 +238,11 @@ impl ExportInfo {
                 vk::StructureType::EXPORT_MEMORY_ALLOCATE_INFO
                 | vk::StructureType::IMPORT_MEMORY_FD_INFO_KHR
                 | vk::StructureType::IMPORT_MEMORY_HOST_POINTER_INFO_EXT => return None,
-                vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO => {
+                vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO
                     if (*(p as *const vk::MemoryDedicatedAllocateInfo<'_>)).image
-                        != vk::Image::null()
-                    {
-                        return None;
-                    }
+                        != vk::Image::null() =>
+                {
+                    return None
                 }
                 _ => {}
             }
