@@ -418,23 +418,9 @@ pub unsafe fn vkFlushMappedMemoryRanges(
     count: u32,
     ranges: *const vk::MappedMemoryRange<'_>,
 ) -> vk::Result {
-    if let Some(p) = cx.dev.profile() {
-        p.on_ranges(true, count, ranges);
-    }
-    if let Some(e) = cx.dev.enforce() {
-        if count > 0 && !ranges.is_null() {
-            if let Some(t) =
-                e.translate_ranges(cx.dev, std::slice::from_raw_parts(ranges, count as usize))
-            {
-                if t.is_empty() {
-                    // Only ranges of an allocation made in part that nothing at the driver holds.
-                    return cx.down(vk::Result::SUCCESS);
-                }
-                return cx.down((cx.next)(device, t.len() as u32, t.as_ptr()));
-            }
-        }
-    }
-    cx.down((cx.next)(device, count, ranges))
+    cx.down(mapped_ranges(cx.dev, true, count, ranges, |n, r| {
+        (cx.next)(device, n, r)
+    }))
 }
 
 pub unsafe fn vkInvalidateMappedMemoryRanges(
@@ -443,23 +429,37 @@ pub unsafe fn vkInvalidateMappedMemoryRanges(
     count: u32,
     ranges: *const vk::MappedMemoryRange<'_>,
 ) -> vk::Result {
-    if let Some(p) = cx.dev.profile() {
-        p.on_ranges(false, count, ranges);
+    cx.down(mapped_ranges(cx.dev, false, count, ranges, |n, r| {
+        (cx.next)(device, n, r)
+    }))
+}
+
+/// A flush (`flush`) or an invalidate, alike: the profile is told, and under enforce the ranges
+/// are translated onto what the driver holds before `next` gets them.
+unsafe fn mapped_ranges(
+    dev: &DeviceData,
+    flush: bool,
+    count: u32,
+    ranges: *const vk::MappedMemoryRange<'_>,
+    next: impl FnOnce(u32, *const vk::MappedMemoryRange<'_>) -> vk::Result,
+) -> vk::Result {
+    if let Some(p) = dev.profile() {
+        p.on_ranges(flush, count, ranges);
     }
-    if let Some(e) = cx.dev.enforce() {
+    if let Some(e) = dev.enforce() {
         if count > 0 && !ranges.is_null() {
             if let Some(t) =
-                e.translate_ranges(cx.dev, std::slice::from_raw_parts(ranges, count as usize))
+                e.translate_ranges(dev, std::slice::from_raw_parts(ranges, count as usize))
             {
                 if t.is_empty() {
                     // Only ranges of an allocation made in part that nothing at the driver holds.
-                    return cx.down(vk::Result::SUCCESS);
+                    return vk::Result::SUCCESS;
                 }
-                return cx.down((cx.next)(device, t.len() as u32, t.as_ptr()));
+                return next(t.len() as u32, t.as_ptr());
             }
         }
     }
-    cx.down((cx.next)(device, count, ranges))
+    next(count, ranges)
 }
 
 pub unsafe fn vkGetDeviceMemoryCommitment(
