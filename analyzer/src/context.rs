@@ -10,71 +10,85 @@ use std::path::{Path, PathBuf};
 
 /// The GNU build-id of an ELF image (hex), if it has one. Never panics on any input.
 pub fn elf_build_id(image: &[u8]) -> Option<String> {
-    let rd16 = |b: &[u8], o: usize, le: bool| -> Option<u16> {
-        let s: [u8; 2] = b.get(o..o.checked_add(2)?)?.try_into().ok()?;
-        Some(if le {
-            u16::from_le_bytes(s)
-        } else {
-            u16::from_be_bytes(s)
-        })
+    build_id_from(|off, len| {
+        let end = usize::try_from(off).ok()?.checked_add(len)?;
+        image
+            .get(usize::try_from(off).ok()?..end)
+            .map(<[u8]>::to_vec)
+    })
+}
+
+/// The GNU build-id of the ELF file at `path`, reading only its header, its program headers and
+/// its note segments (an executable is tens or hundreds of MiB; its identity is a few bytes).
+pub fn elf_file_build_id(path: &Path) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path).ok()?;
+    build_id_from(|off, len| {
+        // Notes are small; a header that claims more is not an ELF file echo should believe.
+        if len > 1 << 20 {
+            return None;
+        }
+        let mut buf = vec![0u8; len];
+        f.read_exact_at(&mut buf, off).ok()?;
+        Some(buf)
+    })
+}
+
+/// The build-id through `at(offset, len)`, which gives exactly `len` bytes at `offset` or None.
+fn build_id_from(at: impl Fn(u64, usize) -> Option<Vec<u8>>) -> Option<String> {
+    let rd = |b: &[u8], o: usize, n: usize, le: bool| -> Option<u64> {
+        let s = b.get(o..o.checked_add(n)?)?;
+        let mut v = 0u64;
+        for i in 0..n {
+            let byte = if le { s[n - 1 - i] } else { s[i] };
+            v = (v << 8) | u64::from(byte);
+        }
+        Some(v)
     };
-    let rd32 = |b: &[u8], o: usize, le: bool| -> Option<u32> {
-        let s: [u8; 4] = b.get(o..o.checked_add(4)?)?.try_into().ok()?;
-        Some(if le {
-            u32::from_le_bytes(s)
-        } else {
-            u32::from_be_bytes(s)
-        })
-    };
-    let rd64 = |b: &[u8], o: usize, le: bool| -> Option<u64> {
-        let s: [u8; 8] = b.get(o..o.checked_add(8)?)?.try_into().ok()?;
-        Some(if le {
-            u64::from_le_bytes(s)
-        } else {
-            u64::from_be_bytes(s)
-        })
-    };
-    if image.get(0..4)? != b"\x7fELF" {
+    let ident = at(0, 6)?;
+    if ident.get(0..4)? != b"\x7fELF" {
         return None;
     }
-    let is64 = *image.get(4)? == 2;
-    let le = *image.get(5)? == 1;
+    let is64 = ident[4] == 2;
+    let le = ident[5] == 1;
+    let header = at(0, if is64 { 0x40 } else { 0x34 })?;
     // Program headers: PT_NOTE segments hold the build-id note.
     let (phoff, phentsize, phnum) = if is64 {
         (
-            rd64(image, 0x20, le)? as usize,
-            rd16(image, 0x36, le)? as usize,
-            rd16(image, 0x38, le)? as usize,
+            rd(&header, 0x20, 8, le)?,
+            rd(&header, 0x36, 2, le)? as usize,
+            rd(&header, 0x38, 2, le)? as usize,
         )
     } else {
         (
-            rd32(image, 0x1c, le)? as usize,
-            rd16(image, 0x2a, le)? as usize,
-            rd16(image, 0x2c, le)? as usize,
+            rd(&header, 0x1c, 4, le)?,
+            rd(&header, 0x2a, 2, le)? as usize,
+            rd(&header, 0x2c, 2, le)? as usize,
         )
     };
+    let need = if is64 { 0x38 } else { 0x20 };
+    if phnum == 0 || phentsize < need {
+        return None;
+    }
+    let phdrs = at(phoff, phnum.min(256).checked_mul(phentsize)?)?;
     for i in 0..phnum.min(256) {
-        let ph = phoff.checked_add(i.checked_mul(phentsize)?)?;
-        if rd32(image, ph, le)? != 4 {
+        let ph = i * phentsize;
+        if rd(&phdrs, ph, 4, le)? != 4 {
             continue; // not PT_NOTE
         }
         let (off, size) = if is64 {
-            (
-                rd64(image, ph.checked_add(8)?, le)? as usize,
-                rd64(image, ph.checked_add(32)?, le)? as usize,
-            )
+            (rd(&phdrs, ph + 8, 8, le)?, rd(&phdrs, ph + 32, 8, le)?)
         } else {
-            (
-                rd32(image, ph.checked_add(4)?, le)? as usize,
-                rd32(image, ph.checked_add(16)?, le)? as usize,
-            )
+            (rd(&phdrs, ph + 4, 4, le)?, rd(&phdrs, ph + 16, 4, le)?)
         };
-        let notes = image.get(off..off.checked_add(size)?)?;
+        let Some(notes) = at(off, usize::try_from(size).ok()?) else {
+            continue;
+        };
         let mut p = 0usize;
         while p.checked_add(12).is_some_and(|end| end <= notes.len()) {
-            let namesz = rd32(notes, p, le)? as usize;
-            let descsz = rd32(notes, p.checked_add(4)?, le)? as usize;
-            let ntype = rd32(notes, p.checked_add(8)?, le)?;
+            let namesz = rd(&notes, p, 4, le)? as usize;
+            let descsz = rd(&notes, p + 4, 4, le)? as usize;
+            let ntype = rd(&notes, p + 8, 4, le)?;
             let name_at = p + 12;
             let desc_at = name_at.checked_add(namesz.checked_add(3)? & !3)?;
             let next = desc_at.checked_add(descsz.checked_add(3)? & !3)?;
@@ -89,14 +103,14 @@ pub fn elf_build_id(image: &[u8]) -> Option<String> {
     None
 }
 
-/// Identity of an executable file: `build-id:<hex>` when it has one, else `fnv64:<hex>` of its
-/// contents, else `unknown`.
+/// Identity of an executable file: `build-id:<hex>` when it has one (read from its note
+/// segments alone), else `fnv64:<hex>` of its contents, else `unknown`.
 pub fn exe_identity(path: &Path) -> String {
+    if let Some(id) = elf_file_build_id(path) {
+        return format!("build-id:{id}");
+    }
     match std::fs::read(path) {
-        Ok(bytes) => match elf_build_id(&bytes) {
-            Some(id) => format!("build-id:{id}"),
-            None => format!("fnv64:{:016x}", fnv1a64(&bytes)),
-        },
+        Ok(bytes) => format!("fnv64:{:016x}", fnv1a64(&bytes)),
         Err(_) => "unknown".into(),
     }
 }
@@ -294,6 +308,43 @@ mod tests {
         let mut bad = bytes.clone();
         bad[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes()); // absurd phoff
         assert_eq!(elf_build_id(&bad), None);
+    }
+
+    /// The file form reads only headers and notes, and agrees with the whole-image form on the
+    /// real binary, on prefixes of it, on junk and on an ELF file without a build-id note.
+    #[test]
+    fn the_file_build_id_agrees_with_the_image_and_falls_back_to_a_hash() {
+        let exe = std::env::current_exe().unwrap();
+        let bytes = std::fs::read(&exe).unwrap();
+        assert_eq!(elf_file_build_id(&exe), elf_build_id(&bytes));
+        assert!(elf_file_build_id(&exe).is_some());
+        let dir = std::env::temp_dir().join(format!("echo-buildid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("f");
+        for cut in [0, 3, 4, 16, 64, 100, 1000, 4096, bytes.len() / 2] {
+            std::fs::write(&f, &bytes[..cut.min(bytes.len())]).unwrap();
+            assert_eq!(
+                elf_file_build_id(&f),
+                elf_build_id(&bytes[..cut]),
+                "cut {cut}"
+            );
+        }
+        // The note's type changed: an ELF file with no build-id is known by its contents' hash.
+        let id = elf_build_id(&bytes).unwrap();
+        let raw: Vec<u8> = (0..id.len() / 2)
+            .map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        let at = bytes
+            .windows(raw.len())
+            .position(|w| w == raw.as_slice())
+            .unwrap();
+        let mut no_id = bytes.clone();
+        no_id[at - 8..at - 4].copy_from_slice(&99u32.to_le_bytes()); // n_type
+        std::fs::write(&f, &no_id).unwrap();
+        assert_eq!(elf_file_build_id(&f), None);
+        assert_eq!(exe_identity(&f), format!("fnv64:{:016x}", fnv1a64(&no_id)));
+        assert_eq!(exe_identity(&dir.join("absent")), "unknown");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
