@@ -4,15 +4,17 @@
 #   scripts/fuzz-programs.sh SECONDS [SEED]
 #
 # Builds echo-fuzzprog, the layer and vkecho (release; FUZZ_PROFILE=debug for a debug build,
-# FUZZ_NO_BUILD=1 to use what is built), then gives each driver an equal share of SECONDS, one
-# after another: each generates programs from SEED (default 1) and runs every one without the
-# layer, under profile, under enforce with the plan vkecho analyze made, and twice in auto mode,
-# on FUZZ_JOBS (default 2) at once. Every output (one hash per host read, the final readbacks)
-# must be the no-layer run's; a divergence is shrunk and written to the output directory.
+# FUZZ_NO_BUILD=1 to use what is built), then gives each driver its share of SECONDS (equal
+# unless weighted), one after another: each generates programs from SEED (default 1) and runs
+# every one without the layer, under profile, under enforce with the plan vkecho analyze made,
+# and twice in auto mode, on FUZZ_JOBS (default 2) at once. Every output (one hash per host
+# read, the final readbacks) must be the no-layer run's; a divergence is shrunk and written to
+# the output directory.
 #
-# Drivers (FUZZ_DRIVERS overrides): lavapipe (the default ICD), swiftshader (Debian's chromium
-# package: /usr/lib/chromium/vk_swiftshader_icd.json) when installed, mesa25 (the Debian 13 root
-# of scripts/modern-stack.sh, as root) when the root exists.
+# Drivers (FUZZ_DRIVERS overrides, e.g. "lavapipe swiftshader:4": a weight after the colon gives
+# that driver a larger share of SECONDS): lavapipe (the default ICD), swiftshader (Debian's
+# chromium package: /usr/lib/chromium/vk_swiftshader_icd.json) when installed, mesa25 (the
+# Debian 13 root of scripts/modern-stack.sh, as root) when the root exists.
 #
 # Output: FUZZ_OUT (default a new /tmp/echo-fuzzprog.XXXXXX): per driver its log, coverage-<driver>.txt
 # (Vulkan commands called, analyzer causes reached, followed commands no program called) and
@@ -56,15 +58,24 @@ else
         echo "== mesa25 left out: the Debian 13 root ($root) is not built or this is not root (scripts/modern-stack.sh --build)"
     fi
 fi
-share=$((secs / ${#drivers[@]}))
-[ "$share" -ge 1 ] || share=1
-echo "== ${#drivers[@]} driver(s), $share s each, seed $seed, $jobs jobs, output $out"
+# A driver may carry a weight, `swiftshader:4`: its share of SECONDS is its weight over the sum
+# (default 1 each: equal shares).
+total=0
+for e in "${drivers[@]}"; do
+    w=${e#*:}; [ "$w" = "$e" ] && w=1
+    [[ "$w" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz-programs: bad weight in FUZZ_DRIVERS: $e"; exit 2; }
+    total=$((total + w))
+done
+echo "== ${#drivers[@]} driver(s) in $secs s, seed $seed, $jobs jobs, output $out"
 
 n=0 a=0 d=0 failed=0
-for drv in "${drivers[@]}"; do
+for e in "${drivers[@]}"; do
+    drv=${e%%:*}; w=${e#*:}; [ "$w" = "$e" ] && w=1
+    share=$((secs * w / total))
+    [ "$share" -ge 1 ] || share=1
     args=(fuzz --driver "$drv" --seconds "$share" --seed "$seed" --jobs "$jobs" --out "$out/$drv")
     [ "${FUZZ_NO_SHRINK:-}" = 1 ] && args+=(--no-shrink)
-    echo "== $drv"
+    echo "== $drv ($share s)"
     if [ "$drv" = mesa25 ]; then
         ECHO_FUZZ_BIN_DIR="$bin" scripts/modern-stack.sh "$bin/echo-fuzzprog" "${args[@]}" >"$out/$drv.log" 2>&1
     else
@@ -83,6 +94,6 @@ for drv in "${drivers[@]}"; do
     n=$((n + pn)); a=$((a + pa)); d=$((d + pd))
 done
 pct=0; [ "$n" -gt 0 ] && pct=$((100 * a / n))
-echo "== drivers: ${drivers[*]}; ${pct}% of programs with a group applied; output $out"
+echo "== drivers: ${drivers[*]%%:*}; ${pct}% of programs with a group applied; output $out"
 echo "$n programs, $a with a group applied, $d divergences"
 [ "$d" -eq 0 ] && [ "$failed" -eq 0 ]
