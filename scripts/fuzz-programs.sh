@@ -76,12 +76,13 @@ for e in "${drivers[@]}"; do
     args=(fuzz --driver "$drv" --seconds "$share" --seed "$seed" --jobs "$jobs" --out "$out/$drv")
     [ "${FUZZ_NO_SHRINK:-}" = 1 ] && args+=(--no-shrink)
     echo "== $drv ($share s)"
+    # The log keeps everything; the terminal gets the run's progress line each minute.
     if [ "$drv" = mesa25 ]; then
-        ECHO_FUZZ_BIN_DIR="$bin" scripts/modern-stack.sh "$bin/echo-fuzzprog" "${args[@]}" >"$out/$drv.log" 2>&1
+        ECHO_FUZZ_BIN_DIR="$bin" scripts/modern-stack.sh "$bin/echo-fuzzprog" "${args[@]}" 2>&1
     else
-        ECHO_FUZZ_BIN_DIR="$bin" "$bin/echo-fuzzprog" "${args[@]}" >"$out/$drv.log" 2>&1
-    fi
-    rc=$?
+        ECHO_FUZZ_BIN_DIR="$bin" "$bin/echo-fuzzprog" "${args[@]}" 2>&1
+    fi | tee "$out/$drv.log" | { grep --line-buffered '^progress:' | sed -u 's/^/   /'; true; }
+    rc=${PIPESTATUS[0]}
     grep -E '^(DIVERGENCE|shrunk|  skipped|  divergence)|commands called' "$out/$drv.log" | sed 's/^/   /'
     line=$(grep '^result ' "$out/$drv.log" | tail -1)
     if [ -z "$line" ]; then

@@ -627,12 +627,36 @@ pub fn fuzz(a: FuzzArgs) -> i32 {
             })
         })
         .collect();
+    // Progress on a long run: one line a minute (the script's log), then the report.
+    let start = Instant::now();
+    let mut tick = start;
+    while !threads.iter().all(|t| t.is_finished()) {
+        std::thread::sleep(Duration::from_millis(200));
+        if tick.elapsed() >= PROGRESS_EVERY {
+            tick = Instant::now();
+            let t = tally.lock().unwrap();
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "progress: {:.0} s of {}, {} programs ({:.1}/s), {} with a group applied, {} divergences, {} skipped",
+                secs,
+                a.seconds,
+                t.programs,
+                t.programs as f64 / secs.max(1.0),
+                t.applied,
+                t.divergences.len(),
+                t.skipped.values().sum::<u64>()
+            );
+        }
+    }
     for t in threads {
         let _ = t.join();
     }
     let t = tally.lock().unwrap();
     report(&a, &out, &t)
 }
+
+/// How often a fuzz run says how far it is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(60);
 
 fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
     if a.validate {
