@@ -589,6 +589,7 @@ impl Gen {
         if self.rng.chance(0.2) {
             return Cmd::Barrier {
                 v2,
+                event: false,
                 buf: None,
                 src_stage: stage::ALL_COMMANDS,
                 src_access: access::MEMORY_WRITE,
@@ -602,8 +603,11 @@ impl Gen {
         {
             buf = Some(needs[0].1 .1);
         }
+        // Some as an event set and waited on at once (vkCmdSetEvent/vkCmdWaitEvents).
+        let event = self.rng.chance(0.25);
         Cmd::Barrier {
             v2,
+            event,
             buf,
             src_stage: n.src_stage,
             src_access: n.src_access,
@@ -621,6 +625,7 @@ impl Gen {
             for _rep in 0..2 {
                 for (i, cmds) in cbs.iter_mut().enumerate() {
                     trial.sub += 1;
+                    trial.log.run += 1;
                     let sub = trial.sub;
                     trial.log.host_submitted();
                     if chained && i > 0 {
@@ -642,7 +647,18 @@ impl Gen {
                                 tries = 0;
                             }
                             Err(Refusal::Hazard(needs)) => {
-                                let b = self.barrier_for(&needs);
+                                let mut b = self.barrier_for(&needs);
+                                if matches!(b, Cmd::Barrier { event: true, .. }) {
+                                    // An event orders only this command buffer's accesses
+                                    // (sync::Log::barrier): a pipeline barrier where the
+                                    // hazard is with an earlier one.
+                                    let mut u = trial.clone();
+                                    let ok = u.sim_cmd(&b, sub).is_ok()
+                                        && u.sim_cmd(&cmds[j], sub).is_ok();
+                                    if let Cmd::Barrier { event, .. } = &mut b {
+                                        *event = ok;
+                                    }
+                                }
                                 cmds.insert(j, b);
                                 changed = true;
                                 tries += 1;
@@ -665,6 +681,7 @@ impl Gen {
     fn host_barrier(&mut self) -> Cmd {
         Cmd::Barrier {
             v2: self.rng.chance(0.5),
+            event: false,
             buf: None,
             src_stage: stage::TRANSFER | stage::COMPUTE,
             src_access: access::TRANSFER_WRITE | access::SHADER_WRITE,
@@ -721,6 +738,7 @@ impl Gen {
                     0,
                     Cmd::Barrier {
                         v2,
+                        event: false,
                         buf: None,
                         src_stage: stage::ALL_COMMANDS,
                         src_access: access::MEMORY_WRITE,
@@ -1051,6 +1069,7 @@ impl Gen {
             if let Some(mem) = self.own_memory(f, size, false, None) {
                 let mut cmds = vec![Cmd::Barrier {
                     v2: false,
+                    event: false,
                     buf: None,
                     src_stage: stage::ALL_COMMANDS,
                     src_access: access::MEMORY_WRITE,

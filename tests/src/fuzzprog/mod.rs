@@ -381,6 +381,11 @@ pub enum Cmd {
     /// the whole buffer.
     Barrier {
         v2: bool,
+        /// Through an event instead: vkCmdSetEvent (or ...2) then at once vkCmdWaitEvents (or
+        /// ...2) with this barrier, on an event of the command buffer the host resets before
+        /// each submission — the same dependency.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        event: bool,
         buf: Option<u32>,
         src_stage: u64,
         src_access: u64,
@@ -567,6 +572,7 @@ mod tests {
                                         indirect: Some(_), ..
                                     } => "indirect",
                                     Cmd::Dispatch { base, .. } if *base > 0 => "base",
+                                    Cmd::Barrier { event: true, .. } => "event",
                                     Cmd::Barrier { buf: Some(_), .. } => "buffer-barrier",
                                     Cmd::Barrier { v2: true, .. } => "barrier2",
                                     Cmd::ToImage { .. } => "to-image",
@@ -604,6 +610,7 @@ mod tests {
             "addr",
             "indirect",
             "base",
+            "event",
             "buffer-barrier",
             "barrier2",
             "to-image",

@@ -615,6 +615,7 @@ impl Model {
         let touches = self.cmd_touches(cmd, dynamic)?;
         if let Cmd::Barrier {
             buf,
+            event,
             src_stage,
             src_access,
             dst_stage,
@@ -630,6 +631,7 @@ impl Model {
                     dst_stage: *dst_stage,
                     dst_access: *dst_access,
                 },
+                *event,
             );
             return Ok(());
         }
@@ -643,6 +645,7 @@ impl Model {
                     dst_stage: stage::TRANSFER,
                     dst_access: access::TRANSFER_READ | access::TRANSFER_WRITE,
                 },
+                false,
             );
         }
         let mut needs = vec![];
@@ -722,6 +725,8 @@ impl Model {
                 avail: false,
                 vis: vec![],
                 dep: 0,
+                run: 0,
+                shadows: false,
             });
         }
         Ok(())
@@ -772,6 +777,8 @@ impl Model {
             avail: true,
             vis: vec![],
             dep: 0,
+            run: 0,
+            shadows: false,
         });
         let m = self.mems.get_mut(&mem).unwrap();
         if write {
@@ -1204,6 +1211,7 @@ impl Model {
             self.log.semaphore(by, w.stage);
         }
         for cb in cbs {
+            self.log.run += 1;
             let cmds = self.cbs[cb].cmds.clone();
             for c in &cmds {
                 match self.sim_cmd(c, sub) {

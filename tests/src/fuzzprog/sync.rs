@@ -111,6 +111,11 @@ pub struct Access {
     pub vis: Vec<(u64, u64)>,
     /// Stages that have an execution dependency on it.
     pub dep: u64,
+    /// The command buffer execution that made it (a device access; set by [`Log::push`]).
+    pub run: u64,
+    /// A write that superseded an access of another command buffer execution (set by
+    /// [`Log::push`]): an event does not order it (see [`Log::barrier`]).
+    pub shadows: bool,
 }
 
 impl Access {
@@ -137,6 +142,8 @@ pub struct Need {
 #[derive(Clone, Debug, Default)]
 pub struct Log {
     pub accesses: Vec<Access>,
+    /// The command buffer execution now simulated (the model counts them).
+    pub run: u64,
 }
 
 impl Log {
@@ -215,11 +222,18 @@ impl Log {
 
     /// Logs an access (after its checks passed). A write supersedes the accesses it covers
     /// whole.
-    pub fn push(&mut self, a: Access) {
+    pub fn push(&mut self, mut a: Access) {
+        if a.sub.is_some() {
+            a.run = self.run;
+        }
         if a.write {
             let (m, lo, hi) = (a.mem, a.lo, a.hi);
-            self.accesses
-                .retain(|e| !(e.mem == m && lo <= e.lo && e.hi <= hi));
+            let covered = |e: &Access| e.mem == m && lo <= e.lo && e.hi <= hi;
+            a.shadows |= self
+                .accesses
+                .iter()
+                .any(|e| covered(e) && e.sub.is_some() && e.run != a.run);
+            self.accesses.retain(|e| !covered(e));
         }
         self.accesses.push(a);
     }
@@ -227,10 +241,21 @@ impl Log {
     /// A pipeline barrier; `scope`: a buffer or image barrier's resource. Taken
     /// conservatively (as synchronization validation does), such a barrier orders only the
     /// accesses made through that resource, not those of others over the same memory.
-    pub fn barrier(&mut self, scope: Option<(u8, u32)>, n: Need) {
+    /// `event`: an event set and waited on at once; its first scope is taken to hold only the
+    /// accesses of this command buffer execution (synchronization validation's reading: the
+    /// Vulkan spec's scope, every command before the set in submission order, is wider), and
+    /// not a write that hid an earlier execution's access: Vulkan 1.4's validation layer
+    /// (Debian 13) still saw a copy's write of an earlier command buffer under a dispatch's
+    /// write over the same bytes, and called the read after the event a hazard.
+    pub fn barrier(&mut self, scope: Option<(u8, u32)>, n: Need, event: bool) {
         let (ss, sa) = (stages(n.src_stage), accesses(n.src_access));
         let ds = stages(n.dst_stage);
-        for e in self.accesses.iter_mut().filter(|e| e.sub.is_some()) {
+        let run = self.run;
+        for e in self
+            .accesses
+            .iter_mut()
+            .filter(|e| e.sub.is_some() && (!event || (e.run == run && !e.shadows)))
+        {
             let in_scope = e.stage & ss != 0 || e.dep & ss != 0;
             if !in_scope || scope.is_some_and(|r| r != e.res) {
                 continue;
@@ -308,6 +333,66 @@ mod tests {
         assert_eq!(r.within(4, 9), vec![(4, 5), (8, 9)]);
     }
 
+    /// An event orders the accesses of its own command buffer execution only, and not a write
+    /// that hid an earlier execution's access; a pipeline barrier orders both.
+    #[test]
+    fn an_event_orders_only_its_own_command_buffer() {
+        let write = |stage, access, sub| Access {
+            res: (0, 1),
+            mem: 0,
+            lo: 0,
+            hi: 64,
+            write: true,
+            stage,
+            access,
+            sub: Some(sub),
+            avail: false,
+            vis: vec![],
+            dep: 0,
+            run: 0,
+            shadows: false,
+        };
+        let read =
+            |log: &Log| log.device_needs(0, 0, 4, false, stage::TRANSFER, access::TRANSFER_READ);
+        let mut log = Log::default();
+        log.run = 1;
+        log.push(write(stage::TRANSFER, access::TRANSFER_WRITE, 1));
+        log.run = 2;
+        let n = read(&log)[0].0;
+        let mut ev = log.clone();
+        ev.barrier(None, n, true);
+        assert_eq!(
+            read(&ev).len(),
+            1,
+            "an event does not reach an earlier execution"
+        );
+        log.barrier(None, n, false);
+        assert!(read(&log).is_empty());
+        // A dispatch of this execution writes the same bytes: it hides the copy's write.
+        let mut log = Log::default();
+        log.run = 1;
+        log.push(write(stage::TRANSFER, access::TRANSFER_WRITE, 1));
+        log.run = 2;
+        log.push(write(stage::COMPUTE, access::SHADER_WRITE, 2));
+        assert!(log.accesses.len() == 1 && log.accesses[0].shadows);
+        let n = read(&log)[0].0;
+        let mut ev = log.clone();
+        ev.barrier(None, n, true);
+        assert_eq!(
+            read(&ev).len(),
+            1,
+            "an event does not order a write that hid another"
+        );
+        // One that hides a write of its own execution only is ordered by the event.
+        let mut log = Log::default();
+        log.run = 2;
+        log.push(write(stage::TRANSFER, access::TRANSFER_WRITE, 2));
+        log.push(write(stage::COMPUTE, access::SHADER_WRITE, 2));
+        let n = read(&log)[0].0;
+        log.barrier(None, n, true);
+        assert!(read(&log).is_empty());
+    }
+
     #[test]
     fn a_read_after_a_write_needs_a_barrier() {
         let mut log = Log::default();
@@ -323,18 +408,20 @@ mod tests {
             avail: false,
             vis: vec![],
             dep: 0,
+            run: 0,
+            shadows: false,
         });
         let need = log.device_needs(0, 0, 4, false, stage::COMPUTE, access::SHADER_READ);
         assert_eq!(need.len(), 1);
         // A barrier over another buffer orders nothing of this one.
         let n = need[0].0;
-        log.barrier(Some((0, 2)), n);
+        log.barrier(Some((0, 2)), n, false);
         assert_eq!(
             log.device_needs(0, 0, 4, false, stage::COMPUTE, access::SHADER_READ)
                 .len(),
             1
         );
-        log.barrier(None, n);
+        log.barrier(None, n, false);
         assert!(log
             .device_needs(0, 0, 4, false, stage::COMPUTE, access::SHADER_READ)
             .is_empty());
@@ -348,12 +435,12 @@ mod tests {
             dst_stage: stage::HOST,
             dst_access: access::HOST_READ,
         };
-        log.barrier(None, to_host(0));
+        log.barrier(None, to_host(0), false);
         assert!(
             log.host_ok(0, 0, 4, false, 1).is_err(),
             "an empty source access mask does not chain"
         );
-        log.barrier(None, to_host(access::SHADER_READ));
+        log.barrier(None, to_host(access::SHADER_READ), false);
         assert!(log.host_ok(0, 0, 4, false, 0).is_err(), "not complete");
         assert!(
             log.host_ok(0, 0, 4, false, 1).is_ok(),

@@ -68,6 +68,10 @@ pub struct Exec {
     cbs: HashMap<u32, vk::CommandBuffer>,
     fences: HashMap<u32, vk::Fence>,
     sems: HashMap<u32, (vk::Semaphore, bool)>,
+    /// The events each command buffer's event barriers use, in recording order (reused when it
+    /// is recorded again); `recording`: the command buffer being recorded and its next event.
+    cb_events: HashMap<vk::CommandBuffer, Vec<vk::Event>>,
+    recording: usize,
     pipes: HashMap<(Kernel, Kind), Pipe>,
     /// Vulkan commands called (coverage).
     pub cover: BTreeSet<&'static str>,
@@ -251,6 +255,8 @@ impl Exec {
             cbs: HashMap::new(),
             fences: HashMap::new(),
             sems: HashMap::new(),
+            cb_events: HashMap::new(),
+            recording: 0,
             pipes: HashMap::new(),
             cover: BTreeSet::new(),
             lines: vec![],
@@ -572,6 +578,7 @@ impl Exec {
                 self.c("vkBeginCommandBuffer");
                 dev.begin_command_buffer(c, &vk::CommandBufferBeginInfo::default())
                     .map_err(vkerr("vkBeginCommandBuffer"))?;
+                self.recording = 0;
                 for cmd in cmds {
                     self.cmd(c, cmd)?;
                 }
@@ -957,12 +964,18 @@ impl Exec {
             }
             Cmd::Barrier {
                 v2,
+                event,
                 buf,
                 src_stage,
                 src_access,
                 dst_stage,
                 dst_access,
             } => {
+                let ev = if *event {
+                    Some(self.event_for(c)?)
+                } else {
+                    None
+                };
                 if *v2 {
                     let mb = [vk::MemoryBarrier2::default()
                         .src_stage_mask(vk::PipelineStageFlags2::from_raw(*src_stage))
@@ -987,8 +1000,43 @@ impl Exec {
                     if buf.is_none() {
                         info = info.memory_barriers(&mb);
                     }
-                    self.c("vkCmdPipelineBarrier2");
-                    dev.cmd_pipeline_barrier2(c, &info);
+                    if let Some(e) = ev {
+                        // The same dependency info in both, as vkCmdWaitEvents2 requires.
+                        self.c("vkCmdSetEvent2");
+                        dev.cmd_set_event2(c, e, &info);
+                        self.c("vkCmdWaitEvents2");
+                        dev.cmd_wait_events2(c, &[e], std::slice::from_ref(&info));
+                    } else {
+                        self.c("vkCmdPipelineBarrier2");
+                        dev.cmd_pipeline_barrier2(c, &info);
+                    }
+                } else if let Some(e) = ev {
+                    let ss = vk::PipelineStageFlags::from_raw(*src_stage as u32);
+                    let ds = vk::PipelineStageFlags::from_raw(*dst_stage as u32);
+                    let (sa, da) = (
+                        vk::AccessFlags::from_raw(*src_access as u32),
+                        vk::AccessFlags::from_raw(*dst_access as u32),
+                    );
+                    let m = [vk::MemoryBarrier::default()
+                        .src_access_mask(sa)
+                        .dst_access_mask(da)];
+                    let bb: Vec<vk::BufferMemoryBarrier> = buf
+                        .iter()
+                        .map(|b| {
+                            vk::BufferMemoryBarrier::default()
+                                .src_access_mask(sa)
+                                .dst_access_mask(da)
+                                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                                .buffer(self.bufs[b])
+                                .size(vk::WHOLE_SIZE)
+                        })
+                        .collect();
+                    let mb: &[vk::MemoryBarrier] = if buf.is_none() { &m } else { &[] };
+                    self.c("vkCmdSetEvent");
+                    dev.cmd_set_event(c, e, ss);
+                    self.c("vkCmdWaitEvents");
+                    dev.cmd_wait_events(c, &[e], ss, ds, mb, &bb, &[]);
                 } else {
                     let ss = vk::PipelineStageFlags::from_raw(*src_stage as u32);
                     let ds = vk::PipelineStageFlags::from_raw(*dst_stage as u32);
@@ -1123,6 +1171,22 @@ impl Exec {
         Ok(())
     }
 
+    /// The next event of command buffer `c` being recorded (made at its first use).
+    unsafe fn event_for(&mut self, c: vk::CommandBuffer) -> Res2<vk::Event> {
+        let i = self.recording;
+        self.recording += 1;
+        let have = self.cb_events.entry(c).or_default();
+        if let Some(e) = have.get(i) {
+            return Ok(*e);
+        }
+        let e = self
+            .dev
+            .create_event(&vk::EventCreateInfo::default(), None)
+            .map_err(vkerr("vkCreateEvent"))?;
+        self.cb_events.get_mut(&c).unwrap().push(e);
+        Ok(e)
+    }
+
     unsafe fn submit(
         &mut self,
         cbs: &[u32],
@@ -1133,6 +1197,12 @@ impl Exec {
     ) -> Res2<()> {
         let dev = self.dev.clone();
         let cb: Vec<vk::CommandBuffer> = cbs.iter().map(|c| self.cbs[c]).collect();
+        // A command buffer submitted again finds its events set by its last run, which the host
+        // has waited for (it is no longer pending): unsignal them, or a wait would not wait.
+        for e in cb.iter().flat_map(|c| self.cb_events.get(c)).flatten() {
+            self.cover.insert("vkResetEvent");
+            dev.reset_event(*e).map_err(vkerr("vkResetEvent"))?;
+        }
         let f = fence.map_or(vk::Fence::null(), |f| self.fences[&f]);
         let sem = |r: &SemRef| self.sems[&r.sem].0;
         if v2 {
@@ -1244,6 +1314,9 @@ impl Exec {
         }
         for (_, (s, _)) in self.sems {
             dev.destroy_semaphore(s, None);
+        }
+        for e in self.cb_events.into_values().flatten() {
+            dev.destroy_event(e, None);
         }
         let _ = self.qf;
         dev.destroy_device(None);
