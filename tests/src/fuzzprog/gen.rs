@@ -271,7 +271,8 @@ impl Gen {
         // Persistent maps.
         for &m in &staging_mems.clone() {
             if self.rng.chance(0.6) && !self.m.mems[&m].mapped {
-                self.push(Op::Map { mem: m });
+                let v2 = caps.map2 && self.rng.chance(0.5);
+                self.push(Op::Map { mem: m, v2 });
             }
         }
         // An image: its own memory, or over the device block (past or over a buffer).
@@ -333,6 +334,17 @@ impl Gen {
             ind,
         };
         self.iterations(&ctx);
+        // Some persistent maps end before the readbacks (later host accesses map for their own).
+        let mapped: Vec<u32> = (self.m.mems.iter())
+            .filter(|(_, m)| m.mapped)
+            .map(|(&k, _)| k)
+            .collect();
+        for mem in mapped {
+            if self.rng.chance(0.3) {
+                let v2 = caps.map2 && self.rng.chance(0.5);
+                self.push(Op::Unmap { mem, v2 });
+            }
+        }
         self.epilogue();
     }
 
@@ -448,6 +460,7 @@ impl Gen {
         } else {
             0
         };
+        let bind2 = caps.maint6 && self.rng.chance(0.5);
         Some(Cmd::Dispatch {
             kernel,
             desc,
@@ -456,6 +469,7 @@ impl Gen {
             indirect,
             n,
             k,
+            bind2,
         })
     }
 

@@ -31,6 +31,13 @@ pub struct Caps {
     /// Memory requirements of the one image shape ([`IMAGE_W`]×[`IMAGE_H`], R32_UINT, optimal).
     pub image_size: u64,
     pub image_align: u64,
+    /// `VK_KHR_map_memory2` (core in Vulkan 1.4): vkMapMemory2 / vkUnmapMemory2.
+    #[serde(default)]
+    pub map2: bool,
+    /// `VK_KHR_maintenance6` (core in Vulkan 1.4): vkCmdBindDescriptorSets2,
+    /// vkCmdPushDescriptorSet2, ...WithTemplate2, vkCmdPushConstants2.
+    #[serde(default)]
+    pub maint6: bool,
 }
 
 /// Every offset of a buffer in memory, of a descriptor range and of a texel view is a multiple
@@ -259,9 +266,16 @@ pub enum Op {
     /// vkMapMemory of the whole allocation, kept until Unmap (a persistent map).
     Map {
         mem: u32,
+        /// vkMapMemory2KHR.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        v2: bool,
     },
+    /// vkUnmapMemory (or vkUnmapMemory2KHR) of a persistent map; later host accesses map for
+    /// their own use.
     Unmap {
         mem: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        v2: bool,
     },
     /// The host writes `len` bytes at `offset` of the memory (a pattern from `val`): through the
     /// persistent map, or mapped for this write only.
@@ -402,6 +416,9 @@ pub enum Cmd {
         indirect: Option<(u32, u64)>,
         n: u32,
         k: u32,
+        /// Descriptors and push constants through VK_KHR_maintenance6's `...2` commands.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bind2: bool,
     },
 }
 
@@ -452,6 +469,18 @@ mod tests {
         device_address: true,
         image_size: 4096,
         image_align: 16,
+        map2: false,
+        maint6: false,
+    };
+    /// Mesa 25's lavapipe (Vulkan 1.4).
+    const MESA25: Caps = Caps {
+        push_descriptor: true,
+        uab_storage: true,
+        device_address: true,
+        image_size: 4096,
+        image_align: 16,
+        map2: true,
+        maint6: true,
     };
     const SWIFTSHADER: Caps = Caps {
         push_descriptor: false,
@@ -459,6 +488,8 @@ mod tests {
         device_address: true,
         image_size: 4096,
         image_align: 16,
+        map2: false,
+        maint6: false,
     };
 
     #[test]
@@ -550,7 +581,7 @@ mod tests {
     fn the_generator_reaches_its_features() {
         let mut seen = std::collections::BTreeSet::new();
         for seed in 0..300 {
-            for caps in [LAVAPIPE, SWIFTSHADER] {
+            for caps in [LAVAPIPE, SWIFTSHADER, MESA25] {
                 for op in gen::generate(seed, caps).ops {
                     let name = match &op {
                         Op::Record { cmds, .. } => {
@@ -571,6 +602,7 @@ mod tests {
                                     Cmd::Dispatch {
                                         indirect: Some(_), ..
                                     } => "indirect",
+                                    Cmd::Dispatch { bind2: true, .. } => "bind2",
                                     Cmd::Dispatch { base, .. } if *base > 0 => "base",
                                     Cmd::Barrier { event: true, .. } => "event",
                                     Cmd::Barrier { buf: Some(_), .. } => "buffer-barrier",
@@ -595,7 +627,10 @@ mod tests {
                         Op::BindImage { .. } => "image-bind",
                         Op::View { .. } => "view",
                         Op::WriteIndirect { .. } => "indirect-write",
+                        Op::Map { v2: true, .. } => "map2",
+                        Op::Unmap { v2: true, .. } => "unmap2",
                         Op::Map { .. } => "map",
+                        Op::Unmap { .. } => "unmap",
                         Op::Flush { .. } => "flush",
                         Op::Invalidate { .. } => "invalidate",
                         _ => "other",
@@ -628,6 +663,10 @@ mod tests {
             "view",
             "indirect-write",
             "map",
+            "map2",
+            "bind2",
+            "unmap",
+            "unmap2",
             "flush",
             "invalidate",
         ] {

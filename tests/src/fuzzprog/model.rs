@@ -511,8 +511,12 @@ impl Model {
                 base,
                 indirect,
                 n,
+                bind2,
                 ..
             } => {
+                if *bind2 && !self.caps.maint6 {
+                    return fail("a ...2 bind without VK_KHR_maintenance6");
+                }
                 let res = self.dispatch_res(*kernel, desc)?;
                 if *n == 0 {
                     return fail("n = 0");
@@ -998,14 +1002,20 @@ impl Model {
                     }
                 }
             }
-            Op::Map { mem } => {
+            Op::Map { mem, v2 } => {
+                if *v2 && !self.caps.map2 {
+                    return fail("vkMapMemory2 without VK_KHR_map_memory2");
+                }
                 let m = self.mems.get_mut(mem).ok_or("no memory")?;
                 if m.mapped {
                     return fail("mapped twice");
                 }
                 m.mapped = true;
             }
-            Op::Unmap { mem } => {
+            Op::Unmap { mem, v2 } => {
+                if *v2 && !self.caps.map2 {
+                    return fail("vkUnmapMemory2 without VK_KHR_map_memory2");
+                }
                 let m = self.mems.get_mut(mem).ok_or("no memory")?;
                 if !m.mapped {
                     return fail("not mapped");

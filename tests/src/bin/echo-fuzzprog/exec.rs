@@ -57,6 +57,8 @@ pub struct Exec {
     mem_type: u32,
     pub caps: Caps,
     push: Option<ash::khr::push_descriptor::Device>,
+    map2: Option<ash::khr::map_memory2::Device>,
+    maint6: Option<ash::khr::maintenance6::Device>,
     pool: vk::CommandPool,
     dpool: vk::DescriptorPool,
     dpool_uab: Option<vk::DescriptorPool>,
@@ -122,12 +124,18 @@ impl Exec {
             .map_err(vkerr("vkEnumerateDeviceExtensionProperties"))?;
         let has = |n: &std::ffi::CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
         let push_ok = has(ash::khr::push_descriptor::NAME);
+        let map2_ok = has(ash::khr::map_memory2::NAME);
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
         let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
+        let mut m6 = vk::PhysicalDeviceMaintenance6FeaturesKHR::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default()
             .push_next(&mut f12)
             .push_next(&mut f13);
+        if has(ash::khr::maintenance6::NAME) {
+            f2 = f2.push_next(&mut m6);
+        }
         instance.get_physical_device_features2(pd, &mut f2);
+        let maint6_ok = m6.maintenance6 == vk::TRUE;
         let (addr, uab) = (
             f12.buffer_device_address == vk::TRUE,
             f12.descriptor_binding_storage_buffer_update_after_bind == vk::TRUE,
@@ -143,6 +151,7 @@ impl Exec {
             .buffer_device_address(addr)
             .descriptor_binding_storage_buffer_update_after_bind(uab);
         let mut e13 = vk::PhysicalDeviceVulkan13Features::default().synchronization2(true);
+        let mut e6 = vk::PhysicalDeviceMaintenance6FeaturesKHR::default().maintenance6(true);
         let prio = [1.0f32];
         let qinfo = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(qf)
@@ -151,11 +160,20 @@ impl Exec {
         if push_ok {
             names.push(ash::khr::push_descriptor::NAME.as_ptr());
         }
-        let dinfo = vk::DeviceCreateInfo::default()
+        if map2_ok {
+            names.push(ash::khr::map_memory2::NAME.as_ptr());
+        }
+        if maint6_ok {
+            names.push(ash::khr::maintenance6::NAME.as_ptr());
+        }
+        let mut dinfo = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qinfo)
             .enabled_extension_names(&names)
             .push_next(&mut e12)
             .push_next(&mut e13);
+        if maint6_ok {
+            dinfo = dinfo.push_next(&mut e6);
+        }
         let dev = instance
             .create_device(pd, &dinfo, None)
             .map_err(vkerr("vkCreateDevice"))?;
@@ -181,6 +199,8 @@ impl Exec {
         let ireq = ireq2.memory_requirements;
         let caps = Caps {
             push_descriptor: push_ok,
+            map2: map2_ok,
+            maint6: maint6_ok,
             uab_storage: uab,
             device_address: addr,
             image_size: if ireq.memory_type_bits & (1 << mem_type) != 0 {
@@ -235,6 +255,8 @@ impl Exec {
             None
         };
         let push = push_ok.then(|| ash::khr::push_descriptor::Device::new(&instance, &dev));
+        let map2 = map2_ok.then(|| ash::khr::map_memory2::Device::new(&instance, &dev));
+        let maint6 = maint6_ok.then(|| ash::khr::maintenance6::Device::new(&instance, &dev));
         Ok(Exec {
             _entry: entry,
             instance,
@@ -244,6 +266,8 @@ impl Exec {
             mem_type,
             caps,
             push,
+            map2,
+            maint6,
             pool,
             dpool,
             dpool_uab,
@@ -460,19 +484,47 @@ impl Exec {
                 self.c("vkDestroyBufferView");
                 dev.destroy_buffer_view(self.views.remove(view).unwrap(), None);
             }
-            Op::Map { mem } => {
-                self.c("vkMapMemory");
-                let m = self.mems.get_mut(mem).unwrap();
-                let p = dev
-                    .map_memory(m.mem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-                    .map_err(vkerr("vkMapMemory"))?;
-                m.map = Some(p as *mut u8);
+            Op::Map { mem, v2 } => {
+                let memory = self.mems[mem].mem;
+                let p = match (v2, &self.map2) {
+                    (true, Some(m2)) => {
+                        self.cover.insert("vkMapMemory2");
+                        let info = vk::MemoryMapInfoKHR::default()
+                            .memory(memory)
+                            .size(vk::WHOLE_SIZE);
+                        let mut p = std::ptr::null_mut();
+                        (m2.fp().map_memory2_khr)(dev.handle(), &info, &mut p)
+                            .result()
+                            .map_err(vkerr("vkMapMemory2KHR"))?;
+                        p
+                    }
+                    (true, None) => return Err((3, "no VK_KHR_map_memory2".into())),
+                    (false, _) => {
+                        self.c("vkMapMemory");
+                        dev.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                            .map_err(vkerr("vkMapMemory"))?
+                    }
+                };
+                self.mems.get_mut(mem).unwrap().map = Some(p as *mut u8);
             }
-            Op::Unmap { mem } => {
-                self.c("vkUnmapMemory");
+            Op::Unmap { mem, v2 } => {
                 let m = self.mems.get_mut(mem).unwrap();
                 m.map = None;
-                dev.unmap_memory(m.mem);
+                let memory = m.mem;
+                match (v2, &self.map2) {
+                    (true, Some(m2)) => {
+                        self.cover.insert("vkUnmapMemory2");
+                        let info = vk::MemoryUnmapInfoKHR::default().memory(memory);
+                        (m2.fp().unmap_memory2_khr)(dev.handle(), &info)
+                            .result()
+                            .map_err(vkerr("vkUnmapMemory2KHR"))?;
+                    }
+                    (true, None) => return Err((3, "no VK_KHR_map_memory2".into())),
+                    (false, _) => {
+                        self.c("vkUnmapMemory");
+                        dev.unmap_memory(memory);
+                    }
+                }
             }
             Op::Flush { mem } | Op::Invalidate { mem } => {
                 let r = [vk::MappedMemoryRange::default()
@@ -1089,7 +1141,13 @@ impl Exec {
                 indirect,
                 n,
                 k,
+                bind2,
             } => {
+                let m6 = match (bind2, &self.maint6) {
+                    (false, _) => None,
+                    (true, Some(m6)) => Some(m6.clone()),
+                    (true, None) => return Err((3, "no VK_KHR_maintenance6".into())),
+                };
                 let kind = match desc {
                     Desc::Set { set } => self.sets[set].2,
                     Desc::Push { .. } => Kind::Push,
@@ -1103,15 +1161,25 @@ impl Exec {
                 let mut pc: Vec<u8> = vec![];
                 match desc {
                     Desc::Set { set } => {
-                        self.c("vkCmdBindDescriptorSets");
-                        dev.cmd_bind_descriptor_sets(
-                            c,
-                            vk::PipelineBindPoint::COMPUTE,
-                            layout,
-                            0,
-                            &[self.sets[set].0],
-                            &[],
-                        );
+                        let sets = [self.sets[set].0];
+                        if let Some(m6) = &m6 {
+                            self.c("vkCmdBindDescriptorSets2");
+                            let info = vk::BindDescriptorSetsInfoKHR::default()
+                                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                                .layout(layout)
+                                .descriptor_sets(&sets);
+                            (m6.fp().cmd_bind_descriptor_sets2_khr)(c, &info);
+                        } else {
+                            self.c("vkCmdBindDescriptorSets");
+                            dev.cmd_bind_descriptor_sets(
+                                c,
+                                vk::PipelineBindPoint::COMPUTE,
+                                layout,
+                                0,
+                                &sets,
+                                &[],
+                            );
+                        }
                     }
                     Desc::Push { res, template } => {
                         let (bi, vi) = self.descriptors(res);
@@ -1126,20 +1194,38 @@ impl Exec {
                             } else {
                                 bi.as_ptr().cast()
                             };
-                            self.c("vkCmdPushDescriptorSetWithTemplate");
-                            (push.fp().cmd_push_descriptor_set_with_template_khr)(
-                                c, t, layout, 0, data,
-                            );
+                            if let Some(m6) = &m6 {
+                                self.c("vkCmdPushDescriptorSetWithTemplate2");
+                                let info = vk::PushDescriptorSetWithTemplateInfoKHR::default()
+                                    .descriptor_update_template(t)
+                                    .layout(layout)
+                                    .data(data);
+                                (m6.fp().cmd_push_descriptor_set_with_template2_khr)(c, &info);
+                            } else {
+                                self.c("vkCmdPushDescriptorSetWithTemplate");
+                                (push.fp().cmd_push_descriptor_set_with_template_khr)(
+                                    c, t, layout, 0, data,
+                                );
+                            }
                         } else {
                             let w = self.writes(*kernel, vk::DescriptorSet::null(), &bi, &vi);
-                            self.c("vkCmdPushDescriptorSet");
-                            push.cmd_push_descriptor_set(
-                                c,
-                                vk::PipelineBindPoint::COMPUTE,
-                                layout,
-                                0,
-                                &w,
-                            );
+                            if let Some(m6) = &m6 {
+                                self.c("vkCmdPushDescriptorSet2");
+                                let info = vk::PushDescriptorSetInfoKHR::default()
+                                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                                    .layout(layout)
+                                    .descriptor_writes(&w);
+                                (m6.fp().cmd_push_descriptor_set2_khr)(c, &info);
+                            } else {
+                                self.c("vkCmdPushDescriptorSet");
+                                push.cmd_push_descriptor_set(
+                                    c,
+                                    vk::PipelineBindPoint::COMPUTE,
+                                    layout,
+                                    0,
+                                    &w,
+                                );
+                            }
                         }
                     }
                     Desc::Addr { src, dst } => {
@@ -1154,7 +1240,16 @@ impl Exec {
                 }
                 pc.extend_from_slice(&n.to_le_bytes());
                 pc.extend_from_slice(&k.to_le_bytes());
-                dev.cmd_push_constants(c, layout, vk::ShaderStageFlags::COMPUTE, 0, &pc);
+                if let Some(m6) = &m6 {
+                    self.c("vkCmdPushConstants2");
+                    let info = vk::PushConstantsInfoKHR::default()
+                        .layout(layout)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                        .values(&pc);
+                    (m6.fp().cmd_push_constants2_khr)(c, &info);
+                } else {
+                    dev.cmd_push_constants(c, layout, vk::ShaderStageFlags::COMPUTE, 0, &pc);
+                }
                 if let Some((b, off)) = indirect {
                     self.c("vkCmdDispatchIndirect");
                     dev.cmd_dispatch_indirect(c, self.bufs[b], *off);

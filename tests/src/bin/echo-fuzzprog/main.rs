@@ -165,6 +165,8 @@ pub fn caps_fit(want: &Caps, have: &Caps) -> bool {
     (!want.push_descriptor || have.push_descriptor)
         && (!want.uab_storage || have.uab_storage)
         && (!want.device_address || have.device_address)
+        && (!want.map2 || have.map2)
+        && (!want.maint6 || have.maint6)
         && want.image_size == have.image_size
         && want.image_align == have.image_align
 }
