@@ -81,6 +81,29 @@ impl Gen {
         }
     }
 
+    /// The record op of `cmds`, some of them (a run without a barrier) in a secondary command
+    /// buffer.
+    fn record(&mut self, cb: u32, cmds: Vec<Cmd>) -> Op {
+        let mut secondary = vec![];
+        if cmds.len() >= 2 && self.rng.chance(0.25) {
+            let n = cmds.len() as u64;
+            let a = self.rng.range(0, n - 1);
+            let b = self.rng.range(a + 1, n);
+            let (a, b) = (a as usize, b as usize);
+            if !cmds[a..b]
+                .iter()
+                .any(|c| matches!(c, Cmd::Barrier { .. } | Cmd::ImageInit { .. }))
+            {
+                secondary.push([a, b]);
+            }
+        }
+        Op::Record {
+            cb,
+            cmds,
+            secondary,
+        }
+    }
+
     fn size(&mut self) -> u64 {
         SIZES[self.rng.weighted(&SIZE_WEIGHTS)]
     }
@@ -617,13 +640,19 @@ impl Gen {
         {
             buf = Some(needs[0].1 .1);
         }
-        // Some as an event set and waited on at once (vkCmdSetEvent/vkCmdWaitEvents).
+        // Some as an event set, waited on and reset at once (vkCmdSetEvent/vkCmdWaitEvents/
+        // vkCmdResetEvent), set at all commands: synchronization validation takes a set after
+        // the last submission's reset as a race unless its stage mask holds ALL_COMMANDS.
         let event = self.rng.chance(0.25);
         Cmd::Barrier {
             v2,
             event,
             buf,
-            src_stage: n.src_stage,
+            src_stage: if event {
+                stage::ALL_COMMANDS
+            } else {
+                n.src_stage
+            },
             src_access: n.src_access,
             dst_stage: n.dst_stage,
             dst_access: n.dst_access,
@@ -768,10 +797,8 @@ impl Gen {
         self.settle(&mut cbs, chained);
         let ids: Vec<u32> = cbs.iter().map(|_| self.id()).collect();
         for (id, cmds) in ids.iter().zip(&cbs) {
-            self.push(Op::Record {
-                cb: *id,
-                cmds: cmds.clone(),
-            });
+            let op = self.record(*id, cmds.clone());
+            self.push(op);
         }
         let fence = self.id();
         self.push(Op::Fence { fence });
@@ -843,10 +870,8 @@ impl Gen {
                     // Re-record and try once more (a rewritten set, a destroyed buffer).
                     let mut again = vec![cbs[i].clone()];
                     self.settle(&mut again, false);
-                    self.push(Op::Record {
-                        cb,
-                        cmds: again.pop().unwrap(),
-                    });
+                    let op = self.record(cb, again.pop().unwrap());
+                    self.push(op);
                     let f2 = f;
                     let sig: Vec<SemRef> = if chained && i < last {
                         vec![SemRef {
@@ -1013,7 +1038,8 @@ impl Gen {
                 let cb = self.id();
                 let fence = self.id();
                 self.push(Op::Fence { fence });
-                if self.push(Op::Record { cb, cmds })
+                let op = self.record(cb, cmds);
+                if self.push(op)
                     && self.push(Op::Submit {
                         cbs: vec![cb],
                         fence: Some(fence),
@@ -1039,10 +1065,8 @@ impl Gen {
         // A re-record of a workload.
         if self.rng.chance(0.1) {
             let i = self.rng.below(ids.len() as u64) as usize;
-            self.push(Op::Record {
-                cb: ids[i],
-                cmds: cbs[i].clone(),
-            });
+            let op = self.record(ids[i], cbs[i].clone());
+            self.push(op);
         }
         // A host write to the spare buffer's memory (legal only when nothing in flight uses it).
         if self.rng.chance(0.1) {
@@ -1105,7 +1129,8 @@ impl Gen {
                 let cb = self.id();
                 let fence = self.id();
                 self.push(Op::Fence { fence });
-                if self.push(Op::Record { cb, cmds })
+                let op = self.record(cb, cmds);
+                if self.push(op)
                     && self.push(Op::Submit {
                         cbs: vec![cb],
                         fence: Some(fence),

@@ -320,6 +320,12 @@ pub enum Op {
     Record {
         cb: u32,
         cmds: Vec<Cmd>,
+        /// Runs `[start, end)` of `cmds` recorded into secondary command buffers, each executed
+        /// (vkCmdExecuteCommands) where its run stands; sorted, disjoint, without barriers
+        /// (the validation layer of Debian 12 did not apply a barrier recorded in a secondary to
+        /// accesses before it) or image layout changes.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        secondary: Vec<[usize; 2]>,
     },
     /// vkQueueSubmit (or vkQueueSubmit2): one batch.
     Submit {
@@ -396,8 +402,8 @@ pub enum Cmd {
     Barrier {
         v2: bool,
         /// Through an event instead: vkCmdSetEvent (or ...2) then at once vkCmdWaitEvents (or
-        /// ...2) with this barrier, on an event of the command buffer the host resets before
-        /// each submission — the same dependency.
+        /// ...2) with this barrier and vkCmdResetEvent (or ...2) after it, on an event of the
+        /// command buffer — the same dependency.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         event: bool,
         buf: Option<u32>,
@@ -420,6 +426,18 @@ pub enum Cmd {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         bind2: bool,
     },
+}
+
+/// The secondary runs of a command list after keeping only the commands where `kept(j)`: each
+/// run over what is left of it, dropped when nothing is.
+pub fn kept_runs(runs: &[[usize; 2]], kept: impl Fn(usize) -> bool) -> Vec<[usize; 2]> {
+    let before = |x: usize| (0..x).filter(|&j| kept(j)).count();
+    runs.iter()
+        .filter_map(|&[a, b]| {
+            let (na, nb) = (before(a), before(b));
+            (nb > na).then_some([na, nb])
+        })
+        .collect()
 }
 
 impl Program {
@@ -584,7 +602,12 @@ mod tests {
             for caps in [LAVAPIPE, SWIFTSHADER, MESA25] {
                 for op in gen::generate(seed, caps).ops {
                     let name = match &op {
-                        Op::Record { cmds, .. } => {
+                        Op::Record {
+                            cmds, secondary, ..
+                        } => {
+                            if !secondary.is_empty() {
+                                seen.insert("secondary".to_string());
+                            }
                             for c in cmds {
                                 let n = match c {
                                     Cmd::Dispatch {
@@ -665,6 +688,7 @@ mod tests {
             "map",
             "map2",
             "bind2",
+            "secondary",
             "unmap",
             "unmap2",
             "flush",

@@ -1092,9 +1092,28 @@ impl Model {
                 }
                 self.sets.get_mut(set).unwrap().res = Some(res.clone());
             }
-            Op::Record { cb, cmds } => {
+            Op::Record {
+                cb,
+                cmds,
+                secondary,
+            } => {
                 if cmds.is_empty() {
                     return fail("empty command buffer");
+                }
+                let mut at = 0;
+                for &[a, b] in secondary {
+                    if a < at || b <= a || b > cmds.len() {
+                        return fail("secondary runs out of order, empty or past the end");
+                    }
+                    if cmds[a..b]
+                        .iter()
+                        .any(|c| matches!(c, Cmd::Barrier { .. } | Cmd::ImageInit { .. }))
+                    {
+                        // Synchronization validation (VVL 1.3.239) did not apply a barrier in a
+                        // secondary to the accesses before it.
+                        return fail("a barrier in a secondary command buffer");
+                    }
+                    at = b;
                 }
                 if let Some(c) = self.cbs.get(cb) {
                     if c.last_sub > self.done {
@@ -1271,13 +1290,18 @@ pub fn repair(p: &Program) -> Program {
     let mut ops = Vec::with_capacity(p.ops.len());
     for op in &p.ops {
         let op = match op {
-            Op::Record { cb, cmds } => Op::Record {
+            Op::Record {
+                cb,
+                cmds,
+                secondary,
+            } => Op::Record {
                 cb: *cb,
                 cmds: cmds
                     .iter()
                     .filter(|c| m.check_cmd(c).is_ok())
                     .cloned()
                     .collect(),
+                secondary: super::kept_runs(secondary, |j| m.check_cmd(&cmds[j]).is_ok()),
             },
             o => o.clone(),
         };

@@ -72,7 +72,11 @@ fn keep_cmds(p: &Program, units: &[(usize, usize)], keep: &[usize]) -> Program {
         .iter()
         .enumerate()
         .map(|(i, op)| match op {
-            Op::Record { cb, cmds } => Op::Record {
+            Op::Record {
+                cb,
+                cmds,
+                secondary,
+            } => Op::Record {
                 cb: *cb,
                 cmds: cmds
                     .iter()
@@ -80,6 +84,7 @@ fn keep_cmds(p: &Program, units: &[(usize, usize)], keep: &[usize]) -> Program {
                     .filter(|(j, _)| kept.contains(&(i, *j)))
                     .map(|(_, c)| c.clone())
                     .collect(),
+                secondary: super::kept_runs(secondary, |j| kept.contains(&(i, j))),
             },
             o => o.clone(),
         })

@@ -71,6 +71,8 @@ pub struct Exec {
     views: HashMap<u32, vk::BufferView>,
     sets: HashMap<u32, (vk::DescriptorSet, Kernel, Kind)>,
     cbs: HashMap<u32, vk::CommandBuffer>,
+    /// The secondary command buffer of each run of a primary (reused when it is recorded again).
+    secondaries: HashMap<(vk::CommandBuffer, usize), vk::CommandBuffer>,
     fences: HashMap<u32, vk::Fence>,
     sems: HashMap<u32, (vk::Semaphore, bool)>,
     /// The events each command buffer's event barriers use, in recording order (reused when it
@@ -280,6 +282,7 @@ impl Exec {
             views: HashMap::new(),
             sets: HashMap::new(),
             cbs: HashMap::new(),
+            secondaries: HashMap::new(),
             fences: HashMap::new(),
             sems: HashMap::new(),
             cb_events: HashMap::new(),
@@ -615,7 +618,11 @@ impl Exec {
                     dev.update_descriptor_sets(&writes, &[]);
                 }
             }
-            Op::Record { cb, cmds } => {
+            Op::Record {
+                cb,
+                cmds,
+                secondary,
+            } => {
                 let c = match self.cbs.get(cb) {
                     Some(c) => *c,
                     None => {
@@ -634,8 +641,30 @@ impl Exec {
                 dev.begin_command_buffer(c, &vk::CommandBufferBeginInfo::default())
                     .map_err(vkerr("vkBeginCommandBuffer"))?;
                 self.recording = 0;
-                for cmd in cmds {
-                    self.cmd(c, cmd)?;
+                let mut j = 0;
+                while j < cmds.len() {
+                    let Some(r) = secondary.iter().position(|&[a, _]| a == j) else {
+                        self.cmd(c, &cmds[j])?;
+                        j += 1;
+                        continue;
+                    };
+                    let end = secondary[r][1];
+                    let s = self.secondary(c, r)?;
+                    self.c("vkBeginCommandBuffer");
+                    let inherit = vk::CommandBufferInheritanceInfo::default();
+                    dev.begin_command_buffer(
+                        s,
+                        &vk::CommandBufferBeginInfo::default().inheritance_info(&inherit),
+                    )
+                    .map_err(vkerr("vkBeginCommandBuffer"))?;
+                    for cmd in &cmds[j..end] {
+                        self.cmd(s, cmd)?;
+                    }
+                    dev.end_command_buffer(s)
+                        .map_err(vkerr("vkEndCommandBuffer"))?;
+                    self.c("vkCmdExecuteCommands");
+                    dev.cmd_execute_commands(c, &[s]);
+                    j = end;
                 }
                 dev.end_command_buffer(c)
                     .map_err(vkerr("vkEndCommandBuffer"))?;
@@ -863,6 +892,24 @@ impl Exec {
         Ok(t)
     }
 
+    /// The secondary command buffer of run `r` of primary `c` (allocated at its first use).
+    unsafe fn secondary(&mut self, c: vk::CommandBuffer, r: usize) -> Res2<vk::CommandBuffer> {
+        if let Some(s) = self.secondaries.get(&(c, r)) {
+            return Ok(*s);
+        }
+        let s = self
+            .dev
+            .allocate_command_buffers(
+                &vk::CommandBufferAllocateInfo::default()
+                    .command_pool(self.pool)
+                    .level(vk::CommandBufferLevel::SECONDARY)
+                    .command_buffer_count(1),
+            )
+            .map_err(vkerr("vkAllocateCommandBuffers"))?[0];
+        self.secondaries.insert((c, r), s);
+        Ok(s)
+    }
+
     unsafe fn submit(
         &mut self,
         cbs: &[u32],
@@ -873,12 +920,6 @@ impl Exec {
     ) -> Res2<()> {
         let dev = self.dev.clone();
         let cb: Vec<vk::CommandBuffer> = cbs.iter().map(|c| self.cbs[c]).collect();
-        // A command buffer submitted again finds its events set by its last run, which the host
-        // has waited for (it is no longer pending): unsignal them, or a wait would not wait.
-        for e in cb.iter().flat_map(|c| self.cb_events.get(c)).flatten() {
-            self.cover.insert("vkResetEvent");
-            dev.reset_event(*e).map_err(vkerr("vkResetEvent"))?;
-        }
         let f = fence.map_or(vk::Fence::null(), |f| self.fences[&f]);
         let sem = |r: &SemRef| self.sems[&r.sem].0;
         if v2 {

@@ -201,6 +201,11 @@ impl Exec {
                         dev.cmd_set_event2(c, e, &info);
                         self.c("vkCmdWaitEvents2");
                         dev.cmd_wait_events2(c, &[e], std::slice::from_ref(&info));
+                        // Unsignalled for the next submission, after what waited on it (all
+                        // commands: synchronization validation wants the reset ordered after the
+                        // wait and before the next set).
+                        self.c("vkCmdResetEvent2");
+                        dev.cmd_reset_event2(c, e, vk::PipelineStageFlags2::ALL_COMMANDS);
                     } else {
                         self.c("vkCmdPipelineBarrier2");
                         dev.cmd_pipeline_barrier2(c, &info);
@@ -232,6 +237,8 @@ impl Exec {
                     dev.cmd_set_event(c, e, ss);
                     self.c("vkCmdWaitEvents");
                     dev.cmd_wait_events(c, &[e], ss, ds, mb, &bb, &[]);
+                    self.c("vkCmdResetEvent");
+                    dev.cmd_reset_event(c, e, vk::PipelineStageFlags::ALL_COMMANDS);
                 } else {
                     let ss = vk::PipelineStageFlags::from_raw(*src_stage as u32);
                     let ds = vk::PipelineStageFlags::from_raw(*dst_stage as u32);
