@@ -354,8 +354,10 @@ mod tests {
         };
         let read =
             |log: &Log| log.device_needs(0, 0, 4, false, stage::TRANSFER, access::TRANSFER_READ);
-        let mut log = Log::default();
-        log.run = 1;
+        let mut log = Log {
+            run: 1,
+            ..Default::default()
+        };
         log.push(write(stage::TRANSFER, access::TRANSFER_WRITE, 1));
         log.run = 2;
         let n = read(&log)[0].0;
@@ -369,8 +371,10 @@ mod tests {
         log.barrier(None, n, false);
         assert!(read(&log).is_empty());
         // A dispatch of this execution writes the same bytes: it hides the copy's write.
-        let mut log = Log::default();
-        log.run = 1;
+        let mut log = Log {
+            run: 1,
+            ..Default::default()
+        };
         log.push(write(stage::TRANSFER, access::TRANSFER_WRITE, 1));
         log.run = 2;
         log.push(write(stage::COMPUTE, access::SHADER_WRITE, 2));
@@ -384,8 +388,10 @@ mod tests {
             "an event does not order a write that hid another"
         );
         // One that hides a write of its own execution only is ordered by the event.
-        let mut log = Log::default();
-        log.run = 2;
+        let mut log = Log {
+            run: 2,
+            ..Default::default()
+        };
         log.push(write(stage::TRANSFER, access::TRANSFER_WRITE, 2));
         log.push(write(stage::COMPUTE, access::SHADER_WRITE, 2));
         let n = read(&log)[0].0;
