@@ -210,7 +210,7 @@ impl Exec {
                         self.c("vkCmdPipelineBarrier2");
                         dev.cmd_pipeline_barrier2(c, &info);
                     }
-                } else if let Some(e) = ev {
+                } else {
                     let ss = vk::PipelineStageFlags::from_raw(*src_stage as u32);
                     let ds = vk::PipelineStageFlags::from_raw(*dst_stage as u32);
                     let (sa, da) = (
@@ -233,53 +233,24 @@ impl Exec {
                         })
                         .collect();
                     let mb: &[vk::MemoryBarrier] = if buf.is_none() { &m } else { &[] };
-                    self.c("vkCmdSetEvent");
-                    dev.cmd_set_event(c, e, ss);
-                    self.c("vkCmdWaitEvents");
-                    dev.cmd_wait_events(c, &[e], ss, ds, mb, &bb, &[]);
-                    self.c("vkCmdResetEvent");
-                    dev.cmd_reset_event(c, e, vk::PipelineStageFlags::ALL_COMMANDS);
-                } else {
-                    let ss = vk::PipelineStageFlags::from_raw(*src_stage as u32);
-                    let ds = vk::PipelineStageFlags::from_raw(*dst_stage as u32);
-                    let (sa, da) = (
-                        vk::AccessFlags::from_raw(*src_access as u32),
-                        vk::AccessFlags::from_raw(*dst_access as u32),
-                    );
-                    self.c("vkCmdPipelineBarrier");
-                    match buf {
-                        None => {
-                            let m = [vk::MemoryBarrier::default()
-                                .src_access_mask(sa)
-                                .dst_access_mask(da)];
-                            dev.cmd_pipeline_barrier(
-                                c,
-                                ss,
-                                ds,
-                                vk::DependencyFlags::empty(),
-                                &m,
-                                &[],
-                                &[],
-                            );
-                        }
-                        Some(b) => {
-                            let m = [vk::BufferMemoryBarrier::default()
-                                .src_access_mask(sa)
-                                .dst_access_mask(da)
-                                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-                                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-                                .buffer(self.bufs[b])
-                                .size(vk::WHOLE_SIZE)];
-                            dev.cmd_pipeline_barrier(
-                                c,
-                                ss,
-                                ds,
-                                vk::DependencyFlags::empty(),
-                                &[],
-                                &m,
-                                &[],
-                            );
-                        }
+                    if let Some(e) = ev {
+                        self.c("vkCmdSetEvent");
+                        dev.cmd_set_event(c, e, ss);
+                        self.c("vkCmdWaitEvents");
+                        dev.cmd_wait_events(c, &[e], ss, ds, mb, &bb, &[]);
+                        self.c("vkCmdResetEvent");
+                        dev.cmd_reset_event(c, e, vk::PipelineStageFlags::ALL_COMMANDS);
+                    } else {
+                        self.c("vkCmdPipelineBarrier");
+                        dev.cmd_pipeline_barrier(
+                            c,
+                            ss,
+                            ds,
+                            vk::DependencyFlags::empty(),
+                            mb,
+                            &bb,
+                            &[],
+                        );
                     }
                 }
             }
