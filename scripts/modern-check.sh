@@ -17,6 +17,9 @@
 #   fuzzprog      random legal programs (issue 45): 40 fixed seeds valid under synchronization
 #                 validation, 8 through the oracle (none, profile, enforce, auto twice) identical
 #
+# and after the passes, code bound outside a plain pipeline (issue 53: tests/tests/code_bound.rs
+# on Mesa 25, the only driver with VK_EXT_shader_object) and the Vulkan 1.4 paths (c_modern).
+#
 # About 5 minutes on the project's 2-core machine under load (7 with every program in every
 # pass: the plain and discrete passes were cut to keep the test command short).
 #
@@ -147,6 +150,26 @@ for p in "${passes[@]}"; do
     [ "$rc" -eq 0 ] || failed=1
     echo "   pass $p: exit $rc in $((SECONDS - s)) s"
 done
+
+# 3b. What runs is known (issue 53): tests/tests/code_bound.rs inside the root on Mesa 25, the one
+# driver here with VK_EXT_shader_object — a compute shader object that writes the device buffer
+# refused (S1), the same write in a pipeline refused, a shader object that only reads it applied,
+# and the pipeline-library cases — each with the program's output in profile, enforce and auto
+# mode twice (the gate above ran c_code_bound's gate-args under validation).
+echo "== modern stack: code bound outside a plain pipeline (tests/tests/code_bound.rs on Mesa 25)"
+cb=$(ls -t "$bin"/deps/code_bound-* 2>/dev/null | grep -v '\.d$' | head -1)
+if [ -z "$cb" ]; then
+    echo "code-bound	code_bound	-	FAIL	no test binary in $bin/deps (cargo build --workspace --all-targets)" >> "$out/results.tsv"
+    failed=1
+elif ECHO_TEST_DRIVER=lavapipe ECHO_REQUIRE_SHADER_OBJECT=1 $stack "$cb" --test-threads 1 > "$out/code-bound.log" 2>&1; then
+    line=$(grep '^test result' "$out/code-bound.log" | tail -1)
+    echo "   ok: $line"
+    echo "code-bound	code_bound	-	ok	$line" >> "$out/results.tsv"
+else
+    echo "   FAIL (log: $out/code-bound.log)"; tail -20 "$out/code-bound.log"
+    echo "code-bound	code_bound	-	FAIL	see $out/code-bound.log" >> "$out/results.tsv"
+    failed=1
+fi
 
 # 4. The Vulkan 1.4 paths (issue 33 item 3): tests/c/c_modern makes its upload with vkMapMemory2,
 # VkBufferUsageFlags2CreateInfo, vkCmdBindDescriptorSets2 / vkCmdPushDescriptorSet2 and

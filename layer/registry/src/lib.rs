@@ -22,7 +22,10 @@ pub use render::generate;
 #[cfg(test)]
 mod tests;
 
-use decisions::{FOLLOWED, INERT, NAMEABLE, NAMES_ONLY, NOT_LINUX, REACH_ADDRESS, REACH_HANDLES};
+use decisions::{
+    CHANGES_BOUND, FOLLOWED, INERT, NAMEABLE, NAMES_ONLY, NOT_LINUX, REACH_ADDRESS, REACH_HANDLES,
+    REVIEWED_HANDLES,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A parameter of a command, as far as the ABI and naming go.
@@ -76,6 +79,11 @@ pub struct Registry {
     providers: BTreeMap<String, BTreeSet<String>>,
     /// extension → platform
     platform: HashMap<String, String>,
+    /// Types a supported feature or extension of a Linux platform requires.
+    types_here: BTreeSet<String>,
+    /// Types only extensions of other APIs (Vulkan SC) or other platforms require: they cannot
+    /// reach a Linux Vulkan driver, so naming them makes no command unknown.
+    types_elsewhere: BTreeSet<String>,
 }
 
 /// Where a type can lead.
@@ -127,6 +135,8 @@ impl Registry {
             extenders: HashMap::new(),
             providers: BTreeMap::new(),
             platform: HashMap::new(),
+            types_here: BTreeSet::new(),
+            types_elsewhere: BTreeSet::new(),
         };
         let mut disabled = BTreeSet::new();
         for child in &reg.0 {
@@ -179,6 +189,7 @@ impl Registry {
                     if !f.api.split(',').any(|a| a == "vulkan") {
                         continue;
                     }
+                    r.require_types(&f.children, true);
                     r.provide(&f.name, &f.children);
                 }
                 vk_parse::RegistryChild::Extensions(exts) => {
@@ -186,11 +197,17 @@ impl Registry {
                         let supported = e.supported.as_deref().unwrap_or("");
                         if !supported.split(',').any(|s| s == "vulkan") {
                             disabled.insert(e.name.clone());
+                            r.require_types(&e.children, false);
                             continue;
                         }
                         if let Some(p) = &e.platform {
                             r.platform.insert(e.name.clone(), p.clone());
                         }
+                        let here = e
+                            .platform
+                            .as_deref()
+                            .is_none_or(|p| !NOT_LINUX.contains(&p));
+                        r.require_types(&e.children, here);
                         r.provide(&e.name, &e.children);
                     }
                 }
@@ -211,6 +228,32 @@ impl Registry {
             _ => format!("?.?.{patch}"),
         };
         Ok(r)
+    }
+
+    /// Notes the types a feature or extension requires: `here` when it can reach a Linux Vulkan
+    /// driver.
+    fn require_types(&mut self, children: &[vk_parse::ExtensionChild], here: bool) {
+        for c in children {
+            if let vk_parse::ExtensionChild::Require { items, api, .. } = c {
+                if !api_ok(api) {
+                    continue;
+                }
+                for i in items {
+                    if let vk_parse::InterfaceItem::Type { name, .. } = i {
+                        if here {
+                            self.types_here.insert(name.clone());
+                        } else {
+                            self.types_elsewhere.insert(name.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a type can reach a Linux Vulkan driver (unknown types can: fail closed).
+    fn type_here(&self, ty: &str) -> bool {
+        self.types_here.contains(ty) || !self.types_elsewhere.contains(ty)
     }
 
     fn provide(&mut self, by: &str, children: &[vk_parse::ExtensionChild]) {
@@ -404,6 +447,68 @@ impl Registry {
         r
     }
 
+    /// The definition name of a type (its aliases resolved).
+    fn type_def<'a>(&'a self, mut ty: &'a str) -> &'a str {
+        for _ in 0..8 {
+            match self.type_aliases.get(ty) {
+                Some(t) => ty = t,
+                None => break,
+            }
+        }
+        ty
+    }
+
+    /// The handle types a value of `ty` can name (itself, or through structure members and
+    /// every structure that may extend one), by definition name.
+    fn handles_of(
+        &self,
+        ty: &str,
+        memo: &mut HashMap<String, BTreeSet<String>>,
+    ) -> BTreeSet<String> {
+        let ty = self.type_def(ty).to_string();
+        if let Some(h) = memo.get(&ty) {
+            return h.clone();
+        }
+        if !self.type_here(&ty) {
+            return BTreeSet::new();
+        }
+        memo.insert(ty.clone(), BTreeSet::new()); // cycles through pNext end here
+        let mut out = BTreeSet::new();
+        match self.kind(&ty) {
+            Kind::Handle | Kind::Dispatchable => {
+                out.insert(ty.clone());
+            }
+            Kind::Struct(members) => {
+                for m in &members {
+                    out.extend(self.handles_of(m, memo));
+                }
+                for e in self.extenders.get(&ty).cloned().unwrap_or_default() {
+                    out.extend(self.handles_of(&e, memo));
+                }
+            }
+            _ => {}
+        }
+        memo.insert(ty, out.clone());
+        out
+    }
+
+    /// The handle types a command names (after its first parameter, through every structure)
+    /// that are neither reach types nor reviewed ([`decisions::REVIEWED_HANDLES`]): what echo
+    /// cannot tell the effect of.
+    pub fn unreviewed(&self, def: &Command) -> Vec<String> {
+        let mut memo = HashMap::new();
+        let mut out = BTreeSet::new();
+        for p in def.params.iter().skip(1) {
+            out.extend(self.handles_of(&p.ty, &mut memo));
+        }
+        out.into_iter()
+            .filter(|h| {
+                !REACH_HANDLES.contains(&h.as_str())
+                    && !REVIEWED_HANDLES.iter().any(|(r, _)| r == h)
+            })
+            .collect()
+    }
+
     /// Whether a type is a structure (or union).
     fn is_struct(&self, ty: &str) -> bool {
         matches!(self.kind(ty), Kind::Struct(_))
@@ -446,7 +551,13 @@ impl Registry {
         }
         let names_only = names.iter().any(|n| NAMES_ONLY.contains(&n.as_str()));
         let bound_state = def.action && !names_only;
-        if !reach.any() && !bound_state {
+        // Fail closed: a handle type nobody reviewed, or a command that changes bound state
+        // without naming what it binds, makes the command one echo must decide about.
+        let unreviewed = self.unreviewed(def);
+        let changes_bound = names
+            .iter()
+            .any(|n| CHANGES_BOUND.iter().any(|(c, _)| c == n));
+        if !reach.any() && !bound_state && unreviewed.is_empty() && !changes_bound {
             return None;
         }
         let mut requires: BTreeSet<String> = BTreeSet::new();
@@ -474,6 +585,16 @@ impl Registry {
         };
         let why = if bound_state {
             "runs work over what is bound to the command buffer".to_string()
+        } else if let Some((_, w)) = CHANGES_BOUND
+            .iter()
+            .find(|(c, _)| names.iter().any(|n| n == c))
+        {
+            (*w).to_string()
+        } else if !reach.any() {
+            format!(
+                "names {}, not reviewed as unable to change what the GPU reads or writes",
+                unreviewed.join(", ")
+            )
         } else {
             let mut what: Vec<&str> = Vec::new();
             for p in &def.params[1..] {
@@ -491,7 +612,7 @@ impl Registry {
             level,
             class,
             takes_memory,
-            everything: bound_state || opaque,
+            everything: bound_state || opaque || changes_bound || !unreviewed.is_empty(),
             requires: requires.into_iter().collect(),
             why,
         })

@@ -273,3 +273,128 @@ fn a_planted_command_is_caught() {
         committed
     );
 }
+
+/// Fail closed (issue 53): a command that names a handle type nobody reviewed — here a new
+/// `VkFrobnicatorECHO` that reaches no buffer by the old rule — is stepped aside from, and from
+/// everything; a recorded command naming it is never merely marked.
+#[test]
+fn a_planted_command_with_an_unknown_handle_is_stepped_aside_from() {
+    let xml = std::fs::read_to_string(root().join("layer/registry/vk.xml")).unwrap();
+    let ty = r#"<type category="handle" objtypeenum="VK_OBJECT_TYPE_UNKNOWN" name="VkFrobnicatorECHO"><type>VK_DEFINE_NON_DISPATCHABLE_HANDLE</type>(<name>VkFrobnicatorECHO</name>)</type>
+    "#;
+    let cmds = r#"<command queues="VK_QUEUE_COMPUTE_BIT" renderpass="both" cmdbufferlevel="primary,secondary">
+        <proto><type>void</type> <name>vkCmdBindFrobnicatorECHO</name></proto>
+        <param externsync="true"><type>VkCommandBuffer</type> <name>commandBuffer</name></param>
+        <param><type>VkFrobnicatorECHO</type> <name>frobnicator</name></param>
+    </command>
+    <command successcodes="VK_SUCCESS">
+        <proto><type>VkResult</type> <name>vkCreateFrobnicatorECHO</name></proto>
+        <param><type>VkDevice</type> <name>device</name></param>
+        <param><type>uint32_t</type> <name>size</name></param>
+        <param><type>VkFrobnicatorECHO</type>* <name>pFrobnicator</name></param>
+    </command>
+    "#;
+    let ext = r#"<extension name="VK_ECHO_frobnicator" number="99998" type="device" author="ECHO" supported="vulkan">
+        <require><type name="VkFrobnicatorECHO"/><command name="vkCmdBindFrobnicatorECHO"/><command name="vkCreateFrobnicatorECHO"/></require>
+    </extension>
+    "#;
+    let planted = xml
+        .replacen(
+            "<type category=\"handle\"",
+            &format!("{ty}<type category=\"handle\""),
+            1,
+        )
+        .replacen("</commands>", &format!("{cmds}</commands>"), 1)
+        .replacen("</extensions>", &format!("{ext}</extensions>"), 1);
+    let r = Registry::parse(&planted).unwrap();
+    let f = followed_names(&r);
+    let entries = r.classify(&f);
+    for name in ["vkCmdBindFrobnicatorECHO", "vkCreateFrobnicatorECHO"] {
+        let e = entries
+            .iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("{name} is not classified: it would be marked or invisible"));
+        assert_eq!(e.class, Class::Aside, "{name}");
+        assert!(e.everything, "{name}: echo cannot tell what it reaches");
+        assert!(e.why.contains("VkFrobnicatorECHO"), "{}", e.why);
+    }
+    let h = hooked(&r, &entries).unwrap();
+    let way = h
+        .iter()
+        .find(|x| x.name == "vkCmdBindFrobnicatorECHO")
+        .map(|x| x.way.clone());
+    assert_eq!(way, Some(Way::Aside { everything: true }));
+    // Reviewing the type (as decisions.rs does for VkSampler and the rest) makes the recorded
+    // command merely marked again: the rule, not a list of commands, decides.
+    assert!(r.unreviewed(r.command("vkCmdBindFrobnicatorECHO").unwrap()) == ["VkFrobnicatorECHO"]);
+}
+
+/// Code is state (issue 53): every command that binds or makes code is followed, and
+/// `vkCmdBindShadersEXT` is never merely marked again; every `vkCmd*Bind*` command is followed,
+/// stepped aside from, or reviewed with its reason.
+#[test]
+fn code_binding_is_followed_and_every_bind_is_decided() {
+    let r = registry();
+    let f = followed_names(&r);
+    let entries = r.classify(&f);
+    let h = hooked(&r, &entries).unwrap();
+    let way = |n: &str| h.iter().find(|x| x.name == n).map(|x| x.way.clone());
+    for n in [
+        "vkCmdBindShadersEXT",
+        "vkCreateShadersEXT",
+        "vkDestroyShaderEXT",
+        "vkCmdBindPipeline",
+        "vkCreateGraphicsPipelines",
+        "vkCreateComputePipelines",
+        "vkDestroyPipeline",
+        "vkCreateShaderModule",
+    ] {
+        assert!(
+            matches!(way(n), Some(Way::Followed { .. })),
+            "{n} must be followed: {:?}",
+            way(n)
+        );
+    }
+    for (n, why) in decisions::REVIEWED_BINDS {
+        assert!(
+            r.command(n).is_some(),
+            "REVIEWED_BINDS names {n}, which vk.xml lacks"
+        );
+        assert!(!why.is_empty());
+    }
+    for (n, _) in decisions::CHANGES_BOUND {
+        assert!(
+            matches!(way(n), Some(Way::Aside { everything: true })),
+            "{n} changes bound state: aside from everything"
+        );
+    }
+    for c in r.commands.values() {
+        if !c.name.starts_with("vkCmdBind") {
+            continue;
+        }
+        for name in r.names_of(&c.name) {
+            if !r.providers.contains_key(&name) {
+                continue;
+            }
+            let w = way(&name);
+            let reviewed = decisions::REVIEWED_BINDS.iter().any(|(n, _)| *n == name);
+            let platform = entries.iter().any(|e| {
+                e.class == Class::Platform && (e.name == name || e.aliases.contains(&name))
+            });
+            assert!(
+                matches!(w, Some(Way::Followed { .. }) | Some(Way::Aside { .. }))
+                    || reviewed
+                    || platform,
+                "{name} binds state and is only {w:?}: follow it, or review it in REVIEWED_BINDS"
+            );
+        }
+    }
+    // Every reviewed handle type exists in the registry.
+    for (t, why) in decisions::REVIEWED_HANDLES {
+        assert!(
+            matches!(r.kind(t), Kind::Handle | Kind::Dispatchable),
+            "REVIEWED_HANDLES names {t}, which is not a handle type of vk.xml"
+        );
+        assert!(!why.is_empty());
+    }
+}

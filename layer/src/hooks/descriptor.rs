@@ -128,6 +128,51 @@ pub unsafe fn vkCreateGraphicsPipelines(
     r
 }
 
+pub unsafe fn vkDestroyPipeline(
+    cx: &calls_gen::vkDestroyPipeline<'_>,
+    device: vk::Device,
+    pipeline: vk::Pipeline,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_destroy_pipeline(raw(pipeline));
+    }
+    cx.down((cx.next)(device, pipeline, alloc))
+}
+
+/// `VK_EXT_shader_object`: shaders made without a pipeline, reflected like a pipeline's stages
+/// (issue 53). Some may fail (`VK_INCOMPATIBLE_SHADER_BINARY_EXT`) while others are made: every
+/// handle that is not null is recorded.
+pub unsafe fn vkCreateShadersEXT(
+    cx: &calls_gen::vkCreateShadersEXT<'_>,
+    device: vk::Device,
+    count: u32,
+    infos: *const vk::ShaderCreateInfoEXT<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::ShaderEXT,
+) -> vk::Result {
+    let r = cx.down((cx.next)(device, count, infos, alloc, out));
+    if let (true, Some(p)) = (
+        r.as_raw() >= 0 || r == vk::Result::INCOMPATIBLE_SHADER_BINARY_EXT,
+        cx.dev.profile(),
+    ) {
+        p.on_create_shaders(count, infos, out);
+    }
+    r
+}
+
+pub unsafe fn vkDestroyShaderEXT(
+    cx: &calls_gen::vkDestroyShaderEXT<'_>,
+    device: vk::Device,
+    shader: vk::ShaderEXT,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
+    if let Some(p) = cx.dev.profile() {
+        p.on_destroy_shader(raw(shader));
+    }
+    cx.down((cx.next)(device, shader, alloc))
+}
+
 pub unsafe fn vkAllocateDescriptorSets(
     cx: &calls_gen::vkAllocateDescriptorSets<'_>,
     device: vk::Device,

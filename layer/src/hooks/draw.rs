@@ -212,6 +212,27 @@ pub unsafe fn vkCmdBindPipeline(
     cx.down((cx.next)(cb, bind_point, pipeline))
 }
 
+/// `VK_EXT_shader_object`: the code of each stage, bound without a pipeline (issue 53).
+pub unsafe fn vkCmdBindShadersEXT(
+    cx: &calls_gen::vkCmdBindShadersEXT<'_>,
+    cb: vk::CommandBuffer,
+    count: u32,
+    stages: *const vk::ShaderStageFlags,
+    shaders: *const vk::ShaderEXT,
+) {
+    if let Some(p) = cx.dev.profile() {
+        let st = slice(stages, count);
+        // A null pShaders unbinds every stage named.
+        let sh: Vec<u64> = if shaders.is_null() {
+            vec![0; st.len()]
+        } else {
+            slice(shaders, count).iter().map(|s| raw(*s)).collect()
+        };
+        p.on_bind_shaders(raw(cb), st, &sh);
+    }
+    cx.down((cx.next)(cb, count, stages, shaders))
+}
+
 pub unsafe fn vkCmdBindDescriptorSets(
     cx: &calls_gen::vkCmdBindDescriptorSets<'_>,
     cb: vk::CommandBuffer,

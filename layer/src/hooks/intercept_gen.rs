@@ -156,6 +156,20 @@ pub unsafe extern "system" fn vkBindImageMemory2KHR(device: vk::Device, bind_inf
 }
 const _: vk::PFN_vkBindImageMemory2 = vkBindImageMemory2KHR;
 
+pub unsafe extern "system" fn vkBindOpticalFlowSessionImageNV(device: vk::Device, session: vk::OpticalFlowSessionNV, binding_point: vk::OpticalFlowSessionBindingPointNV, view: vk::ImageView, layout: vk::ImageLayout) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, vk::OpticalFlowSessionNV, vk::OpticalFlowSessionBindingPointNV, vk::ImageView, vk::ImageLayout) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkBindOpticalFlowSessionImageNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, session, binding_point, view, layout))
+    },
+        |next| next(device, session, binding_point, view, layout),
+    )
+}
+const _: vk::PFN_vkBindOpticalFlowSessionImageNV = vkBindOpticalFlowSessionImageNV;
+
 pub unsafe extern "system" fn vkBindTensorMemoryARM(device: vk::Device, bind_info_count: u32, p_bind_infos: *const c_void) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, u32, *const c_void) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -210,6 +224,19 @@ pub unsafe extern "system" fn vkBuildMicromapsEXT(device: vk::Device, deferred_o
     )
 }
 const _: vk::PFN_vkBuildMicromapsEXT = vkBuildMicromapsEXT;
+
+pub unsafe extern "system" fn vkClearShaderInstrumentationMetricsARM(device: vk::Device, instrumentation: u64) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkClearShaderInstrumentationMetricsARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, instrumentation))
+    },
+        |next| next(device, instrumentation),
+    )
+}
 
 pub unsafe extern "system" fn vkCmdBeginConditionalRendering2EXT(command_buffer: vk::CommandBuffer, p_conditional_rendering_begin: *const c_void) -> () {
     type Next = unsafe extern "system" fn(vk::CommandBuffer, *const c_void) -> ();
@@ -435,7 +462,10 @@ pub unsafe extern "system" fn vkCmdBeginVideoCodingKHR(command_buffer: vk::Comma
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBeginVideoCodingKHR,
-        |cx| cx.down((cx.next)(command_buffer, p_begin_info)),
+        |cx| {
+        report(cx, Some(command_buffer.as_raw()), true, &[]);
+        cx.down((cx.next)(command_buffer, p_begin_info))
+    },
         |next| next(command_buffer, p_begin_info),
     )
 }
@@ -582,7 +612,10 @@ pub unsafe extern "system" fn vkCmdBindPipelineShaderGroupNV(command_buffer: vk:
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindPipelineShaderGroupNV,
-        |cx| cx.down((cx.next)(command_buffer, pipeline_bind_point, pipeline, group_index)),
+        |cx| {
+        report(cx, Some(command_buffer.as_raw()), true, &[]);
+        cx.down((cx.next)(command_buffer, pipeline_bind_point, pipeline, group_index))
+    },
         |next| next(command_buffer, pipeline_bind_point, pipeline, group_index),
     )
 }
@@ -619,7 +652,7 @@ pub unsafe extern "system" fn vkCmdBindShadersEXT(command_buffer: vk::CommandBuf
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdBindShadersEXT,
-        |cx| cx.down((cx.next)(command_buffer, stage_count, p_stages, p_shaders)),
+        |cx| draw::vkCmdBindShadersEXT(cx, command_buffer, stage_count, p_stages, p_shaders),
         |next| next(command_buffer, stage_count, p_stages, p_shaders),
     )
 }
@@ -1262,7 +1295,10 @@ pub unsafe extern "system" fn vkCmdCopyTensorARM(command_buffer: vk::CommandBuff
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdCopyTensorARM,
-        |cx| cx.down((cx.next)(command_buffer, p_copy_tensor_info)),
+        |cx| {
+        report(cx, Some(command_buffer.as_raw()), true, &[]);
+        cx.down((cx.next)(command_buffer, p_copy_tensor_info))
+    },
         |next| next(command_buffer, p_copy_tensor_info),
     )
 }
@@ -2909,7 +2945,10 @@ pub unsafe extern "system" fn vkCmdSetDescriptorBufferOffsets2EXT(command_buffer
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdSetDescriptorBufferOffsets2EXT,
-        |cx| cx.down((cx.next)(command_buffer, p_set_descriptor_buffer_offsets_info)),
+        |cx| {
+        report(cx, Some(command_buffer.as_raw()), true, &[]);
+        cx.down((cx.next)(command_buffer, p_set_descriptor_buffer_offsets_info))
+    },
         |next| next(command_buffer, p_set_descriptor_buffer_offsets_info),
     )
 }
@@ -2920,7 +2959,10 @@ pub unsafe extern "system" fn vkCmdSetDescriptorBufferOffsetsEXT(command_buffer:
     intercept::<Next, ()>(
         command_buffer.as_raw(),
         HookId::vkCmdSetDescriptorBufferOffsetsEXT,
-        |cx| cx.down((cx.next)(command_buffer, pipeline_bind_point, layout, first_set, set_count, p_buffer_indices, p_offsets)),
+        |cx| {
+        report(cx, Some(command_buffer.as_raw()), true, &[]);
+        cx.down((cx.next)(command_buffer, pipeline_bind_point, layout, first_set, set_count, p_buffer_indices, p_offsets))
+    },
         |next| next(command_buffer, pipeline_bind_point, layout, first_set, set_count, p_buffer_indices, p_offsets),
     )
 }
@@ -3929,6 +3971,20 @@ pub unsafe extern "system" fn vkCmdWriteTimestamp2KHR(command_buffer: vk::Comman
 }
 const _: vk::PFN_vkCmdWriteTimestamp2 = vkCmdWriteTimestamp2KHR;
 
+pub unsafe extern "system" fn vkCompileDeferredNV(device: vk::Device, pipeline: vk::Pipeline, shader: u32) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, vk::Pipeline, u32) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCompileDeferredNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, pipeline, shader))
+    },
+        |next| next(device, pipeline, shader),
+    )
+}
+const _: vk::PFN_vkCompileDeferredNV = vkCompileDeferredNV;
+
 pub unsafe extern "system" fn vkConvertCooperativeVectorMatrixNV(device: vk::Device, p_info: *const c_void) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, *const c_void) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -4100,6 +4156,88 @@ pub unsafe extern "system" fn vkCreateComputePipelines(device: vk::Device, pipel
 }
 const _: vk::PFN_vkCreateComputePipelines = vkCreateComputePipelines;
 
+pub unsafe extern "system" fn vkCreateCuFunctionNVX(device: vk::Device, p_create_info: *const vk::CuFunctionCreateInfoNVX<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_function: *mut vk::CuFunctionNVX) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::CuFunctionCreateInfoNVX<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::CuFunctionNVX) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateCuFunctionNVX,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_function))
+    },
+        |next| next(device, p_create_info, p_allocator, p_function),
+    )
+}
+const _: vk::PFN_vkCreateCuFunctionNVX = vkCreateCuFunctionNVX;
+
+pub unsafe extern "system" fn vkCreateCuModuleNVX(device: vk::Device, p_create_info: *const vk::CuModuleCreateInfoNVX<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_module: *mut vk::CuModuleNVX) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::CuModuleCreateInfoNVX<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::CuModuleNVX) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateCuModuleNVX,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_module))
+    },
+        |next| next(device, p_create_info, p_allocator, p_module),
+    )
+}
+const _: vk::PFN_vkCreateCuModuleNVX = vkCreateCuModuleNVX;
+
+pub unsafe extern "system" fn vkCreateCudaFunctionNV(device: vk::Device, p_create_info: *const vk::CudaFunctionCreateInfoNV<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_function: *mut vk::CudaFunctionNV) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::CudaFunctionCreateInfoNV<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::CudaFunctionNV) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateCudaFunctionNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_function))
+    },
+        |next| next(device, p_create_info, p_allocator, p_function),
+    )
+}
+const _: vk::PFN_vkCreateCudaFunctionNV = vkCreateCudaFunctionNV;
+
+pub unsafe extern "system" fn vkCreateCudaModuleNV(device: vk::Device, p_create_info: *const vk::CudaModuleCreateInfoNV<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_module: *mut vk::CudaModuleNV) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::CudaModuleCreateInfoNV<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::CudaModuleNV) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateCudaModuleNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_module))
+    },
+        |next| next(device, p_create_info, p_allocator, p_module),
+    )
+}
+const _: vk::PFN_vkCreateCudaModuleNV = vkCreateCudaModuleNV;
+
+pub unsafe extern "system" fn vkCreateDataGraphPipelineSessionARM(device: vk::Device, p_create_info: *const c_void, p_allocator: *const vk::AllocationCallbacks<'_>, p_session: *mut u64) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *const vk::AllocationCallbacks<'_>, *mut u64) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateDataGraphPipelineSessionARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_session))
+    },
+        |next| next(device, p_create_info, p_allocator, p_session),
+    )
+}
+
+pub unsafe extern "system" fn vkCreateDataGraphPipelinesARM(device: vk::Device, deferred_operation: vk::DeferredOperationKHR, pipeline_cache: vk::PipelineCache, create_info_count: u32, p_create_infos: *const c_void, p_allocator: *const vk::AllocationCallbacks<'_>, p_pipelines: *mut vk::Pipeline) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, vk::DeferredOperationKHR, vk::PipelineCache, u32, *const c_void, *const vk::AllocationCallbacks<'_>, *mut vk::Pipeline) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateDataGraphPipelinesARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, deferred_operation, pipeline_cache, create_info_count, p_create_infos, p_allocator, p_pipelines))
+    },
+        |next| next(device, deferred_operation, pipeline_cache, create_info_count, p_create_infos, p_allocator, p_pipelines),
+    )
+}
+
 pub unsafe extern "system" fn vkCreateDescriptorSetLayout(device: vk::Device, p_create_info: *const vk::DescriptorSetLayoutCreateInfo<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_set_layout: *mut vk::DescriptorSetLayout) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, *const vk::DescriptorSetLayoutCreateInfo<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::DescriptorSetLayout) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -4133,6 +4271,46 @@ pub unsafe extern "system" fn vkCreateDescriptorUpdateTemplateKHR(device: vk::De
 }
 const _: vk::PFN_vkCreateDescriptorUpdateTemplate = vkCreateDescriptorUpdateTemplateKHR;
 
+pub unsafe extern "system" fn vkCreateExecutionGraphPipelinesAMDX(device: vk::Device, pipeline_cache: vk::PipelineCache, create_info_count: u32, p_create_infos: *const vk::ExecutionGraphPipelineCreateInfoAMDX<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_pipelines: *mut vk::Pipeline) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, vk::PipelineCache, u32, *const vk::ExecutionGraphPipelineCreateInfoAMDX<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::Pipeline) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateExecutionGraphPipelinesAMDX,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, pipeline_cache, create_info_count, p_create_infos, p_allocator, p_pipelines))
+    },
+        |next| next(device, pipeline_cache, create_info_count, p_create_infos, p_allocator, p_pipelines),
+    )
+}
+const _: vk::PFN_vkCreateExecutionGraphPipelinesAMDX = vkCreateExecutionGraphPipelinesAMDX;
+
+pub unsafe extern "system" fn vkCreateExternalComputeQueueNV(device: vk::Device, p_create_info: *const c_void, p_allocator: *const vk::AllocationCallbacks<'_>, p_external_queue: *mut usize) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *const vk::AllocationCallbacks<'_>, *mut usize) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateExternalComputeQueueNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_external_queue))
+    },
+        |next| next(device, p_create_info, p_allocator, p_external_queue),
+    )
+}
+
+pub unsafe extern "system" fn vkCreateGpaSessionAMD(device: vk::Device, p_create_info: *const c_void, p_allocator: *const vk::AllocationCallbacks<'_>, p_gpa_session: *mut u64) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *const vk::AllocationCallbacks<'_>, *mut u64) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateGpaSessionAMD,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_gpa_session))
+    },
+        |next| next(device, p_create_info, p_allocator, p_gpa_session),
+    )
+}
+
 pub unsafe extern "system" fn vkCreateGraphicsPipelines(device: vk::Device, pipeline_cache: vk::PipelineCache, create_info_count: u32, p_create_infos: *const vk::GraphicsPipelineCreateInfo<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_pipelines: *mut vk::Pipeline) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, vk::PipelineCache, u32, *const vk::GraphicsPipelineCreateInfo<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::Pipeline) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -4155,6 +4333,46 @@ pub unsafe extern "system" fn vkCreateImage(device: vk::Device, p_create_info: *
 }
 const _: vk::PFN_vkCreateImage = vkCreateImage;
 
+pub unsafe extern "system" fn vkCreateIndirectCommandsLayoutEXT(device: vk::Device, p_create_info: *const c_void, p_allocator: *const vk::AllocationCallbacks<'_>, p_indirect_commands_layout: *mut u64) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *const vk::AllocationCallbacks<'_>, *mut u64) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateIndirectCommandsLayoutEXT,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_indirect_commands_layout))
+    },
+        |next| next(device, p_create_info, p_allocator, p_indirect_commands_layout),
+    )
+}
+
+pub unsafe extern "system" fn vkCreateIndirectCommandsLayoutNV(device: vk::Device, p_create_info: *const vk::IndirectCommandsLayoutCreateInfoNV<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_indirect_commands_layout: *mut vk::IndirectCommandsLayoutNV) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::IndirectCommandsLayoutCreateInfoNV<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::IndirectCommandsLayoutNV) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateIndirectCommandsLayoutNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_indirect_commands_layout))
+    },
+        |next| next(device, p_create_info, p_allocator, p_indirect_commands_layout),
+    )
+}
+const _: vk::PFN_vkCreateIndirectCommandsLayoutNV = vkCreateIndirectCommandsLayoutNV;
+
+pub unsafe extern "system" fn vkCreateIndirectExecutionSetEXT(device: vk::Device, p_create_info: *const c_void, p_allocator: *const vk::AllocationCallbacks<'_>, p_indirect_execution_set: *mut u64) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *const vk::AllocationCallbacks<'_>, *mut u64) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateIndirectExecutionSetEXT,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_indirect_execution_set))
+    },
+        |next| next(device, p_create_info, p_allocator, p_indirect_execution_set),
+    )
+}
+
 pub unsafe extern "system" fn vkCreateMicromapEXT(device: vk::Device, p_create_info: *const vk::MicromapCreateInfoEXT<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_micromap: *mut vk::MicromapEXT) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, *const vk::MicromapCreateInfoEXT<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::MicromapEXT) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -4169,6 +4387,20 @@ pub unsafe extern "system" fn vkCreateMicromapEXT(device: vk::Device, p_create_i
 }
 const _: vk::PFN_vkCreateMicromapEXT = vkCreateMicromapEXT;
 
+pub unsafe extern "system" fn vkCreateOpticalFlowSessionNV(device: vk::Device, p_create_info: *const vk::OpticalFlowSessionCreateInfoNV<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_session: *mut vk::OpticalFlowSessionNV) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::OpticalFlowSessionCreateInfoNV<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::OpticalFlowSessionNV) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateOpticalFlowSessionNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_session))
+    },
+        |next| next(device, p_create_info, p_allocator, p_session),
+    )
+}
+const _: vk::PFN_vkCreateOpticalFlowSessionNV = vkCreateOpticalFlowSessionNV;
+
 pub unsafe extern "system" fn vkCreatePipelineLayout(device: vk::Device, p_create_info: *const vk::PipelineLayoutCreateInfo<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_pipeline_layout: *mut vk::PipelineLayout) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, *const vk::PipelineLayoutCreateInfo<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::PipelineLayout) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -4180,6 +4412,47 @@ pub unsafe extern "system" fn vkCreatePipelineLayout(device: vk::Device, p_creat
 }
 const _: vk::PFN_vkCreatePipelineLayout = vkCreatePipelineLayout;
 
+pub unsafe extern "system" fn vkCreateRayTracingPipelinesKHR(device: vk::Device, deferred_operation: vk::DeferredOperationKHR, pipeline_cache: vk::PipelineCache, create_info_count: u32, p_create_infos: *const vk::RayTracingPipelineCreateInfoKHR<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_pipelines: *mut vk::Pipeline) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, vk::DeferredOperationKHR, vk::PipelineCache, u32, *const vk::RayTracingPipelineCreateInfoKHR<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::Pipeline) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateRayTracingPipelinesKHR,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, deferred_operation, pipeline_cache, create_info_count, p_create_infos, p_allocator, p_pipelines))
+    },
+        |next| next(device, deferred_operation, pipeline_cache, create_info_count, p_create_infos, p_allocator, p_pipelines),
+    )
+}
+const _: vk::PFN_vkCreateRayTracingPipelinesKHR = vkCreateRayTracingPipelinesKHR;
+
+pub unsafe extern "system" fn vkCreateRayTracingPipelinesNV(device: vk::Device, pipeline_cache: vk::PipelineCache, create_info_count: u32, p_create_infos: *const vk::RayTracingPipelineCreateInfoNV<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_pipelines: *mut vk::Pipeline) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, vk::PipelineCache, u32, *const vk::RayTracingPipelineCreateInfoNV<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::Pipeline) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateRayTracingPipelinesNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, pipeline_cache, create_info_count, p_create_infos, p_allocator, p_pipelines))
+    },
+        |next| next(device, pipeline_cache, create_info_count, p_create_infos, p_allocator, p_pipelines),
+    )
+}
+const _: vk::PFN_vkCreateRayTracingPipelinesNV = vkCreateRayTracingPipelinesNV;
+
+pub unsafe extern "system" fn vkCreateShaderInstrumentationARM(device: vk::Device, p_create_info: *const c_void, p_allocator: *const vk::AllocationCallbacks<'_>, p_instrumentation: *mut u64) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *const vk::AllocationCallbacks<'_>, *mut u64) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateShaderInstrumentationARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_instrumentation))
+    },
+        |next| next(device, p_create_info, p_allocator, p_instrumentation),
+    )
+}
+
 pub unsafe extern "system" fn vkCreateShaderModule(device: vk::Device, p_create_info: *const vk::ShaderModuleCreateInfo<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_shader_module: *mut vk::ShaderModule) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, *const vk::ShaderModuleCreateInfo<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::ShaderModule) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -4190,6 +4463,71 @@ pub unsafe extern "system" fn vkCreateShaderModule(device: vk::Device, p_create_
     )
 }
 const _: vk::PFN_vkCreateShaderModule = vkCreateShaderModule;
+
+pub unsafe extern "system" fn vkCreateShadersEXT(device: vk::Device, create_info_count: u32, p_create_infos: *const vk::ShaderCreateInfoEXT<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_shaders: *mut vk::ShaderEXT) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, u32, *const vk::ShaderCreateInfoEXT<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::ShaderEXT) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateShadersEXT,
+        |cx| descriptor::vkCreateShadersEXT(cx, device, create_info_count, p_create_infos, p_allocator, p_shaders),
+        |next| next(device, create_info_count, p_create_infos, p_allocator, p_shaders),
+    )
+}
+const _: vk::PFN_vkCreateShadersEXT = vkCreateShadersEXT;
+
+pub unsafe extern "system" fn vkCreateTensorARM(device: vk::Device, p_create_info: *const c_void, p_allocator: *const vk::AllocationCallbacks<'_>, p_tensor: *mut u64) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *const vk::AllocationCallbacks<'_>, *mut u64) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateTensorARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_tensor))
+    },
+        |next| next(device, p_create_info, p_allocator, p_tensor),
+    )
+}
+
+pub unsafe extern "system" fn vkCreateTensorViewARM(device: vk::Device, p_create_info: *const c_void, p_allocator: *const vk::AllocationCallbacks<'_>, p_view: *mut u64) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *const vk::AllocationCallbacks<'_>, *mut u64) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateTensorViewARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_view))
+    },
+        |next| next(device, p_create_info, p_allocator, p_view),
+    )
+}
+
+pub unsafe extern "system" fn vkCreateVideoSessionKHR(device: vk::Device, p_create_info: *const vk::VideoSessionCreateInfoKHR<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_video_session: *mut vk::VideoSessionKHR) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::VideoSessionCreateInfoKHR<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::VideoSessionKHR) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateVideoSessionKHR,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_video_session))
+    },
+        |next| next(device, p_create_info, p_allocator, p_video_session),
+    )
+}
+const _: vk::PFN_vkCreateVideoSessionKHR = vkCreateVideoSessionKHR;
+
+pub unsafe extern "system" fn vkCreateVideoSessionParametersKHR(device: vk::Device, p_create_info: *const vk::VideoSessionParametersCreateInfoKHR<'_>, p_allocator: *const vk::AllocationCallbacks<'_>, p_video_session_parameters: *mut vk::VideoSessionParametersKHR) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::VideoSessionParametersCreateInfoKHR<'_>, *const vk::AllocationCallbacks<'_>, *mut vk::VideoSessionParametersKHR) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkCreateVideoSessionParametersKHR,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_create_info, p_allocator, p_video_session_parameters))
+    },
+        |next| next(device, p_create_info, p_allocator, p_video_session_parameters),
+    )
+}
+const _: vk::PFN_vkCreateVideoSessionParametersKHR = vkCreateVideoSessionParametersKHR;
 
 pub unsafe extern "system" fn vkDestroyAccelerationStructureKHR(device: vk::Device, acceleration_structure: vk::AccelerationStructureKHR, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
     type Next = unsafe extern "system" fn(vk::Device, vk::AccelerationStructureKHR, *const vk::AllocationCallbacks<'_>) -> ();
@@ -4252,6 +4590,75 @@ pub unsafe extern "system" fn vkDestroyCommandPool(device: vk::Device, command_p
 }
 const _: vk::PFN_vkDestroyCommandPool = vkDestroyCommandPool;
 
+pub unsafe extern "system" fn vkDestroyCuFunctionNVX(device: vk::Device, function: vk::CuFunctionNVX, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::CuFunctionNVX, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyCuFunctionNVX,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, function, p_allocator))
+    },
+        |next| next(device, function, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyCuFunctionNVX = vkDestroyCuFunctionNVX;
+
+pub unsafe extern "system" fn vkDestroyCuModuleNVX(device: vk::Device, module: vk::CuModuleNVX, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::CuModuleNVX, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyCuModuleNVX,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, module, p_allocator))
+    },
+        |next| next(device, module, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyCuModuleNVX = vkDestroyCuModuleNVX;
+
+pub unsafe extern "system" fn vkDestroyCudaFunctionNV(device: vk::Device, function: vk::CudaFunctionNV, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::CudaFunctionNV, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyCudaFunctionNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, function, p_allocator))
+    },
+        |next| next(device, function, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyCudaFunctionNV = vkDestroyCudaFunctionNV;
+
+pub unsafe extern "system" fn vkDestroyCudaModuleNV(device: vk::Device, module: vk::CudaModuleNV, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::CudaModuleNV, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyCudaModuleNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, module, p_allocator))
+    },
+        |next| next(device, module, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyCudaModuleNV = vkDestroyCudaModuleNV;
+
+pub unsafe extern "system" fn vkDestroyDataGraphPipelineSessionARM(device: vk::Device, session: u64, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyDataGraphPipelineSessionARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, session, p_allocator))
+    },
+        |next| next(device, session, p_allocator),
+    )
+}
+
 pub unsafe extern "system" fn vkDestroyDescriptorUpdateTemplate(device: vk::Device, descriptor_update_template: vk::DescriptorUpdateTemplate, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
     type Next = unsafe extern "system" fn(vk::Device, vk::DescriptorUpdateTemplate, *const vk::AllocationCallbacks<'_>) -> ();
     intercept::<Next, ()>(
@@ -4274,6 +4681,32 @@ pub unsafe extern "system" fn vkDestroyDescriptorUpdateTemplateKHR(device: vk::D
 }
 const _: vk::PFN_vkDestroyDescriptorUpdateTemplate = vkDestroyDescriptorUpdateTemplateKHR;
 
+pub unsafe extern "system" fn vkDestroyExternalComputeQueueNV(device: vk::Device, external_queue: usize, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, usize, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyExternalComputeQueueNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, external_queue, p_allocator))
+    },
+        |next| next(device, external_queue, p_allocator),
+    )
+}
+
+pub unsafe extern "system" fn vkDestroyGpaSessionAMD(device: vk::Device, gpa_session: u64, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyGpaSessionAMD,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, gpa_session, p_allocator))
+    },
+        |next| next(device, gpa_session, p_allocator),
+    )
+}
+
 pub unsafe extern "system" fn vkDestroyImage(device: vk::Device, image: vk::Image, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
     type Next = unsafe extern "system" fn(vk::Device, vk::Image, *const vk::AllocationCallbacks<'_>) -> ();
     intercept::<Next, ()>(
@@ -4284,6 +4717,46 @@ pub unsafe extern "system" fn vkDestroyImage(device: vk::Device, image: vk::Imag
     )
 }
 const _: vk::PFN_vkDestroyImage = vkDestroyImage;
+
+pub unsafe extern "system" fn vkDestroyIndirectCommandsLayoutEXT(device: vk::Device, indirect_commands_layout: u64, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyIndirectCommandsLayoutEXT,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, indirect_commands_layout, p_allocator))
+    },
+        |next| next(device, indirect_commands_layout, p_allocator),
+    )
+}
+
+pub unsafe extern "system" fn vkDestroyIndirectCommandsLayoutNV(device: vk::Device, indirect_commands_layout: vk::IndirectCommandsLayoutNV, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::IndirectCommandsLayoutNV, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyIndirectCommandsLayoutNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, indirect_commands_layout, p_allocator))
+    },
+        |next| next(device, indirect_commands_layout, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyIndirectCommandsLayoutNV = vkDestroyIndirectCommandsLayoutNV;
+
+pub unsafe extern "system" fn vkDestroyIndirectExecutionSetEXT(device: vk::Device, indirect_execution_set: u64, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyIndirectExecutionSetEXT,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, indirect_execution_set, p_allocator))
+    },
+        |next| next(device, indirect_execution_set, p_allocator),
+    )
+}
 
 pub unsafe extern "system" fn vkDestroyMicromapEXT(device: vk::Device, micromap: vk::MicromapEXT, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
     type Next = unsafe extern "system" fn(vk::Device, vk::MicromapEXT, *const vk::AllocationCallbacks<'_>) -> ();
@@ -4299,6 +4772,55 @@ pub unsafe extern "system" fn vkDestroyMicromapEXT(device: vk::Device, micromap:
 }
 const _: vk::PFN_vkDestroyMicromapEXT = vkDestroyMicromapEXT;
 
+pub unsafe extern "system" fn vkDestroyOpticalFlowSessionNV(device: vk::Device, session: vk::OpticalFlowSessionNV, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::OpticalFlowSessionNV, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyOpticalFlowSessionNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, session, p_allocator))
+    },
+        |next| next(device, session, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyOpticalFlowSessionNV = vkDestroyOpticalFlowSessionNV;
+
+pub unsafe extern "system" fn vkDestroyPipeline(device: vk::Device, pipeline: vk::Pipeline, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::Pipeline, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyPipeline,
+        |cx| descriptor::vkDestroyPipeline(cx, device, pipeline, p_allocator),
+        |next| next(device, pipeline, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyPipeline = vkDestroyPipeline;
+
+pub unsafe extern "system" fn vkDestroyShaderEXT(device: vk::Device, shader: vk::ShaderEXT, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::ShaderEXT, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyShaderEXT,
+        |cx| descriptor::vkDestroyShaderEXT(cx, device, shader, p_allocator),
+        |next| next(device, shader, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyShaderEXT = vkDestroyShaderEXT;
+
+pub unsafe extern "system" fn vkDestroyShaderInstrumentationARM(device: vk::Device, instrumentation: u64, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyShaderInstrumentationARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, instrumentation, p_allocator))
+    },
+        |next| next(device, instrumentation, p_allocator),
+    )
+}
+
 pub unsafe extern "system" fn vkDestroyShaderModule(device: vk::Device, shader_module: vk::ShaderModule, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
     type Next = unsafe extern "system" fn(vk::Device, vk::ShaderModule, *const vk::AllocationCallbacks<'_>) -> ();
     intercept::<Next, ()>(
@@ -4309,6 +4831,60 @@ pub unsafe extern "system" fn vkDestroyShaderModule(device: vk::Device, shader_m
     )
 }
 const _: vk::PFN_vkDestroyShaderModule = vkDestroyShaderModule;
+
+pub unsafe extern "system" fn vkDestroyTensorARM(device: vk::Device, tensor: u64, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyTensorARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, tensor, p_allocator))
+    },
+        |next| next(device, tensor, p_allocator),
+    )
+}
+
+pub unsafe extern "system" fn vkDestroyTensorViewARM(device: vk::Device, tensor_view: u64, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyTensorViewARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, tensor_view, p_allocator))
+    },
+        |next| next(device, tensor_view, p_allocator),
+    )
+}
+
+pub unsafe extern "system" fn vkDestroyVideoSessionKHR(device: vk::Device, video_session: vk::VideoSessionKHR, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::VideoSessionKHR, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyVideoSessionKHR,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, video_session, p_allocator))
+    },
+        |next| next(device, video_session, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyVideoSessionKHR = vkDestroyVideoSessionKHR;
+
+pub unsafe extern "system" fn vkDestroyVideoSessionParametersKHR(device: vk::Device, video_session_parameters: vk::VideoSessionParametersKHR, p_allocator: *const vk::AllocationCallbacks<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, vk::VideoSessionParametersKHR, *const vk::AllocationCallbacks<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkDestroyVideoSessionParametersKHR,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, video_session_parameters, p_allocator))
+    },
+        |next| next(device, video_session_parameters, p_allocator),
+    )
+}
+const _: vk::PFN_vkDestroyVideoSessionParametersKHR = vkDestroyVideoSessionParametersKHR;
 
 pub unsafe extern "system" fn vkDeviceWaitIdle(device: vk::Device) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device) -> vk::Result;
@@ -4490,13 +5066,79 @@ pub unsafe extern "system" fn vkGetBufferOpaqueCaptureDescriptorDataEXT(device: 
 }
 const _: vk::PFN_vkGetBufferOpaqueCaptureDescriptorDataEXT = vkGetBufferOpaqueCaptureDescriptorDataEXT;
 
+pub unsafe extern "system" fn vkGetCudaModuleCacheNV(device: vk::Device, module: vk::CudaModuleNV, p_cache_size: *mut usize, p_cache_data: *mut c_void) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, vk::CudaModuleNV, *mut usize, *mut c_void) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetCudaModuleCacheNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, module, p_cache_size, p_cache_data))
+    },
+        |next| next(device, module, p_cache_size, p_cache_data),
+    )
+}
+const _: vk::PFN_vkGetCudaModuleCacheNV = vkGetCudaModuleCacheNV;
+
+pub unsafe extern "system" fn vkGetDataGraphPipelineAvailablePropertiesARM(device: vk::Device, p_pipeline_info: *const c_void, p_properties_count: *mut u32, p_properties: *mut i32) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *mut u32, *mut i32) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetDataGraphPipelineAvailablePropertiesARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_pipeline_info, p_properties_count, p_properties))
+    },
+        |next| next(device, p_pipeline_info, p_properties_count, p_properties),
+    )
+}
+
+pub unsafe extern "system" fn vkGetDataGraphPipelinePropertiesARM(device: vk::Device, p_pipeline_info: *const c_void, properties_count: u32, p_properties: *mut c_void) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, u32, *mut c_void) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetDataGraphPipelinePropertiesARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_pipeline_info, properties_count, p_properties))
+    },
+        |next| next(device, p_pipeline_info, properties_count, p_properties),
+    )
+}
+
+pub unsafe extern "system" fn vkGetDataGraphPipelineSessionBindPointRequirementsARM(device: vk::Device, p_info: *const c_void, p_bind_point_requirement_count: *mut u32, p_bind_point_requirements: *mut c_void) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *mut u32, *mut c_void) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetDataGraphPipelineSessionBindPointRequirementsARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_info, p_bind_point_requirement_count, p_bind_point_requirements))
+    },
+        |next| next(device, p_info, p_bind_point_requirement_count, p_bind_point_requirements),
+    )
+}
+
+pub unsafe extern "system" fn vkGetDataGraphPipelineSessionMemoryRequirementsARM(device: vk::Device, p_info: *const c_void, p_memory_requirements: *mut vk::MemoryRequirements2<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *mut vk::MemoryRequirements2<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkGetDataGraphPipelineSessionMemoryRequirementsARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_info, p_memory_requirements))
+    },
+        |next| next(device, p_info, p_memory_requirements),
+    )
+}
+
 pub unsafe extern "system" fn vkGetDescriptorEXT(device: vk::Device, p_descriptor_info: *const vk::DescriptorGetInfoEXT<'_>, data_size: usize, p_descriptor: *mut c_void) -> () {
     type Next = unsafe extern "system" fn(vk::Device, *const vk::DescriptorGetInfoEXT<'_>, usize, *mut c_void) -> ();
     intercept::<Next, ()>(
         device.as_raw(),
         HookId::vkGetDescriptorEXT,
         |cx| {
-        report(cx, None, false, &[]);
+        report(cx, None, true, &[]);
         cx.down((cx.next)(device, p_descriptor_info, data_size, p_descriptor))
     },
         |next| next(device, p_descriptor_info, data_size, p_descriptor),
@@ -4614,6 +5256,20 @@ pub unsafe extern "system" fn vkGetDynamicRenderingTilePropertiesQCOM(device: vk
 }
 const _: vk::PFN_vkGetDynamicRenderingTilePropertiesQCOM = vkGetDynamicRenderingTilePropertiesQCOM;
 
+pub unsafe extern "system" fn vkGetEncodedVideoSessionParametersKHR(device: vk::Device, p_video_session_parameters_info: *const vk::VideoEncodeSessionParametersGetInfoKHR<'_>, p_feedback_info: *mut vk::VideoEncodeSessionParametersFeedbackInfoKHR<'_>, p_data_size: *mut usize, p_data: *mut c_void) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::VideoEncodeSessionParametersGetInfoKHR<'_>, *mut vk::VideoEncodeSessionParametersFeedbackInfoKHR<'_>, *mut usize, *mut c_void) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetEncodedVideoSessionParametersKHR,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_video_session_parameters_info, p_feedback_info, p_data_size, p_data))
+    },
+        |next| next(device, p_video_session_parameters_info, p_feedback_info, p_data_size, p_data),
+    )
+}
+const _: vk::PFN_vkGetEncodedVideoSessionParametersKHR = vkGetEncodedVideoSessionParametersKHR;
+
 pub unsafe extern "system" fn vkGetFenceStatus(device: vk::Device, fence: vk::Fence) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, vk::Fence) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -4624,6 +5280,32 @@ pub unsafe extern "system" fn vkGetFenceStatus(device: vk::Device, fence: vk::Fe
     )
 }
 const _: vk::PFN_vkGetFenceStatus = vkGetFenceStatus;
+
+pub unsafe extern "system" fn vkGetGpaSessionResultsAMD(device: vk::Device, gpa_session: u64, sample_i_d: u32, p_size_in_bytes: *mut usize, p_data: *mut c_void) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, u64, u32, *mut usize, *mut c_void) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetGpaSessionResultsAMD,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, gpa_session, sample_i_d, p_size_in_bytes, p_data))
+    },
+        |next| next(device, gpa_session, sample_i_d, p_size_in_bytes, p_data),
+    )
+}
+
+pub unsafe extern "system" fn vkGetGpaSessionStatusAMD(device: vk::Device, gpa_session: u64) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, u64) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetGpaSessionStatusAMD,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, gpa_session))
+    },
+        |next| next(device, gpa_session),
+    )
+}
 
 pub unsafe extern "system" fn vkGetImageViewAddressNVX(device: vk::Device, image_view: vk::ImageView, p_properties: *mut vk::ImageViewAddressPropertiesNVX<'_>) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, vk::ImageView, *mut vk::ImageViewAddressPropertiesNVX<'_>) -> vk::Result;
@@ -4664,13 +5346,27 @@ pub unsafe extern "system" fn vkGetMemoryRemoteAddressNV(device: vk::Device, p_m
 }
 const _: vk::PFN_vkGetMemoryRemoteAddressNV = vkGetMemoryRemoteAddressNV;
 
+pub unsafe extern "system" fn vkGetPipelineIndirectDeviceAddressNV(device: vk::Device, p_info: *const vk::PipelineIndirectDeviceAddressInfoNV<'_>) -> vk::DeviceAddress {
+    type Next = unsafe extern "system" fn(vk::Device, *const vk::PipelineIndirectDeviceAddressInfoNV<'_>) -> vk::DeviceAddress;
+    intercept::<Next, vk::DeviceAddress>(
+        device.as_raw(),
+        HookId::vkGetPipelineIndirectDeviceAddressNV,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_info))
+    },
+        |next| next(device, p_info),
+    )
+}
+const _: vk::PFN_vkGetPipelineIndirectDeviceAddressNV = vkGetPipelineIndirectDeviceAddressNV;
+
 pub unsafe extern "system" fn vkGetPipelineIndirectMemoryRequirementsNV(device: vk::Device, p_create_info: *const vk::ComputePipelineCreateInfo<'_>, p_memory_requirements: *mut vk::MemoryRequirements2<'_>) -> () {
     type Next = unsafe extern "system" fn(vk::Device, *const vk::ComputePipelineCreateInfo<'_>, *mut vk::MemoryRequirements2<'_>) -> ();
     intercept::<Next, ()>(
         device.as_raw(),
         HookId::vkGetPipelineIndirectMemoryRequirementsNV,
         |cx| {
-        report(cx, None, false, &[]);
+        report(cx, None, true, &[]);
         cx.down((cx.next)(device, p_create_info, p_memory_requirements))
     },
         |next| next(device, p_create_info, p_memory_requirements),
@@ -4699,6 +5395,85 @@ pub unsafe extern "system" fn vkGetSemaphoreCounterValueKHR(device: vk::Device, 
     )
 }
 const _: vk::PFN_vkGetSemaphoreCounterValue = vkGetSemaphoreCounterValueKHR;
+
+pub unsafe extern "system" fn vkGetShaderInstrumentationValuesARM(device: vk::Device, instrumentation: u64, p_metric_block_count: *mut u32, p_metric_values: *mut c_void, flags: u32) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, u64, *mut u32, *mut c_void, u32) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetShaderInstrumentationValuesARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, instrumentation, p_metric_block_count, p_metric_values, flags))
+    },
+        |next| next(device, instrumentation, p_metric_block_count, p_metric_values, flags),
+    )
+}
+
+pub unsafe extern "system" fn vkGetTensorMemoryRequirementsARM(device: vk::Device, p_info: *const c_void, p_memory_requirements: *mut vk::MemoryRequirements2<'_>) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *mut vk::MemoryRequirements2<'_>) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkGetTensorMemoryRequirementsARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_info, p_memory_requirements))
+    },
+        |next| next(device, p_info, p_memory_requirements),
+    )
+}
+
+pub unsafe extern "system" fn vkGetTensorOpaqueCaptureDataARM(device: vk::Device, tensor_count: u32, p_tensors: *const u64, p_datas: *mut c_void) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, u32, *const u64, *mut c_void) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetTensorOpaqueCaptureDataARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, tensor_count, p_tensors, p_datas))
+    },
+        |next| next(device, tensor_count, p_tensors, p_datas),
+    )
+}
+
+pub unsafe extern "system" fn vkGetTensorOpaqueCaptureDescriptorDataARM(device: vk::Device, p_info: *const c_void, p_data: *mut c_void) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *mut c_void) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetTensorOpaqueCaptureDescriptorDataARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_info, p_data))
+    },
+        |next| next(device, p_info, p_data),
+    )
+}
+
+pub unsafe extern "system" fn vkGetTensorViewOpaqueCaptureDescriptorDataARM(device: vk::Device, p_info: *const c_void, p_data: *mut c_void) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, *const c_void, *mut c_void) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetTensorViewOpaqueCaptureDescriptorDataARM,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, p_info, p_data))
+    },
+        |next| next(device, p_info, p_data),
+    )
+}
+
+pub unsafe extern "system" fn vkGetVideoSessionMemoryRequirementsKHR(device: vk::Device, video_session: vk::VideoSessionKHR, p_memory_requirements_count: *mut u32, p_memory_requirements: *mut vk::VideoSessionMemoryRequirementsKHR<'_>) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, vk::VideoSessionKHR, *mut u32, *mut vk::VideoSessionMemoryRequirementsKHR<'_>) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkGetVideoSessionMemoryRequirementsKHR,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, video_session, p_memory_requirements_count, p_memory_requirements))
+    },
+        |next| next(device, video_session, p_memory_requirements_count, p_memory_requirements),
+    )
+}
+const _: vk::PFN_vkGetVideoSessionMemoryRequirementsKHR = vkGetVideoSessionMemoryRequirementsKHR;
 
 pub unsafe extern "system" fn vkInvalidateMappedMemoryRanges(device: vk::Device, memory_range_count: u32, p_memory_ranges: *const vk::MappedMemoryRange<'_>) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, u32, *const vk::MappedMemoryRange<'_>) -> vk::Result;
@@ -4835,6 +5610,19 @@ pub unsafe extern "system" fn vkResetFences(device: vk::Device, fence_count: u32
 }
 const _: vk::PFN_vkResetFences = vkResetFences;
 
+pub unsafe extern "system" fn vkResetGpaSessionAMD(device: vk::Device, gpa_session: u64) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, u64) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkResetGpaSessionAMD,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, gpa_session))
+    },
+        |next| next(device, gpa_session),
+    )
+}
+
 pub unsafe extern "system" fn vkSetDeviceMemoryPriorityEXT(device: vk::Device, memory: vk::DeviceMemory, priority: f32) -> () {
     type Next = unsafe extern "system" fn(vk::Device, vk::DeviceMemory, f32) -> ();
     intercept::<Next, ()>(
@@ -4937,6 +5725,46 @@ pub unsafe extern "system" fn vkUpdateDescriptorSets(device: vk::Device, descrip
 }
 const _: vk::PFN_vkUpdateDescriptorSets = vkUpdateDescriptorSets;
 
+pub unsafe extern "system" fn vkUpdateIndirectExecutionSetPipelineEXT(device: vk::Device, indirect_execution_set: u64, execution_set_write_count: u32, p_execution_set_writes: *const c_void) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64, u32, *const c_void) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkUpdateIndirectExecutionSetPipelineEXT,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, indirect_execution_set, execution_set_write_count, p_execution_set_writes))
+    },
+        |next| next(device, indirect_execution_set, execution_set_write_count, p_execution_set_writes),
+    )
+}
+
+pub unsafe extern "system" fn vkUpdateIndirectExecutionSetShaderEXT(device: vk::Device, indirect_execution_set: u64, execution_set_write_count: u32, p_execution_set_writes: *const c_void) -> () {
+    type Next = unsafe extern "system" fn(vk::Device, u64, u32, *const c_void) -> ();
+    intercept::<Next, ()>(
+        device.as_raw(),
+        HookId::vkUpdateIndirectExecutionSetShaderEXT,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, indirect_execution_set, execution_set_write_count, p_execution_set_writes))
+    },
+        |next| next(device, indirect_execution_set, execution_set_write_count, p_execution_set_writes),
+    )
+}
+
+pub unsafe extern "system" fn vkUpdateVideoSessionParametersKHR(device: vk::Device, video_session_parameters: vk::VideoSessionParametersKHR, p_update_info: *const vk::VideoSessionParametersUpdateInfoKHR<'_>) -> vk::Result {
+    type Next = unsafe extern "system" fn(vk::Device, vk::VideoSessionParametersKHR, *const vk::VideoSessionParametersUpdateInfoKHR<'_>) -> vk::Result;
+    intercept::<Next, vk::Result>(
+        device.as_raw(),
+        HookId::vkUpdateVideoSessionParametersKHR,
+        |cx| {
+        report(cx, None, true, &[]);
+        cx.down((cx.next)(device, video_session_parameters, p_update_info))
+    },
+        |next| next(device, video_session_parameters, p_update_info),
+    )
+}
+const _: vk::PFN_vkUpdateVideoSessionParametersKHR = vkUpdateVideoSessionParametersKHR;
+
 pub unsafe extern "system" fn vkWaitForFences(device: vk::Device, fence_count: u32, p_fences: *const vk::Fence, wait_all: vk::Bool32, timeout: u64) -> vk::Result {
     type Next = unsafe extern "system" fn(vk::Device, u32, *const vk::Fence, vk::Bool32, u64) -> vk::Result;
     intercept::<Next, vk::Result>(
@@ -5004,7 +5832,7 @@ pub unsafe extern "system" fn vkWriteResourceDescriptorsEXT(device: vk::Device, 
         device.as_raw(),
         HookId::vkWriteResourceDescriptorsEXT,
         |cx| {
-        report(cx, None, false, &[]);
+        report(cx, None, true, &[]);
         cx.down((cx.next)(device, resource_count, p_resources, p_descriptors))
     },
         |next| next(device, resource_count, p_resources, p_descriptors),
@@ -5025,10 +5853,12 @@ const INTERCEPTS: [unsafe extern "system" fn(); HOOK_COUNT] = [
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkBindImageMemory as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkBindImageMemory2 as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkBindImageMemory2KHR as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkBindOpticalFlowSessionImageNV as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkBindTensorMemoryARM as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkBindVideoSessionMemoryKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkBuildAccelerationStructuresKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkBuildMicromapsEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkClearShaderInstrumentationMetricsARM as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCmdBeginConditionalRendering2EXT as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCmdBeginConditionalRenderingEXT as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCmdBeginCustomResolveEXT as *const ()) },
@@ -5345,6 +6175,7 @@ const INTERCEPTS: [unsafe extern "system" fn(); HOOK_COUNT] = [
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCmdWriteTimestamp as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCmdWriteTimestamp2 as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCmdWriteTimestamp2KHR as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCompileDeferredNV as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkConvertCooperativeVectorMatrixNV as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCopyAccelerationStructureKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCopyAccelerationStructureToMemoryKHR as *const ()) },
@@ -5358,24 +6189,63 @@ const INTERCEPTS: [unsafe extern "system" fn(); HOOK_COUNT] = [
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateBuffer as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateBufferView as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateComputePipelines as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateCuFunctionNVX as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateCuModuleNVX as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateCudaFunctionNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateCudaModuleNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateDataGraphPipelineSessionARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateDataGraphPipelinesARM as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateDescriptorSetLayout as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateDescriptorUpdateTemplate as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateDescriptorUpdateTemplateKHR as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateExecutionGraphPipelinesAMDX as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateExternalComputeQueueNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateGpaSessionAMD as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateGraphicsPipelines as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateImage as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateIndirectCommandsLayoutEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateIndirectCommandsLayoutNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateIndirectExecutionSetEXT as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateMicromapEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateOpticalFlowSessionNV as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreatePipelineLayout as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateRayTracingPipelinesKHR as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateRayTracingPipelinesNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateShaderInstrumentationARM as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateShaderModule as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateShadersEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateTensorARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateTensorViewARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateVideoSessionKHR as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkCreateVideoSessionParametersKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyAccelerationStructureKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyAccelerationStructureNV as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyBuffer as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyBufferView as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyCommandPool as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyCuFunctionNVX as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyCuModuleNVX as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyCudaFunctionNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyCudaModuleNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyDataGraphPipelineSessionARM as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyDescriptorUpdateTemplate as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyDescriptorUpdateTemplateKHR as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyExternalComputeQueueNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyGpaSessionAMD as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyImage as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyIndirectCommandsLayoutEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyIndirectCommandsLayoutNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyIndirectExecutionSetEXT as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyMicromapEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyOpticalFlowSessionNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyPipeline as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyShaderEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyShaderInstrumentationARM as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyShaderModule as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyTensorARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyTensorViewARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyVideoSessionKHR as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDestroyVideoSessionParametersKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkDeviceWaitIdle as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkEndCommandBuffer as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkFlushMappedMemoryRanges as *const ()) },
@@ -5391,6 +6261,11 @@ const INTERCEPTS: [unsafe extern "system" fn(); HOOK_COUNT] = [
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetBufferOpaqueCaptureAddress as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetBufferOpaqueCaptureAddressKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetBufferOpaqueCaptureDescriptorDataEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetCudaModuleCacheNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDataGraphPipelineAvailablePropertiesARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDataGraphPipelinePropertiesARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDataGraphPipelineSessionBindPointRequirementsARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDataGraphPipelineSessionMemoryRequirementsARM as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDescriptorEXT as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDescriptorSetHostMappingVALVE as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDeviceFaultInfoEXT as *const ()) },
@@ -5401,13 +6276,23 @@ const INTERCEPTS: [unsafe extern "system" fn(); HOOK_COUNT] = [
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDeviceQueue as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDeviceQueue2 as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetDynamicRenderingTilePropertiesQCOM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetEncodedVideoSessionParametersKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetFenceStatus as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetGpaSessionResultsAMD as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetGpaSessionStatusAMD as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetImageViewAddressNVX as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetMemoryFdKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetMemoryRemoteAddressNV as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetPipelineIndirectDeviceAddressNV as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetPipelineIndirectMemoryRequirementsNV as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetSemaphoreCounterValue as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetSemaphoreCounterValueKHR as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetShaderInstrumentationValuesARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetTensorMemoryRequirementsARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetTensorOpaqueCaptureDataARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetTensorOpaqueCaptureDescriptorDataARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetTensorViewOpaqueCaptureDescriptorDataARM as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkGetVideoSessionMemoryRequirementsKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkInvalidateMappedMemoryRanges as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkMapMemory as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkMapMemory2 as *const ()) },
@@ -5420,6 +6305,7 @@ const INTERCEPTS: [unsafe extern "system" fn(); HOOK_COUNT] = [
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkResetCommandBuffer as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkResetCommandPool as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkResetFences as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkResetGpaSessionAMD as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkSetDeviceMemoryPriorityEXT as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkSignalSemaphore as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkSignalSemaphoreKHR as *const ()) },
@@ -5429,6 +6315,9 @@ const INTERCEPTS: [unsafe extern "system" fn(); HOOK_COUNT] = [
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkUpdateDescriptorSetWithTemplate as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkUpdateDescriptorSetWithTemplateKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkUpdateDescriptorSets as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkUpdateIndirectExecutionSetPipelineEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkUpdateIndirectExecutionSetShaderEXT as *const ()) },
+    unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkUpdateVideoSessionParametersKHR as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkWaitForFences as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkWaitSemaphores as *const ()) },
     unsafe { std::mem::transmute::<*const (), unsafe extern "system" fn()>(vkWaitSemaphoresKHR as *const ()) },

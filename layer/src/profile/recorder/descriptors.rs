@@ -21,6 +21,11 @@ pub(super) type SetContents = BTreeMap<(u32, u32), Desc>;
 #[derive(Default, Clone)]
 pub(super) struct PointBinds {
     pipeline: Option<u64>,
+    /// Shader objects bound to this bind point's stages (`vkCmdBindShadersEXT`): stage bit →
+    /// shader. Binding a pipeline and binding shaders each disturb the other (VK_EXT_shader_object);
+    /// echo keeps both and a dispatch or draw takes the union of their accesses — never less than
+    /// the code that runs (issue 53).
+    shaders: BTreeMap<u32, u64>,
     /// Set index → (set handle, its dynamic offsets).
     sets: BTreeMap<u32, (u64, Vec<u32>)>,
     /// Set index → pushed descriptors (replace a bound set at that index).
@@ -256,12 +261,21 @@ impl Profiler {
             if *p == vk::Pipeline::null() {
                 continue;
             }
-            let b = self.stage_bindings(&i.stage).map(Arc::new);
+            let chain = Chain::of(i.p_next);
+            let b = if chain.binaries {
+                None // made from pipeline binaries: code echo has not seen
+            } else {
+                self.stage_bindings(&i.stage).map(Arc::new)
+            };
             self.pipelines.insert(raw(*p), b);
         }
     }
 
-    /// After `vkCreateGraphicsPipelines`: the union of the stages' bindings.
+    /// After `vkCreateGraphicsPipelines`: the union of the stages' bindings — its own `pStages`
+    /// and, for a link (`VkPipelineLibraryCreateInfoKHR`), every library's. A library that holds
+    /// no stage (vertex input or fragment output interface) has none; any other pipeline without
+    /// a stage, one made from binaries, and one whose library or stage echo did not reflect, is
+    /// unknown (issue 53).
     ///
     /// # Safety
     /// `infos` and `out` must hold `count` entries.
@@ -280,19 +294,128 @@ impl Profiler {
             if *p == vk::Pipeline::null() {
                 continue;
             }
-            let mut all = Some(reflect::Bindings::new());
-            if i.stage_count == 0 || i.p_stages.is_null() {
-                all = None; // a pipeline library link: stages unknown here
+            let chain = Chain::of(i.p_next);
+            let library = i.flags.contains(vk::PipelineCreateFlags::LIBRARY_KHR)
+                || chain.flags2 & LIBRARY_BIT_2 != 0;
+            let stages = if i.stage_count == 0 || i.p_stages.is_null() {
+                &[][..]
             } else {
-                for s in std::slice::from_raw_parts(i.p_stages, i.stage_count as usize) {
-                    match (self.stage_bindings(s), all.as_mut()) {
-                        (Some(b), Some(a)) => reflect::merge_into(a, &b),
-                        _ => all = None,
-                    }
+                std::slice::from_raw_parts(i.p_stages, i.stage_count as usize)
+            };
+            let mut all = Some(reflect::Bindings::new());
+            if chain.binaries || chain.shader_groups {
+                all = None; // code from binaries, or shader groups echo does not read
+            } else if stages.is_empty() && chain.libraries.is_empty() && !library {
+                all = None; // no stage named: the code is not in the create info
+            }
+            for s in stages {
+                match (self.stage_bindings(s), all.as_mut()) {
+                    (Some(b), Some(a)) => reflect::merge_into(a, &b),
+                    _ => all = None,
+                }
+            }
+            for l in &chain.libraries {
+                let lb = self.pipelines.get(l).and_then(|x| x.clone());
+                match (lb, all.as_mut()) {
+                    (Some(b), Some(a)) => reflect::merge_into(a, &b),
+                    _ => all = None,
                 }
             }
             self.pipelines.insert(raw(*p), all.map(Arc::new));
         }
+    }
+
+    /// `vkDestroyPipeline`: a recycled handle must not keep its code.
+    pub fn on_destroy_pipeline(&self, pipeline: u64) {
+        self.pipelines.remove(&pipeline);
+    }
+
+    /// After `vkCreateShadersEXT` (`VK_EXT_shader_object`): each shader's entry point reflected
+    /// when its code is SPIR-V; a binary is unknown. Handles that are null were not created.
+    ///
+    /// # Safety
+    /// `infos` and `out` must hold `count` entries.
+    pub unsafe fn on_create_shaders(
+        &self,
+        count: u32,
+        infos: *const vk::ShaderCreateInfoEXT<'_>,
+        out: *const vk::ShaderEXT,
+    ) {
+        if count == 0 || infos.is_null() || out.is_null() {
+            return;
+        }
+        let infos = std::slice::from_raw_parts(infos, count as usize);
+        let out = std::slice::from_raw_parts(out, count as usize);
+        for (i, s) in infos.iter().zip(out) {
+            if *s == vk::ShaderEXT::null() {
+                continue;
+            }
+            let b = if i.code_type == vk::ShaderCodeTypeEXT::SPIRV
+                && !i.p_code.is_null()
+                && i.code_size >= 20
+            {
+                // pCode is `void*`: copied into words whatever its alignment.
+                let bytes = std::slice::from_raw_parts(i.p_code as *const u8, i.code_size);
+                let words: Vec<u32> = bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                let name = if i.p_name.is_null() {
+                    "main".to_string()
+                } else {
+                    CStr::from_ptr(i.p_name).to_string_lossy().into_owned()
+                };
+                reflect::reflect(&words)
+                    .and_then(|m| m.entries.get(&name).cloned())
+                    .map(Arc::new)
+            } else {
+                None
+            };
+            self.shaders.insert(raw(*s), b);
+        }
+    }
+
+    /// `vkDestroyShaderEXT`.
+    pub fn on_destroy_shader(&self, shader: u64) {
+        self.shaders.remove(&shader);
+    }
+
+    /// `vkCmdBindShadersEXT`: each stage's shader bound, a null one (or a null `pShaders`)
+    /// unbinding it.
+    pub fn on_bind_shaders(&self, cmd: u64, stages: &[vk::ShaderStageFlags], shaders: &[u64]) {
+        let mut c = self.cmds.entry(cmd).or_default();
+        for (k, st) in stages.iter().enumerate() {
+            let i = if *st == vk::ShaderStageFlags::COMPUTE {
+                0
+            } else {
+                1
+            };
+            let sh = shaders.get(k).copied().unwrap_or(0);
+            if sh == 0 {
+                c.points[i].shaders.remove(&st.as_raw());
+            } else {
+                c.points[i].shaders.insert(st.as_raw(), sh);
+            }
+        }
+    }
+
+    /// The bindings of the code bound at one bind point: the pipeline's and every bound shader
+    /// object's together (`None`: nothing bound, or some of it unknown — every bound descriptor
+    /// is then read and written).
+    fn bound_code(&self, pb: &PointBinds) -> Option<Arc<reflect::Bindings>> {
+        let pipe = match pb.pipeline {
+            Some(p) => Some(self.pipelines.get(&p)?.clone()?),
+            None => None,
+        };
+        if pb.shaders.is_empty() {
+            return pipe; // the common case: a pipeline alone, no copy
+        }
+        let mut all = pipe.as_deref().cloned().unwrap_or_default();
+        for sh in pb.shaders.values() {
+            let b = self.shaders.get(sh)?.clone()?;
+            reflect::merge_into(&mut all, &b);
+        }
+        Some(Arc::new(all))
     }
 
     /// One descriptor written at `(binding, element)`: a buffer (or a texel view's buffer) is
@@ -564,10 +687,7 @@ impl Profiler {
         let mut late_uses = Vec::new();
         if let Some(c) = self.cmds.get(&cmd) {
             let pb = &c.points[graphics as usize];
-            let refl = pb
-                .pipeline
-                .and_then(|p| self.pipelines.get(&p).map(|r| r.clone()))
-                .flatten();
+            let refl = self.bound_code(pb);
             for (&set, (handle, offs)) in &pb.sets {
                 let late = self.late.sets.get(handle).map(|l| l.clone());
                 if let Some(contents) = self.sets.get(handle) {
@@ -640,5 +760,64 @@ impl Profiler {
         for (late, uses) in out {
             self.rec(Event::CmdLateUse { late, uses });
         }
+    }
+}
+
+/// `VK_PIPELINE_CREATE_2_LIBRARY_BIT_KHR` (VkPipelineCreateFlags2).
+const LIBRARY_BIT_2: u64 = 1 << 11;
+
+/// `VK_STRUCTURE_TYPE_PIPELINE_BINARY_INFO_KHR` (VK_KHR_pipeline_binary; not in ash 0.38).
+const PIPELINE_BINARY_INFO_KHR: i32 = 1_000_483_002;
+
+/// What a pipeline create info's `pNext` chain says about where its code comes from.
+#[derive(Default)]
+struct Chain {
+    /// `VkPipelineLibraryCreateInfoKHR`: the libraries linked.
+    libraries: Vec<u64>,
+    /// `VkPipelineBinaryInfoKHR` with binaries: the code comes from them.
+    binaries: bool,
+    /// `VkGraphicsPipelineShaderGroupsCreateInfoNV`: more stages, in groups.
+    shader_groups: bool,
+    /// `VkPipelineCreateFlags2CreateInfoKHR`'s flags.
+    flags2: u64,
+}
+
+impl Chain {
+    /// # Safety
+    /// `p` must be a valid `pNext` chain (or null).
+    unsafe fn of(p: *const std::ffi::c_void) -> Chain {
+        let mut c = Chain::default();
+        let mut p = p as *const vk::BaseInStructure<'_>;
+        let mut n = 0;
+        while !p.is_null() && n < 64 {
+            let st = (*p).s_type;
+            if st == vk::StructureType::PIPELINE_LIBRARY_CREATE_INFO_KHR {
+                let l = &*(p as *const vk::PipelineLibraryCreateInfoKHR<'_>);
+                c.libraries.extend(
+                    crate::dispatch::slice(l.p_libraries, l.library_count)
+                        .iter()
+                        .map(|x| raw(*x)),
+                );
+            } else if st.as_raw() == PIPELINE_BINARY_INFO_KHR {
+                // { sType, pNext, binaryCount, pPipelineBinaries }
+                #[repr(C)]
+                struct BinaryInfo {
+                    s_type: vk::StructureType,
+                    p_next: *const std::ffi::c_void,
+                    binary_count: u32,
+                    binaries: *const u64,
+                }
+                let b = &*(p as *const BinaryInfo);
+                c.binaries |= b.binary_count > 0;
+            } else if st == vk::StructureType::GRAPHICS_PIPELINE_SHADER_GROUPS_CREATE_INFO_NV {
+                c.shader_groups = true;
+            } else if st == vk::StructureType::PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR {
+                let f = &*(p as *const vk::PipelineCreateFlags2CreateInfoKHR<'_>);
+                c.flags2 = f.flags.as_raw();
+            }
+            p = (*p).p_next;
+            n += 1;
+        }
+        c
     }
 }

@@ -91,6 +91,9 @@ pub struct Profiler {
     modules: HandleMap<u64, Option<Arc<reflect::Module>>>,
     /// Pipeline → merged bindings of its stages (`None`: unknown, be conservative).
     pipelines: HandleMap<u64, Option<Arc<reflect::Bindings>>>,
+    /// Shader object (`VK_EXT_shader_object`) → its bindings (`None`: a binary, or SPIR-V that
+    /// could not be reflected: unknown).
+    shaders: HandleMap<u64, Option<Arc<reflect::Bindings>>>,
     sets: HandleMap<u64, SetContents>,
     /// Texel buffer view → (buffer, offset, range), so texel descriptors resolve to a buffer.
     views: HandleMap<u64, (u64, u64, u64)>,
@@ -305,6 +308,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         counter_value,
         modules: HandleMap::default(),
         pipelines: HandleMap::default(),
+        shaders: HandleMap::default(),
         sets: HandleMap::default(),
         views: HandleMap::default(),
         cmds: HandleMap::default(),
