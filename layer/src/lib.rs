@@ -185,11 +185,13 @@ pub fn global_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
         let f: *const () = match name {
             b"vkGetInstanceProcAddr" => vkGetInstanceProcAddr as *const (),
             b"vkCreateInstance" => instance::vkCreateInstance as *const (),
+            // The exported functions, each inside the panic guard (issue 56: the inner ones
+            // were handed out unguarded).
             b"vkEnumerateInstanceLayerProperties" => {
-                instance::vkEnumerateInstanceLayerProperties as *const ()
+                vkEnumerateInstanceLayerProperties as *const ()
             }
             b"vkEnumerateInstanceExtensionProperties" => {
-                instance::vkEnumerateInstanceExtensionProperties as *const ()
+                vkEnumerateInstanceExtensionProperties as *const ()
             }
             _ => return None,
         };
@@ -207,11 +209,9 @@ pub fn instance_hook(name: &[u8]) -> vk::PFN_vkVoidFunction {
             b"vkDestroyDevice" => device::vkDestroyDevice as *const (),
             b"vkGetDeviceProcAddr" => vkGetDeviceProcAddr as *const (),
             b"vkEnumerateDeviceExtensionProperties" => {
-                instance::vkEnumerateDeviceExtensionProperties as *const ()
+                vkEnumerateDeviceExtensionProperties as *const ()
             }
-            b"vkEnumerateDeviceLayerProperties" => {
-                instance::vkEnumerateDeviceLayerProperties as *const ()
-            }
+            b"vkEnumerateDeviceLayerProperties" => vkEnumerateDeviceLayerProperties as *const (),
             _ => return None,
         };
         Some(std::mem::transmute::<*const (), unsafe extern "system" fn()>(f))
@@ -253,6 +253,35 @@ pub unsafe fn get_device_proc_addr(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every introspection query echo hands out through `vkGetInstanceProcAddr` is the exported
+    /// function, inside the panic guard, as the loader calls it (issue 56).
+    #[test]
+    fn handed_out_queries_are_the_guarded_exports() {
+        let p = |f: vk::PFN_vkVoidFunction| f.map(|f| f as usize);
+        let cases: [(&[u8], usize); 4] = [
+            (
+                b"vkEnumerateInstanceLayerProperties",
+                vkEnumerateInstanceLayerProperties as *const () as usize,
+            ),
+            (
+                b"vkEnumerateInstanceExtensionProperties",
+                vkEnumerateInstanceExtensionProperties as *const () as usize,
+            ),
+            (
+                b"vkEnumerateDeviceLayerProperties",
+                vkEnumerateDeviceLayerProperties as *const () as usize,
+            ),
+            (
+                b"vkEnumerateDeviceExtensionProperties",
+                vkEnumerateDeviceExtensionProperties as *const () as usize,
+            ),
+        ];
+        for (n, want) in cases {
+            let got = p(global_hook(n)).or(p(instance_hook(n)));
+            assert_eq!(got, Some(want), "{}", String::from_utf8_lossy(n));
+        }
+    }
 
     /// Issue 14: budget and heap queries (`VK_EXT_memory_budget` rides on
     /// `vkGetPhysicalDeviceMemoryProperties2`) are not echo's: the application reads what the

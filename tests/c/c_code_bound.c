@@ -19,7 +19,8 @@
  *   lib_read  control: the library's vertex shader only reads D (applied)
  *
  * A driver without the extension (shader objects: Mesa 25 lavapipe only; pipeline libraries:
- * lavapipe 22.3, SwiftShader, Mesa 25) prints `MODE: unsupported: …` and exits 0 in every mode.
+ * lavapipe 22.3, SwiftShader, Mesa 25) makes a plain device, prints `MODE: unsupported: …` and
+ * exits 0 in every mode.
  * Debian 12's headers (1.3.239) lack VK_EXT_shader_object: its types are defined here from
  * vk.xml. The compute shaders are c_unfollowed_copy.h (d = s) and c_code_add_comp.h, made with
  * `glslangValidator -V --target-env vulkan1.2 --vn spv_add_comp` from
@@ -70,8 +71,19 @@ static VkDevice dev;
 static VkPhysicalDeviceMemoryProperties mp;
 static const char *mode;
 
+static VkInstance instance;
+static VkPhysicalDevice physical;
+
+/* The driver lacks what MODE needs: a plain device is still made and destroyed (so a profile has
+ * a trace and the gate a plan), the program says so and ends well. */
 static void unsupported(const char *what)
 {
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = { VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, 0, 1, &prio };
+    VkDeviceCreateInfo dci = { VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, NULL, 0, 1, &qci, 0, NULL, 0, NULL, NULL };
+    CHECK(vkCreateDevice(physical, &dci, NULL, &dev));
+    vkDestroyDevice(dev, NULL);
+    vkDestroyInstance(instance, NULL);
     printf("%s: unsupported: %s\n", mode, what);
     exit(0);
 }
@@ -392,6 +404,8 @@ int main(int argc, char **argv)
     VkInstance inst;
     CHECK(vkCreateInstance(&ici, NULL, &inst));
     VkPhysicalDevice pd = pick(inst);
+    instance = inst;
+    physical = pd;
     if (compute) device_for_shader_objects(pd);
     else device_for_libraries(pd);
 

@@ -258,10 +258,27 @@ impl Registry {
 
     fn provide(&mut self, by: &str, children: &[vk_parse::ExtensionChild]) {
         for c in children {
-            if let vk_parse::ExtensionChild::Require { items, api, .. } = c {
+            if let vk_parse::ExtensionChild::Require {
+                items, api, depends, ..
+            } = c
+            {
                 if !api_ok(api) {
                     continue;
                 }
+                // A block that needs one more extension (`depends="VK_EXT_descriptor_buffer"`
+                // inside VK_KHR_maintenance6) is that extension's surface: a device has its
+                // commands only with both, and "any of its providers" must not claim it has
+                // them with the block's extension alone.
+                let by = match depends.as_deref() {
+                    Some(d)
+                        if d.starts_with("VK_")
+                            && !d.contains([',', '+', '(', ')'])
+                            && !d.contains("_VERSION_") =>
+                    {
+                        d
+                    }
+                    _ => by,
+                };
                 for i in items {
                     if let vk_parse::InterfaceItem::Command { name, .. } = i {
                         self.providers

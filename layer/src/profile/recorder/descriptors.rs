@@ -793,11 +793,13 @@ impl Chain {
             let st = (*p).s_type;
             if st == vk::StructureType::PIPELINE_LIBRARY_CREATE_INFO_KHR {
                 let l = &*(p as *const vk::PipelineLibraryCreateInfoKHR<'_>);
-                c.libraries.extend(
-                    crate::dispatch::slice(l.p_libraries, l.library_count)
-                        .iter()
-                        .map(|x| raw(*x)),
-                );
+                if !l.p_libraries.is_null() {
+                    c.libraries.extend(
+                        std::slice::from_raw_parts(l.p_libraries, l.library_count as usize)
+                            .iter()
+                            .map(|x| raw(*x)),
+                    );
+                }
             } else if st.as_raw() == PIPELINE_BINARY_INFO_KHR {
                 // { sType, pNext, binaryCount, pPipelineBinaries }
                 #[repr(C)]
