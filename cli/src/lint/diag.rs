@@ -276,7 +276,8 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
         } else {
             format!("{} ({})", dev.name, dev.class)
         };
-        let per_iter: u64 = rows.iter().map(|c| c.bytes_per_iter).sum();
+        let copies: u64 = rows.iter().map(|c| c.copies).sum();
+        let bytes: u64 = rows.iter().map(|c| c.bytes).sum();
         let message = if let [c] = rows.as_slice() {
             format!(
                 "staging buffer #{} ({}, {}) {} device buffer #{}: {} per iteration ({} in the profiled run) moved from DRAM to the same DRAM on {device_words}, a unified-memory device",
@@ -292,79 +293,23 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
             let devs: BTreeSet<usize> = rows.iter().map(|c| c.device.number).collect();
             let devs: Vec<String> = devs.iter().map(|d| format!("#{d}")).collect();
             format!(
-                "{} staging buffers created here are copied to or from device buffer{} {}: {} per iteration moved from DRAM to the same DRAM on {device_words}, a unified-memory device",
+                "{} staging buffers created here are copied to or from device buffer{} {}: {} of {} in the profiled run moved from DRAM to the same DRAM on {device_words}, a unified-memory device",
                 rows.len(),
                 if devs.len() == 1 { "" } else { "s" },
                 devs.join(", "),
-                human_bytes(per_iter),
+                plural(copies, "copy", "copies"),
+                human_bytes(bytes),
             )
         };
-        let mut notes = Vec::new();
+        // Each row's figures, decision and change; rows alike (same device buffer, direction,
+        // decision and change: a staging buffer made afresh per call) share their notes.
         let mut pairs = Vec::new();
-        let mut seen_devices = BTreeSet::new();
-        let mut shown_chains = BTreeSet::new();
+        let mut verdicts = Vec::new();
         for c in &rows {
             let gpu_ns = inp
                 .view
                 .filter(|_| one_device)
                 .and_then(|v| pair_gpu_ns(v, c.staging.number, c.device.number));
-            let gpu_per_iter = gpu_ns.map(|t| t / c.iterations.max(1) as f64);
-            let time = match (gpu_ns, gpu_per_iter) {
-                (Some(t), Some(it)) if c.iterations > 1 => format!(
-                    "; its copies took {} of GPU time in the profiled run ({} per iteration)",
-                    human_ns(t),
-                    human_ns(it)
-                ),
-                (Some(t), _) => format!(
-                    "; its copies took {} of GPU time in the profiled run",
-                    human_ns(t)
-                ),
-                _ => String::new(),
-            };
-            notes.push(Note {
-                location: None,
-                message: format!(
-                    "staging buffer #{} ({}, {}) {} device buffer #{} ({}, {}): {} per iteration, {} per iteration ({} of {} in the profiled run){time}",
-                    c.staging.number,
-                    human_bytes(c.staging.size),
-                    usage_names(c.staging.usage),
-                    role_verb(c.role),
-                    c.device.number,
-                    human_bytes(c.device.size),
-                    usage_names(c.device.usage),
-                    per_iteration(c.copies_per_iter),
-                    human_bytes(c.bytes_per_iter),
-                    plural(c.copies, "copy", "copies"),
-                    human_bytes(c.bytes),
-                ),
-            });
-            let dsite = site_of(c, c.device.number);
-            if seen_devices.insert((c.device_index, c.device.number)) {
-                if let Some(ds) = dsite {
-                    notes.push(Note {
-                        location: Some(ds.place.clone()),
-                        message: format!(
-                            "device buffer #{} ({}, {}) is created here",
-                            c.device.number,
-                            human_bytes(c.device.size),
-                            usage_names(c.device.usage)
-                        ),
-                    });
-                }
-            }
-            if let Some(st) = site_of(c, c.staging.number) {
-                if !st.helpers.is_empty() && shown_chains.insert(st.helpers.clone()) {
-                    let chain: Vec<String> = st.helpers.iter().map(Place::describe).collect();
-                    notes.push(Note {
-                        location: None,
-                        message: format!(
-                            "staging buffer #{} is created through {}",
-                            c.staging.number,
-                            chain.join(" ← ")
-                        ),
-                    });
-                }
-            }
             let (accepted, verdict, change) = match &c.decision {
                 Decision::Accepted {
                     group, direction, ..
@@ -401,14 +346,7 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
                     },
                 ),
             };
-            notes.push(Note {
-                location: None,
-                message: verdict,
-            });
-            notes.push(Note {
-                location: None,
-                message: change.clone(),
-            });
+            verdicts.push(verdict);
             pairs.push(PairFinding {
                 device_index: c.device_index,
                 staging: c.staging.number,
@@ -422,10 +360,129 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
                 copies_per_iter: c.copies_per_iter,
                 bytes_per_iter: c.bytes_per_iter,
                 gpu_ns,
-                gpu_ns_per_iter: gpu_per_iter,
+                gpu_ns_per_iter: gpu_ns.map(|t| t / c.iterations.max(1) as f64),
                 accepted,
                 decision: echo_analyzer::report::decision(c),
                 change,
+            });
+        }
+        let mut clusters: Vec<Vec<usize>> = Vec::new();
+        for i in 0..rows.len() {
+            let alike = |j: usize| {
+                let (a, b) = (rows[i], rows[j]);
+                a.device_index == b.device_index
+                    && a.device.number == b.device.number
+                    && a.role == b.role
+                    && verdicts[i] == verdicts[j]
+                    && pairs[i].change == pairs[j].change
+            };
+            match clusters.iter_mut().find(|k| alike(k[0])) {
+                Some(k) => k.push(i),
+                None => clusters.push(vec![i]),
+            }
+        }
+        let mut notes = Vec::new();
+        let mut seen_devices = BTreeSet::new();
+        let mut shown_chains = BTreeSet::new();
+        for k in &clusters {
+            let c = rows[k[0]];
+            let gpu: Option<f64> = k.iter().map(|&i| pairs[i].gpu_ns).sum();
+            let what = if let [i] = k.as_slice() {
+                let p = &pairs[*i];
+                let time = match (p.gpu_ns, p.gpu_ns_per_iter) {
+                    (Some(t), Some(it)) if c.iterations > 1 => format!(
+                        "; its copies took {} of GPU time in the profiled run ({} per iteration)",
+                        human_ns(t),
+                        human_ns(it)
+                    ),
+                    (Some(t), _) => format!(
+                        "; its copies took {} of GPU time in the profiled run",
+                        human_ns(t)
+                    ),
+                    _ => String::new(),
+                };
+                format!(
+                    "staging buffer #{} ({}, {}) {} device buffer #{} ({}, {}): {} per iteration, {} per iteration ({} of {} in the profiled run){time}",
+                    c.staging.number,
+                    human_bytes(c.staging.size),
+                    usage_names(c.staging.usage),
+                    role_verb(c.role),
+                    c.device.number,
+                    human_bytes(c.device.size),
+                    usage_names(c.device.usage),
+                    per_iteration(c.copies_per_iter),
+                    human_bytes(c.bytes_per_iter),
+                    plural(c.copies, "copy", "copies"),
+                    human_bytes(c.bytes),
+                )
+            } else {
+                let nums: Vec<String> = k
+                    .iter()
+                    .map(|&i| format!("#{}", rows[i].staging.number))
+                    .collect();
+                let sizes: BTreeSet<u64> = k.iter().map(|&i| rows[i].staging.size).collect();
+                let size = match (sizes.first(), sizes.last()) {
+                    (Some(a), Some(b)) if a == b => format!("each {}", human_bytes(*a)),
+                    (Some(a), Some(b)) => format!("{} to {}", human_bytes(*a), human_bytes(*b)),
+                    _ => String::new(),
+                };
+                let n_copies: u64 = k.iter().map(|&i| rows[i].copies).sum();
+                let n_bytes: u64 = k.iter().map(|&i| rows[i].bytes).sum();
+                let per_sub = n_bytes / k.iter().map(|&i| rows[i].iterations).sum::<u64>().max(1);
+                format!(
+                    "staging buffers {} ({size}, {}) {} device buffer #{} ({}, {}): {} of {} in the profiled run, {} per submission that copies{}",
+                    nums.join(", "),
+                    usage_names(c.staging.usage),
+                    role_verb(c.role).replace("is ", "are ").replace("receives", "receive"),
+                    c.device.number,
+                    human_bytes(c.device.size),
+                    usage_names(c.device.usage),
+                    plural(n_copies, "copy", "copies"),
+                    human_bytes(n_bytes),
+                    human_bytes(per_sub),
+                    match gpu {
+                        Some(t) => format!("; their copies took {} of GPU time in the profiled run", human_ns(t)),
+                        None => String::new(),
+                    }
+                )
+            };
+            notes.push(Note {
+                location: None,
+                message: what,
+            });
+            if seen_devices.insert((c.device_index, c.device.number)) {
+                if let Some(ds) = site_of(c, c.device.number) {
+                    notes.push(Note {
+                        location: Some(ds.place.clone()),
+                        message: format!(
+                            "device buffer #{} ({}, {}) is created here",
+                            c.device.number,
+                            human_bytes(c.device.size),
+                            usage_names(c.device.usage)
+                        ),
+                    });
+                }
+            }
+            if let Some(st) = site_of(c, c.staging.number) {
+                if !st.helpers.is_empty() && shown_chains.insert(st.helpers.clone()) {
+                    let chain: Vec<String> = st.helpers.iter().map(Place::describe).collect();
+                    notes.push(Note {
+                        location: None,
+                        message: format!(
+                            "staging buffer #{} is created through {}",
+                            c.staging.number,
+                            chain.join(" ← ")
+                        ),
+                    });
+                }
+            }
+            notes.push(Note {
+                location: None,
+                message: verdicts[k[0]].clone(),
+            });
+            notes.push(Note {
+                location: None,
+                message: pairs[k[0]].change.clone(),
             });
         }
         // Library frames inside the program's call (of the first row's staging buffer; the

@@ -102,7 +102,7 @@ fn location(p: &Place, note: Option<&str>) -> Location {
 fn result(d: &Diagnostic) -> Result {
     let mut text = d.message.clone();
     for n in &d.notes {
-        text.push_str("\n");
+        text.push('\n');
         if let Some(p) = &n.location {
             text.push_str(&format!("{}: ", p.prefix()));
         }
