@@ -484,6 +484,12 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
                 location: None,
                 message: pairs[k[0]].change.clone(),
             });
+            if pairs[k[0]].accepted && made_by_vma(site_of(c, c.device.number)) {
+                notes.push(Note {
+                    location: None,
+                    message: vma_note(c.role),
+                });
+            }
         }
         // Library frames inside the program's call (of the first row's staging buffer; the
         // others at this site share the place).
@@ -572,6 +578,29 @@ fn accepted_change(
     format!(
         "to change: on a unified-memory device allocate device buffer #{} from {ty} and map it, {access}, and drop the staging buffer and its copies; {keep}",
         c.device.number
+    )
+}
+
+/// Whether a buffer was created by the Vulkan Memory Allocator (`vmaCreateBuffer` among the
+/// library frames of its site).
+fn made_by_vma(site: Option<&Site>) -> bool {
+    site.is_some_and(|s| {
+        s.library.iter().any(|p| {
+            p.function
+                .as_deref()
+                .is_some_and(|f| f.starts_with("vmaCreateBuffer"))
+        })
+    })
+}
+
+/// The same change in VMA's terms (its documentation, "Advanced data uploading").
+fn vma_note(role: Role) -> String {
+    let access = match role {
+        Role::Upload => "VMA_ALLOCATION_CREATE_HOST_ACCESS_SEQUENTIAL_WRITE_BIT",
+        Role::Readback | Role::Both => "VMA_ALLOCATION_CREATE_HOST_ACCESS_RANDOM_BIT",
+    };
+    format!(
+        "with VMA: create the device buffer with VMA_MEMORY_USAGE_AUTO and {access} | VMA_ALLOCATION_CREATE_HOST_ACCESS_ALLOW_TRANSFER_INSTEAD_BIT | VMA_ALLOCATION_CREATE_MAPPED_BIT; where vmaGetAllocationMemoryProperties says HOST_VISIBLE, use its mapping and skip the staging buffer (VMA's \"Advanced data uploading\")"
     )
 }
 

@@ -128,8 +128,7 @@ fn profile(argv: &[String], trace: &std::path::Path) -> Result<(), String> {
         .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
     if let Some(how) = launch::failure(status) {
         return Err(format!(
-            "the program {how} (exit status {}); nothing to lint: fix the run first, or lint a trace of a run that worked",
-            launch::exit_code(status)
+            "the program {how}; nothing to lint: fix the run first, or lint a trace of a run that worked"
         ));
     }
     if !trace.exists() {
