@@ -3,7 +3,8 @@
 //! the mapping: a place with a file and line is a physical location with a region (relative
 //! paths against `%SRCROOT%`); one without is the module's file plus a logical location naming
 //! the function; notes with a place are related locations; the notes' text, the change to make
-//! included, is the message's second part; the figures are the result's properties.
+//! included, is the message's second part; the figures (the site's copies and bytes in the
+//! profiled run, each pair as `--format json` gives it) are the result's properties.
 
 use super::diag::{Diagnostic, RULE};
 use super::sites::Place;
@@ -115,8 +116,12 @@ fn result(d: &Diagnostic) -> Result {
         .collect();
     let mut props = BTreeMap::new();
     props.insert(
-        "bytesPerIteration".to_string(),
-        serde_json::json!(d.pairs.iter().map(|p| p.bytes_per_iter).sum::<u64>()),
+        "copies".to_string(),
+        serde_json::json!(d.pairs.iter().map(|p| p.copies).sum::<u64>()),
+    );
+    props.insert(
+        "bytes".to_string(),
+        serde_json::json!(d.pairs.iter().map(|p| p.bytes).sum::<u64>()),
     );
     props.insert(
         "pairs".to_string(),
