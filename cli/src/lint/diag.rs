@@ -271,16 +271,25 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
             .get(&rows[0].device_index)
             .cloned()
             .unwrap_or_default();
-        let device_words = if dev.name.is_empty() {
-            format!("this {} device", dev.class)
+        let name = if dev.name.is_empty() {
+            "this device".to_string()
         } else {
-            format!("{} ({})", dev.name, dev.class)
+            dev.name.clone()
+        };
+        // Buffer numbers are per device: a trace of several names the device.
+        let device_words = if one_device {
+            format!("{name}, a unified-memory device ({})", dev.class)
+        } else {
+            format!(
+                "device {} ({name}), a unified-memory device ({})",
+                rows[0].device_index, dev.class
+            )
         };
         let copies: u64 = rows.iter().map(|c| c.copies).sum();
         let bytes: u64 = rows.iter().map(|c| c.bytes).sum();
         let message = if let [c] = rows.as_slice() {
             format!(
-                "staging buffer #{} ({}, {}) {} device buffer #{}: {} per iteration ({} in the profiled run) moved from DRAM to the same DRAM on {device_words}, a unified-memory device",
+                "staging buffer #{} ({}, {}) {} device buffer #{}: {} per iteration ({} in the profiled run) moved from DRAM to the same DRAM on {device_words}",
                 c.staging.number,
                 human_bytes(c.staging.size),
                 usage_names(c.staging.usage),
@@ -292,8 +301,15 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
         } else {
             let devs: BTreeSet<usize> = rows.iter().map(|c| c.device.number).collect();
             let devs: Vec<String> = devs.iter().map(|d| format!("#{d}")).collect();
+            let verb = if rows.iter().all(|c| c.role == Role::Upload) {
+                "are copied into"
+            } else if rows.iter().all(|c| c.role == Role::Readback) {
+                "receive copies of"
+            } else {
+                "are copied to or from"
+            };
             format!(
-                "{} staging buffers created here are copied to or from device buffer{} {}: {} of {} in the profiled run moved from DRAM to the same DRAM on {device_words}, a unified-memory device",
+                "{} staging buffers created here {verb} device buffer{} {}: {} of {} in the profiled run moved from DRAM to the same DRAM on {device_words}",
                 rows.len(),
                 if devs.len() == 1 { "" } else { "s" },
                 devs.join(", "),
@@ -642,6 +658,55 @@ pub fn text(diags: &[Diagnostic]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn place(file: Option<&str>, line: Option<u32>, func: &str) -> Place {
+        Place {
+            file: file.map(str::to_string),
+            line,
+            column: line.map(|_| 9),
+            function: Some(func.into()),
+            module: "app".into(),
+            module_path: Some("/home/me/app".into()),
+            offset: 0x1234,
+            symbol_offset: file.is_none().then_some(0x4f),
+        }
+    }
+
+    /// The compiler form: `place: warning: … [rule]`, then `note:` lines, located ones with
+    /// their place; without lines, `module(function+0xoff)` and how to get them.
+    #[test]
+    fn text_is_the_compiler_form() {
+        let at = place(Some("src/main.c"), Some(42), "upload");
+        let dev = place(Some("src/main.c"), Some(40), "upload");
+        let d = Diagnostic {
+            rule: RULE.into(),
+            level: "warning".into(),
+            location: at,
+            message: "staging buffer #1 is copied into device buffer #2".into(),
+            notes: vec![
+                Note {
+                    location: Some(dev),
+                    message: "device buffer #2 is created here".into(),
+                },
+                Note {
+                    location: None,
+                    message: "to change: map it".into(),
+                },
+            ],
+            pairs: Vec::new(),
+        };
+        assert_eq!(
+            text(&[d]),
+            "src/main.c:42:9: warning: staging buffer #1 is copied into device buffer #2 [uma-self-copy]\n\
+             src/main.c:40:9: note: device buffer #2 is created here\n\
+             note: to change: map it\n"
+        );
+        let bare = place(None, None, "upload_run");
+        assert_eq!(bare.prefix(), "app(upload_run+0x4f)");
+        let n = no_lines_note(&bare, "/usr/lib/debug");
+        assert!(n.starts_with("app has a symbol table but no line information"));
+        assert!(n.contains("`-g`") && n.contains("/usr/lib/debug/.build-id"));
+    }
 
     #[test]
     fn memory_table_and_flags_read() {
