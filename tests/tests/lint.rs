@@ -10,7 +10,8 @@
 //! - the C corpus: c_vkfft (built with `-g`, tests/c/c_vkfft.c) at its two `transfer(…)` calls,
 //!   the staging helper's frames as a note; c_upload (no debug info) by module and symbol, with
 //!   how to get lines;
-//! - bad input: a missing or corrupt trace, a program that fails or writes no trace.
+//! - bad input: a missing or corrupt trace, a program that fails or writes no trace, `--trace`
+//!   without a program.
 
 use echo_tests::samples::samples_bin;
 use echo_tests::world::{artifact, c_spv, program, repo_root, scratch};
@@ -328,6 +329,10 @@ fn bad_input_is_refused_with_the_reason() {
             "the program exited with status 1",
         ),
         (vec!["lint", "--", "true"], "wrote no trace"),
+        (
+            vec!["lint", "--trace", "t.jsonl", corrupt.to_str().unwrap()],
+            "give the program after `--`",
+        ),
     ] {
         let out = vkecho(&args);
         let err = text(&out.stderr);

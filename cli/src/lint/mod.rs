@@ -40,12 +40,9 @@ pub enum Deny {
 /// `vkecho lint [TRACE | -- CMD ARGS...]`.
 #[derive(clap::Args)]
 #[command(
-    long_about = "Prints one diagnostic per place in the program's own code that creates a \
-staging buffer which copies to or from a device buffer on a unified-memory device (DRAM to the \
-same DRAM), in the form compilers print (`path:line:col: warning: ...`, then `note:` lines): \
-what the buffers are, what echo saw (bytes per iteration, GPU time), and the change that removes \
-the copy at the source. Reads a trace of `vkecho profile`, or profiles CMD first. Exit status: 0; \
-1 with --deny warnings when a diagnostic was printed; 2 when there was nothing to lint."
+    after_help = "Exit status: 0; 1 with --deny warnings when a diagnostic was printed; 2 \
+when there was nothing to lint (a missing or unreadable trace, a program that failed or wrote no \
+trace). docs/lint.md explains the diagnostics."
 )]
 pub struct Args {
     /// A trace written by the layer in profile mode (`vkecho profile --trace FILE`); `-` reads
@@ -80,7 +77,7 @@ pub struct Args {
     #[arg(long, value_name = "K", value_parser = copies)]
     pub min_copies: Option<u64>,
     /// With `-- CMD`: keep the trace there (default: a new file in the temp dir)
-    #[arg(long, value_name = "FILE", requires = "command")]
+    #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// The program to profile and its arguments, after `--`
     #[arg(last = true, value_name = "CMD")]
@@ -141,6 +138,9 @@ fn profile(argv: &[String], trace: &std::path::Path) -> Result<(), String> {
 }
 
 pub fn main(args: &Args) -> i32 {
+    if args.trace.is_some() && args.command.is_empty() {
+        return fail("--trace FILE is where a profiled run's trace is kept: give the program after `--`, or name an existing trace as TRACE");
+    }
     let (path, trace) = if args.command.is_empty() {
         let p = args.trace_in.clone().unwrap_or_else(|| "-".into());
         match load(&p) {
