@@ -198,6 +198,18 @@ fn sarif_schema() -> Value {
     serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
 }
 
+fn assert_valid(validator: &jsonschema::Validator, log: &Value) {
+    let errors: Vec<String> = validator
+        .iter_errors(log)
+        .map(|e| format!("{}: {e}", e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "SARIF schema errors:\n{}",
+        errors.join("\n")
+    );
+}
+
 #[test]
 fn sarif_validates_against_the_schema_with_one_result_per_site() {
     let (trace, text_out) = saxpy();
@@ -214,15 +226,7 @@ fn sarif_validates_against_the_schema_with_one_result_per_site() {
         schema["title"]
     );
     let validator = jsonschema::draft7::new(&schema).expect("the schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(&log)
-        .map(|e| format!("{}: {e}", e.instance_path))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "SARIF schema errors:\n{}",
-        errors.join("\n")
-    );
+    assert_valid(&validator, &log);
     // A log the validator refuses, so that the check above can fail.
     let mut bad = log.clone();
     bad["runs"][0]["results"][0]["level"] = "loud".into();
@@ -304,12 +308,33 @@ fn without_debug_info_the_module_and_symbol_are_named_with_how_to_get_lines() {
             .any(|n| n.contains("no line information") && n.contains("`-g`")),
         "{notes:?}"
     );
-    let t = vkecho(&["lint", "--", &exe, "3", &spv]);
+    let trace = scratch("upload").join("upload.trace");
+    let t = vkecho(&[
+        "lint",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--",
+        &exe,
+        "3",
+        &spv,
+    ]);
     let first = warnings(&text(&t.stdout))[0].to_string();
     assert!(
         first.starts_with("c_upload(") && first.contains("+0x"),
         "{first}"
     );
+    // In SARIF: the module's file and a logical location naming the function, still valid.
+    let s = vkecho(&["lint", trace.to_str().unwrap(), "--format", "sarif"]);
+    let log: Value = serde_json::from_slice(&s.stdout).expect("SARIF is JSON");
+    let validator = jsonschema::draft7::new(&sarif_schema()).expect("the schema compiles");
+    assert_valid(&validator, &log);
+    let loc = &log["runs"][0]["results"][0]["locations"][0];
+    assert_eq!(
+        loc["physicalLocation"]["artifactLocation"]["uri"],
+        format!("file://{exe}")
+    );
+    assert!(loc["physicalLocation"].get("region").is_none());
+    assert_eq!(loc["logicalLocations"][0]["kind"], "function");
 }
 
 #[test]
