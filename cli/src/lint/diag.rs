@@ -224,7 +224,12 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
             );
         }
     }
-    let types = memory_types(&trace.header.context.memory_table);
+    // The header holds one memory table: with several devices it may be another device's.
+    let types = if devices.len() <= 1 {
+        memory_types(&trace.header.context.memory_table)
+    } else {
+        Vec::new()
+    };
     let exe = trace.header.context.exe_path.clone();
     let unknown = Place {
         file: None,
