@@ -243,8 +243,10 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
     };
     let one_device = devices.len() <= 1;
 
-    // Group the rows by the staging buffer's site.
-    let mut by_site: BTreeMap<Place, Vec<&CandidateRow>> = BTreeMap::new();
+    // Group the rows by the staging buffer's site: its file, line and column (two calls on one
+    // line are one site), else its return address.
+    type SiteKey = (Option<String>, Option<u32>, Option<u32>, String);
+    let mut by_site: BTreeMap<SiteKey, (Place, Vec<&CandidateRow>)> = BTreeMap::new();
     let mut below = 0;
     for c in &inp.analysis.candidates {
         if matches!(
@@ -262,7 +264,21 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
             .and_then(|&i| bufs[i].site.as_ref())
             .map(|s| s.place.clone())
             .unwrap_or_else(|| unknown.clone());
-        by_site.entry(place).or_default().push(c);
+        let key = (
+            place.file.clone(),
+            place.line,
+            place.column,
+            if place.has_line() {
+                String::new()
+            } else {
+                format!("{}+{:#x}", place.module, place.offset)
+            },
+        );
+        by_site
+            .entry(key)
+            .or_insert_with(|| (place, Vec::new()))
+            .1
+            .push(c);
     }
 
     let site_of = |c: &CandidateRow, n: usize| -> Option<&Site> {
@@ -271,7 +287,7 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
             .and_then(|&i| bufs[i].site.as_ref())
     };
     let mut out = Vec::new();
-    for (place, rows) in by_site {
+    for (_, (place, rows)) in by_site {
         let dev = dev_info
             .get(&rows[0].device_index)
             .cloned()
