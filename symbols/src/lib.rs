@@ -16,6 +16,9 @@
 //! A site is the innermost frame of the application's own code. When that frame is shared by
 //! buffers created from different places (a helper such as `create_buffer`), the caller that
 //! tells them apart follows: `create_buffer (vk.rs:435) ← … ← upload_inputs (saxpy.rs:52)`.
+//!
+//! [`Symbolizer::source_frames`] gives a stack's every frame instead, inlined calls expanded, with
+//! file, line and column, library frames included: what `vkecho lint` chooses its sites from.
 
 use echo_analyzer::analysis::{app_frame, plain_site};
 use echo_analyzer::trace::{Frame, Module, Trace};
