@@ -71,7 +71,7 @@ pub fn usage_names(usage: u32) -> String {
     }
 }
 
-fn direction_words(d: Direction) -> &'static str {
+pub fn direction_words(d: Direction) -> &'static str {
     match d {
         Direction::DeviceIntoStaging => "device into staging",
         Direction::StagingIntoDevice => "staging into device",

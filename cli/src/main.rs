@@ -10,6 +10,7 @@ mod demo;
 mod doctor;
 mod install;
 mod launch;
+mod lint;
 mod paths;
 mod plan;
 mod profile;
@@ -46,6 +47,9 @@ enum Command {
     Profile(profile::Args),
     /// Turn a profile trace into a plan, with every decision explained
     Analyze(analyze::Args),
+    /// Where the program copies memory to itself on a unified-memory device, as compiler
+    /// diagnostics (text, JSON, SARIF) for its authors and their CI
+    Lint(lint::Args),
     /// Run CMD enforcing PLAN, or in auto mode without --plan (enforce the cached plan, else
     /// profile and write it); print which plan and what it saved
     Run(run::Args),
@@ -86,6 +90,7 @@ fn main() {
         Command::Uninstall(a) => install::main(&a.to_opts(), true),
         Command::Analyze(a) => analyze::main(a),
         Command::Profile(a) => profile::main(a),
+        Command::Lint(a) => lint::main(a),
         Command::Run(a) => run::main(a),
         Command::Calibrate(a) => calibrate::main(a),
         Command::Demo(a) => demo::main(a),

@@ -16,6 +16,9 @@
 //! A site is the innermost frame of the application's own code. When that frame is shared by
 //! buffers created from different places (a helper such as `create_buffer`), the caller that
 //! tells them apart follows: `create_buffer (vk.rs:435) ← … ← upload_inputs (saxpy.rs:52)`.
+//!
+//! [`Symbolizer::source_frames`] gives a stack's every frame instead, inlined calls expanded, with
+//! file, line and column, library frames included: what `vkecho lint` chooses its sites from.
 
 use echo_analyzer::analysis::{app_frame, plain_site};
 use echo_analyzer::trace::{Frame, Module, Trace};
@@ -31,14 +34,64 @@ pub const DEBUG_ROOT: &str = "/usr/lib/debug";
 /// What one frame resolved to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Resolved {
-    /// Debug info: function and `file:line`.
-    Line { func: String, loc: String },
+    /// Debug info: function, file (relative to the working directory when under it), line and
+    /// column (0: none).
+    Line {
+        func: String,
+        file: String,
+        line: u32,
+        col: u32,
+    },
     /// Symbol table only: function and the offset into it.
     Symbol { func: String, off: u64 },
 }
 
-/// `(module, offset)` → what it resolved to, when anything did.
-type Cache = HashMap<(String, u64), Option<Resolved>>;
+impl Resolved {
+    /// `file:line`, the form sites are shown in.
+    fn loc(&self) -> Option<String> {
+        match self {
+            Resolved::Line { file, line, .. } => Some(format!("{file}:{line}")),
+            Resolved::Symbol { .. } => None,
+        }
+    }
+}
+
+/// `(module, offset)` → what it resolved to: with debug info the chain of inlined frames there,
+/// innermost first; else the symbol; empty when nothing did.
+type Cache = HashMap<(String, u64), Vec<Resolved>>;
+
+/// One frame of a creation stack as the module's files tell it (`vkecho lint`, issue 57):
+/// a physical frame with inlined calls is several of these, innermost first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFrame {
+    /// The module as the trace names it, and the return address's offset in it.
+    pub module: String,
+    pub offset: u64,
+    /// The function (demangled), when a symbol or debug info names it.
+    pub function: Option<String>,
+    /// Source file (relative to the working directory when under it), line and column, when
+    /// debug info has them (column: `None` where the compiler wrote none).
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    /// Offset into `function` when only a symbol table named it.
+    pub symbol_offset: Option<u64>,
+    /// The module's file as the trace recorded it (full path), when it did.
+    pub module_path: Option<String>,
+}
+
+impl SourceFrame {
+    /// Whether the source is the Rust standard library or a crate from a registry or git
+    /// checkout (code the program's authors did not write), by its file or, without one, its
+    /// function's name.
+    pub fn in_library_source(&self) -> bool {
+        match (&self.file, &self.function) {
+            (Some(f), _) => is_library_source(f),
+            (None, Some(func)) => is_library_function(func),
+            (None, None) => false,
+        }
+    }
+}
 
 type Slice = gimli::EndianRcSlice<gimli::RunTimeEndian>;
 
@@ -351,16 +404,16 @@ impl Symbolizer {
     /// A return address (module-relative `offset`) in a loaded module. The byte before it is
     /// looked up (the call instruction). With debug info, the innermost frame (of the inlined
     /// chain there) that is not in library sources, else the innermost one.
-    fn resolve(&self, loaded: &Loaded, offset: u64) -> Option<Resolved> {
+    fn resolve(&self, loaded: &Loaded, offset: u64) -> Vec<Resolved> {
         let probe = offset.saturating_sub(1);
         let sym = lookup(&loaded.symbols, probe);
+        let mut chain = Vec::new();
         if let Some(ctx) = &loaded.dwarf {
             if let Ok(mut frames) = ctx.find_frames(probe).skip_all_loads() {
-                let mut innermost: Option<Resolved> = None;
                 while let Ok(Some(f)) = frames.next() {
-                    let Some(loc) = f.location.as_ref().and_then(|l| {
+                    let Some((file, line, col)) = f.location.as_ref().and_then(|l| {
                         let line = l.line.filter(|&n| n > 0)?;
-                        Some(format!("{}:{line}", l.file?))
+                        Some((l.file?, line, l.column.unwrap_or(0)))
                     }) else {
                         continue;
                     };
@@ -371,25 +424,31 @@ impl Symbolizer {
                         .map(|n| demangle(&n))
                         .or_else(|| sym.map(|(s, _)| demangle(&s.name)))
                         .unwrap_or_default();
-                    let library = is_library_source(&loc);
-                    let r = Resolved::Line {
+                    chain.push(Resolved::Line {
                         func,
-                        loc: self.relative(&loc),
-                    };
-                    if !library {
-                        return Some(r);
-                    }
-                    innermost.get_or_insert(r);
-                }
-                if innermost.is_some() {
-                    return innermost;
+                        file: self.relative(file),
+                        line,
+                        col,
+                    });
                 }
             }
         }
-        sym.map(|(s, off)| Resolved::Symbol {
-            func: demangle(&s.name),
-            off: off + 1,
-        })
+        if chain.is_empty() {
+            chain.extend(sym.map(|(s, off)| Resolved::Symbol {
+                func: demangle(&s.name),
+                off: off + 1,
+            }));
+        }
+        chain
+    }
+
+    /// What a site shows of a frame's inline chain: the innermost frame there that is not in
+    /// library sources, else the innermost one.
+    fn pick(chain: &[Resolved]) -> Option<&Resolved> {
+        chain
+            .iter()
+            .find(|r| r.loc().is_some_and(|l| !is_library_source(&l)))
+            .or_else(|| chain.first())
     }
 
     /// Symbolize every creation stack of a trace: each module's files are read once.
@@ -416,7 +475,10 @@ impl Symbolizer {
                     None
                 };
                 for o in offsets {
-                    let v = loaded.as_ref().and_then(|l| self.resolve(l, o));
+                    let v = loaded
+                        .as_ref()
+                        .map(|l| self.resolve(l, o))
+                        .unwrap_or_default();
                     cache.insert((module.clone(), o), v);
                 }
             }
@@ -448,19 +510,23 @@ impl Symbolizer {
         let mut out = Vec::new();
         for f in &stack[start.min(stack.len())..] {
             let base = f.module.rsplit('/').next().unwrap_or(&f.module);
-            match cache.get(&(f.module.clone(), f.offset)) {
-                Some(Some(Resolved::Line { func, loc })) => {
-                    if is_library_source(loc) {
+            let picked = cache
+                .get(&(f.module.clone(), f.offset))
+                .and_then(|c| Self::pick(c));
+            match picked {
+                Some(r @ Resolved::Line { func, .. }) => {
+                    let loc = r.loc().unwrap_or_default();
+                    if is_library_source(&loc) {
                         continue;
                     }
                     let s = if func.is_empty() || func == "??" {
-                        loc.clone()
+                        loc
                     } else {
                         format!("{func} ({loc})")
                     };
                     out.push((s, None));
                 }
-                Some(Some(Resolved::Symbol { func, off })) => {
+                Some(Resolved::Symbol { func, off }) => {
                     if is_library_function(func) {
                         continue;
                     }
@@ -501,6 +567,63 @@ impl Symbolizer {
             2 => format!("{first} ← {}", frames[1]),
             _ => format!("{first} ← … ← {}", frames[k - 1]),
         }
+    }
+
+    /// Every frame of a creation stack past the Vulkan loader and layers, as the module's files
+    /// tell it: inlined calls expanded (innermost first), library frames included
+    /// (`SourceFrame::in_library_source`), unresolved frames with their module and offset only.
+    pub fn source_frames(&self, stack: &[Frame]) -> Vec<SourceFrame> {
+        let cache = self.cache.borrow();
+        let modules = self.modules.borrow();
+        let start = app_frame(stack)
+            .and_then(|f| stack.iter().position(|g| std::ptr::eq(f, g)))
+            .unwrap_or(0);
+        let mut out = Vec::new();
+        for f in &stack[start.min(stack.len())..] {
+            let plain = SourceFrame {
+                module: f.module.clone(),
+                offset: f.offset,
+                function: None,
+                file: None,
+                line: None,
+                column: None,
+                symbol_offset: None,
+                module_path: modules
+                    .get(&f.module)
+                    .map(|m| m.path.clone())
+                    .filter(|p| !p.is_empty()),
+            };
+            let chain = cache
+                .get(&(f.module.clone(), f.offset))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if chain.is_empty() {
+                out.push(plain);
+                continue;
+            }
+            for r in chain {
+                out.push(match r {
+                    Resolved::Line {
+                        func,
+                        file,
+                        line,
+                        col,
+                    } => SourceFrame {
+                        function: Some(func.clone()).filter(|f| !f.is_empty() && f != "??"),
+                        file: Some(file.clone()),
+                        line: Some(*line),
+                        column: Some(*col).filter(|&c| c > 0),
+                        ..plain.clone()
+                    },
+                    Resolved::Symbol { func, off } => SourceFrame {
+                        function: Some(func.clone()),
+                        symbol_offset: Some(*off),
+                        ..plain.clone()
+                    },
+                });
+            }
+        }
+        out
     }
 
     /// How to get names for the modules nothing could name (after [`Symbolizer::site`]), or

@@ -27,9 +27,9 @@
  * gate-args: staging 2 small
  * gate-args: zero 2 small
  *
- * cc-args: -std=gnu11 -O0
+ * cc-args: -std=gnu11 -O0 -g
  * (-O0: the 1.5 MB header takes 70 s at -O1 on this 2-core machine, 9 s at -O0; the FFT itself
- * runs in the driver.)
+ * runs in the driver. -g: `vkecho lint` names this file's lines, tests/tests/lint.rs.)
  * link-args: -lglslang -lMachineIndependent -lOSDependent -lGenericCodeGen -lOGLCompiler -lSPIRV -lSPIRV-Tools-opt -lSPIRV-Tools
  * link-args: -lglslang-default-resource-limits -lstdc++ -lm -lpthread
  */

@@ -840,6 +840,9 @@ fn usage_errors_exit_2_and_every_subcommand_has_help() {
         &["analyze"],
         &["analyze", "a", "b"],
         &["analyze", "t.jsonl", "--min-copies", "0"],
+        &["lint"],
+        &["lint", "t.jsonl", "--format", "xml"],
+        &["lint", "t.jsonl", "--", "true"],
         &["calibrate", "--", "true"],
         &[
             "calibrate",
@@ -877,6 +880,7 @@ fn usage_errors_exit_2_and_every_subcommand_has_help() {
         "uninstall",
         "profile",
         "analyze",
+        "lint",
         "run",
         "calibrate",
         "cache",
