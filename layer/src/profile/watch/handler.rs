@@ -11,7 +11,8 @@
 
 use super::code;
 use super::park;
-use super::prot::{allowed, page_prot, page_size, range_prot, rank, reprotect, set_prot};
+use super::cover::{self, Why};
+use super::prot::{page_prot, page_size, range_prot, rank, reprotect, set_prot, slot_allows};
 use super::ring::{self, Seen};
 use super::slots::{slots, snapshot, Range, Slot, HIGH, PARKED, SLOTS, TABLE};
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -182,6 +183,7 @@ unsafe fn lose(s: &Slot, id: u64, a: usize, b: usize, pc: usize) {
             break;
         }
     }
+    s.fall_back(Why::Lost);
     if !s.lost.swap(true, Ordering::SeqCst) {
         LOST_PC.store(pc, Ordering::Relaxed);
         ring::record(id, Seen::Lost);
@@ -243,7 +245,13 @@ unsafe fn note(s: &Slot, snap: (Range, usize, usize, usize, usize, u64), write: 
         (
             Range::Written,
             Access::Write,
-            libc::PROT_READ | libc::PROT_WRITE,
+            // An exact slot (issue 54) stays closed to writes: each store faults, is emulated
+            // and its bytes recorded; reads may run.
+            if s.exact_live() {
+                libc::PROT_READ
+            } else {
+                libc::PROT_READ | libc::PROT_WRITE
+            },
         )
     } else {
         (Range::Read, Access::Read, libc::PROT_READ)
@@ -401,6 +409,15 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
             return true;
         }
     }
+    if need & libc::PROT_WRITE != 0 && exact_fall_back(page, high) {
+        // Exact slots on the page that could not see this store are "any part" for the rest
+        // of the window, their ranges open as any written buffer's: the page may allow it now.
+        let p = page_prot(page);
+        if rank(p) >= rank(need) {
+            set_prot(page, page + ps, p);
+            return true;
+        }
+    }
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     if !STEP_OFF.load(Ordering::Relaxed) && step::begin(tid, page, need, ctx) {
         STEPPED.fetch_add(1, Ordering::Relaxed);
@@ -415,9 +432,11 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         if held || !matches!(st, Range::Armed | Range::Read) || en0 <= page || st0 >= page + ps {
             continue;
         }
-        if rank(allowed(st).unwrap_or(rw)) >= rank(need) {
+        // (A written exact slot on the page fell back above: it no longer constrains it.)
+        if rank(slot_allows(s, st, page, page + ps).unwrap_or(rw)) >= rank(need) {
             continue;
         }
+        s.fall_back(Why::Decode);
         if s.state
             .compare_exchange(st, Range::Written, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
@@ -509,5 +528,55 @@ unsafe fn emulated(
         return false;
     }
     EMULATED.fetch_add(1, Ordering::Relaxed);
+    if a.write && covered(a.ea, end, page, high) {
+        // Every exact slot's bytes on the page are written in this window: the rest of its
+        // stores there need not fault.
+        let p = page_prot(page);
+        if rank(p) > 0 {
+            set_prot(page, page + ps, p);
+        }
+    }
     true
+}
+
+/// Exact slots (issue 54) record bytes `[a, b)` (on `page`) as written in this window. True when
+/// one of them now has every byte it holds on the page covered.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn covered(a: usize, b: usize, page: usize, high: usize) -> bool {
+    let ps = page_size();
+    let mut full = false;
+    for s in slots(high) {
+        let Some((st, st0, en0, _, _, _)) = snapshot(s) else {
+            continue;
+        };
+        if st != Range::Written || !s.exact_live() || en0 <= a || st0 >= b {
+            continue;
+        }
+        let words = s.cover_words();
+        let (lo, hi) = (a.max(st0), b.min(en0));
+        cover::mark(words, lo - st0, hi - st0);
+        let (p0, p1) = (page.max(st0), (page + ps).min(en0));
+        full |= cover::all_set(words, p0 - st0, p1 - st0);
+    }
+    full
+}
+
+/// A store on `page` that echo did not emulate: every exact slot (issue 54) written in this
+/// window with bytes on the page cannot know what it wrote, so its window falls back to "any
+/// part" and its range opens as a written slot's does. True when there was one.
+unsafe fn exact_fall_back(page: usize, high: usize) -> bool {
+    let ps = page_size();
+    let mut any = false;
+    for s in slots(high) {
+        let Some((st, st0, en0, ps0, pe0, _)) = snapshot(s) else {
+            continue;
+        };
+        if st != Range::Written || !s.exact_live() || en0 <= page || st0 >= page + ps {
+            continue;
+        }
+        s.fall_back(Why::Decode);
+        open(s, ps0, pe0, libc::PROT_READ | libc::PROT_WRITE);
+        any = true;
+    }
+    any
 }

@@ -67,6 +67,10 @@
 
 /// Whose code made a fault: the program's, or a driver's or JIT-compiled code.
 mod code;
+/// Exact host-write coverage (issue 54): the bytes each store of an exact slot wrote.
+mod cover;
+#[cfg(test)]
+mod cover_tests;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod emulate;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
@@ -92,6 +96,7 @@ mod step;
 #[cfg(test)]
 mod tests;
 
+pub use cover::Why;
 pub use handler::GuardError;
 pub use ring::Seen;
 
@@ -138,6 +143,20 @@ pub fn arm_shadowed(
     ptr: *const u8,
     len: usize,
     shadow: Option<*const u8>,
+) -> Result<(), GuardError> {
+    arm_exact(id, ptr, len, shadow, false)
+}
+
+/// [`arm_shadowed`], and with `exact` the window records which bytes the host's stores wrote
+/// (issue 54): a write does not open the range, each store is emulated through `shadow` and its
+/// bytes set in the slot's coverage map; [`take_writes`] reads them at the window's end. Where
+/// that cannot be (no `shadow`, not x86_64 Linux) the window is "any part" from the start.
+pub fn arm_exact(
+    id: u64,
+    ptr: *const u8,
+    len: usize,
+    shadow: Option<*const u8>,
+    exact: bool,
 ) -> Result<(), GuardError> {
     let delta = shadow.map_or(0, |p| (p as usize).wrapping_sub(ptr as usize));
     // A window boundary: code pages are proven readable again in the new window.
@@ -186,6 +205,7 @@ pub fn arm_shadowed(
     if idx.is_some()
         && prev_state == Range::Armed
         && !s.stale.load(Ordering::SeqCst)
+        && s.exact.load(Ordering::SeqCst) == exact
         && s.shadow.load(Ordering::Relaxed) == delta
         && (
             s.start.load(Ordering::Relaxed),
@@ -221,6 +241,7 @@ pub fn arm_shadowed(
     s.shadow.store(delta, Ordering::Relaxed);
     s.budget.store(0, Ordering::Relaxed);
     s.lost.store(false, Ordering::SeqCst);
+    prepare_cover(s, len, exact, delta != 0);
     // Fresh before protecting: an open that lands after the mprotect marks it stale again.
     s.stale.store(false, Ordering::SeqCst);
     // Protect while BUSY (a racing fault waits in the handler), then publish ARMED. A range of
@@ -244,6 +265,80 @@ pub fn arm_shadowed(
     }
     s.state.store(Range::Armed, Ordering::SeqCst);
     Ok(())
+}
+
+/// The coverage map of slot `s` (BUSY, under the control lock) for a new window of `len`
+/// bytes: cleared, or made larger (the old one leaked: a handler may still hold it).
+fn prepare_cover(s: &slots::Slot, len: usize, exact: bool, shadowed: bool) {
+    s.cov_any.store(0, Ordering::SeqCst);
+    s.exact.store(exact, Ordering::SeqCst);
+    if !exact {
+        return;
+    }
+    if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+        s.fall_back(Why::Platform);
+        return;
+    }
+    if !shadowed {
+        s.fall_back(Why::NoShadow);
+        return;
+    }
+    // An emulation that took its snapshot before this slot was BUSY may still set bits of the
+    // window that ends: wait for it (bounded), or this window is not exact.
+    let mut quiet = false;
+    for _ in 0..100_000 {
+        if EMULATING.load(Ordering::SeqCst) == 0 {
+            quiet = true;
+            break;
+        }
+        std::thread::yield_now();
+    }
+    if !quiet {
+        s.fall_back(Why::Busy);
+        return;
+    }
+    let p = s.cov.load(Ordering::Acquire);
+    // SAFETY: published by this function with `Box::into_raw`, never freed.
+    let have = if p.is_null() { 0 } else { unsafe { (*p).bytes() } };
+    if have >= len {
+        // SAFETY: as above.
+        unsafe { (*p).clear() };
+    } else {
+        let c = Box::into_raw(Box::new(cover::Cover::new(len)));
+        s.cov.store(c, Ordering::Release);
+    }
+}
+
+/// What the host's stores wrote of buffer `id` in the window now ending, when it was armed
+/// exact and written in it: `Ok(ranges)`, byte offsets `[from, to)` from the start of the
+/// range given to [`arm_exact`], or `Err(why)` when the window fell back to "any part".
+/// `None`: not exact in this window, or not written. Call before the next arm.
+pub fn take_writes(id: u64) -> Option<Result<Vec<(usize, usize)>, Why>> {
+    let _g = lock();
+    let high = HIGH.load(Ordering::Acquire);
+    let s = slots(high).iter().find(|s| {
+        matches!(
+            s.state.load(Ordering::SeqCst),
+            Range::Armed | Range::Read | Range::Written
+        ) && s.id.load(Ordering::Relaxed) == id
+    })?;
+    if !s.exact.load(Ordering::SeqCst) || s.state.load(Ordering::SeqCst) != Range::Written {
+        return None;
+    }
+    let why = Why::from_u8(s.cov_any.load(Ordering::SeqCst));
+    if why != Why::Exact {
+        return Some(Err(why));
+    }
+    let n = s
+        .end
+        .load(Ordering::Relaxed)
+        .saturating_sub(s.start.load(Ordering::Relaxed));
+    let ranges = cover::runs(s.cover_words(), n);
+    // A fall-back that raced the read: the ranges may be short of what was written.
+    if s.cov_any.load(Ordering::SeqCst) != 0 {
+        return Some(Err(Why::from_u8(s.cov_any.load(Ordering::SeqCst))));
+    }
+    Some(Ok(ranges))
 }
 
 /// Open buffer `id`'s range again and forget it. Call before unmapping or freeing it.
