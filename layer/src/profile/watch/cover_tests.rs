@@ -76,7 +76,14 @@ mod real {
     /// (whole range), the driver's view its shadow.
     fn exact(id: u64, pages: usize) -> crate::hostmem::memfd::DoubleMap {
         let m = crate::hostmem::memfd::DoubleMap::new(pages * page_size(), page_size()).unwrap();
-        arm_exact(id, m.app_ptr(), pages * page_size(), Some(m.driver_ptr()), true).unwrap();
+        arm_exact(
+            id,
+            m.app_ptr(),
+            pages * page_size(),
+            Some(m.driver_ptr()),
+            true,
+        )
+        .unwrap();
         m
     }
 
@@ -139,7 +146,10 @@ mod real {
         // One fault per store until its page is covered (a debug build may split a 16-byte
         // store into two 8-byte ones).
         let n = stats().faults - f0;
-        assert!(n >= (4 * ps / 16) as u64 && n <= (4 * ps / 8) as u64, "{n} faults");
+        assert!(
+            n >= (4 * ps / 16) as u64 && n <= (4 * ps / 8) as u64,
+            "{n} faults"
+        );
         assert_eq!(take_writes(31), Some(Ok(vec![(0, 4 * ps)])));
         let drv = unsafe { std::slice::from_raw_parts(m.driver_ptr() as *const u32, ps) };
         assert!(drv.iter().all(|&x| x == 0x3f80_0000));

@@ -10,8 +10,8 @@
 //! lints of `watch/mod.rs`), and a panic all the same is caught and loses every range.
 
 use super::code;
-use super::park;
 use super::cover::{self, Why};
+use super::park;
 use super::prot::{page_prot, page_size, range_prot, rank, reprotect, set_prot, slot_allows};
 use super::ring::{self, Seen};
 use super::slots::{slots, snapshot, Range, Slot, HIGH, PARKED, SLOTS, TABLE};
@@ -186,7 +186,7 @@ unsafe fn lose(s: &Slot, id: u64, a: usize, b: usize, pc: usize) {
     s.fall_back(Why::Lost);
     if !s.lost.swap(true, Ordering::SeqCst) {
         LOST_PC.store(pc, Ordering::Relaxed);
-        ring::record(id, Seen::Lost);
+        let _ = ring::record(id, Seen::Lost);
     }
     open(s, a, b, libc::PROT_READ | libc::PROT_WRITE);
 }
@@ -268,7 +268,10 @@ unsafe fn note(s: &Slot, snap: (Range, usize, usize, usize, usize, u64), write: 
             .compare_exchange(st, to, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            ring::record(id, Seen::Access(acc));
+            let at = ring::record(id, Seen::Access(acc));
+            if write {
+                s.wseq.store(at, Ordering::SeqCst);
+            }
             open(s, ps0, pe0, prot);
             return true;
         }
@@ -442,7 +445,7 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
             .is_ok()
         {
             SHARED_PAGE.fetch_add(1, Ordering::Relaxed);
-            ring::record(id, Seen::Access(Access::ReadWrite));
+            let _ = ring::record(id, Seen::Access(Access::ReadWrite));
         }
     }
     set_prot(page, page + ps, page_prot(page));

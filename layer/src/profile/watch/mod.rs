@@ -241,6 +241,7 @@ pub fn arm_exact(
     s.shadow.store(delta, Ordering::Relaxed);
     s.budget.store(0, Ordering::Relaxed);
     s.lost.store(false, Ordering::SeqCst);
+    s.wseq.store(0, Ordering::SeqCst);
     prepare_cover(s, len, exact, delta != 0);
     // Fresh before protecting: an open that lands after the mprotect marks it stale again.
     s.stale.store(false, Ordering::SeqCst);
@@ -299,7 +300,11 @@ fn prepare_cover(s: &slots::Slot, len: usize, exact: bool, shadowed: bool) {
     }
     let p = s.cov.load(Ordering::Acquire);
     // SAFETY: published by this function with `Box::into_raw`, never freed.
-    let have = if p.is_null() { 0 } else { unsafe { (*p).bytes() } };
+    let have = if p.is_null() {
+        0
+    } else {
+        unsafe { (*p).bytes() }
+    };
     if have >= len {
         // SAFETY: as above.
         unsafe { (*p).clear() };
@@ -314,6 +319,12 @@ fn prepare_cover(s: &slots::Slot, len: usize, exact: bool, shadowed: bool) {
 /// range given to [`arm_exact`], or `Err(why)` when the window fell back to "any part".
 /// `None`: not exact in this window, or not written. Call before the next arm.
 pub fn take_writes(id: u64) -> Option<Result<Vec<(usize, usize)>, Why>> {
+    take_writes_at(id).map(|x| x.1)
+}
+
+/// [`take_writes`], with the sequence number of the window's write record it belongs to
+/// (0: that record was dropped).
+pub fn take_writes_at(id: u64) -> Option<(u64, Result<Vec<(usize, usize)>, Why>)> {
     let _g = lock();
     let high = HIGH.load(Ordering::Acquire);
     let s = slots(high).iter().find(|s| {
@@ -325,9 +336,10 @@ pub fn take_writes(id: u64) -> Option<Result<Vec<(usize, usize)>, Why>> {
     if !s.exact.load(Ordering::SeqCst) || s.state.load(Ordering::SeqCst) != Range::Written {
         return None;
     }
+    let at = s.wseq.load(Ordering::SeqCst);
     let why = Why::from_u8(s.cov_any.load(Ordering::SeqCst));
     if why != Why::Exact {
-        return Some(Err(why));
+        return Some((at, Err(why)));
     }
     let n = s
         .end
@@ -335,10 +347,11 @@ pub fn take_writes(id: u64) -> Option<Result<Vec<(usize, usize)>, Why>> {
         .saturating_sub(s.start.load(Ordering::Relaxed));
     let ranges = cover::runs(s.cover_words(), n);
     // A fall-back that raced the read: the ranges may be short of what was written.
-    if s.cov_any.load(Ordering::SeqCst) != 0 {
-        return Some(Err(Why::from_u8(s.cov_any.load(Ordering::SeqCst))));
+    let why = Why::from_u8(s.cov_any.load(Ordering::SeqCst));
+    if why != Why::Exact {
+        return Some((at, Err(why)));
     }
-    Some(Ok(ranges))
+    Some((at, Ok(ranges)))
 }
 
 /// Open buffer `id`'s range again and forget it. Call before unmapping or freeing it.

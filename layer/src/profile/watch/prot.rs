@@ -71,7 +71,10 @@ pub(super) fn allowed(st: Range) -> Option<libc::c_int> {
 /// must fault and be emulated — except where each of its bytes in `[a, b)` is covered already.
 pub(super) fn slot_allows(s: &Slot, st: Range, a: usize, b: usize) -> Option<libc::c_int> {
     if st == Range::Written && s.exact_live() {
-        let (s0, s1) = (s.start.load(Ordering::Relaxed), s.end.load(Ordering::Relaxed));
+        let (s0, s1) = (
+            s.start.load(Ordering::Relaxed),
+            s.end.load(Ordering::Relaxed),
+        );
         let (lo, hi) = (a.max(s0), b.min(s1));
         let full = hi <= lo || super::cover::all_set(s.cover_words(), lo - s0, hi - s0);
         return Some(if full {

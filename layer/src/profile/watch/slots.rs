@@ -4,8 +4,8 @@
 //! consistent [`snapshot`] (a seqlock on `gen`), waiting a bounded time for a slot another thread
 //! keeps busy.
 
-use crate::hostmem::slot_state::StateCell;
 use super::cover::Cover;
+use crate::hostmem::slot_state::StateCell;
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Armed ranges the table holds at once.
@@ -80,6 +80,8 @@ pub(super) struct Slot {
     pub(super) cov_any: AtomicU8,
     /// The coverage bitmap (`cover.rs`): allocated by `arm`, never freed (null: none yet).
     pub(super) cov: AtomicPtr<Cover>,
+    /// The sequence number of this window's write record (0: none, or dropped).
+    pub(super) wseq: AtomicU64,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -102,6 +104,7 @@ const SLOT_INIT: Slot = Slot {
     exact: AtomicBool::new(false),
     cov_any: AtomicU8::new(0),
     cov: AtomicPtr::new(std::ptr::null_mut()),
+    wseq: AtomicU64::new(0),
 };
 pub(super) static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
 /// One past the highest slot ever used (the handler scans `0..HIGH`).
