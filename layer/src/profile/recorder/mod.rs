@@ -117,6 +117,14 @@ pub struct Profiler {
     /// Candidates a fault echo could not explain or finish left open for good
     /// (`guard::Seen::Lost`): never armed again.
     lost: HandleSet<u64>,
+    /// Exact host writes (issue 54): mapped buffer → the buffers recorded copies took its bytes
+    /// into.
+    uploads: HandleMap<u64, Vec<u64>>,
+    /// Buffer → what else recorded commands may write into it: the sources of copies into it,
+    /// `u64::MAX` for a dispatch, draw, fill or update that writes it.
+    writers: HandleMap<u64, Vec<u64>>,
+    /// Candidates armed exact, with the buffer offset their armed range starts at.
+    exact_base: HandleMap<u64, u64>,
 }
 
 /// Candidate buffer → creation index of its device: the guard's records are process-wide, and
@@ -321,6 +329,9 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
             super::gputime::GpuTimer::new(dev, sink, dev.index)
         },
         lost: HandleSet::default(),
+        uploads: HandleMap::default(),
+        writers: HandleMap::default(),
+        exact_base: HandleMap::default(),
     };
     let validation = match (validate, double_map) {
         (false, _) => "off",
@@ -382,6 +393,7 @@ impl Profiler {
     /// Record `e` now; its sequence number (0: dropped).
     #[inline]
     fn rec(&self, e: Event) -> u64 {
+        self.note_writers(&e);
         self.sink.record(self.index, e)
     }
 
@@ -656,6 +668,7 @@ impl Profiler {
             return;
         }
         if self.candidates.remove(&buffer).is_some() {
+            self.close_writes(buffer);
             guard::disarm(buffer);
         }
         if self.on() {
@@ -854,6 +867,17 @@ impl Profiler {
                 self.copied.insert(dst);
             }
             let (ms, md) = (Self::mapped(dev, src), Self::mapped(dev, dst));
+            if ms {
+                let mut e = self.uploads.entry(src).or_default();
+                if !e.contains(&dst) {
+                    e.push(dst);
+                }
+            }
+            let mut w = self.writers.entry(dst).or_default();
+            if !w.contains(&src) {
+                w.push(src);
+            }
+            drop(w);
             if ms != md {
                 let h = if ms { src } else { dst };
                 let big = dev
@@ -1147,7 +1171,15 @@ impl Profiler {
             return true;
         };
         let shadow = self.shadow_of(dev, b, ptr, len).map(|p| p as *const u8);
-        if let Err(e) = guard::arm_shadowed(b, ptr as *const u8, len, shadow) {
+        // The window (or the part of it this arm ends) gives up what it saw written.
+        self.close_writes(b);
+        let exact = self.exact_wanted(b);
+        if exact {
+            if let Some(base) = self.armed_base(dev, b) {
+                self.exact_base.insert(b, base);
+            }
+        }
+        if let Err(e) = guard::arm_exact(b, ptr as *const u8, len, shadow, exact) {
             match e {
                 GuardError::Replaced => {
                     if log::first_time("guard-replaced") {
@@ -1165,6 +1197,107 @@ impl Profiler {
             }
         }
         true
+    }
+
+    /// Exact host writes (issue 54) for candidate `b` in the coming window? Where the bytes the
+    /// host does not rewrite could differ once shared: `b` is a mapped buffer whose bytes a
+    /// recorded copy took into a partner that some other recorded command may write (a
+    /// dispatch, draw, fill or update; a copy from another buffer). Only where every window is
+    /// watched (sampled validation refuses on unwatched windows anyway), and not with
+    /// `VK_ECHO_EXACT_WRITES=0` (a diagnostic). A command recorded after the host's write
+    /// leaves that write "any part": fail closed, never more than was seen.
+    fn exact_wanted(&self, b: u64) -> bool {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if self.sample_every > 1
+            || *OFF.get_or_init(|| {
+                crate::settings::env_lookup(crate::settings::secure_execution())(
+                    "VK_ECHO_EXACT_WRITES",
+                )
+                .is_some_and(|v| v == "0")
+            })
+        {
+            return false;
+        }
+        let Some(partners) = self.uploads.get(&b).map(|p| p.clone()) else {
+            return false;
+        };
+        partners.iter().any(|d| {
+            self.writers
+                .get(d)
+                .is_some_and(|w| w.iter().any(|x| *x != b))
+        })
+    }
+
+    /// Exact host writes (issue 54): the buffers a recorded command (other than a copy, which
+    /// `on_copy` notes with its source) may write — every record that names buffer uses passes
+    /// here, descriptor uses resolved at recording or at submission, and what echo steps aside
+    /// from.
+    fn note_writers(&self, e: &Event) {
+        let note = |b: u64| {
+            let mut w = self.writers.entry(b).or_default();
+            if !w.contains(&u64::MAX) {
+                w.push(u64::MAX);
+            }
+        };
+        match e {
+            Event::CmdUse { uses, .. } | Event::CmdLateUse { uses, .. } => {
+                for u in uses.iter().filter(|u| u.access.writes()) {
+                    note(u.buffer);
+                }
+            }
+            Event::Aside { buffers, .. } => {
+                for b in buffers {
+                    note(*b);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The offset in buffer `b` where its armed range (`range_of`) starts.
+    fn armed_base(&self, dev: &Device, b: u64) -> Option<u64> {
+        let st = dev.state.buffers.get(&b)?;
+        let (mem, off) = st.bound?;
+        drop(st);
+        let m = dev.state.memory.get(&mem)?;
+        let map = m.mapped?;
+        Some(off.max(map.offset) - off)
+    }
+
+    /// Record what the guard saw the host write into candidate `b` since its last arm, when it
+    /// was armed exact and written (a `HostWrites` record naming the window's write record).
+    /// Call before every arm and disarm of a candidate.
+    fn close_writes(&self, b: u64) {
+        let Some((write, seen)) = guard::take_writes_at(b) else {
+            return;
+        };
+        if !self.on() || write == 0 {
+            return;
+        }
+        let base = self.exact_base.get(&b).map(|x| *x);
+        let (ranges, any) = match (seen, base) {
+            (Ok(r), Some(base)) => (
+                r.into_iter()
+                    .map(|(f, t)| [base + f as u64, base + t as u64])
+                    .collect(),
+                None,
+            ),
+            (Ok(_), None) => (
+                vec![],
+                Some("where the armed range lies in the buffer is not known".to_string()),
+            ),
+            (Err(why), _) => (vec![], Some(why.text().to_string())),
+        };
+        let dev = owners().get(&b).map_or(self.index, |d| *d);
+        self.sink.record(
+            dev,
+            Event::HostWrites {
+                buffer: b,
+                write,
+                ranges,
+                any,
+            },
+        );
     }
 
     fn drain(&self) {
@@ -1294,6 +1427,7 @@ impl Profiler {
         for b in self.candidates.iter() {
             let bound = dev.state.buffers.get(&*b).and_then(|s| s.bound);
             if bound.is_some_and(|(m, _)| m == memory) {
+                self.close_writes(*b);
                 guard::disarm(*b);
             }
         }
@@ -1305,6 +1439,7 @@ impl Profiler {
         if self.validate {
             self.drain();
             for b in self.candidates.iter() {
+                self.close_writes(*b);
                 guard::disarm(*b);
             }
             let s = guard::stats();
