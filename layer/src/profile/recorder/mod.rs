@@ -1444,7 +1444,7 @@ impl Profiler {
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped, {} unexplained (driver or JIT code: ranges left open, buffers refused), {} handler panics contained); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling)",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped, {} unexplained (driver or JIT code: ranges left open, buffers refused), {} handler panics contained); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling), {} stores recorded byte for byte (exact host writes)",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
@@ -1465,7 +1465,8 @@ impl Profiler {
                 s.unparked,
                 s.move_ns as f64 / 1e6,
                 s.rearms_skipped,
-                s.unwatched
+                s.unwatched,
+                s.exact_stores
             );
         }
         if let Some(g) = &self.gpu {

@@ -38,6 +38,8 @@ pub(super) static STEPPED: AtomicU64 = AtomicU64::new(0);
 pub(super) static EMULATED: AtomicU64 = AtomicU64::new(0);
 /// Armed buffers reached by an access whose first byte was another's (found by decoding it).
 pub(super) static REACHED: AtomicU64 = AtomicU64::new(0);
+/// Stores into exact slots (issue 54) emulated and recorded in a coverage map.
+pub(super) static EXACT_STORES: AtomicU64 = AtomicU64::new(0);
 /// Emulations in flight: `disarm` waits for them (the other view may be unmapped after it).
 pub(super) static EMULATING: AtomicUsize = AtomicUsize::new(0);
 
@@ -558,6 +560,7 @@ unsafe fn covered(a: usize, b: usize, page: usize, high: usize) -> bool {
         let words = s.cover_words();
         let (lo, hi) = (a.max(st0), b.min(en0));
         cover::mark(words, lo - st0, hi - st0);
+        EXACT_STORES.fetch_add(1, Ordering::Relaxed);
         let (p0, p1) = (page.max(st0), (page + ps).min(en0));
         full |= cover::all_set(words, p0 - st0, p1 - st0);
     }

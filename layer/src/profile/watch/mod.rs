@@ -101,7 +101,7 @@ pub use handler::GuardError;
 pub use ring::Seen;
 
 use handler::{
-    install, CHAINED, COLLATERAL, EMULATED, EMULATING, FAULTS, LOST, LOST_PC, PANICS, REACHED,
+    install, CHAINED, COLLATERAL, EMULATED, EMULATING, EXACT_STORES, FAULTS, LOST, LOST_PC, PANICS, REACHED,
     SHARED_PAGE, STEPPED, UNCLASSIFIED,
 };
 use prot::{page_size, protect, reprotect, MPROTECTS, MPROTECT_NS};
@@ -490,6 +490,8 @@ pub struct Stats {
     pub lost: u64,
     /// Panics caught in the handler.
     pub panics: u64,
+    /// Stores into buffers armed exact (issue 54) emulated and recorded byte for byte.
+    pub exact_stores: u64,
 }
 
 pub fn stats() -> Stats {
@@ -514,5 +516,6 @@ pub fn stats() -> Stats {
         reached: REACHED.load(Ordering::Relaxed),
         lost: LOST.load(Ordering::Relaxed),
         panics: PANICS.load(Ordering::Relaxed),
+        exact_stores: EXACT_STORES.load(Ordering::Relaxed),
     }
 }
