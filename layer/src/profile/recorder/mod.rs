@@ -125,6 +125,12 @@ pub struct Profiler {
     writers: HandleMap<u64, Vec<u64>>,
     /// Candidates armed exact, with the buffer offset their armed range starts at.
     exact_base: HandleMap<u64, u64>,
+    /// A submission of this device has gone down (from then on exact host writes follow the
+    /// recorded copies and uses; before it, every candidate is exact).
+    submitted: AtomicBool,
+    /// `host_writes=whole`: the user vouches that every host write is whole, so exact host
+    /// writes are not needed (nor paid for).
+    whole_vouched: bool,
 }
 
 /// Candidate buffer → creation index of its device: the guard's records are process-wide, and
@@ -332,6 +338,8 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         uploads: HandleMap::default(),
         writers: HandleMap::default(),
         exact_base: HandleMap::default(),
+        submitted: AtomicBool::new(false),
+        whole_vouched: dev.settings.whole_host_writes,
     };
     let validation = match (validate, double_map) {
         (false, _) => "off",
@@ -940,6 +948,7 @@ impl Profiler {
         self.late_at_submit(cmds);
         // The submission's number first: the window it opens (and its `Window` record) follows it.
         let seq = sink::stamp();
+        self.submitted.store(true, Ordering::Relaxed);
         self.window(dev);
         seq
     }
@@ -1202,13 +1211,18 @@ impl Profiler {
     /// Exact host writes (issue 54) for candidate `b` in the coming window? Where the bytes the
     /// host does not rewrite could differ once shared: `b` is a mapped buffer whose bytes a
     /// recorded copy took into a partner that some other recorded command may write (a
-    /// dispatch, draw, fill or update; a copy from another buffer). Only where every window is
-    /// watched (sampled validation refuses on unwatched windows anyway), and not with
+    /// dispatch, draw, fill or update; a copy from another buffer). Before the device's first
+    /// submission the commands are not known yet (a program fills its inputs first, then records):
+    /// every candidate is exact until then (a setup write next to another member's bytes carried
+    /// at a bind needs it), and a candidate no recorded copy reads stays so only then. Only where every window is
+    /// watched (sampled validation refuses on unwatched windows anyway), not under the user's
+    /// vouch `host_writes=whole` (then the analysis needs no exact bytes), and not with
     /// `VK_ECHO_EXACT_WRITES=0` (a diagnostic). A command recorded after the host's write
     /// leaves that write "any part": fail closed, never more than was seen.
     fn exact_wanted(&self, b: u64) -> bool {
         static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         if self.sample_every > 1
+            || self.whole_vouched
             || *OFF.get_or_init(|| {
                 crate::settings::env_lookup(crate::settings::secure_execution())(
                     "VK_ECHO_EXACT_WRITES",
@@ -1219,7 +1233,7 @@ impl Profiler {
             return false;
         }
         let Some(partners) = self.uploads.get(&b).map(|p| p.clone()) else {
-            return false;
+            return !self.submitted.load(Ordering::Relaxed);
         };
         partners.iter().any(|d| {
             self.writers
