@@ -41,6 +41,15 @@
 //! emptied range closed; the first access moves them back (`park.rs`). Same faults, same
 //! records, a few microseconds instead of a 16 MiB `mprotect`'s 0.2–0.6 ms each way.
 //!
+//! **Exact host writes** (issue 54, `cover.rs`): a range armed with [`arm_exact`] is not opened
+//! by a write. Its first write is recorded as above, its range opens only for reads, and every
+//! store faults and is emulated through the other view (x86_64: `emulate.rs`), its bytes set in
+//! the slot's coverage bitmap; a page whose bytes of the range are all covered opens for the rest
+//! of the window (`prot::slot_allows`). A store the handler cannot do (not decoded, a page
+//! crossing, no other view) makes the window "any part" (`cover::Why`) and opens the range as a
+//! written one. [`take_writes`] reads the bitmap at the window's end. On other platforms an
+//! exact arm is "any part" from the start.
+//!
 //! Rules for callers: [`disarm`] before the memory is unmapped or freed; [`arm`] only mappings
 //! that are readable and writable when open (Vulkan host-visible maps are).
 //!
