@@ -323,17 +323,20 @@ fn prepare_cover(s: &slots::Slot, len: usize, exact: bool, shadowed: bool) {
     }
 }
 
+/// Byte ranges `[from, to)` a window's stores wrote, or why the window could not say.
+pub type Writes = Result<Vec<(usize, usize)>, Why>;
+
 /// What the host's stores wrote of buffer `id` in the window now ending, when it was armed
 /// exact and written in it: `Ok(ranges)`, byte offsets `[from, to)` from the start of the
 /// range given to [`arm_exact`], or `Err(why)` when the window fell back to "any part".
 /// `None`: not exact in this window, or not written. Call before the next arm.
-pub fn take_writes(id: u64) -> Option<Result<Vec<(usize, usize)>, Why>> {
+pub fn take_writes(id: u64) -> Option<Writes> {
     take_writes_at(id).map(|x| x.1)
 }
 
 /// [`take_writes`], with the sequence number of the window's write record it belongs to
 /// (0: that record was dropped).
-pub fn take_writes_at(id: u64) -> Option<(u64, Result<Vec<(usize, usize)>, Why>)> {
+pub fn take_writes_at(id: u64) -> Option<(u64, Writes)> {
     let _g = lock();
     let high = HIGH.load(Ordering::Acquire);
     let s = slots(high).iter().find(|s| {
