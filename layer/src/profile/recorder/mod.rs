@@ -1506,6 +1506,9 @@ impl Profiler {
     pub fn on_exit(&self) {
         if self.validate && self.guard_ok.load(Ordering::Relaxed) {
             self.drain();
+            for b in self.candidates.iter() {
+                self.close_writes(*b);
+            }
         }
     }
 }
