@@ -676,8 +676,8 @@ impl Profiler {
             return;
         }
         if self.candidates.remove(&buffer).is_some() {
-            self.close_writes(buffer);
             guard::disarm(buffer);
+            self.close_writes(buffer);
         }
         if self.on() {
             self.rec(Event::BufferDestroy { buffer });
@@ -1180,15 +1180,15 @@ impl Profiler {
             return true;
         };
         let shadow = self.shadow_of(dev, b, ptr, len).map(|p| p as *const u8);
-        // The window (or the part of it this arm ends) gives up what it saw written.
-        self.close_writes(b);
         let exact = self.exact_wanted(b);
-        if exact {
-            if let Some(base) = self.armed_base(dev, b) {
-                self.exact_base.insert(b, base);
-            }
+        let base = if exact { self.armed_base(dev, b) } else { None };
+        let armed = guard::arm_exact(b, ptr as *const u8, len, shadow, exact);
+        // The window this arm closed gives up what it saw written (at its own range's base).
+        self.close_writes(b);
+        if let Some(base) = base {
+            self.exact_base.insert(b, base);
         }
-        if let Err(e) = guard::arm_exact(b, ptr as *const u8, len, shadow, exact) {
+        if let Err(e) = armed {
             match e {
                 GuardError::Replaced => {
                     if log::first_time("guard-replaced") {
@@ -1278,9 +1278,10 @@ impl Profiler {
         Some(off.max(map.offset) - off)
     }
 
-    /// Record what the guard saw the host write into candidate `b` since its last arm, when it
-    /// was armed exact and written (a `HostWrites` record naming the window's write record).
-    /// Call before every arm and disarm of a candidate.
+    /// Record what the guard saw the host write into candidate `b` in the window its last arm
+    /// or disarm closed (else, at exit, in the window still open), when it was armed exact and
+    /// written: a `HostWrites` record naming the window's write record. Call after every arm
+    /// and disarm of a candidate.
     fn close_writes(&self, b: u64) {
         let Some((write, seen)) = guard::take_writes_at(b) else {
             return;
@@ -1365,6 +1366,7 @@ impl Profiler {
         self.guard_ok.store(false, Ordering::Relaxed);
         for b in self.candidates.iter() {
             guard::disarm(*b);
+            self.close_writes(*b);
         }
         if self.on() {
             self.rec(Event::ValidationLost {
@@ -1441,8 +1443,8 @@ impl Profiler {
         for b in self.candidates.iter() {
             let bound = dev.state.buffers.get(&*b).and_then(|s| s.bound);
             if bound.is_some_and(|(m, _)| m == memory) {
-                self.close_writes(*b);
                 guard::disarm(*b);
+                self.close_writes(*b);
             }
         }
     }
@@ -1453,8 +1455,8 @@ impl Profiler {
         if self.validate {
             self.drain();
             for b in self.candidates.iter() {
-                self.close_writes(*b);
                 guard::disarm(*b);
+                self.close_writes(*b);
             }
             let s = guard::stats();
             log::info!(

@@ -106,7 +106,6 @@ mod real {
             unsafe { std::ptr::write_volatile(p.add(i), 0) };
         }
         assert_eq!(kinds(), vec![(31, Access::Write)]);
-        assert_eq!(take_writes(31), Some(Ok(vec![(0, 400)])));
         // Reads of the window's own bytes run (the range is readable once written).
         assert_eq!(unsafe { std::ptr::read_volatile(p.add(5)) }, 0);
         // The bytes are where the driver reads them.
@@ -115,20 +114,22 @@ mod real {
             unsafe { std::ptr::read_volatile((m.driver_ptr() as *const u32).add(7)) },
             0xdead_beef
         );
-        // Window 2: every page touched, not every byte.
+        // Window 2: the arm closes window 1 and keeps what it saw; every page touched, not
+        // every byte.
         arm_exact(31, m.app_ptr(), 4 * ps, Some(m.driver_ptr()), true).unwrap();
-        assert_eq!(take_writes(31), None, "not written yet");
+        assert_eq!(take_writes(31), Some(Ok(vec![(0, 400)])));
+        assert_eq!(take_writes(31), None, "window 2 not written yet");
         for page in 0..4 {
             unsafe { std::ptr::write_volatile(p.add(page * ps / 4 + 1), 1) };
         }
+        // Window 3: every byte, with 16-byte stores: each page opens once it is covered, so
+        // the faults are those of its stores until then.
+        arm_exact(31, m.app_ptr(), 4 * ps, Some(m.driver_ptr()), true).unwrap();
         let w = take_writes(31).unwrap().unwrap();
         assert_eq!(
             w,
             (0..4).map(|k| (k * ps + 4, k * ps + 8)).collect::<Vec<_>>()
         );
-        // Window 3: every byte, with 16-byte stores: each page opens once it is covered, so
-        // the faults are those of its stores until then.
-        arm_exact(31, m.app_ptr(), 4 * ps, Some(m.driver_ptr()), true).unwrap();
         let f0 = stats().faults;
         unsafe {
             use std::arch::x86_64::{__m128i, _mm_set1_epi32, _mm_storeu_si128};
@@ -175,14 +176,64 @@ mod real {
         let m = exact(32, 8);
         let src: Vec<u8> = (0..8 * ps).map(|i| (i * 7) as u8).collect();
         unsafe { movsb(m.app_ptr().add(100), src.as_ptr(), 5 * ps) };
-        assert_eq!(take_writes(32), Some(Ok(vec![(100, 100 + 5 * ps)])));
         let drv = unsafe { std::slice::from_raw_parts(m.driver_ptr().add(100), 5 * ps) };
         assert_eq!(drv, &src[..5 * ps]);
         arm_exact(32, m.app_ptr(), 8 * ps, Some(m.driver_ptr()), true).unwrap();
+        assert_eq!(take_writes(32), Some(Ok(vec![(100, 100 + 5 * ps)])));
         unsafe { stosb(m.app_ptr().add(3), 9, 2 * ps) };
         assert_eq!(take_writes(32), Some(Ok(vec![(3, 3 + 2 * ps)])));
         disarm(32);
         println!("CHILD-OK");
+    }
+
+    /// A host thread writes every word once while the main thread closes window after window
+    /// (as another thread's submissions do): each store is in exactly one window's writes —
+    /// none lost at a boundary, none in two.
+    #[test]
+    fn a_store_racing_a_window_boundary_is_in_exactly_one_window() {
+        if !in_child() {
+            assert_child_ok("a_store_racing_a_window_boundary_is_in_exactly_one_window");
+            return;
+        }
+        let ps = page_size();
+        let pages = 16;
+        let m = exact(35, pages);
+        let words = pages * ps / 4;
+        let base = m.app_ptr() as usize;
+        let writer = std::thread::spawn(move || {
+            for i in 0..words {
+                unsafe { std::ptr::write_volatile((base as *mut u32).add(i), i as u32) };
+            }
+        });
+        let mut seen: Vec<(usize, usize)> = Vec::new();
+        let mut windows = 0;
+        loop {
+            let done = writer.is_finished();
+            arm_exact(35, m.app_ptr(), pages * ps, Some(m.driver_ptr()), true).unwrap();
+            windows += 1;
+            if let Some(w) = take_writes(35) {
+                seen.extend(w.expect("every window exact"));
+            }
+            if done {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        writer.join().unwrap();
+        seen.sort_unstable();
+        let mut at = 0;
+        for &(a, b) in &seen {
+            assert_eq!(
+                a, at,
+                "a gap or an overlap at {a} ({windows} windows): {seen:?}"
+            );
+            at = b;
+        }
+        assert_eq!(at, pages * ps, "every byte in some window");
+        let drv = unsafe { std::slice::from_raw_parts(m.driver_ptr() as *const u32, words) };
+        assert!(drv.iter().enumerate().all(|(i, &v)| v == i as u32));
+        println!("CHILD-OK ({windows} windows)");
+        disarm(35);
     }
 
     #[test]
@@ -199,18 +250,22 @@ mod real {
             std::arch::asm!("add dword ptr [rdi], 1", in("rdi") m.app_ptr().add(64),
                 options(nostack))
         };
-        assert_eq!(take_writes(33), Some(Err(cover::Why::Decode)));
         assert_eq!(unsafe { std::ptr::read_volatile(m.app_ptr().add(64)) }, 1);
         // The next window is exact again.
         arm_exact(33, m.app_ptr(), 2 * ps, Some(m.driver_ptr()), true).unwrap();
+        assert_eq!(take_writes(33), Some(Err(cover::Why::Decode)));
         unsafe { std::ptr::write_volatile(m.app_ptr().add(ps), 2u8) };
         assert_eq!(take_writes(33), Some(Ok(vec![(ps, ps + 1)])));
         // Without another view nothing can be emulated: "any part" from the arm on.
         let plain = super::super::tests::Pages::new(2);
         arm_exact(34, plain.p, plain.len, None, true).unwrap();
         unsafe { std::ptr::write_volatile(plain.p.add(3), 1u8) };
-        assert_eq!(take_writes(34), Some(Err(cover::Why::NoShadow)));
         disarm(34);
+        assert_eq!(
+            take_writes(34),
+            Some(Err(cover::Why::NoShadow)),
+            "kept by the disarm"
+        );
         disarm(33);
         println!("CHILD-OK");
     }

@@ -529,11 +529,29 @@ unsafe fn emulated(
             return true;
         }
     }
-    if shadow == 0 || !emulate::perform(&a, uc, a.ea.wrapping_add(shadow)) {
+    if shadow == 0 {
+        return false;
+    }
+    // The exact slots (issue 54) the store writes are held while it is done and recorded, so
+    // the window it is done in is the window it is recorded in.
+    let mut held: [Option<&'static Slot>; HOLD] = [None; HOLD];
+    if a.write {
+        match hold_exact(a.ea, end, high, &mut held) {
+            Some(true) => {}
+            // An arm is rewriting one of them: do nothing; the instruction runs again, in the
+            // window that arm opens.
+            Some(false) => return true,
+            None => return false,
+        }
+    }
+    if !emulate::perform(&a, uc, a.ea.wrapping_add(shadow)) {
+        release(&held);
         return false;
     }
     EMULATED.fetch_add(1, Ordering::Relaxed);
-    if a.write && covered(a.ea, end, page, high) {
+    let full = a.write && covered(&held, a.ea, end, page);
+    release(&held);
+    if full {
         // Every exact slot's bytes on the page are written in this window: the rest of its
         // stores there need not fault.
         let p = page_prot(page);
@@ -544,17 +562,76 @@ unsafe fn emulated(
     true
 }
 
-/// Exact slots (issue 54) record bytes `[a, b)` (on `page`) as written in this window. True when
-/// one of them now has every byte it holds on the page covered.
+/// Exact slots one store may hold at once (a store reaching further falls back).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-unsafe fn covered(a: usize, b: usize, page: usize, high: usize) -> bool {
+const HOLD: usize = 4;
+
+/// Hold every exact slot with bytes in `[a, b)` (`Slot::hold`) into `held`: `Some(true)` when
+/// all are held, `Some(false)` when an arm is rewriting one or has opened a new window of it
+/// since the fault (none held then: the caller lets the instruction run again), `None` when more
+/// than [`HOLD`] (none held).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn hold_exact(
+    a: usize,
+    b: usize,
+    high: usize,
+    held: &mut [Option<&'static Slot>; HOLD],
+) -> Option<bool> {
+    let mut n = 0;
+    for s in slots(high) {
+        if !s.exact.load(Ordering::SeqCst)
+            || s.end.load(Ordering::Relaxed) <= a
+            || s.start.load(Ordering::Relaxed) >= b
+            || matches!(s.state.load(Ordering::SeqCst), Range::Free | Range::Tomb)
+        {
+            continue;
+        }
+        let Some(slot) = held.get_mut(n) else {
+            release(held);
+            *held = [None; HOLD];
+            return None;
+        };
+        if !s.hold() {
+            release(held);
+            *held = [None; HOLD];
+            return Some(false);
+        }
+        *slot = Some(s);
+        n += 1;
+        // Written in this window (the fault noted it): else a window boundary came between the
+        // fault and now, and the store belongs to the new window, whose first write it may be —
+        // run it again there.
+        if s.state.load(Ordering::SeqCst) != Range::Written {
+            release(held);
+            *held = [None; HOLD];
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn release(held: &[Option<&'static Slot>; HOLD]) {
+    for s in held.iter().flatten() {
+        s.release();
+    }
+}
+
+/// The held exact slots (issue 54) record bytes `[a, b)` (on `page`) as written in this window.
+/// True when one of them now has every byte it holds on the page covered.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn covered(held: &[Option<&'static Slot>; HOLD], a: usize, b: usize, page: usize) -> bool {
     let ps = page_size();
     let mut full = false;
-    for s in slots(high) {
-        let Some((st, st0, en0, _, _, _)) = snapshot(s) else {
-            continue;
-        };
-        if st != Range::Written || !s.exact_live() || en0 <= a || st0 >= b {
+    for s in held.iter().flatten() {
+        // Held, and found written in this window when held (`hold_exact`): `arm` cannot read or
+        // clear the map, nor rewrite the slot, until it is released (its state may already
+        // say BUSY: that arm waits for this store).
+        let (st0, en0) = (
+            s.start.load(Ordering::Relaxed),
+            s.end.load(Ordering::Relaxed),
+        );
+        if en0 <= a || st0 >= b {
             continue;
         }
         let words = s.cover_words();

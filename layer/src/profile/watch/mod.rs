@@ -233,6 +233,12 @@ pub fn arm_exact(
     );
     s.gen.fetch_add(1, Ordering::SeqCst);
     s.state.store(Range::Busy, Ordering::SeqCst);
+    // Stores into the window that ends are done and recorded before its coverage is read and
+    // cleared (bounded: one still going makes the new window "any part").
+    let quiet = s.quiesce();
+    if idx.is_some() {
+        collect(s, prev_state);
+    }
     if (old0, old1) != (pstart, pend) {
         // A new place (remapped, or a new slot): the old park goes.
         unsafe { park::release(s) };
@@ -251,7 +257,7 @@ pub fn arm_exact(
     s.budget.store(0, Ordering::Relaxed);
     s.lost.store(false, Ordering::SeqCst);
     s.wseq.store(0, Ordering::SeqCst);
-    prepare_cover(s, len, exact, delta != 0);
+    prepare_cover(s, len, exact, delta != 0, quiet);
     // Fresh before protecting: an open that lands after the mprotect marks it stale again.
     s.stale.store(false, Ordering::SeqCst);
     // Protect while BUSY (a racing fault waits in the handler), then publish ARMED. A range of
@@ -279,7 +285,7 @@ pub fn arm_exact(
 
 /// The coverage map of slot `s` (BUSY, under the control lock) for a new window of `len`
 /// bytes: cleared, or made larger (the old one leaked: a handler may still hold it).
-fn prepare_cover(s: &slots::Slot, len: usize, exact: bool, shadowed: bool) {
+fn prepare_cover(s: &slots::Slot, len: usize, exact: bool, shadowed: bool, quiet: bool) {
     s.cov_any.store(0, Ordering::SeqCst);
     s.exact.store(exact, Ordering::SeqCst);
     if !exact {
@@ -293,16 +299,7 @@ fn prepare_cover(s: &slots::Slot, len: usize, exact: bool, shadowed: bool) {
         s.fall_back(Why::NoShadow);
         return;
     }
-    // An emulation that took its snapshot before this slot was BUSY may still set bits of the
-    // window that ends: wait for it (bounded), or this window is not exact.
-    let mut quiet = false;
-    for _ in 0..100_000 {
-        if EMULATING.load(Ordering::SeqCst) == 0 {
-            quiet = true;
-            break;
-        }
-        std::thread::yield_now();
-    }
+    // A store of the window that ends still being recorded could set bits of this one.
     if !quiet {
         s.fall_back(Why::Busy);
         return;
@@ -335,9 +332,16 @@ pub fn take_writes(id: u64) -> Option<Writes> {
 }
 
 /// [`take_writes`], with the sequence number of the window's write record it belongs to
-/// (0: that record was dropped).
+/// (0: that record was dropped). The window an [`arm_exact`] or [`disarm`] of `id` closed, if
+/// there is one not taken yet; else the window now open (at process exit: what it saw so far).
 pub fn take_writes_at(id: u64) -> Option<(u64, Writes)> {
     let _g = lock();
+    let mut closed = CLOSED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(i) = closed.iter().position(|c| c.0 == id) {
+        let (_, at, w) = closed.swap_remove(i);
+        return Some((at, w));
+    }
+    drop(closed);
     let high = HIGH.load(Ordering::Acquire);
     let s = slots(high).iter().find(|s| {
         matches!(
@@ -345,7 +349,28 @@ pub fn take_writes_at(id: u64) -> Option<(u64, Writes)> {
             Range::Armed | Range::Read | Range::Written
         ) && s.id.load(Ordering::Relaxed) == id
     })?;
-    if !s.exact.load(Ordering::SeqCst) || s.state.load(Ordering::SeqCst) != Range::Written {
+    s.quiesce();
+    read_writes(s, s.state.load(Ordering::SeqCst))
+}
+
+/// Windows closed by an arm or disarm whose writes the recorder has not taken yet:
+/// `(id, write record's seq, writes)` (normal code only).
+static CLOSED: Mutex<Vec<(u64, u64, Writes)>> = Mutex::new(Vec::new());
+
+/// The window of slot `s` (its state then `st`) is closing: keep what it saw written for
+/// [`take_writes_at`] (under the control lock, no store into it in flight).
+fn collect(s: &slots::Slot, st: Range) {
+    if let Some((at, w)) = read_writes(s, st) {
+        let id = s.id.load(Ordering::Relaxed);
+        let mut closed = CLOSED.lock().unwrap_or_else(|p| p.into_inner());
+        closed.retain(|c| c.0 != id);
+        closed.push((id, at, w));
+    }
+}
+
+/// What slot `s` (in state `st`) saw written in its window, when it was exact and written.
+fn read_writes(s: &slots::Slot, st: Range) -> Option<(u64, Writes)> {
+    if !s.exact.load(Ordering::SeqCst) || st != Range::Written {
         return None;
     }
     let at = s.wseq.load(Ordering::SeqCst);
@@ -379,6 +404,9 @@ pub fn disarm(id: u64) {
             s.pstart.load(Ordering::Relaxed),
             s.pend.load(Ordering::Relaxed),
         );
+        // The window's writes (exact host writes), once no store into it is in flight.
+        s.quiesce();
+        collect(s, st);
         // Open first, then tombstone: a fault raised before the open but handled after it
         // finds the tombstone and retries instead of being sent to the app's handler; one
         // handled before the open is recorded (a real access in this window). Pages other

@@ -82,6 +82,10 @@ pub(super) struct Slot {
     pub(super) cov: AtomicPtr<Cover>,
     /// The sequence number of this window's write record (0: none, or dropped).
     pub(super) wseq: AtomicU64,
+    /// Handlers doing a store into this exact slot now (between [`Slot::hold`] and its
+    /// release): `arm` and `disarm` wait for none before they read and clear the coverage map,
+    /// so a store is in the window it was done in, never in the next.
+    pub(super) inflight: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -105,6 +109,7 @@ const SLOT_INIT: Slot = Slot {
     cov_any: AtomicU8::new(0),
     cov: AtomicPtr::new(std::ptr::null_mut()),
     wseq: AtomicU64::new(0),
+    inflight: AtomicUsize::new(0),
 };
 pub(super) static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
 /// One past the highest slot ever used (the handler scans `0..HIGH`).
@@ -130,6 +135,33 @@ impl Slot {
         }
         // SAFETY: a `Cover` published by `arm` with `Box::into_raw` and never freed.
         unsafe { &(*p).words }
+    }
+
+    /// Hold this slot for a store (async-signal-safe): false when `arm` is rewriting it (the
+    /// caller then does not do the store: the instruction runs again, in the new window).
+    /// SeqCst on both sides: either `arm` sees the hold and waits for it, or this sees BUSY.
+    pub(super) fn hold(&self) -> bool {
+        self.inflight.fetch_add(1, Ordering::SeqCst);
+        if self.state.load(Ordering::SeqCst) == Range::Busy {
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn release(&self) {
+        self.inflight.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wait (bounded) until no handler holds this slot; false when one still does.
+    pub(super) fn quiesce(&self) -> bool {
+        for _ in 0..100_000 {
+            if self.inflight.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            std::thread::yield_now();
+        }
+        false
     }
 
     /// This window falls back to "any part" for `why` (the first reason stays).
