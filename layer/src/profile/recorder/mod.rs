@@ -125,9 +125,11 @@ pub struct Profiler {
     writers: HandleMap<u64, Vec<u64>>,
     /// Candidates armed exact, with the buffer offset their armed range starts at.
     exact_base: HandleMap<u64, u64>,
-    /// A submission of this device has gone down (from then on exact host writes follow the
-    /// recorded copies and uses; before it, every candidate is exact).
-    submitted: AtomicBool,
+    /// Candidate → bytes its exact windows saw written before any recorded copy read it (it
+    /// stays exact until they reach [`EXACT_UNKNOWN`] times its size: a program fills an upload
+    /// before it records the copy, in as many windows as other threads' submissions cut it
+    /// into; a buffer the GPU reads in place is not paid for longer).
+    unknown_writes: HandleMap<u64, u64>,
     /// `host_writes=whole`: the user vouches that every host write is whole, so exact host
     /// writes are not needed (nor paid for).
     whole_vouched: bool,
@@ -338,7 +340,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         uploads: HandleMap::default(),
         writers: HandleMap::default(),
         exact_base: HandleMap::default(),
-        submitted: AtomicBool::new(false),
+        unknown_writes: HandleMap::default(),
         whole_vouched: dev.settings.whole_host_writes,
     };
     let validation = match (validate, double_map) {
@@ -948,7 +950,6 @@ impl Profiler {
         self.late_at_submit(cmds);
         // The submission's number first: the window it opens (and its `Window` record) follows it.
         let seq = sink::stamp();
-        self.submitted.store(true, Ordering::Relaxed);
         self.window(dev);
         seq
     }
@@ -1180,7 +1181,7 @@ impl Profiler {
             return true;
         };
         let shadow = self.shadow_of(dev, b, ptr, len).map(|p| p as *const u8);
-        let exact = self.exact_wanted(b);
+        let exact = self.exact_wanted(b, len);
         let base = if exact { self.armed_base(dev, b) } else { None };
         let armed = guard::arm_exact(b, ptr as *const u8, len, shadow, exact);
         // The window this arm closed gives up what it saw written (at its own range's base).
@@ -1211,15 +1212,16 @@ impl Profiler {
     /// Exact host writes (issue 54) for candidate `b` in the coming window? Where the bytes the
     /// host does not rewrite could differ once shared: `b` is a mapped buffer whose bytes a
     /// recorded copy took into a partner that some other recorded command may write (a
-    /// dispatch, draw, fill or update; a copy from another buffer). Before the device's first
-    /// submission the commands are not known yet (a program fills its inputs first, then records):
-    /// every candidate is exact until then (a setup write next to another member's bytes carried
-    /// at a bind needs it), and a candidate no recorded copy reads stays so only then. Only where every window is
+    /// dispatch, draw, fill or update; a copy from another buffer). A candidate no recorded copy
+    /// has read yet is exact until its windows saw [`EXACT_UNKNOWN`] times its size written:
+    /// programs fill an upload before they record its copy (and other threads' submissions may
+    /// cut that fill into many windows), and a setup write next to another member's bytes
+    /// carried at a bind needs it. Only where every window is
     /// watched (sampled validation refuses on unwatched windows anyway), not under the user's
     /// vouch `host_writes=whole` (then the analysis needs no exact bytes), and not with
     /// `VK_ECHO_EXACT_WRITES=0` (a diagnostic). A command recorded after the host's write
     /// leaves that write "any part": fail closed, never more than was seen.
-    fn exact_wanted(&self, b: u64) -> bool {
+    fn exact_wanted(&self, b: u64, len: usize) -> bool {
         static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         if self.sample_every > 1
             || self.whole_vouched
@@ -1233,7 +1235,8 @@ impl Profiler {
             return false;
         }
         let Some(partners) = self.uploads.get(&b).map(|p| p.clone()) else {
-            return !self.submitted.load(Ordering::Relaxed);
+            let seen = self.unknown_writes.get(&b).map_or(0, |n| *n);
+            return seen < EXACT_UNKNOWN.saturating_mul(len as u64);
         };
         partners.iter().any(|d| {
             self.writers
@@ -1286,6 +1289,14 @@ impl Profiler {
         let Some((write, seen)) = guard::take_writes_at(b) else {
             return;
         };
+        if !self.uploads.contains_key(&b) {
+            let n = match &seen {
+                Ok(r) => r.iter().map(|(f, t)| (t - f) as u64).sum(),
+                Err(_) => u64::MAX / 4,
+            };
+            let mut e = self.unknown_writes.entry(b).or_insert(0);
+            *e = e.saturating_add(n);
+        }
         if !self.on() || write == 0 {
             return;
         }
@@ -1514,6 +1525,10 @@ impl Profiler {
         }
     }
 }
+
+/// Exact host writes (issue 54): a candidate no recorded copy has read yet is exact until its
+/// windows saw this many times its size written (`Profiler::exact_wanted`).
+const EXACT_UNKNOWN: u64 = 2;
 
 /// Sampled validation: is a candidate protected in its window `n` (0-based)? Every window
 /// while `full` (its first `validate_full_windows` windows with a host access are not seen yet);
