@@ -10,7 +10,7 @@
 //! lints of `watch/mod.rs`), and a panic all the same is caught and loses every range.
 
 use super::code;
-use super::cover::{self, Why};
+use super::cover::Why;
 use super::park;
 use super::prot::{page_prot, page_size, range_prot, rank, reprotect, set_prot, slot_allows};
 use super::ring::{self, Seen};
@@ -636,10 +636,10 @@ unsafe fn covered(held: &[Option<&'static Slot>; HOLD], a: usize, b: usize, page
         }
         let words = s.cover_words();
         let (lo, hi) = (a.max(st0), b.min(en0));
-        cover::mark(words, lo - st0, hi - st0);
+        super::cover::mark(words, lo - st0, hi - st0);
         EXACT_STORES.fetch_add(1, Ordering::Relaxed);
         let (p0, p1) = (page.max(st0), (page + ps).min(en0));
-        full |= cover::all_set(words, p0 - st0, p1 - st0);
+        full |= super::cover::all_set(words, p0 - st0, p1 - st0);
     }
     full
 }
