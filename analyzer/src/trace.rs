@@ -438,6 +438,21 @@ pub enum Event {
         buffer: u64,
         access: Access,
     },
+    /// Exact host writes (issue 54): what the host's stores wrote of this staging buffer in the
+    /// window now ending, written at the window's end for a buffer profiled exact in it (an
+    /// upload-side member whose partner the GPU may change) that the host wrote. `write`: the
+    /// `seq` of the window's `HostAccess` write record it belongs to. `ranges`: byte offsets
+    /// `[from, to)` in the buffer, every byte some store wrote (a rewrite with the same bytes
+    /// included), sorted and disjoint; `any`: the window could not be exact and says why (the
+    /// write is then "any part", as a write without this record — older traces — always is).
+    HostWrites {
+        buffer: u64,
+        write: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ranges: Vec<[u64; 2]>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        any: Option<String>,
+    },
     /// From here on every host access to this buffer's bound range is observed (it is armed for
     /// host-access validation): written at its bind when its memory is mapped, or at the map
     /// that makes it reachable, so no host access since the bind went unseen. Before this

@@ -12,8 +12,9 @@
 
 mod common;
 use common::*;
-use echo_analyzer::analysis::Decision;
+use echo_analyzer::analysis::{Analysis, Decision};
 use echo_analyzer::plan::Condition;
+use echo_analyzer::trace::Event;
 
 /// Every iteration: the host writes the upload buffer, copies it into the device buffer, and a
 /// dispatch rewrites the device buffer in place (saxpy's `y`).
@@ -169,4 +170,110 @@ fn unseen_host_writes_are_not_newer_than_a_gpu_write_before_the_first_copy() {
     let (c, _, msg) = rejected(decision(&a, 1, 2));
     assert_eq!(c, Condition::S1, "{msg}");
     assert!(msg.contains("their time is unknown"), "{msg}");
+}
+
+/// Exact host writes (issue 54): the profiler recorded the bytes each write covered.
+/// `cover(write)` gives the ranges of the write at each iteration (`None`: no record, "any").
+fn exact_in_place(cover: impl Fn(usize) -> Option<Result<Vec<[u64; 2]>, String>>) -> Analysis {
+    let mut t = T::new();
+    t.partial_writes();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for i in 0..3 {
+        let w = t.host_write(h.buf);
+        match cover(i) {
+            Some(Ok(ranges)) => {
+                t.push(Event::HostWrites {
+                    buffer: h.buf,
+                    write: w,
+                    ranges,
+                    any: None,
+                });
+            }
+            Some(Err(why)) => {
+                t.push(Event::HostWrites {
+                    buffer: h.buf,
+                    write: w,
+                    ranges: vec![],
+                    any: Some(why),
+                });
+            }
+            None => {}
+        }
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+    }
+    t.analyze()
+}
+
+#[test]
+fn an_in_place_reupload_written_whole_is_accepted_by_default() {
+    // Every window's stores covered every byte: as `host_writes=whole`, without the vouch.
+    let a = exact_in_place(|_| Some(Ok(vec![[0, MIB]])));
+    assert!(
+        matches!(decision(&a, 1, 2), Decision::Accepted { .. }),
+        "{:?}",
+        decision(&a, 1, 2)
+    );
+    // In several runs of stores (a fill in pieces): the same.
+    let a = exact_in_place(|_| Some(Ok(vec![[0, 4096], [4096, MIB / 2], [MIB / 2, MIB]])));
+    assert!(matches!(decision(&a, 1, 2), Decision::Accepted { .. }));
+    // The first window (before the GPU changed anything) need not be exact.
+    let a = exact_in_place(|i| (i > 0).then(|| Ok(vec![[0, MIB]])));
+    assert!(matches!(decision(&a, 1, 2), Decision::Accepted { .. }));
+}
+
+#[test]
+fn an_exact_write_with_a_gap_is_refused_naming_the_window_and_the_bytes() {
+    // Half of the buffer in the later windows (the repro's `half`).
+    let a = exact_in_place(|i| Some(Ok(vec![[0, if i == 0 { MIB } else { MIB / 2 }]])));
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(
+        msg.contains(&format!("bytes {}..{}", MIB / 2, MIB)) && msg.contains("did not rewrite"),
+        "{msg}"
+    );
+    // Every page touched, not every byte: refused.
+    let pages: Vec<[u64; 2]> = (0..MIB / 4096)
+        .map(|p| [p * 4096, p * 4096 + 4092])
+        .collect();
+    let a = exact_in_place(|i| {
+        Some(Ok(if i == 0 {
+            vec![[0, MIB]]
+        } else {
+            pages.clone()
+        }))
+    });
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(msg.contains("4092..4096"), "{msg}");
+}
+
+#[test]
+fn a_window_that_could_not_be_exact_is_any_part() {
+    let a = exact_in_place(|i| {
+        Some(if i == 2 {
+            Err("a store echo does not emulate".into())
+        } else {
+            Ok(vec![[0, MIB]])
+        })
+    });
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    // A record naming a write that is not in the trace (its record dropped) claims nothing.
+    let mut t = T::new();
+    t.partial_writes();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        let w = t.host_write(h.buf);
+        t.push(Event::HostWrites {
+            buffer: h.buf,
+            write: w + 1000,
+            ranges: vec![[0, MIB]],
+            any: None,
+        });
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+    }
+    let (c, _, _) = rejected(decision(&t.analyze(), 1, 2));
+    assert_eq!(c, Condition::S1);
 }

@@ -992,33 +992,40 @@ fn normal_order_aliases_both_staging_buffers() {
     );
 }
 
-/// `host_writes` (issue 45): saxpy uploads `y` every iteration and its kernel rewrites `y` in
-/// place. Echo cannot see whether each host write rewrites all of `y`, so by default (`any`) the
-/// upload member of `y` is refused — S1, naming the bytes the host may not have written — while
-/// the `x` upload and the `y` readback stay applied and the output stays the program's; with the
-/// samples' vouch (`whole`, as the positive tests profile) every member is applied.
+/// `host_writes` (issues 45 and 54): saxpy uploads `y` every iteration and its kernel rewrites
+/// `y` in place. Without exact host writes (`VK_ECHO_EXACT_WRITES=0`) echo cannot see whether
+/// each host write rewrites all of `y`, so by default (`any`) the upload member of `y` is refused
+/// — S1, naming the bytes the host may not have written — while the `x` upload and the `y`
+/// readback stay applied and the output stays the program's. With exact host writes (the default)
+/// profile sees every store of each write cover all of `y`, and every member is applied, as with
+/// the samples' vouch (`whole`, as the positive tests profile); the output stays the program's.
 #[test]
-fn an_in_place_upload_is_refused_unless_whole_writes_are_vouched_for() {
+fn an_in_place_upload_is_applied_by_default_once_its_writes_are_seen_whole() {
     let f = Flow::new("saxpy", SIZE_KIB);
     let base = f.sample(&[]);
-    let trace = f.dir.join("any.jsonl");
-    let t = trace.display().to_string();
-    f.vkecho(
-        &["profile", "--trace", &t],
-        &[
-            ("VK_ECHO_MIN_BYTES", "4096"),
-            ("VK_ECHO_HOST_WRITES", "any"),
-        ],
-    )
-    .json();
-    let plan = f.dir.join("any.plan.json");
-    let out = Command::new(vkecho())
-        .args(["analyze", &t, "-o"])
-        .arg(&plan)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let analyze = |name: &str, exact: &str| {
+        let trace = f.dir.join(format!("{name}.jsonl"));
+        let t = trace.display().to_string();
+        f.vkecho(
+            &["profile", "--trace", &t],
+            &[
+                ("VK_ECHO_MIN_BYTES", "4096"),
+                ("VK_ECHO_HOST_WRITES", "any"),
+                ("VK_ECHO_EXACT_WRITES", exact),
+            ],
+        )
+        .json();
+        let plan = f.dir.join(format!("{name}.plan.json"));
+        let out = Command::new(vkecho())
+            .args(["analyze", &t, "-o"])
+            .arg(&plan)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text}");
+        (plan, text)
+    };
+    let (plan, text) = analyze("any", "0");
     let p = read_plan(&plan);
     let members: usize = p.groups.iter().map(|g| g.members.len()).sum();
     assert_eq!(members, 2, "x's upload and y's readback stay: {text}");
@@ -1028,6 +1035,14 @@ fn an_in_place_upload_is_refused_unless_whole_writes_are_vouched_for() {
         "{:?}",
         p.rejected[0]
     );
+    let (run, s) = f.enforce(&plan, &[]);
+    assert_eq!(base.checksum(), run.checksum());
+    assert_eq!(s.groups_applied, s.groups_planned);
+    // Exact host writes, the default: every member, and the program's output.
+    let (plan, text) = analyze("exact", "1");
+    let p = read_plan(&plan);
+    let members: usize = p.groups.iter().map(|g| g.members.len()).sum();
+    assert_eq!(members, 3, "{text}");
     let (run, s) = f.enforce(&plan, &[]);
     assert_eq!(base.checksum(), run.checksum());
     assert_eq!(s.groups_applied, s.groups_planned);

@@ -202,6 +202,11 @@ pub struct Model {
     /// The profile ran with `host_writes=whole`: a host write rewrites its whole buffer (the
     /// user vouches for it; S1 then treats it so).
     pub whole_host_writes: bool,
+    /// Exact host writes (issue 54): the `seq` of a host write step (`Step::Host` that writes)
+    /// → what the profiler saw it write in its window (`HostWrites`): `Ok(ranges)`, byte
+    /// offsets `[from, to)` in the buffer, or `Err(why)` where the window could not be exact.
+    /// A write without an entry wrote "any part" of its buffer.
+    pub exact_writes: HashMap<u64, Result<Vec<(u64, u64)>, String>>,
     /// Buffers the layer armed for host-access validation (`Watched`), with the record's seq:
     /// every host access to them since their bind is in the trace.
     pub watched: HashMap<BufId, u64>,

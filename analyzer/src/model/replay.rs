@@ -87,7 +87,8 @@ impl Model {
                 | Event::Watch { .. }
                 | Event::Window { .. }
                 | Event::Watched { .. }
-                | Event::HostAccess { .. } => r.host_access(seq, event),
+                | Event::HostAccess { .. }
+                | Event::HostWrites { .. } => r.host_access(seq, event),
                 Event::DeviceDestroy { .. }
                 | Event::FlushRanges { .. }
                 | Event::InvalidateRanges { .. }
@@ -631,6 +632,45 @@ impl Replay {
                 )),
                 None => self.note(*buffer, seq, "host access"),
             },
+            Event::HostWrites {
+                buffer,
+                write,
+                ranges,
+                any,
+            } => {
+                let Some(&b) = self.buf_of.get(buffer) else {
+                    self.note(*buffer, seq, "exact host writes");
+                    return;
+                };
+                // The window's write record it names (a record that was dropped: none, and
+                // the write stays "any part").
+                let step = self
+                    .m
+                    .timeline
+                    .iter()
+                    .rev()
+                    .take_while(|(s, _)| *s >= *write)
+                    .find_map(|(s, st)| match st {
+                        Step::Host { buffer: x, access }
+                            if *s == *write && *x == b && access.writes() =>
+                        {
+                            Some(*s)
+                        }
+                        _ => None,
+                    });
+                if let Some(s) = step {
+                    let size = self.m.buffers[b].size;
+                    let seen = match any {
+                        Some(why) => Err(why.clone()),
+                        None => Ok(ranges
+                            .iter()
+                            .map(|r| (r[0].min(size), r[1].min(size)))
+                            .filter(|r| r.0 < r.1)
+                            .collect()),
+                    };
+                    self.m.exact_writes.entry(s).or_insert(seen);
+                }
+            }
 
             _ => {}
         }

@@ -104,6 +104,18 @@ impl VMap {
     }
 }
 
+/// Ranges for a message: the first few, and how many more.
+fn ranges_text(r: &[(u64, u64)]) -> String {
+    if r.is_empty() {
+        return "no byte".into();
+    }
+    let mut s: Vec<String> = r.iter().take(4).map(|(a, b)| format!("{a}..{b}")).collect();
+    if r.len() > 4 {
+        s.push(format!("and {} more ranges", r.len() - 4));
+    }
+    format!("bytes {}", s.join(", "))
+}
+
 /// First byte range in `[a, b)` where the original world holds a defined version that differs
 /// from the merged world's: `(original, merged)`.
 fn mismatch(orig: &VMap, merged: &VMap, a: i64, b: i64) -> Option<(Ver, Ver)> {
@@ -192,6 +204,63 @@ impl Sim<'_> {
             } else {
                 self.orig[slot].set(s, e, p);
                 self.merged.set(s, e, q);
+            }
+        }
+    }
+    /// A host write whose bytes the profiler saw exactly (issue 54): `ranges` (offsets in the
+    /// member, sorted, disjoint) are the host's in both worlds; every other byte of the member
+    /// kept what it held in each. Where the two disagree there, the original's bytes get a
+    /// version of their own that names the gap, so the read that finds them says which bytes
+    /// of which write were not rewritten.
+    fn exact_write(
+        &mut self,
+        slot: usize,
+        size: u64,
+        ranges: &[(u64, u64)],
+        what: String,
+        number: usize,
+    ) {
+        let v = self.fresh(what.clone());
+        for &(f, t) in ranges {
+            let (x, y) = self.range(slot, f, t.saturating_sub(f));
+            self.orig[slot].set(x, y, v);
+            self.merged.set(x, y, v);
+        }
+        // The gaps: [0, size) less the ranges.
+        let mut gaps = Vec::new();
+        let mut at = 0u64;
+        for &(f, t) in ranges {
+            if f > at {
+                gaps.push((at, f));
+            }
+            at = at.max(t);
+        }
+        if at < size {
+            gaps.push((at, size));
+        }
+        for (f, t) in gaps {
+            let (x, y) = self.range(slot, f, t - f);
+            let mut relabel = Vec::new();
+            for (s, e, o) in self.orig[slot].slices(x, y) {
+                if o == 0 {
+                    continue;
+                }
+                for (s2, e2, m) in self.merged.slices(s, e) {
+                    if m != o {
+                        relabel.push((s2, e2, o));
+                    }
+                }
+            }
+            for (s2, e2, o) in relabel {
+                let d = self.delta(slot);
+                let (b0, b1) = (s2 + d, e2 + d);
+                let kept = format!(
+                    "bytes {b0}..{b1} of staging buffer #{number}, which {what} did not rewrite (the exact host writes of its window cover {}), so still {}",
+                    ranges_text(ranges),
+                    self.desc(o)
+                );
+                let k = self.fresh(kept);
+                self.orig[slot].set(s2, e2, k);
             }
         }
     }
@@ -335,6 +404,9 @@ pub fn check(ctx: &Ctx, g: &GroupSpec) -> Result<(), Verdict> {
                     );
                     if m.whole_host_writes {
                         sim.write(slot, a, b, what);
+                    } else if let Some(Ok(ranges)) = m.exact_writes.get(seq) {
+                        let size = m.buffers[*buffer].size;
+                        sim.exact_write(slot, size, ranges, what, m.buffers[*buffer].number);
                     } else {
                         sim.partial_write(slot, a, b, what);
                     }

@@ -120,6 +120,22 @@ pub struct Profiler {
     /// Candidates a fault echo could not explain or finish left open for good
     /// (`guard::Seen::Lost`): never armed again.
     lost: HandleSet<u64>,
+    /// Exact host writes (issue 54): mapped buffer → the buffers recorded copies took its bytes
+    /// into.
+    uploads: HandleMap<u64, Vec<u64>>,
+    /// Buffer → what else recorded commands may write into it: the sources of copies into it,
+    /// `u64::MAX` for a dispatch, draw, fill or update that writes it.
+    writers: HandleMap<u64, Vec<u64>>,
+    /// Candidates armed exact, with the buffer offset their armed range starts at.
+    exact_base: HandleMap<u64, u64>,
+    /// Candidate → bytes its exact windows saw written before any recorded copy read it (it
+    /// stays exact until they reach [`EXACT_UNKNOWN`] times its size: a program fills an upload
+    /// before it records the copy, in as many windows as other threads' submissions cut it
+    /// into; a buffer the GPU reads in place is not paid for longer).
+    unknown_writes: HandleMap<u64, u64>,
+    /// `host_writes=whole`: the user vouches that every host write is whole, so exact host
+    /// writes are not needed (nor paid for).
+    whole_vouched: bool,
 }
 
 /// Candidate buffer → creation index of its device: the guard's records are process-wide, and
@@ -325,6 +341,11 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
             super::gputime::GpuTimer::new(dev, sink, dev.index)
         },
         lost: HandleSet::default(),
+        uploads: HandleMap::default(),
+        writers: HandleMap::default(),
+        exact_base: HandleMap::default(),
+        unknown_writes: HandleMap::default(),
+        whole_vouched: dev.settings.whole_host_writes,
     };
     let validation = match (validate, double_map) {
         (false, _) => "off",
@@ -386,6 +407,7 @@ impl Profiler {
     /// Record `e` now; its sequence number (0: dropped).
     #[inline]
     fn rec(&self, e: Event) -> u64 {
+        self.note_writers(&e);
         self.sink.record(self.index, e)
     }
 
@@ -661,6 +683,7 @@ impl Profiler {
         }
         if self.candidates.remove(&buffer).is_some() {
             guard::disarm(buffer);
+            self.close_writes(buffer);
         }
         if self.on() {
             self.rec(Event::BufferDestroy { buffer });
@@ -858,6 +881,17 @@ impl Profiler {
                 self.copied.insert(dst);
             }
             let (ms, md) = (Self::mapped(dev, src), Self::mapped(dev, dst));
+            if ms {
+                let mut e = self.uploads.entry(src).or_default();
+                if !e.contains(&dst) {
+                    e.push(dst);
+                }
+            }
+            let mut w = self.writers.entry(dst).or_default();
+            if !w.contains(&src) {
+                w.push(src);
+            }
+            drop(w);
             if ms != md {
                 let h = if ms { src } else { dst };
                 let big = dev
@@ -1151,7 +1185,15 @@ impl Profiler {
             return true;
         };
         let shadow = self.shadow_of(dev, b, ptr, len).map(|p| p as *const u8);
-        if let Err(e) = guard::arm_shadowed(b, ptr as *const u8, len, shadow) {
+        let exact = self.exact_wanted(b, len);
+        let base = if exact { self.armed_base(dev, b) } else { None };
+        let armed = guard::arm_exact(b, ptr as *const u8, len, shadow, exact);
+        // The window this arm closed gives up what it saw written (at its own range's base).
+        self.close_writes(b);
+        if let Some(base) = base {
+            self.exact_base.insert(b, base);
+        }
+        if let Err(e) = armed {
             match e {
                 GuardError::Replaced => {
                     if log::first_time("guard-replaced") {
@@ -1169,6 +1211,123 @@ impl Profiler {
             }
         }
         true
+    }
+
+    /// Exact host writes (issue 54) for candidate `b` in the coming window? Where the bytes the
+    /// host does not rewrite could differ once shared: `b` is a mapped buffer whose bytes a
+    /// recorded copy took into a partner that some other recorded command may write (a
+    /// dispatch, draw, fill or update; a copy from another buffer). A candidate no recorded copy
+    /// has read yet is exact until its windows saw [`EXACT_UNKNOWN`] times its size written:
+    /// programs fill an upload before they record its copy (and other threads' submissions may
+    /// cut that fill into many windows), and a setup write next to another member's bytes
+    /// carried at a bind needs it. Only where every window is
+    /// watched (sampled validation refuses on unwatched windows anyway), not under the user's
+    /// vouch `host_writes=whole` (then the analysis needs no exact bytes), and not with
+    /// `VK_ECHO_EXACT_WRITES=0` (a diagnostic). A command recorded after the host's write
+    /// leaves that write "any part": fail closed, never more than was seen.
+    fn exact_wanted(&self, b: u64, len: usize) -> bool {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if self.sample_every > 1
+            || self.whole_vouched
+            || *OFF.get_or_init(|| {
+                crate::settings::env_lookup(crate::settings::secure_execution())(
+                    "VK_ECHO_EXACT_WRITES",
+                )
+                .is_some_and(|v| v == "0")
+            })
+        {
+            return false;
+        }
+        let Some(partners) = self.uploads.get(&b).map(|p| p.clone()) else {
+            let seen = self.unknown_writes.get(&b).map_or(0, |n| *n);
+            return seen < EXACT_UNKNOWN.saturating_mul(len as u64);
+        };
+        partners.iter().any(|d| {
+            self.writers
+                .get(d)
+                .is_some_and(|w| w.iter().any(|x| *x != b))
+        })
+    }
+
+    /// Exact host writes (issue 54): the buffers a recorded command (other than a copy, which
+    /// `on_copy` notes with its source) may write — every record that names buffer uses passes
+    /// here, descriptor uses resolved at recording or at submission, and what echo steps aside
+    /// from.
+    fn note_writers(&self, e: &Event) {
+        let note = |b: u64| {
+            let mut w = self.writers.entry(b).or_default();
+            if !w.contains(&u64::MAX) {
+                w.push(u64::MAX);
+            }
+        };
+        match e {
+            Event::CmdUse { uses, .. } | Event::CmdLateUse { uses, .. } => {
+                for u in uses.iter().filter(|u| u.access.writes()) {
+                    note(u.buffer);
+                }
+            }
+            Event::Aside { buffers, .. } => {
+                for b in buffers {
+                    note(*b);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The offset in buffer `b` where its armed range (`range_of`) starts.
+    fn armed_base(&self, dev: &Device, b: u64) -> Option<u64> {
+        let st = dev.state.buffers.get(&b)?;
+        let (mem, off) = st.bound?;
+        drop(st);
+        let m = dev.state.memory.get(&mem)?;
+        let map = m.mapped?;
+        Some(off.max(map.offset) - off)
+    }
+
+    /// Record what the guard saw the host write into candidate `b` in the window its last arm
+    /// or disarm closed (else, at exit, in the window still open), when it was armed exact and
+    /// written: a `HostWrites` record naming the window's write record. Call after every arm
+    /// and disarm of a candidate.
+    fn close_writes(&self, b: u64) {
+        let Some((write, seen)) = guard::take_writes_at(b) else {
+            return;
+        };
+        if !self.uploads.contains_key(&b) {
+            let n = match &seen {
+                Ok(r) => r.iter().map(|(f, t)| (t - f) as u64).sum(),
+                Err(_) => u64::MAX / 4,
+            };
+            let mut e = self.unknown_writes.entry(b).or_insert(0);
+            *e = e.saturating_add(n);
+        }
+        if !self.on() || write == 0 {
+            return;
+        }
+        let base = self.exact_base.get(&b).map(|x| *x);
+        let (ranges, any) = match (seen, base) {
+            (Ok(r), Some(base)) => (
+                r.into_iter()
+                    .map(|(f, t)| [base + f as u64, base + t as u64])
+                    .collect(),
+                None,
+            ),
+            (Ok(_), None) => (
+                vec![],
+                Some("where the armed range lies in the buffer is not known".to_string()),
+            ),
+            (Err(why), _) => (vec![], Some(why.text().to_string())),
+        };
+        let dev = owners().get(&b).map_or(self.index, |d| *d);
+        self.sink.record(
+            dev,
+            Event::HostWrites {
+                buffer: b,
+                write,
+                ranges,
+                any,
+            },
+        );
     }
 
     fn drain(&self) {
@@ -1222,6 +1381,7 @@ impl Profiler {
         self.guard_ok.store(false, Ordering::Relaxed);
         for b in self.candidates.iter() {
             guard::disarm(*b);
+            self.close_writes(*b);
         }
         if self.on() {
             self.rec(Event::ValidationLost {
@@ -1299,6 +1459,7 @@ impl Profiler {
             let bound = dev.state.buffers.get(&*b).and_then(|s| s.bound);
             if bound.is_some_and(|(m, _)| m == memory) {
                 guard::disarm(*b);
+                self.close_writes(*b);
             }
         }
     }
@@ -1310,10 +1471,11 @@ impl Profiler {
             self.drain();
             for b in self.candidates.iter() {
                 guard::disarm(*b);
+                self.close_writes(*b);
             }
             let s = guard::stats();
             log::info!(
-                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped, {} unexplained (driver or JIT code: ranges left open, buffers refused), {} handler panics contained); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling)",
+                "profile: host-access validation: {} watched buffers, {} faults ({} collateral, {} accesses on shared pages emulated, {} stepped, {} buffers reached by an access that began outside them, {} buffers taken as touched through a shared page, {} chained to the application, {} dropped, {} unexplained (driver or JIT code: ranges left open, buffers refused), {} handler panics contained); read/write from the fault context: {}, from the decoded instruction: {}, unknown (taken as writes): {}; {} mprotect calls ({:.1} ms), {} arms parked ({} moved back; moves {:.1} ms), {} re-arms skipped, {} windows unwatched (sampling), {} stores recorded byte for byte (exact host writes)",
                 self.candidates_total.load(Ordering::Relaxed),
                 s.faults,
                 s.collateral,
@@ -1334,7 +1496,8 @@ impl Profiler {
                 s.unparked,
                 s.move_ns as f64 / 1e6,
                 s.rearms_skipped,
-                s.unwatched
+                s.unwatched,
+                s.exact_stores
             );
         }
         if let Some(g) = &self.gpu {
@@ -1360,9 +1523,16 @@ impl Profiler {
     pub fn on_exit(&self) {
         if self.validate && self.guard_ok.load(Ordering::Relaxed) {
             self.drain();
+            for b in self.candidates.iter() {
+                self.close_writes(*b);
+            }
         }
     }
 }
+
+/// Exact host writes (issue 54): a candidate no recorded copy has read yet is exact until its
+/// windows saw this many times its size written (`Profiler::exact_wanted`).
+const EXACT_UNKNOWN: u64 = 2;
 
 /// Sampled validation: is a candidate protected in its window `n` (0-based)? Every window
 /// while `full` (its first `validate_full_windows` windows with a host access are not seen yet);

@@ -10,8 +10,9 @@
 //! lints of `watch/mod.rs`), and a panic all the same is caught and loses every range.
 
 use super::code;
+use super::cover::Why;
 use super::park;
-use super::prot::{allowed, page_prot, page_size, range_prot, rank, reprotect, set_prot};
+use super::prot::{page_prot, page_size, range_prot, rank, reprotect, set_prot, slot_allows};
 use super::ring::{self, Seen};
 use super::slots::{slots, snapshot, Range, Slot, HIGH, PARKED, SLOTS, TABLE};
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -37,6 +38,8 @@ pub(super) static STEPPED: AtomicU64 = AtomicU64::new(0);
 pub(super) static EMULATED: AtomicU64 = AtomicU64::new(0);
 /// Armed buffers reached by an access whose first byte was another's (found by decoding it).
 pub(super) static REACHED: AtomicU64 = AtomicU64::new(0);
+/// Stores into exact slots (issue 54) emulated and recorded in a coverage map.
+pub(super) static EXACT_STORES: AtomicU64 = AtomicU64::new(0);
 /// Emulations in flight: `disarm` waits for them (the other view may be unmapped after it).
 pub(super) static EMULATING: AtomicUsize = AtomicUsize::new(0);
 
@@ -182,9 +185,10 @@ unsafe fn lose(s: &Slot, id: u64, a: usize, b: usize, pc: usize) {
             break;
         }
     }
+    s.fall_back(Why::Lost);
     if !s.lost.swap(true, Ordering::SeqCst) {
         LOST_PC.store(pc, Ordering::Relaxed);
-        ring::record(id, Seen::Lost);
+        let _ = ring::record(id, Seen::Lost);
     }
     open(s, a, b, libc::PROT_READ | libc::PROT_WRITE);
 }
@@ -243,7 +247,13 @@ unsafe fn note(s: &Slot, snap: (Range, usize, usize, usize, usize, u64), write: 
         (
             Range::Written,
             Access::Write,
-            libc::PROT_READ | libc::PROT_WRITE,
+            // An exact slot (issue 54) stays closed to writes: each store faults, is emulated
+            // and its bytes recorded; reads may run.
+            if s.exact_live() {
+                libc::PROT_READ
+            } else {
+                libc::PROT_READ | libc::PROT_WRITE
+            },
         )
     } else {
         (Range::Read, Access::Read, libc::PROT_READ)
@@ -260,7 +270,10 @@ unsafe fn note(s: &Slot, snap: (Range, usize, usize, usize, usize, u64), write: 
             .compare_exchange(st, to, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            ring::record(id, Seen::Access(acc));
+            let at = ring::record(id, Seen::Access(acc));
+            if write {
+                s.wseq.store(at, Ordering::SeqCst);
+            }
             open(s, ps0, pe0, prot);
             return true;
         }
@@ -401,6 +414,15 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
             return true;
         }
     }
+    if need & libc::PROT_WRITE != 0 && exact_fall_back(page, high) {
+        // Exact slots on the page that could not see this store are "any part" for the rest
+        // of the window, their ranges open as any written buffer's: the page may allow it now.
+        let p = page_prot(page);
+        if rank(p) >= rank(need) {
+            set_prot(page, page + ps, p);
+            return true;
+        }
+    }
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     if !STEP_OFF.load(Ordering::Relaxed) && step::begin(tid, page, need, ctx) {
         STEPPED.fetch_add(1, Ordering::Relaxed);
@@ -415,15 +437,17 @@ unsafe fn handle(info: *mut libc::siginfo_t, ctx: *mut c_void) -> bool {
         if held || !matches!(st, Range::Armed | Range::Read) || en0 <= page || st0 >= page + ps {
             continue;
         }
-        if rank(allowed(st).unwrap_or(rw)) >= rank(need) {
+        // (A written exact slot on the page fell back above: it no longer constrains it.)
+        if rank(slot_allows(s, st, page, page + ps).unwrap_or(rw)) >= rank(need) {
             continue;
         }
+        s.fall_back(Why::Decode);
         if s.state
             .compare_exchange(st, Range::Written, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             SHARED_PAGE.fetch_add(1, Ordering::Relaxed);
-            ring::record(id, Seen::Access(Access::ReadWrite));
+            let _ = ring::record(id, Seen::Access(Access::ReadWrite));
         }
     }
     set_prot(page, page + ps, page_prot(page));
@@ -505,9 +529,137 @@ unsafe fn emulated(
             return true;
         }
     }
-    if shadow == 0 || !emulate::perform(&a, uc, a.ea.wrapping_add(shadow)) {
+    if shadow == 0 {
+        return false;
+    }
+    // The exact slots (issue 54) the store writes are held while it is done and recorded, so
+    // the window it is done in is the window it is recorded in.
+    let mut held: [Option<&'static Slot>; HOLD] = [None; HOLD];
+    if a.write {
+        match hold_exact(a.ea, end, high, &mut held) {
+            Some(true) => {}
+            // An arm is rewriting one of them: do nothing; the instruction runs again, in the
+            // window that arm opens.
+            Some(false) => return true,
+            None => return false,
+        }
+    }
+    if !emulate::perform(&a, uc, a.ea.wrapping_add(shadow)) {
+        release(&held);
         return false;
     }
     EMULATED.fetch_add(1, Ordering::Relaxed);
+    let full = a.write && covered(&held, a.ea, end, page);
+    release(&held);
+    if full {
+        // Every exact slot's bytes on the page are written in this window: the rest of its
+        // stores there need not fault.
+        let p = page_prot(page);
+        if rank(p) > 0 {
+            set_prot(page, page + ps, p);
+        }
+    }
     true
+}
+
+/// Exact slots one store may hold at once (a store reaching further falls back).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+const HOLD: usize = 4;
+
+/// Hold every exact slot with bytes in `[a, b)` (`Slot::hold`) into `held`: `Some(true)` when
+/// all are held, `Some(false)` when an arm is rewriting one or has opened a new window of it
+/// since the fault (none held then: the caller lets the instruction run again), `None` when more
+/// than [`HOLD`] (none held).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn hold_exact(
+    a: usize,
+    b: usize,
+    high: usize,
+    held: &mut [Option<&'static Slot>; HOLD],
+) -> Option<bool> {
+    let mut n = 0;
+    for s in slots(high) {
+        if !s.exact.load(Ordering::SeqCst)
+            || s.end.load(Ordering::Relaxed) <= a
+            || s.start.load(Ordering::Relaxed) >= b
+            || matches!(s.state.load(Ordering::SeqCst), Range::Free | Range::Tomb)
+        {
+            continue;
+        }
+        let Some(slot) = held.get_mut(n) else {
+            release(held);
+            *held = [None; HOLD];
+            return None;
+        };
+        if !s.hold() {
+            release(held);
+            *held = [None; HOLD];
+            return Some(false);
+        }
+        *slot = Some(s);
+        n += 1;
+        // Written in this window (the fault noted it): else a window boundary came between the
+        // fault and now, and the store belongs to the new window, whose first write it may be —
+        // run it again there.
+        if s.state.load(Ordering::SeqCst) != Range::Written {
+            release(held);
+            *held = [None; HOLD];
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn release(held: &[Option<&'static Slot>; HOLD]) {
+    for s in held.iter().flatten() {
+        s.release();
+    }
+}
+
+/// The held exact slots (issue 54) record bytes `[a, b)` (on `page`) as written in this window.
+/// True when one of them now has every byte it holds on the page covered.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn covered(held: &[Option<&'static Slot>; HOLD], a: usize, b: usize, page: usize) -> bool {
+    let ps = page_size();
+    let mut full = false;
+    for s in held.iter().flatten() {
+        // Held, and found written in this window when held (`hold_exact`): `arm` cannot read or
+        // clear the map, nor rewrite the slot, until it is released (its state may already
+        // say BUSY: that arm waits for this store).
+        let (st0, en0) = (
+            s.start.load(Ordering::Relaxed),
+            s.end.load(Ordering::Relaxed),
+        );
+        if en0 <= a || st0 >= b {
+            continue;
+        }
+        let words = s.cover_words();
+        let (lo, hi) = (a.max(st0), b.min(en0));
+        super::cover::mark(words, lo - st0, hi - st0);
+        EXACT_STORES.fetch_add(1, Ordering::Relaxed);
+        let (p0, p1) = (page.max(st0), (page + ps).min(en0));
+        full |= super::cover::all_set(words, p0 - st0, p1 - st0);
+    }
+    full
+}
+
+/// A store on `page` that echo did not emulate: every exact slot (issue 54) written in this
+/// window with bytes on the page cannot know what it wrote, so its window falls back to "any
+/// part" and its range opens as a written slot's does. True when there was one.
+unsafe fn exact_fall_back(page: usize, high: usize) -> bool {
+    let ps = page_size();
+    let mut any = false;
+    for s in slots(high) {
+        let Some((st, st0, en0, ps0, pe0, _)) = snapshot(s) else {
+            continue;
+        };
+        if st != Range::Written || !s.exact_live() || en0 <= page || st0 >= page + ps {
+            continue;
+        }
+        s.fall_back(Why::Decode);
+        open(s, ps0, pe0, libc::PROT_READ | libc::PROT_WRITE);
+        any = true;
+    }
+    any
 }

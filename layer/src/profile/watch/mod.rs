@@ -41,6 +41,15 @@
 //! emptied range closed; the first access moves them back (`park.rs`). Same faults, same
 //! records, a few microseconds instead of a 16 MiB `mprotect`'s 0.2–0.6 ms each way.
 //!
+//! **Exact host writes** (issue 54, `cover.rs`): a range armed with [`arm_exact`] is not opened
+//! by a write. Its first write is recorded as above, its range opens only for reads, and every
+//! store faults and is emulated through the other view (x86_64: `emulate.rs`), its bytes set in
+//! the slot's coverage bitmap; a page whose bytes of the range are all covered opens for the rest
+//! of the window (`prot::slot_allows`). A store the handler cannot do (not decoded, a page
+//! crossing, no other view) makes the window "any part" (`cover::Why`) and opens the range as a
+//! written one. [`take_writes`] reads the bitmap at the window's end. On other platforms an
+//! exact arm is "any part" from the start.
+//!
 //! Rules for callers: [`disarm`] before the memory is unmapped or freed; [`arm`] only mappings
 //! that are readable and writable when open (Vulkan host-visible maps are).
 //!
@@ -67,6 +76,10 @@
 
 /// Whose code made a fault: the program's, or a driver's or JIT-compiled code.
 mod code;
+/// Exact host-write coverage (issue 54): the bytes each store of an exact slot wrote.
+mod cover;
+#[cfg(test)]
+mod cover_tests;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod emulate;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
@@ -92,12 +105,13 @@ mod step;
 #[cfg(test)]
 mod tests;
 
+pub use cover::Why;
 pub use handler::GuardError;
 pub use ring::Seen;
 
 use handler::{
-    install, CHAINED, COLLATERAL, EMULATED, EMULATING, FAULTS, LOST, LOST_PC, PANICS, REACHED,
-    SHARED_PAGE, STEPPED, UNCLASSIFIED,
+    install, CHAINED, COLLATERAL, EMULATED, EMULATING, EXACT_STORES, FAULTS, LOST, LOST_PC, PANICS,
+    REACHED, SHARED_PAGE, STEPPED, UNCLASSIFIED,
 };
 use prot::{page_size, protect, reprotect, MPROTECTS, MPROTECT_NS};
 use ring::DROPPED;
@@ -138,6 +152,20 @@ pub fn arm_shadowed(
     ptr: *const u8,
     len: usize,
     shadow: Option<*const u8>,
+) -> Result<(), GuardError> {
+    arm_exact(id, ptr, len, shadow, false)
+}
+
+/// [`arm_shadowed`], and with `exact` the window records which bytes the host's stores wrote
+/// (issue 54): a write does not open the range, each store is emulated through `shadow` and its
+/// bytes set in the slot's coverage map; [`take_writes`] reads them at the window's end. Where
+/// that cannot be (no `shadow`, not x86_64 Linux) the window is "any part" from the start.
+pub fn arm_exact(
+    id: u64,
+    ptr: *const u8,
+    len: usize,
+    shadow: Option<*const u8>,
+    exact: bool,
 ) -> Result<(), GuardError> {
     let delta = shadow.map_or(0, |p| (p as usize).wrapping_sub(ptr as usize));
     // A window boundary: code pages are proven readable again in the new window.
@@ -186,6 +214,7 @@ pub fn arm_shadowed(
     if idx.is_some()
         && prev_state == Range::Armed
         && !s.stale.load(Ordering::SeqCst)
+        && s.exact.load(Ordering::SeqCst) == exact
         && s.shadow.load(Ordering::Relaxed) == delta
         && (
             s.start.load(Ordering::Relaxed),
@@ -204,6 +233,12 @@ pub fn arm_shadowed(
     );
     s.gen.fetch_add(1, Ordering::SeqCst);
     s.state.store(Range::Busy, Ordering::SeqCst);
+    // Stores into the window that ends are done and recorded before its coverage is read and
+    // cleared (bounded: one still going makes the new window "any part").
+    let quiet = s.quiesce();
+    if idx.is_some() {
+        collect(s, prev_state);
+    }
     if (old0, old1) != (pstart, pend) {
         // A new place (remapped, or a new slot): the old park goes.
         unsafe { park::release(s) };
@@ -221,6 +256,8 @@ pub fn arm_shadowed(
     s.shadow.store(delta, Ordering::Relaxed);
     s.budget.store(0, Ordering::Relaxed);
     s.lost.store(false, Ordering::SeqCst);
+    s.wseq.store(0, Ordering::SeqCst);
+    prepare_cover(s, len, exact, delta != 0, quiet);
     // Fresh before protecting: an open that lands after the mprotect marks it stale again.
     s.stale.store(false, Ordering::SeqCst);
     // Protect while BUSY (a racing fault waits in the handler), then publish ARMED. A range of
@@ -246,6 +283,114 @@ pub fn arm_shadowed(
     Ok(())
 }
 
+/// The coverage map of slot `s` (BUSY, under the control lock) for a new window of `len`
+/// bytes: cleared, or made larger (the old one leaked: a handler may still hold it).
+fn prepare_cover(s: &slots::Slot, len: usize, exact: bool, shadowed: bool, quiet: bool) {
+    s.cov_any.store(0, Ordering::SeqCst);
+    s.exact.store(exact, Ordering::SeqCst);
+    if !exact {
+        return;
+    }
+    if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+        s.fall_back(Why::Platform);
+        return;
+    }
+    if !shadowed {
+        s.fall_back(Why::NoShadow);
+        return;
+    }
+    // A store of the window that ends still being recorded could set bits of this one.
+    if !quiet {
+        s.fall_back(Why::Busy);
+        return;
+    }
+    let p = s.cov.load(Ordering::Acquire);
+    // SAFETY: published by this function with `Box::into_raw`, never freed.
+    let have = if p.is_null() {
+        0
+    } else {
+        unsafe { (*p).bytes() }
+    };
+    if have >= len {
+        // SAFETY: as above.
+        unsafe { (*p).clear() };
+    } else {
+        let c = Box::into_raw(Box::new(cover::Cover::new(len)));
+        s.cov.store(c, Ordering::Release);
+    }
+}
+
+/// Byte ranges `[from, to)` a window's stores wrote, or why the window could not say.
+pub type Writes = Result<Vec<(usize, usize)>, Why>;
+
+/// What the host's stores wrote of buffer `id` in the window now ending, when it was armed
+/// exact and written in it: `Ok(ranges)`, byte offsets `[from, to)` from the start of the
+/// range given to [`arm_exact`], or `Err(why)` when the window fell back to "any part".
+/// `None`: not exact in this window, or not written. Call before the next arm.
+pub fn take_writes(id: u64) -> Option<Writes> {
+    take_writes_at(id).map(|x| x.1)
+}
+
+/// [`take_writes`], with the sequence number of the window's write record it belongs to
+/// (0: that record was dropped). The window an [`arm_exact`] or [`disarm`] of `id` closed, if
+/// there is one not taken yet; else the window now open (at process exit: what it saw so far).
+pub fn take_writes_at(id: u64) -> Option<(u64, Writes)> {
+    let _g = lock();
+    let mut closed = CLOSED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(i) = closed.iter().position(|c| c.0 == id) {
+        let (_, at, w) = closed.swap_remove(i);
+        return Some((at, w));
+    }
+    drop(closed);
+    let high = HIGH.load(Ordering::Acquire);
+    let s = slots(high).iter().find(|s| {
+        matches!(
+            s.state.load(Ordering::SeqCst),
+            Range::Armed | Range::Read | Range::Written
+        ) && s.id.load(Ordering::Relaxed) == id
+    })?;
+    s.quiesce();
+    read_writes(s, s.state.load(Ordering::SeqCst))
+}
+
+/// Windows closed by an arm or disarm whose writes the recorder has not taken yet:
+/// `(id, write record's seq, writes)` (normal code only).
+static CLOSED: Mutex<Vec<(u64, u64, Writes)>> = Mutex::new(Vec::new());
+
+/// The window of slot `s` (its state then `st`) is closing: keep what it saw written for
+/// [`take_writes_at`] (under the control lock, no store into it in flight).
+fn collect(s: &slots::Slot, st: Range) {
+    if let Some((at, w)) = read_writes(s, st) {
+        let id = s.id.load(Ordering::Relaxed);
+        let mut closed = CLOSED.lock().unwrap_or_else(|p| p.into_inner());
+        closed.retain(|c| c.0 != id);
+        closed.push((id, at, w));
+    }
+}
+
+/// What slot `s` (in state `st`) saw written in its window, when it was exact and written.
+fn read_writes(s: &slots::Slot, st: Range) -> Option<(u64, Writes)> {
+    if !s.exact.load(Ordering::SeqCst) || st != Range::Written {
+        return None;
+    }
+    let at = s.wseq.load(Ordering::SeqCst);
+    let why = Why::from_u8(s.cov_any.load(Ordering::SeqCst));
+    if why != Why::Exact {
+        return Some((at, Err(why)));
+    }
+    let n = s
+        .end
+        .load(Ordering::Relaxed)
+        .saturating_sub(s.start.load(Ordering::Relaxed));
+    let ranges = cover::runs(s.cover_words(), n);
+    // A fall-back that raced the read: the ranges may be short of what was written.
+    let why = Why::from_u8(s.cov_any.load(Ordering::SeqCst));
+    if why != Why::Exact {
+        return Some((at, Err(why)));
+    }
+    Some((at, Ok(ranges)))
+}
+
 /// Open buffer `id`'s range again and forget it. Call before unmapping or freeing it.
 pub fn disarm(id: u64) {
     let _g = lock();
@@ -259,6 +404,9 @@ pub fn disarm(id: u64) {
             s.pstart.load(Ordering::Relaxed),
             s.pend.load(Ordering::Relaxed),
         );
+        // The window's writes (exact host writes), once no store into it is in flight.
+        s.quiesce();
+        collect(s, st);
         // Open first, then tombstone: a fault raised before the open but handled after it
         // finds the tombstone and retries instead of being sent to the app's handler; one
         // handled before the open is recorded (a real access in this window). Pages other
@@ -382,6 +530,8 @@ pub struct Stats {
     pub lost: u64,
     /// Panics caught in the handler.
     pub panics: u64,
+    /// Stores into buffers armed exact (issue 54) emulated and recorded byte for byte.
+    pub exact_stores: u64,
 }
 
 pub fn stats() -> Stats {
@@ -406,5 +556,6 @@ pub fn stats() -> Stats {
         reached: REACHED.load(Ordering::Relaxed),
         lost: LOST.load(Ordering::Relaxed),
         panics: PANICS.load(Ordering::Relaxed),
+        exact_stores: EXACT_STORES.load(Ordering::Relaxed),
     }
 }

@@ -5,7 +5,7 @@
 //! range cuts it at its neighbours' page ranges and gives each piece its own ceiling
 //! ([`reprotect`]). Async-signal-safe: the slot table, atomics and `mprotect`.
 
-use super::slots::{slots, Range, HIGH, SLOTS};
+use super::slots::{slots, Range, Slot, HIGH, SLOTS};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -66,6 +66,26 @@ pub(super) fn allowed(st: Range) -> Option<libc::c_int> {
     }
 }
 
+/// How far slot `s` (in state `st`) lets `[a, b)` open: as [`allowed`], but an exact slot
+/// (issue 54) that has been written keeps its pages readable only — every store of the window
+/// must fault and be emulated — except where each of its bytes in `[a, b)` is covered already.
+pub(super) fn slot_allows(s: &Slot, st: Range, a: usize, b: usize) -> Option<libc::c_int> {
+    if st == Range::Written && s.exact_live() {
+        let (s0, s1) = (
+            s.start.load(Ordering::Relaxed),
+            s.end.load(Ordering::Relaxed),
+        );
+        let (lo, hi) = (a.max(s0), b.min(s1));
+        let full = hi <= lo || super::cover::all_set(s.cover_words(), lo - s0, hi - s0);
+        return Some(if full {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        });
+    }
+    allowed(st)
+}
+
 /// Order of protections: none < read < read+write.
 pub(super) fn rank(p: libc::c_int) -> u8 {
     if p & libc::PROT_WRITE != 0 {
@@ -101,8 +121,13 @@ pub(super) unsafe fn range_prot(
             continue;
         }
         let st = s.state.load(Ordering::SeqCst);
-        let Some(q) = allowed(st) else { continue };
+        if allowed(st).is_none() {
+            continue;
+        }
         if s.pstart.load(Ordering::Relaxed) < b && a < s.pend.load(Ordering::Relaxed) {
+            let Some(q) = slot_allows(s, st, a, b) else {
+                continue;
+            };
             p = lower(p, q);
         }
     }

@@ -134,16 +134,20 @@ pub(super) static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Async-signal-safe: records `seen` of buffer `id` stamped now, in the handler (the trace's next
 /// sequence number and host time) with the faulting thread's small id, or counts it dropped when
 /// the ring is full.
-pub(super) fn record(id: u64, seen: Seen) {
+/// Returns the record's sequence number (0: dropped).
+pub(super) fn record(id: u64, seen: Seen) -> u64 {
     let acc = match seen {
         Seen::Access(Access::Read) => ACC_READ,
         Seen::Access(Access::Write) => ACC_WRITE,
         Seen::Access(Access::ReadWrite) => ACC_SHARED,
         Seen::Lost => ACC_LOST,
     };
-    if !push(id, acc, stamp(), thread_id_in_handler()) {
+    let at = stamp();
+    if !push(id, acc, at, thread_id_in_handler()) {
         DROPPED.fetch_add(1, Ordering::Relaxed);
+        return 0;
     }
+    at.seq
 }
 
 /// The oldest record not taken yet: `(id, seen, stamp, thread)`.

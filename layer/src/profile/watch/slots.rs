@@ -4,8 +4,9 @@
 //! consistent [`snapshot`] (a seqlock on `gen`), waiting a bounded time for a slot another thread
 //! keeps busy.
 
+use super::cover::Cover;
 use crate::hostmem::slot_state::StateCell;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Armed ranges the table holds at once.
 pub const SLOTS: usize = 1024;
@@ -71,6 +72,20 @@ pub(super) struct Slot {
     pub(super) parking: AtomicU8,
     /// A fault echo could not explain opened this range since its last arm (recorded once).
     pub(super) lost: AtomicBool,
+    /// Exact host writes (issue 54): in this window a write does not open the range; every
+    /// store is emulated through the other view and its bytes set in `cov` (a page whose bytes
+    /// of this range are all covered opens for the rest of the window).
+    pub(super) exact: AtomicBool,
+    /// Why this window of an exact slot fell back to "any part" (`cover::Why`; 0: exact so far).
+    pub(super) cov_any: AtomicU8,
+    /// The coverage bitmap (`cover.rs`): allocated by `arm`, never freed (null: none yet).
+    pub(super) cov: AtomicPtr<Cover>,
+    /// The sequence number of this window's write record (0: none, or dropped).
+    pub(super) wseq: AtomicU64,
+    /// Handlers doing a store into this exact slot now (between [`Slot::hold`] and its
+    /// release): `arm` and `disarm` wait for none before they read and clear the coverage map,
+    /// so a store is in the window it was done in, never in the next.
+    pub(super) inflight: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -90,6 +105,11 @@ const SLOT_INIT: Slot = Slot {
     park_lo: AtomicUsize::new(0),
     parking: AtomicU8::new(PARK_NONE),
     lost: AtomicBool::new(false),
+    exact: AtomicBool::new(false),
+    cov_any: AtomicU8::new(0),
+    cov: AtomicPtr::new(std::ptr::null_mut()),
+    wseq: AtomicU64::new(0),
+    inflight: AtomicUsize::new(0),
 };
 pub(super) static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
 /// One past the highest slot ever used (the handler scans `0..HIGH`).
@@ -98,6 +118,58 @@ pub(super) static HIGH: AtomicUsize = AtomicUsize::new(0);
 /// The slots `0..high` (at most the table).
 pub(super) fn slots(high: usize) -> &'static [Slot] {
     TABLE.get(..high).unwrap_or(TABLE.as_slice())
+}
+
+impl Slot {
+    /// Is this slot tracking exact writes in this window (exact, and not fallen back)?
+    pub(super) fn exact_live(&self) -> bool {
+        self.exact.load(Ordering::SeqCst) && self.cov_any.load(Ordering::SeqCst) == 0
+    }
+
+    /// Its coverage bitmap's words (empty when it has none). Never freed, so the slice stays
+    /// valid however long the handler holds it.
+    pub(super) fn cover_words(&self) -> &'static [AtomicU64] {
+        let p = self.cov.load(Ordering::Acquire);
+        if p.is_null() {
+            return &[];
+        }
+        // SAFETY: a `Cover` published by `arm` with `Box::into_raw` and never freed.
+        unsafe { &(*p).words }
+    }
+
+    /// Hold this slot for a store (async-signal-safe): false when `arm` is rewriting it (the
+    /// caller then does not do the store: the instruction runs again, in the new window).
+    /// SeqCst on both sides: either `arm` sees the hold and waits for it, or this sees BUSY.
+    pub(super) fn hold(&self) -> bool {
+        self.inflight.fetch_add(1, Ordering::SeqCst);
+        if self.state.load(Ordering::SeqCst) == Range::Busy {
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn release(&self) {
+        self.inflight.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wait (bounded) until no handler holds this slot; false when one still does.
+    pub(super) fn quiesce(&self) -> bool {
+        for _ in 0..100_000 {
+            if self.inflight.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            std::thread::yield_now();
+        }
+        false
+    }
+
+    /// This window falls back to "any part" for `why` (the first reason stays).
+    pub(super) fn fall_back(&self, why: super::cover::Why) {
+        let _ = self
+            .cov_any
+            .compare_exchange(0, why as u8, Ordering::SeqCst, Ordering::SeqCst);
+    }
 }
 
 /// Wait (bounded) until slot `s` is not BUSY; returns its state and a consistent snapshot of

@@ -1,0 +1,168 @@
+//! Exact host-write coverage (issue 54): which bytes of an *exact* slot the host's stores wrote
+//! in the current window.
+//!
+//! One bit per byte of the slot's range `[start, end)`, in a bitmap of atomics allocated by
+//! `arm` (normal code) and never freed while the process runs (a slot that needs a larger one
+//! gets a new one; the old one is leaked, so a handler still holding it never reads freed
+//! memory). The handler sets bits with `fetch_or` (async-signal-safe: no allocation, no lock);
+//! `arm` clears them at each window boundary while the slot is BUSY.
+//!
+//! A slot whose window cannot be exact (an instruction echo does not decode, no other view to
+//! carry a store through, another platform, a fault it cannot finish) records why in its
+//! `cov_any` field ([`Why`]); its writes in that window are then "any part" again, as without
+//! this file.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A coverage bitmap: bit `i` is byte `start + i` of its slot.
+pub(super) struct Cover {
+    pub(super) words: Box<[AtomicU64]>,
+}
+
+impl Cover {
+    /// A bitmap for `bytes` bytes, all clear (normal code: allocates).
+    pub(super) fn new(bytes: usize) -> Cover {
+        let n = bytes.div_ceil(64);
+        Cover {
+            words: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Bytes it can hold.
+    pub(super) fn bytes(&self) -> usize {
+        self.words.len() * 64
+    }
+
+    /// Clear every bit (normal code, the slot BUSY).
+    pub(super) fn clear(&self) {
+        for w in self.words.iter() {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Why a window of an exact slot fell back to "any part" (`Slot::cov_any`; 0: still exact).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Why {
+    Exact = 0,
+    /// A store echo does not decode or cannot carry through the other view (a
+    /// read-modify-write, an access crossing a page, a locked or masked form, ...).
+    Decode = 1,
+    /// The range has no other view (no double mapping): a store cannot be done by the handler.
+    NoShadow = 2,
+    /// Not x86_64 Linux: stores are not emulated on this platform.
+    Platform = 3,
+    /// A fault echo could not explain or finish opened the range.
+    Lost = 4,
+    /// The bitmap could not be prepared, or an emulation of the last window was still running.
+    Busy = 5,
+}
+
+impl Why {
+    pub fn from_u8(v: u8) -> Why {
+        match v {
+            0 => Why::Exact,
+            1 => Why::Decode,
+            2 => Why::NoShadow,
+            3 => Why::Platform,
+            4 => Why::Lost,
+            _ => Why::Busy,
+        }
+    }
+
+    /// For the trace.
+    pub fn text(self) -> &'static str {
+        match self {
+            Why::Exact => "exact",
+            Why::Decode => "a store echo does not emulate (not a plain move, a read-modify-write, a locked or masked form, or one crossing a page) wrote the buffer; its range was opened for the rest of the window",
+            Why::NoShadow => "the buffer's memory has no second mapping to carry stores through",
+            Why::Platform => "exact host writes are recorded on x86_64 Linux only (no store emulation on this platform)",
+            Why::Lost => "a fault echo could not explain or finish opened the buffer's memory",
+            Why::Busy => "the coverage map could not be prepared for the window",
+        }
+    }
+}
+
+/// Set bits `[lo, hi)` of `words` (async-signal-safe). Bits past the bitmap are ignored (the
+/// caller then under-claims: never more than was written).
+pub(super) fn mark(words: &[AtomicU64], lo: usize, hi: usize) {
+    let mut i = lo;
+    while i < hi {
+        let w = i / 64;
+        let b0 = i % 64;
+        let n = (hi - i).min(64 - b0);
+        let m = if n == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << n) - 1) << b0
+        };
+        let Some(word) = words.get(w) else { return };
+        if word.load(Ordering::Relaxed) & m != m {
+            word.fetch_or(m, Ordering::Relaxed);
+        }
+        i += n;
+    }
+}
+
+/// Are bits `[lo, hi)` of `words` all set? (async-signal-safe; false past the bitmap.)
+pub(super) fn all_set(words: &[AtomicU64], lo: usize, hi: usize) -> bool {
+    let mut i = lo;
+    while i < hi {
+        let w = i / 64;
+        let b0 = i % 64;
+        let n = (hi - i).min(64 - b0);
+        let m = if n == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << n) - 1) << b0
+        };
+        let Some(word) = words.get(w) else {
+            return false;
+        };
+        if word.load(Ordering::Relaxed) & m != m {
+            return false;
+        }
+        i += n;
+    }
+    true
+}
+
+/// The runs of set bits among the first `n` of `words`, as `[from, to)` (normal code).
+pub(super) fn runs(words: &[AtomicU64], n: usize) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut open: Option<usize> = None;
+    for (wi, w) in words.iter().enumerate() {
+        let base = wi * 64;
+        if base >= n {
+            break;
+        }
+        let v = w.load(Ordering::Relaxed);
+        // Whole words first: the common cases (all set, all clear) without a bit loop.
+        if v == u64::MAX && base + 64 <= n {
+            open.get_or_insert(base);
+            continue;
+        }
+        if v == 0 {
+            if let Some(s) = open.take() {
+                out.push((s, base));
+            }
+            continue;
+        }
+        for b in 0..64 {
+            let i = base + b;
+            if i >= n {
+                break;
+            }
+            if v & (1u64 << b) != 0 {
+                open.get_or_insert(i);
+            } else if let Some(s) = open.take() {
+                out.push((s, i));
+            }
+        }
+    }
+    if let Some(s) = open {
+        out.push((s, n.min(words.len() * 64)));
+    }
+    out
+}
