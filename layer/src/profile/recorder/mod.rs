@@ -133,6 +133,7 @@ pub struct Profiler {
     /// before it records the copy, in as many windows as other threads' submissions cut it
     /// into; a buffer the GPU reads in place is not paid for longer).
     unknown_writes: HandleMap<u64, u64>,
+
     /// `host_writes=whole`: the user vouches that every host write is whole, so exact host
     /// writes are not needed (nor paid for).
     whole_vouched: bool,
@@ -345,6 +346,7 @@ pub fn start(dev: &Device, trace: Option<&Path>) -> Option<Profiler> {
         writers: HandleMap::default(),
         exact_base: HandleMap::default(),
         unknown_writes: HandleMap::default(),
+
         whole_vouched: dev.settings.whole_host_writes,
     };
     let validation = match (validate, double_map) {
@@ -1224,18 +1226,33 @@ impl Profiler {
     /// watched (sampled validation refuses on unwatched windows anyway), not under the user's
     /// vouch `host_writes=whole` (then the analysis needs no exact bytes), and not with
     /// `VK_ECHO_EXACT_WRITES=0` (a diagnostic). A command recorded after the host's write
-    /// leaves that write "any part": fail closed, never more than was seen.
+    /// leaves that write "any part": fail closed, never more than was seen. The cost is bounded
+    /// (one fault per store): not once the run's store budget is spent
+    /// (`VK_ECHO_EXACT_WRITES_MAX_STORES`, 2,097,152), nor for a buffer larger than 2 bytes ×
+    /// the budget (4 MiB).
     fn exact_wanted(&self, b: u64, len: usize) -> bool {
         static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         if self.sample_every > 1
             || self.whole_vouched
             || *OFF.get_or_init(|| {
-                crate::settings::env_lookup(crate::settings::secure_execution())(
-                    "VK_ECHO_EXACT_WRITES",
-                )
-                .is_some_and(|v| v == "0")
+                let env = crate::settings::env_lookup(crate::settings::secure_execution());
+                // The store budget of one window (0: none); a value that is not a number keeps
+                // the default.
+                if let Some(n) = env("VK_ECHO_EXACT_WRITES_MAX_STORES")
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                {
+                    guard::MAX_STORES.store(n, std::sync::atomic::Ordering::Relaxed);
+                }
+                env("VK_ECHO_EXACT_WRITES").is_some_and(|v| v == "0")
             })
         {
+            return false;
+        }
+        // The run's store budget spent, or a buffer one rewrite of which with 16-byte stores
+        // would take more than an eighth of it (4 MiB by default): not exact, so what exact
+        // writes add to a profiled run stays bounded (issue 54).
+        let max = guard::MAX_STORES.load(std::sync::atomic::Ordering::Relaxed);
+        if guard::exact_budget_spent() || (max != 0 && len as u64 > max.saturating_mul(2)) {
             return false;
         }
         let Some(partners) = self.uploads.get(&b).map(|p| p.clone()) else {

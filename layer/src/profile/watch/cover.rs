@@ -57,6 +57,33 @@ pub enum Why {
     Lost = 4,
     /// The bitmap could not be prepared, or an emulation of the last window was still running.
     Busy = 5,
+    /// The run's exact stores went past [`MAX_STORES`]: exact writes cost one fault per store,
+    /// so they stop there (a bounded cost).
+    Budget = 6,
+}
+
+/// Stores exact host writes may record in one run, over every buffer, before every exact
+/// window falls back to "any part" ([`Why::Budget`]) and no buffer is made exact again; 0: no
+/// limit. Set by normal code from `VK_ECHO_EXACT_WRITES_MAX_STORES` (the recorder); read by the
+/// handler. Each store is a fault, so this bounds what exact writes add to a profiled run.
+pub static MAX_STORES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_STORES);
+
+/// 2,097,152 stores: at the 2–4 µs a fault costs on this machine, at most about 4–8 s added to
+/// a profiled run (8 MiB written 4 bytes at a time, 32 MiB 16 at a time).
+pub const DEFAULT_MAX_STORES: u64 = 1 << 21;
+
+/// Exact stores recorded so far in this process (the handler adds one per store).
+pub static SPENT: AtomicU64 = AtomicU64::new(0);
+
+/// Is the budget spent?
+pub fn spent() -> bool {
+    let max = MAX_STORES.load(Ordering::Relaxed);
+    max != 0 && SPENT.load(Ordering::Relaxed) >= max
+}
+
+/// [`MAX_STORES`] now.
+pub fn max_stores() -> u64 {
+    MAX_STORES.load(Ordering::Relaxed)
 }
 
 impl Why {
@@ -67,6 +94,7 @@ impl Why {
             2 => Why::NoShadow,
             3 => Why::Platform,
             4 => Why::Lost,
+            6 => Why::Budget,
             _ => Why::Busy,
         }
     }
@@ -80,6 +108,7 @@ impl Why {
             Why::Platform => "exact host writes are recorded on x86_64 Linux only (no store emulation on this platform)",
             Why::Lost => "a fault echo could not explain or finish opened the buffer's memory",
             Why::Busy => "the coverage map could not be prepared for the window",
+            Why::Budget => "exact host writes reached their budget for this run (VK_ECHO_EXACT_WRITES_MAX_STORES, default 2097152 stores, one fault each); the buffer's range was opened for the rest of the window and no buffer is recorded exactly after it (host_writes=whole vouches for whole rewrites)",
         }
     }
 }

@@ -58,6 +58,7 @@ fn why_round_trips() {
         cover::Why::Platform,
         cover::Why::Lost,
         cover::Why::Busy,
+        cover::Why::Budget,
     ] {
         assert_eq!(cover::Why::from_u8(w as u8), w);
         assert!(!w.text().is_empty());
@@ -89,6 +90,54 @@ mod real {
 
     fn kinds() -> Vec<(u64, Access)> {
         super::super::tests::kinds()
+    }
+
+    /// The run's store budget (`cover::MAX_STORES`): once exact stores reach it, the window
+    /// falls back to "any part" and its range opens, so the rest of its stores cost no fault;
+    /// windows within it stay exact. Fails if the budget is not counted, or the range stays
+    /// closed.
+    #[test]
+    fn a_window_past_the_store_budget_falls_back_and_opens() {
+        if !in_child() {
+            assert_child_ok("a_window_past_the_store_budget_falls_back_and_opens");
+            return;
+        }
+        let ps = page_size();
+        cover::MAX_STORES.store(64, std::sync::atomic::Ordering::Relaxed);
+        let m = exact(41, 2);
+        let p = m.app_ptr() as *mut u32;
+        // Window 1: 50 stores, within the budget: exact.
+        for i in 0..50 {
+            unsafe { std::ptr::write_volatile(p.add(i), 7) };
+        }
+        arm_exact(41, m.app_ptr(), 2 * ps, Some(m.driver_ptr()), true).unwrap();
+        assert_eq!(take_writes(41), Some(Ok(vec![(0, 200)])));
+        assert!(!cover::spent());
+        let before = stats().exact_stores;
+        // Window 2: 1000 stores; the budget has 14 left.
+        for i in 0..1000 {
+            unsafe { std::ptr::write_volatile(p.add(i), i as u32) };
+        }
+        let spent = stats().exact_stores - before;
+        assert!(
+            (14..=20).contains(&spent),
+            "{spent} stores emulated: the rest must run without a fault once the budget is spent"
+        );
+        assert!(cover::spent());
+        // Every byte is where the driver reads it.
+        for i in 0..1000 {
+            assert_eq!(
+                unsafe { std::ptr::read_volatile((m.driver_ptr() as *const u32).add(i)) },
+                i as u32
+            );
+        }
+        arm_exact(41, m.app_ptr(), 2 * ps, Some(m.driver_ptr()), true).unwrap();
+        assert_eq!(take_writes(41), Some(Err(cover::Why::Budget)));
+        cover::MAX_STORES.store(
+            cover::DEFAULT_MAX_STORES,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        println!("CHILD-OK ({spent} stores emulated)");
     }
 
     #[test]

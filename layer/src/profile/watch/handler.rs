@@ -551,6 +551,11 @@ unsafe fn emulated(
     EMULATED.fetch_add(1, Ordering::Relaxed);
     let full = a.write && covered(&held, a.ea, end, page);
     release(&held);
+    for s in held.iter().flatten() {
+        if s.cov_any.load(Ordering::SeqCst) == Why::Budget as u8 {
+            budget_spent(s);
+        }
+    }
     if full {
         // Every exact slot's bytes on the page are written in this window: the rest of its
         // stores there need not fault.
@@ -638,10 +643,24 @@ unsafe fn covered(held: &[Option<&'static Slot>; HOLD], a: usize, b: usize, page
         let (lo, hi) = (a.max(st0), b.min(en0));
         super::cover::mark(words, lo - st0, hi - st0);
         EXACT_STORES.fetch_add(1, Ordering::Relaxed);
+        let max = super::cover::max_stores();
+        if max != 0 && super::cover::SPENT.fetch_add(1, Ordering::Relaxed) >= max {
+            // Past the run's budget: this window is "any part" (the caller opens the range).
+            s.fall_back(Why::Budget);
+        }
         let (p0, p1) = (page.max(st0), (page + ps).min(en0));
         full |= super::cover::all_set(words, p0 - st0, p1 - st0);
     }
     full
+}
+
+/// An exact slot (issue 54) past its store budget: its range opens as a written slot's does,
+/// so the rest of its window's stores run without a fault.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn budget_spent(s: &Slot) {
+    if let Some((Range::Written, _, _, ps0, pe0, _)) = snapshot(s) {
+        open(s, ps0, pe0, libc::PROT_READ | libc::PROT_WRITE);
+    }
 }
 
 /// A store on `page` that echo did not emulate: every exact slot (issue 54) written in this

@@ -105,7 +105,7 @@ mod step;
 #[cfg(test)]
 mod tests;
 
-pub use cover::Why;
+pub use cover::{spent as exact_budget_spent, Why, MAX_STORES};
 pub use handler::GuardError;
 pub use ring::Seen;
 
