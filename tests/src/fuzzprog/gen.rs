@@ -29,6 +29,13 @@ struct Gen {
     m: Model,
     ops: Vec<Op>,
     next: u32,
+    /// Update-after-bind sets to write late: (set, descriptors while recording, at submission).
+    late: Vec<(u32, Vec<Res>, Vec<Res>)>,
+    /// The upload buffers are written by the host in the first iteration only (constant
+    /// inputs copied again every iteration): a kernel writing their partner then changes what
+    /// the next copy reads once the two share memory.
+    inputs_once: bool,
+    inputs_written: bool,
 }
 
 /// One device buffer and its staging partners.
@@ -53,6 +60,9 @@ pub fn generate(seed: u64, caps: Caps) -> Program {
         m: Model::new(caps),
         ops: vec![],
         next: 0,
+        late: vec![],
+        inputs_once: false,
+        inputs_written: false,
     };
     g.program();
     Program {
@@ -154,6 +164,7 @@ impl Gen {
     fn program(&mut self) {
         let caps = self.m.caps;
         let addr = caps.device_address && self.rng.chance(0.15);
+        self.inputs_once = self.rng.chance(0.2);
         // Device buffers and their staging partners.
         let n_chains = self.rng.range(1, 3) as usize;
         let layout = self.rng.weighted(&[45, 35, 20]); // dedicated, blocks, mixed
@@ -450,15 +461,24 @@ impl Gen {
                 _ => {
                     let set = self.id();
                     let uab = mode == 2;
-                    self.push(Op::Set { set, kernel, uab });
+                    let partial = uab && caps.partially_bound && self.rng.chance(0.4);
+                    self.push(Op::Set {
+                        set,
+                        kernel,
+                        uab,
+                        partial,
+                    });
                     let coin = self.rng.chance(0.4);
                     self.push(Op::WriteSet {
                         set,
-                        res,
+                        res: res.clone(),
                         template: coin,
                     });
                     if uab {
                         uab_sets.push((set, c.dev));
+                        if self.rng.chance(0.7) {
+                            self.late_set(set, res);
+                        }
                     }
                     Desc::Set { set }
                 }
@@ -494,6 +514,29 @@ impl Gen {
             k,
             bind2,
         })
+    }
+
+    /// An update-after-bind set written late: recorded while one of its bindings names a decoy
+    /// (a buffer of its own that nothing else uses), written with `res` after the recording and
+    /// before the first submission ([`Gen::iterations`]) — the GPU reads what the set holds at
+    /// submission, so echo must take the descriptors as submitted, not as recorded (the planted
+    /// fault `VK_ECHO_TEST_LATE_AT_RECORD=1` takes them as recorded).
+    fn late_set(&mut self, set: u32, res: Vec<Res>) {
+        let i = self.rng.below(res.len() as u64) as usize;
+        let Res::Buf { range, .. } = res[i] else {
+            return;
+        };
+        let decoy = self.buffer(range, usage::STORAGE);
+        if self.own_memory(decoy, range, false, None).is_none() {
+            return;
+        }
+        let mut early = res.clone();
+        early[i] = Res::Buf {
+            buf: decoy,
+            offset: 0,
+            range,
+        };
+        self.late.push((set, early, res));
     }
 
     /// A copy between two buffers: whole, split in regions with one offset, or a part.
@@ -796,9 +839,27 @@ impl Gen {
         }
         self.settle(&mut cbs, chained);
         let ids: Vec<u32> = cbs.iter().map(|_| self.id()).collect();
+        // Sets written late: the decoy while recording, the real descriptors after.
+        let late = std::mem::take(&mut self.late);
+        for (set, early, _) in &late {
+            let coin = self.rng.chance(0.4);
+            self.push(Op::WriteSet {
+                set: *set,
+                res: early.clone(),
+                template: coin,
+            });
+        }
         for (id, cmds) in ids.iter().zip(&cbs) {
             let op = self.record(*id, cmds.clone());
             self.push(op);
+        }
+        for (set, _, res) in late {
+            let coin = self.rng.chance(0.4);
+            self.push(Op::WriteSet {
+                set,
+                res,
+                template: coin,
+            });
         }
         let fence = self.id();
         self.push(Op::Fence { fence });
@@ -941,7 +1002,12 @@ impl Gen {
     /// Host writes of the upload buffers (and the uniform block); whether all were valid.
     fn host_inputs(&mut self, ctx: &Ctx) -> bool {
         let mut all = true;
+        let skip = self.inputs_once && self.inputs_written;
+        self.inputs_written = true;
         for c in ctx.chains.clone() {
+            if skip {
+                break;
+            }
             if let Some(u) = c.up {
                 let Some((mem, at)) = self.m.bufs.get(&u).and_then(|b| b.bound) else {
                     continue;

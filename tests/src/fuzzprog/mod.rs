@@ -38,6 +38,10 @@ pub struct Caps {
     /// vkCmdPushDescriptorSet2, ...WithTemplate2, vkCmdPushConstants2.
     #[serde(default)]
     pub maint6: bool,
+    /// `descriptorBindingPartiallyBound`: update-after-bind sets whose bindings are also
+    /// `PARTIALLY_BOUND`.
+    #[serde(default)]
+    pub partially_bound: bool,
 }
 
 /// Every offset of a buffer in memory, of a descriptor range and of a texel view is a multiple
@@ -304,11 +308,14 @@ pub enum Op {
     Invalidate {
         mem: u32,
     },
-    /// vkAllocateDescriptorSets for `kernel`'s layout (update-after-bind or not).
+    /// vkAllocateDescriptorSets for `kernel`'s layout (update-after-bind or not; `partial`:
+    /// its update-after-bind bindings also `PARTIALLY_BOUND`).
     Set {
         set: u32,
         kernel: Kernel,
         uab: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        partial: bool,
     },
     /// vkUpdateDescriptorSets (or vkUpdateDescriptorSetWithTemplate): every binding.
     WriteSet {
@@ -489,6 +496,7 @@ mod tests {
         image_align: 16,
         map2: false,
         maint6: false,
+        partially_bound: false,
     };
     /// Mesa 25's lavapipe (Vulkan 1.4).
     const MESA25: Caps = Caps {
@@ -499,6 +507,7 @@ mod tests {
         image_align: 16,
         map2: true,
         maint6: true,
+        partially_bound: true,
     };
     const SWIFTSHADER: Caps = Caps {
         push_descriptor: false,
@@ -508,6 +517,7 @@ mod tests {
         image_align: 16,
         map2: false,
         maint6: false,
+        partially_bound: true,
     };
 
     #[test]
@@ -641,6 +651,7 @@ mod tests {
                             }
                             "record"
                         }
+                        Op::Set { partial: true, .. } => "partial-set",
                         Op::Set { uab: true, .. } => "uab-set",
                         Op::WriteSet { template: true, .. } => "template-write",
                         Op::Submit { wait, .. } if !wait.is_empty() => "semaphore-wait",
@@ -677,6 +688,7 @@ mod tests {
             "update",
             "copy2",
             "uab-set",
+            "partial-set",
             "template-write",
             "semaphore-wait",
             "submit2",

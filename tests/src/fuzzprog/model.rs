@@ -1052,8 +1052,16 @@ impl Model {
             Op::Read { mem, offset, len } => {
                 self.host_access(*mem, *offset, offset + len, false)?;
             }
-            Op::Set { set, kernel, uab } => {
+            Op::Set {
+                set,
+                kernel,
+                uab,
+                partial,
+            } => {
                 self.fresh(4, *set)?;
+                if *partial && (!*uab || !self.caps.partially_bound) {
+                    return fail("partially bound: only with update-after-bind and the feature");
+                }
                 if *kernel == Kernel::Addr {
                     return fail("addr has no descriptors");
                 }

@@ -50,6 +50,17 @@ pub struct FuzzArgs {
     /// catch it).
     #[arg(long)]
     plant_no_carry: bool,
+    /// VAR=VALUE set in every run with echo (never in the runs without it): a planted fault,
+    /// e.g. `--plant VK_ECHO_TEST_LATE_AT_RECORD=1`. Repeatable.
+    #[arg(long, value_parser = parse_plant)]
+    plant: Vec<(String, String)>,
+}
+
+fn parse_plant(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("--plant {s}: VAR=VALUE expected")),
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -66,6 +77,9 @@ pub struct CheckArgs {
     /// The planted fault of `fuzz --plant-no-carry`.
     #[arg(long)]
     plant_no_carry: bool,
+    /// As `fuzz --plant`.
+    #[arg(long, value_parser = parse_plant)]
+    plant: Vec<(String, String)>,
 }
 
 /// Where the binaries are: this one, the layer and vkecho beside it (or ECHO_FUZZ_BIN_DIR).
@@ -99,6 +113,8 @@ struct World {
     base_env: Vec<(String, String)>,
     tools: Tools,
     plant: bool,
+    /// Set in every run with echo (`--plant`).
+    plants: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -181,7 +197,7 @@ struct Outcome {
 }
 
 impl World {
-    fn new(dir: &Path, driver: &str, plant: bool) -> World {
+    fn new(dir: &Path, driver: &str, plant: bool, plants: Vec<(String, String)>) -> World {
         let tools = Tools::find();
         for t in [&tools.layer, &tools.vkecho] {
             if !t.exists() {
@@ -232,6 +248,7 @@ impl World {
             base_env: env,
             tools,
             plant,
+            plants,
         }
     }
 
@@ -288,6 +305,11 @@ impl World {
         }
         if self.plant && (mode == "enforce" || mode == "auto2") {
             extra.push(("VK_ECHO_TEST_NO_CARRY", "1".into()));
+        }
+        if mode != "none" {
+            for (k, v) in &self.plants {
+                extra.push((k.as_str(), v.clone()));
+            }
         }
         if validate {
             extra.push(("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation".into()));
@@ -496,7 +518,12 @@ struct Tally {
 pub fn fuzz(a: FuzzArgs) -> i32 {
     std::fs::create_dir_all(&a.out).unwrap();
     let out = std::fs::canonicalize(&a.out).unwrap();
-    let world = Arc::new(World::new(&out.join("world"), &a.driver, a.plant_no_carry));
+    let world = Arc::new(World::new(
+        &out.join("world"),
+        &a.driver,
+        a.plant_no_carry,
+        a.plant.clone(),
+    ));
     let caps = match world.caps() {
         Ok(c) => c,
         Err(e) => {
@@ -744,7 +771,12 @@ fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
 pub fn check(a: CheckArgs) -> i32 {
     std::fs::create_dir_all(&a.out).unwrap();
     let out = std::fs::canonicalize(&a.out).unwrap();
-    let world = World::new(&out.join("world"), &a.driver, a.plant_no_carry);
+    let world = World::new(
+        &out.join("world"),
+        &a.driver,
+        a.plant_no_carry,
+        a.plant.clone(),
+    );
     let text =
         std::fs::read_to_string(&a.file).unwrap_or_else(|e| panic!("{}: {e}", a.file.display()));
     let p = Program::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", a.file.display()));

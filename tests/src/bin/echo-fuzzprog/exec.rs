@@ -36,6 +36,8 @@ enum Kind {
     Plain,
     Push,
     Uab,
+    /// Update-after-bind and partially bound.
+    UabPartial,
 }
 
 struct Pipe {
@@ -145,6 +147,7 @@ impl Exec {
             f12.buffer_device_address == vk::TRUE,
             f12.descriptor_binding_storage_buffer_update_after_bind == vk::TRUE,
         );
+        let partial = uab && f12.descriptor_binding_partially_bound == vk::TRUE;
         if f12.timeline_semaphore == 0 || f13.synchronization2 == 0 {
             return Err((
                 3,
@@ -154,7 +157,8 @@ impl Exec {
         let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
             .timeline_semaphore(true)
             .buffer_device_address(addr)
-            .descriptor_binding_storage_buffer_update_after_bind(uab);
+            .descriptor_binding_storage_buffer_update_after_bind(uab)
+            .descriptor_binding_partially_bound(partial);
         let mut e13 = vk::PhysicalDeviceVulkan13Features::default().synchronization2(true);
         let mut e6 = vk::PhysicalDeviceMaintenance6FeaturesKHR::default().maintenance6(true);
         let prio = [1.0f32];
@@ -207,6 +211,7 @@ impl Exec {
             map2: map2_ok,
             maint6: maint6_ok,
             uab_storage: uab,
+            partially_bound: partial,
             device_address: addr,
             image_size: if ireq.memory_type_bits & (1 << mem_type) != 0 {
                 ireq.size
@@ -581,8 +586,17 @@ impl Exec {
                 self.lines.push(format!("r{idx} {len} {h:016x}"));
                 self.unmap_after(*mem, temp);
             }
-            Op::Set { set, kernel, uab } => {
-                let kind = if *uab { Kind::Uab } else { Kind::Plain };
+            Op::Set {
+                set,
+                kernel,
+                uab,
+                partial,
+            } => {
+                let kind = match (*uab, *partial) {
+                    (true, true) => Kind::UabPartial,
+                    (true, false) => Kind::Uab,
+                    _ => Kind::Plain,
+                };
                 let layout = [self.pipe(*kernel, kind)?.set_layout];
                 let pool = if *uab {
                     self.dpool_uab
@@ -782,14 +796,20 @@ impl Exec {
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
             .collect();
-        let flags = vec![vk::DescriptorBindingFlags::UPDATE_AFTER_BIND; binds.len()];
+        let flag = if kind == Kind::UabPartial {
+            vk::DescriptorBindingFlags::UPDATE_AFTER_BIND
+                | vk::DescriptorBindingFlags::PARTIALLY_BOUND
+        } else {
+            vk::DescriptorBindingFlags::UPDATE_AFTER_BIND
+        };
+        let flags = vec![flag; binds.len()];
         let mut bf = vk::DescriptorSetLayoutBindingFlagsCreateInfo::default().binding_flags(&flags);
         let mut info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&binds);
         match kind {
             Kind::Push => {
                 info = info.flags(vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR)
             }
-            Kind::Uab => {
+            Kind::Uab | Kind::UabPartial => {
                 info = info
                     .flags(vk::DescriptorSetLayoutCreateFlags::UPDATE_AFTER_BIND_POOL)
                     .push_next(&mut bf)

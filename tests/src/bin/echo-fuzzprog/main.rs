@@ -167,6 +167,7 @@ pub fn caps_fit(want: &Caps, have: &Caps) -> bool {
         && (!want.device_address || have.device_address)
         && (!want.map2 || have.map2)
         && (!want.maint6 || have.maint6)
+        && (!want.partially_bound || have.partially_bound)
         && want.image_size == have.image_size
         && want.image_align == have.image_align
 }
