@@ -18,7 +18,7 @@
 use super::model::{Model, Refusal};
 use super::rng::Rng;
 use super::sync::Need;
-use super::{access, stage, usage, Caps, Cmd, Desc, Kernel, Op, Program, Res, SemRef};
+use super::{access, stage, usage, Caps, Cmd, Code, Desc, Kernel, Op, Program, Res, SemRef};
 use super::{ALIGN, IMAGE_BYTES, LOCAL, UNIFORM_BYTES};
 
 const SIZES: [u64; 9] = [4096, 4352, 8192, 12288, 16384, 32768, 65536, 1024, 256];
@@ -504,6 +504,17 @@ impl Gen {
             0
         };
         let bind2 = caps.maint6 && self.rng.chance(0.5);
+        let code = if caps.shader_object {
+            [
+                Code::Pipeline,
+                Code::Object,
+                Code::PipelineThenObject,
+                Code::ObjectThenPipeline,
+                Code::ObjectUnbind,
+            ][self.rng.weighted(&[4, 3, 2, 2, 2])]
+        } else {
+            Code::Pipeline
+        };
         Some(Cmd::Dispatch {
             kernel,
             desc,
@@ -513,6 +524,7 @@ impl Gen {
             n,
             k,
             bind2,
+            code,
         })
     }
 

@@ -42,6 +42,9 @@ pub struct Caps {
     /// `PARTIALLY_BOUND`.
     #[serde(default)]
     pub partially_bound: bool,
+    /// `VK_EXT_shader_object` (`shaderObject`): kernels bound as shader objects.
+    #[serde(default)]
+    pub shader_object: bool,
 }
 
 /// Every offset of a buffer in memory, of a descriptor range and of a texel view is a multiple
@@ -432,7 +435,37 @@ pub enum Cmd {
         /// Descriptors and push constants through VK_KHR_maintenance6's `...2` commands.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         bind2: bool,
+        /// How the kernel's code is bound (a pipeline, or a shader object).
+        #[serde(default, skip_serializing_if = "Code::is_pipeline")]
+        code: Code,
     },
+}
+
+/// How a dispatch binds its kernel's code (VK_EXT_shader_object: binding a shader object to
+/// the compute stage and binding a compute pipeline each replace the other).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Code {
+    /// vkCmdBindPipeline.
+    #[default]
+    Pipeline,
+    /// vkCmdBindShadersEXT: the kernel as a shader object (vkCreateShadersEXT, SPIR-V).
+    Object,
+    /// The pipeline of another kernel bound first, then the shader object: the object runs.
+    PipelineThenObject,
+    /// The shader object of another kernel bound first, then the pipeline: the pipeline runs.
+    ObjectThenPipeline,
+    /// The shader object, and after the dispatch a null shader bound to the compute stage.
+    ObjectUnbind,
+}
+
+impl Code {
+    pub fn is_pipeline(&self) -> bool {
+        *self == Code::Pipeline
+    }
+    pub fn needs_shader_object(&self) -> bool {
+        !self.is_pipeline()
+    }
 }
 
 /// The secondary runs of a command list after keeping only the commands where `kept(j)`: each
@@ -497,6 +530,7 @@ mod tests {
         map2: false,
         maint6: false,
         partially_bound: false,
+        shader_object: false,
     };
     /// Mesa 25's lavapipe (Vulkan 1.4).
     const MESA25: Caps = Caps {
@@ -508,6 +542,7 @@ mod tests {
         map2: true,
         maint6: true,
         partially_bound: true,
+        shader_object: true,
     };
     const SWIFTSHADER: Caps = Caps {
         push_descriptor: false,
@@ -518,6 +553,7 @@ mod tests {
         map2: false,
         maint6: false,
         partially_bound: true,
+        shader_object: false,
     };
 
     #[test]
@@ -635,6 +671,21 @@ mod tests {
                                     Cmd::Dispatch {
                                         indirect: Some(_), ..
                                     } => "indirect",
+                                    Cmd::Dispatch {
+                                        code: Code::ObjectUnbind,
+                                        ..
+                                    } => "shader-object-unbind",
+                                    Cmd::Dispatch {
+                                        code: Code::PipelineThenObject,
+                                        ..
+                                    } => "pipeline-then-object",
+                                    Cmd::Dispatch {
+                                        code: Code::ObjectThenPipeline,
+                                        ..
+                                    } => "object-then-pipeline",
+                                    Cmd::Dispatch {
+                                        code: Code::Object, ..
+                                    } => "shader-object",
                                     Cmd::Dispatch { bind2: true, .. } => "bind2",
                                     Cmd::Dispatch { base, .. } if *base > 0 => "base",
                                     Cmd::Barrier { event: true, .. } => "event",
@@ -689,6 +740,10 @@ mod tests {
             "copy2",
             "uab-set",
             "partial-set",
+            "shader-object",
+            "shader-object-unbind",
+            "pipeline-then-object",
+            "object-then-pipeline",
             "template-write",
             "semaphore-wait",
             "submit2",

@@ -512,10 +512,14 @@ impl Model {
                 indirect,
                 n,
                 bind2,
+                code,
                 ..
             } => {
                 if *bind2 && !self.caps.maint6 {
                     return fail("a ...2 bind without VK_KHR_maintenance6");
+                }
+                if code.needs_shader_object() && !self.caps.shader_object {
+                    return fail("a shader object without VK_EXT_shader_object");
                 }
                 let res = self.dispatch_res(*kernel, desc)?;
                 if *n == 0 {

@@ -11,7 +11,7 @@ mod record;
 
 use ash::vk;
 use echo_tests::fuzzprog::{
-    fnv, pattern, Binding, Caps, Cmd, Desc, Kernel, Op, Program, Res, SemRef,
+    fnv, pattern, Binding, Caps, Cmd, Code, Desc, Kernel, Op, Program, Res, SemRef,
 };
 use echo_tests::fuzzprog::{IMAGE_H, IMAGE_W, LOCAL};
 use std::collections::{BTreeSet, HashMap};
@@ -45,6 +45,8 @@ struct Pipe {
     layout: vk::PipelineLayout,
     pipeline: vk::Pipeline,
     template: Option<vk::DescriptorUpdateTemplate>,
+    /// The kernel as a shader object (made at its first use).
+    shader: Option<vk::ShaderEXT>,
 }
 
 struct Mem {
@@ -64,6 +66,7 @@ pub struct Exec {
     push: Option<ash::khr::push_descriptor::Device>,
     map2: Option<ash::khr::map_memory2::Device>,
     maint6: Option<ash::khr::maintenance6::Device>,
+    shader_object: Option<ash::ext::shader_object::Device>,
     pool: vk::CommandPool,
     dpool: vk::DescriptorPool,
     dpool_uab: Option<vk::DescriptorPool>,
@@ -135,13 +138,18 @@ impl Exec {
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
         let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
         let mut m6 = vk::PhysicalDeviceMaintenance6FeaturesKHR::default();
+        let mut so = vk::PhysicalDeviceShaderObjectFeaturesEXT::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default()
             .push_next(&mut f12)
             .push_next(&mut f13);
         if has(ash::khr::maintenance6::NAME) {
             f2 = f2.push_next(&mut m6);
         }
+        if has(ash::ext::shader_object::NAME) {
+            f2 = f2.push_next(&mut so);
+        }
         instance.get_physical_device_features2(pd, &mut f2);
+        let so_ok = so.shader_object == vk::TRUE && f13.dynamic_rendering == vk::TRUE;
         let maint6_ok = m6.maintenance6 == vk::TRUE;
         let (addr, uab) = (
             f12.buffer_device_address == vk::TRUE,
@@ -159,7 +167,10 @@ impl Exec {
             .buffer_device_address(addr)
             .descriptor_binding_storage_buffer_update_after_bind(uab)
             .descriptor_binding_partially_bound(partial);
-        let mut e13 = vk::PhysicalDeviceVulkan13Features::default().synchronization2(true);
+        let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
+            .synchronization2(true)
+            .dynamic_rendering(so_ok);
+        let mut eso = vk::PhysicalDeviceShaderObjectFeaturesEXT::default().shader_object(true);
         let mut e6 = vk::PhysicalDeviceMaintenance6FeaturesKHR::default().maintenance6(true);
         let prio = [1.0f32];
         let qinfo = [vk::DeviceQueueCreateInfo::default()
@@ -175,6 +186,9 @@ impl Exec {
         if maint6_ok {
             names.push(ash::khr::maintenance6::NAME.as_ptr());
         }
+        if so_ok {
+            names.push(ash::ext::shader_object::NAME.as_ptr());
+        }
         let mut dinfo = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qinfo)
             .enabled_extension_names(&names)
@@ -182,6 +196,9 @@ impl Exec {
             .push_next(&mut e13);
         if maint6_ok {
             dinfo = dinfo.push_next(&mut e6);
+        }
+        if so_ok {
+            dinfo = dinfo.push_next(&mut eso);
         }
         let dev = instance
             .create_device(pd, &dinfo, None)
@@ -212,6 +229,7 @@ impl Exec {
             maint6: maint6_ok,
             uab_storage: uab,
             partially_bound: partial,
+            shader_object: so_ok,
             device_address: addr,
             image_size: if ireq.memory_type_bits & (1 << mem_type) != 0 {
                 ireq.size
@@ -267,6 +285,7 @@ impl Exec {
         let push = push_ok.then(|| ash::khr::push_descriptor::Device::new(&instance, &dev));
         let map2 = map2_ok.then(|| ash::khr::map_memory2::Device::new(&instance, &dev));
         let maint6 = maint6_ok.then(|| ash::khr::maintenance6::Device::new(&instance, &dev));
+        let shader_object = so_ok.then(|| ash::ext::shader_object::Device::new(&instance, &dev));
         Ok(Exec {
             _entry: entry,
             instance,
@@ -278,6 +297,7 @@ impl Exec {
             push,
             map2,
             maint6,
+            shader_object,
             pool,
             dpool,
             dpool_uab,
@@ -832,15 +852,7 @@ impl Exec {
         let layout = dev
             .create_pipeline_layout(&li, None)
             .map_err(vkerr("vkCreatePipelineLayout"))?;
-        let spv = match kernel {
-            Kernel::Xform => SPV_XFORM,
-            Kernel::Inplace => SPV_INPLACE,
-            Kernel::Uniform => SPV_UNIFORM,
-            Kernel::Texel => SPV_TEXEL,
-            Kernel::Addr => SPV_ADDR,
-        };
-        let words = ash::util::read_spv(&mut std::io::Cursor::new(spv))
-            .map_err(|e| (2, format!("spv: {e}")))?;
+        let words = spirv(kernel)?;
         let module = dev
             .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
             .map_err(vkerr("vkCreateShaderModule"))?;
@@ -865,7 +877,44 @@ impl Exec {
             layout,
             pipeline,
             template: None,
+            shader: None,
         })
+    }
+
+    /// The kernel as a shader object (VK_EXT_shader_object; SPIR-V code, the layout's set and
+    /// push constants, dispatch base allowed).
+    unsafe fn shader(&mut self, kernel: Kernel, kind: Kind) -> Res2<vk::ShaderEXT> {
+        self.pipe(kernel, kind)?;
+        if let Some(s) = self.pipes[&(kernel, kind)].shader {
+            return Ok(s);
+        }
+        let so = self
+            .shader_object
+            .clone()
+            .ok_or((3, "no VK_EXT_shader_object".to_string()))?;
+        let words = spirv(kernel)?;
+        let sl = [self.pipes[&(kernel, kind)].set_layout];
+        let pc = [vk::PushConstantRange {
+            stage_flags: vk::ShaderStageFlags::COMPUTE,
+            offset: 0,
+            size: 24,
+        }];
+        let mut info = vk::ShaderCreateInfoEXT::default()
+            .flags(vk::ShaderCreateFlagsEXT::DISPATCH_BASE)
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .code_type(vk::ShaderCodeTypeEXT::SPIRV)
+            .code(bytemuck_words(&words))
+            .name(c"main")
+            .push_constant_ranges(&pc);
+        if kernel != Kernel::Addr {
+            info = info.set_layouts(&sl);
+        }
+        self.cover.insert("vkCreateShadersEXT");
+        let s = so
+            .create_shaders(&[info], None)
+            .map_err(|(_, e)| (2, format!("vkCreateShadersEXT: {e}")))?[0];
+        self.pipes.get_mut(&(kernel, kind)).unwrap().shader = Some(s);
+        Ok(s)
     }
 
     /// The update template of a kernel's layout (push: of its push descriptors).
@@ -1025,6 +1074,9 @@ impl Exec {
             if let Some(t) = p.template {
                 dev.destroy_descriptor_update_template(t, None);
             }
+            if let (Some(s), Some(so)) = (p.shader, &self.shader_object) {
+                so.destroy_shader(s, None);
+            }
             dev.destroy_pipeline(p.pipeline, None);
             dev.destroy_pipeline_layout(p.layout, None);
             dev.destroy_descriptor_set_layout(p.set_layout, None);
@@ -1059,6 +1111,24 @@ impl Exec {
         dev.destroy_device(None);
         self.instance.destroy_instance(None);
     }
+}
+
+/// A kernel's SPIR-V words.
+fn spirv(kernel: Kernel) -> Res2<Vec<u32>> {
+    let spv = match kernel {
+        Kernel::Xform => SPV_XFORM,
+        Kernel::Inplace => SPV_INPLACE,
+        Kernel::Uniform => SPV_UNIFORM,
+        Kernel::Texel => SPV_TEXEL,
+        Kernel::Addr => SPV_ADDR,
+    };
+    ash::util::read_spv(&mut std::io::Cursor::new(spv)).map_err(|e| (2, format!("spv: {e}")))
+}
+
+/// SPIR-V words as the bytes VkShaderCreateInfoEXT takes.
+fn bytemuck_words(words: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding; the slice covers exactly the words' bytes.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), std::mem::size_of_val(words)) }
 }
 
 fn image_info() -> vk::ImageCreateInfo<'static> {

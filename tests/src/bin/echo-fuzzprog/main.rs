@@ -168,6 +168,7 @@ pub fn caps_fit(want: &Caps, have: &Caps) -> bool {
         && (!want.map2 || have.map2)
         && (!want.maint6 || have.maint6)
         && (!want.partially_bound || have.partially_bound)
+        && (!want.shader_object || have.shader_object)
         && want.image_size == have.image_size
         && want.image_align == have.image_align
 }

@@ -263,6 +263,7 @@ impl Exec {
                 n,
                 k,
                 bind2,
+                code,
             } => {
                 let m6 = match (bind2, &self.maint6) {
                     (false, _) => None,
@@ -278,7 +279,30 @@ impl Exec {
                     let p = self.pipe(*kernel, kind)?;
                     (p.pipeline, p.layout)
                 };
-                dev.cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, pipeline);
+                // The code: a pipeline, a shader object, or one bound over the other's.
+                let other = if *kernel == Kernel::Inplace {
+                    Kernel::Xform
+                } else {
+                    Kernel::Inplace
+                };
+                match code {
+                    Code::Pipeline => self.bind_pipeline(c, pipeline),
+                    Code::Object | Code::ObjectUnbind => {
+                        let s = self.shader(*kernel, kind)?;
+                        self.bind_shader(c, s)?;
+                    }
+                    Code::PipelineThenObject => {
+                        let p = self.pipe(other, Kind::Plain)?.pipeline;
+                        self.bind_pipeline(c, p);
+                        let s = self.shader(*kernel, kind)?;
+                        self.bind_shader(c, s)?;
+                    }
+                    Code::ObjectThenPipeline => {
+                        let s = self.shader(other, Kind::Plain)?;
+                        self.bind_shader(c, s)?;
+                        self.bind_pipeline(c, pipeline);
+                    }
+                }
                 let mut pc: Vec<u8> = vec![];
                 match desc {
                     Desc::Set { set } => {
@@ -369,6 +393,7 @@ impl Exec {
                         .values(&pc);
                     (m6.fp().cmd_push_constants2_khr)(c, &info);
                 } else {
+                    self.c("vkCmdPushConstants");
                     dev.cmd_push_constants(c, layout, vk::ShaderStageFlags::COMPUTE, 0, &pc);
                 }
                 if let Some((b, off)) = indirect {
@@ -381,9 +406,29 @@ impl Exec {
                     self.c("vkCmdDispatch");
                     dev.cmd_dispatch(c, *groups, 1, 1);
                 }
+                if *code == Code::ObjectUnbind {
+                    self.bind_shader(c, vk::ShaderEXT::null())?;
+                }
                 let _ = LOCAL;
             }
         }
+        Ok(())
+    }
+
+    unsafe fn bind_pipeline(&mut self, c: vk::CommandBuffer, p: vk::Pipeline) {
+        self.c("vkCmdBindPipeline");
+        self.dev
+            .cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, p);
+    }
+
+    /// vkCmdBindShadersEXT of `s` (null: unbinds) to the compute stage.
+    unsafe fn bind_shader(&mut self, c: vk::CommandBuffer, s: vk::ShaderEXT) -> Res2<()> {
+        let so = self
+            .shader_object
+            .clone()
+            .ok_or((3, "no VK_EXT_shader_object".to_string()))?;
+        self.c("vkCmdBindShadersEXT");
+        so.cmd_bind_shaders(c, &[vk::ShaderStageFlags::COMPUTE], &[s]);
         Ok(())
     }
 
