@@ -18,7 +18,7 @@
 use super::model::{Model, Refusal};
 use super::rng::Rng;
 use super::sync::Need;
-use super::{access, stage, usage, Caps, Cmd, Code, Desc, Kernel, Op, Program, Res, SemRef};
+use super::{access, stage, usage, Caps, Cmd, Code, Desc, Draw, Kernel, Op, Program, Res, SemRef};
 use super::{ALIGN, IMAGE_BYTES, LOCAL, UNIFORM_BYTES};
 
 const SIZES: [u64; 9] = [4096, 4352, 8192, 12288, 16384, 32768, 65536, 1024, 256];
@@ -405,6 +405,20 @@ impl Gen {
             kernels.push(Kernel::Addr);
         }
         let kernel = self.rng.pick(&kernels);
+        // Now and then the kernel runs as a draw's vertex shader (a monolithic pipeline, or one
+        // linked from a pre-rasterization library).
+        let draw = if caps.draw
+            && matches!(kernel, Kernel::Xform | Kernel::Inplace)
+            && self.rng.chance(0.25)
+        {
+            if caps.gpl && self.rng.chance(0.6) {
+                Draw::Library
+            } else {
+                Draw::Monolithic
+            }
+        } else {
+            Draw::None
+        };
         let whole = |b: u32, size: u64| Res::Buf {
             buf: b,
             offset: 0,
@@ -467,6 +481,7 @@ impl Gen {
                         kernel,
                         uab,
                         partial,
+                        vertex: !draw.is_none(),
                     });
                     let coin = self.rng.chance(0.4);
                     self.push(Op::WriteSet {
@@ -487,7 +502,7 @@ impl Gen {
         let groups_needed = n.div_ceil(LOCAL);
         let k = self.rng.u32() % 1000;
         let indirect = match ctx.ind {
-            Some((b, m)) if self.rng.chance(0.5) => {
+            Some((b, m)) if draw.is_none() && self.rng.chance(0.5) => {
                 let g = groups_needed.min(64);
                 self.push(Op::WriteIndirect {
                     mem: m,
@@ -503,8 +518,8 @@ impl Gen {
         } else {
             0
         };
-        let bind2 = caps.maint6 && self.rng.chance(0.5);
-        let code = if caps.shader_object {
+        let bind2 = draw.is_none() && caps.maint6 && self.rng.chance(0.5);
+        let code = if caps.shader_object && draw.is_none() {
             [
                 Code::Pipeline,
                 Code::Object,
@@ -525,6 +540,7 @@ impl Gen {
             k,
             bind2,
             code,
+            draw,
         })
     }
 
@@ -777,11 +793,16 @@ impl Gen {
     }
 
     fn host_barrier(&mut self) -> Cmd {
+        let vertex = if self.m.caps.draw {
+            stage::VERTEX_SHADER
+        } else {
+            0
+        };
         Cmd::Barrier {
             v2: self.rng.chance(0.5),
             event: false,
             buf: None,
-            src_stage: stage::TRANSFER | stage::COMPUTE,
+            src_stage: stage::TRANSFER | stage::COMPUTE | vertex,
             src_access: access::TRANSFER_WRITE | access::SHADER_WRITE,
             dst_stage: stage::HOST,
             dst_access: access::HOST_READ | access::HOST_WRITE,

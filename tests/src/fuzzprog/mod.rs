@@ -45,6 +45,14 @@ pub struct Caps {
     /// `VK_EXT_shader_object` (`shaderObject`): kernels bound as shader objects.
     #[serde(default)]
     pub shader_object: bool,
+    /// Draws: a graphics queue, dynamic rendering and `vertexPipelineStoresAndAtomics` (vertex
+    /// shaders that read and write storage buffers).
+    #[serde(default)]
+    pub draw: bool,
+    /// `VK_EXT_graphics_pipeline_library` (`graphicsPipelineLibrary`): draws through a pipeline
+    /// linked from a pre-rasterization library and the link's own fragment shader.
+    #[serde(default)]
+    pub gpl: bool,
 }
 
 /// Every offset of a buffer in memory, of a descriptor range and of a texel view is a multiple
@@ -83,6 +91,7 @@ pub mod usage {
 /// values in its 64-bit masks.
 pub mod stage {
     pub const DRAW_INDIRECT: u64 = 0x2;
+    pub const VERTEX_SHADER: u64 = 0x8;
     pub const COMPUTE: u64 = 0x800;
     pub const TRANSFER: u64 = 0x1000;
     pub const HOST: u64 = 0x4000;
@@ -319,6 +328,9 @@ pub enum Op {
         uab: bool,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         partial: bool,
+        /// Its layout is for the vertex stage (a draw's set), not the compute stage.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        vertex: bool,
     },
     /// vkUpdateDescriptorSets (or vkUpdateDescriptorSetWithTemplate): every binding.
     WriteSet {
@@ -438,6 +450,11 @@ pub enum Cmd {
         /// How the kernel's code is bound (a pipeline, or a shader object).
         #[serde(default, skip_serializing_if = "Code::is_pipeline")]
         code: Code,
+        /// Not a dispatch but a draw (kernels `xform` and `inplace` as vertex shaders: `groups`
+        /// points from vertex `base`, each vertex doing what a workgroup does), in a rendering
+        /// without attachments.
+        #[serde(default, skip_serializing_if = "Draw::is_none")]
+        draw: Draw,
     },
 }
 
@@ -465,6 +482,26 @@ impl Code {
     }
     pub fn needs_shader_object(&self) -> bool {
         !self.is_pipeline()
+    }
+}
+
+/// Whether a [`Cmd::Dispatch`] is a draw, and through which pipeline.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Draw {
+    /// A dispatch.
+    #[default]
+    None,
+    /// vkCmdDraw with one graphics pipeline (vertex and fragment shader in its pStages).
+    Monolithic,
+    /// vkCmdDraw with a pipeline linked from a pre-rasterization library (the vertex shader)
+    /// and its own pStages (the fragment shader): VK_EXT_graphics_pipeline_library.
+    Library,
+}
+
+impl Draw {
+    pub fn is_none(&self) -> bool {
+        *self == Draw::None
     }
 }
 
@@ -531,6 +568,8 @@ mod tests {
         maint6: false,
         partially_bound: false,
         shader_object: false,
+        draw: true,
+        gpl: true,
     };
     /// Mesa 25's lavapipe (Vulkan 1.4).
     const MESA25: Caps = Caps {
@@ -543,6 +582,8 @@ mod tests {
         maint6: true,
         partially_bound: true,
         shader_object: true,
+        draw: true,
+        gpl: true,
     };
     const SWIFTSHADER: Caps = Caps {
         push_descriptor: false,
@@ -554,6 +595,8 @@ mod tests {
         maint6: false,
         partially_bound: true,
         shader_object: false,
+        draw: true,
+        gpl: true,
     };
 
     #[test]
@@ -672,6 +715,14 @@ mod tests {
                                         indirect: Some(_), ..
                                     } => "indirect",
                                     Cmd::Dispatch {
+                                        draw: Draw::Library,
+                                        ..
+                                    } => "draw-library",
+                                    Cmd::Dispatch {
+                                        draw: Draw::Monolithic,
+                                        ..
+                                    } => "draw",
+                                    Cmd::Dispatch {
                                         code: Code::ObjectUnbind,
                                         ..
                                     } => "shader-object-unbind",
@@ -742,6 +793,8 @@ mod tests {
             "partial-set",
             "shader-object",
             "shader-object-unbind",
+            "draw",
+            "draw-library",
             "pipeline-then-object",
             "object-then-pipeline",
             "template-write",

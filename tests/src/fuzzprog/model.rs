@@ -14,7 +14,7 @@
 //! above), each where the op changes the state it checks.
 
 use super::sync::{Access, Log, Need, Ranges};
-use super::{access, stage, usage, Binding, Caps, Cmd, Desc, Kernel, Op, Program, Res};
+use super::{access, stage, usage, Binding, Caps, Cmd, Desc, Draw, Kernel, Op, Program, Res};
 use super::{ALIGN, IMAGE_BYTES, LOCAL, UNIFORM_BYTES};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,6 +60,8 @@ pub struct View {
 pub struct Set {
     pub kernel: Kernel,
     pub uab: bool,
+    /// Its layout is for the vertex stage (draws only).
+    pub vertex: bool,
     pub res: Option<Vec<Res>>,
 }
 
@@ -329,14 +331,17 @@ impl Model {
         }
     }
 
-    /// The resources of a dispatch, checked, with their memory ranges.
-    fn dispatch_res(&self, kernel: Kernel, desc: &Desc) -> R<Vec<Bound>> {
+    /// The resources of a dispatch (`draw`: a draw), checked, with their memory ranges.
+    fn dispatch_res(&self, kernel: Kernel, desc: &Desc, draw: bool) -> R<Vec<Bound>> {
         let binds = kernel.bindings();
         let res: Vec<Res> = match desc {
             Desc::Set { set } => {
                 let s = self.sets.get(set).ok_or(format!("no set {set}"))?;
                 if s.kernel != kernel {
                     return fail("set of another kernel");
+                }
+                if s.vertex != draw {
+                    return fail("a set of the other stage (compute / vertex)");
                 }
                 s.res.clone().ok_or(format!("set {set} not written"))?
             }
@@ -513,6 +518,7 @@ impl Model {
                 n,
                 bind2,
                 code,
+                draw,
                 ..
             } => {
                 if *bind2 && !self.caps.maint6 {
@@ -521,7 +527,23 @@ impl Model {
                 if code.needs_shader_object() && !self.caps.shader_object {
                     return fail("a shader object without VK_EXT_shader_object");
                 }
-                let res = self.dispatch_res(*kernel, desc)?;
+                let drawn = !draw.is_none();
+                if drawn
+                    && (!self.caps.draw
+                        || (*draw == Draw::Library && !self.caps.gpl)
+                        || !matches!(kernel, Kernel::Xform | Kernel::Inplace)
+                        || indirect.is_some()
+                        || *bind2
+                        || code.needs_shader_object())
+                {
+                    return fail("a draw the device or the program language does not have");
+                }
+                let shader_stage = if drawn {
+                    stage::VERTEX_SHADER
+                } else {
+                    stage::COMPUTE
+                };
+                let res = self.dispatch_res(*kernel, desc, drawn)?;
                 if *n == 0 {
                     return fail("n = 0");
                 }
@@ -585,7 +607,7 @@ impl Model {
                     };
                     for (a, w) in [(ra, false), (wa, true)] {
                         if a != 0 {
-                            let mut x = t((0, buf), r, w, stage::COMPUTE, a);
+                            let mut x = t((0, buf), r, w, shader_stage, a);
                             x.exact = exact;
                             out.push(x);
                         }
@@ -1061,7 +1083,13 @@ impl Model {
                 kernel,
                 uab,
                 partial,
+                vertex,
             } => {
+                if *vertex
+                    && (!self.caps.draw || !matches!(kernel, Kernel::Xform | Kernel::Inplace))
+                {
+                    return fail("a vertex-stage set without draws, or of a kernel draws lack");
+                }
                 self.fresh(4, *set)?;
                 if *partial && (!*uab || !self.caps.partially_bound) {
                     return fail("partially bound: only with update-after-bind and the feature");
@@ -1083,6 +1111,7 @@ impl Model {
                     Set {
                         kernel: *kernel,
                         uab: *uab,
+                        vertex: *vertex,
                         res: None,
                     },
                 );

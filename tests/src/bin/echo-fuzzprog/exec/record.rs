@@ -264,6 +264,7 @@ impl Exec {
                 k,
                 bind2,
                 code,
+                draw,
             } => {
                 let m6 = match (bind2, &self.maint6) {
                     (false, _) => None,
@@ -275,10 +276,39 @@ impl Exec {
                     Desc::Push { .. } => Kind::Push,
                     Desc::Addr { .. } => Kind::Plain,
                 };
-                let (pipeline, layout) = {
-                    let p = self.pipe(*kernel, kind)?;
+                let gfx = !draw.is_none();
+                let (bp, stage) = if gfx {
+                    (
+                        vk::PipelineBindPoint::GRAPHICS,
+                        vk::ShaderStageFlags::VERTEX,
+                    )
+                } else {
+                    (
+                        vk::PipelineBindPoint::COMPUTE,
+                        vk::ShaderStageFlags::COMPUTE,
+                    )
+                };
+                let (pipeline, layout) = if gfx {
+                    self.draw_pipeline(*kernel, kind, *draw == Draw::Library)?
+                } else {
+                    let p = self.pipe(*kernel, kind, false)?;
                     (p.pipeline, p.layout)
                 };
+                if gfx {
+                    // A rendering without attachments over a 4×4 area: the points' fragment
+                    // shader writes nothing.
+                    let ri = vk::RenderingInfo::default()
+                        .render_area(vk::Rect2D {
+                            offset: vk::Offset2D { x: 0, y: 0 },
+                            extent: vk::Extent2D {
+                                width: 4,
+                                height: 4,
+                            },
+                        })
+                        .layer_count(1);
+                    self.c("vkCmdBeginRendering");
+                    dev.cmd_begin_rendering(c, &ri);
+                }
                 // The code: a pipeline, a shader object, or one bound over the other's.
                 let other = if *kernel == Kernel::Inplace {
                     Kernel::Xform
@@ -286,13 +316,17 @@ impl Exec {
                     Kernel::Inplace
                 };
                 match code {
+                    Code::Pipeline if gfx => {
+                        self.c("vkCmdBindPipeline");
+                        dev.cmd_bind_pipeline(c, bp, pipeline);
+                    }
                     Code::Pipeline => self.bind_pipeline(c, pipeline),
                     Code::Object | Code::ObjectUnbind => {
                         let s = self.shader(*kernel, kind)?;
                         self.bind_shader(c, s)?;
                     }
                     Code::PipelineThenObject => {
-                        let p = self.pipe(other, Kind::Plain)?.pipeline;
+                        let p = self.pipe(other, Kind::Plain, false)?.pipeline;
                         self.bind_pipeline(c, p);
                         let s = self.shader(*kernel, kind)?;
                         self.bind_shader(c, s)?;
@@ -310,20 +344,13 @@ impl Exec {
                         if let Some(m6) = &m6 {
                             self.c("vkCmdBindDescriptorSets2");
                             let info = vk::BindDescriptorSetsInfoKHR::default()
-                                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                                .stage_flags(stage)
                                 .layout(layout)
                                 .descriptor_sets(&sets);
                             (m6.fp().cmd_bind_descriptor_sets2_khr)(c, &info);
                         } else {
                             self.c("vkCmdBindDescriptorSets");
-                            dev.cmd_bind_descriptor_sets(
-                                c,
-                                vk::PipelineBindPoint::COMPUTE,
-                                layout,
-                                0,
-                                &sets,
-                                &[],
-                            );
+                            dev.cmd_bind_descriptor_sets(c, bp, layout, 0, &sets, &[]);
                         }
                     }
                     Desc::Push { res, template } => {
@@ -333,7 +360,7 @@ impl Exec {
                             .clone()
                             .ok_or((3, "no push descriptors".to_string()))?;
                         if *template {
-                            let t = self.template(*kernel, Kind::Push)?;
+                            let t = self.template(*kernel, Kind::Push, gfx)?;
                             let data: *const std::ffi::c_void = if *kernel == Kernel::Texel {
                                 vi.as_ptr().cast()
                             } else {
@@ -357,19 +384,13 @@ impl Exec {
                             if let Some(m6) = &m6 {
                                 self.c("vkCmdPushDescriptorSet2");
                                 let info = vk::PushDescriptorSetInfoKHR::default()
-                                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                                    .stage_flags(stage)
                                     .layout(layout)
                                     .descriptor_writes(&w);
                                 (m6.fp().cmd_push_descriptor_set2_khr)(c, &info);
                             } else {
                                 self.c("vkCmdPushDescriptorSet");
-                                push.cmd_push_descriptor_set(
-                                    c,
-                                    vk::PipelineBindPoint::COMPUTE,
-                                    layout,
-                                    0,
-                                    &w,
-                                );
+                                push.cmd_push_descriptor_set(c, bp, layout, 0, &w);
                             }
                         }
                     }
@@ -389,14 +410,20 @@ impl Exec {
                     self.c("vkCmdPushConstants2");
                     let info = vk::PushConstantsInfoKHR::default()
                         .layout(layout)
-                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                        .stage_flags(stage)
                         .values(&pc);
                     (m6.fp().cmd_push_constants2_khr)(c, &info);
                 } else {
                     self.c("vkCmdPushConstants");
-                    dev.cmd_push_constants(c, layout, vk::ShaderStageFlags::COMPUTE, 0, &pc);
+                    dev.cmd_push_constants(c, layout, stage, 0, &pc);
                 }
-                if let Some((b, off)) = indirect {
+                if gfx {
+                    // A point per vertex, from vertex `base` (gl_VertexIndex counts from it).
+                    self.c("vkCmdDraw");
+                    dev.cmd_draw(c, *groups, 1, *base, 0);
+                    self.c("vkCmdEndRendering");
+                    dev.cmd_end_rendering(c);
+                } else if let Some((b, off)) = indirect {
                     self.c("vkCmdDispatchIndirect");
                     dev.cmd_dispatch_indirect(c, self.bufs[b], *off);
                 } else if *base > 0 {
