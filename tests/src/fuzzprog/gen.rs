@@ -650,12 +650,18 @@ impl Gen {
                     if self.rng.chance(0.5) && c.size >= IMAGE_BYTES {
                         let v2 = self.rng.chance(0.4);
                         cmds.push(Cmd::ImageInit { img });
-                        cmds.push(Cmd::ToImage {
-                            buf: c.dev,
-                            offset: 0,
-                            img,
-                            v2,
-                        });
+                        if self.rng.chance(0.5) {
+                            // A clear, a command echo only marks, writing the image's memory.
+                            let val = self.rng.u32();
+                            cmds.push(Cmd::ClearImage { img, val });
+                        } else {
+                            cmds.push(Cmd::ToImage {
+                                buf: c.dev,
+                                offset: 0,
+                                img,
+                                v2,
+                            });
+                        }
                         let back = if self.rng.chance(0.5) {
                             c.dev
                         } else {
@@ -675,8 +681,33 @@ impl Gen {
                     cmds.push(self.copy(c.dev, d, c.size));
                 }
             }
+            if work {
+                self.marked_and_aside(ctx, c, &mut cmds);
+            }
         }
         cmds
+    }
+
+    /// Commands echo steps aside from or only marks (issue 53), now and then: a timestamp
+    /// copied into a buffer (vkCmdCopyQueryPoolResults: echo steps aside from the buffer), push
+    /// constants with no dispatch after them.
+    fn marked_and_aside(&mut self, ctx: &Ctx, c: &Chain, cmds: &mut Vec<Cmd>) {
+        if self.m.caps.timestamps && self.rng.chance(0.12) {
+            let mut targets = vec![(c.dev, c.size), (ctx.spare, c.size)];
+            if let Some(d) = c.down {
+                targets.push((d, c.size));
+            }
+            let (buf, size) = targets[self.rng.below(targets.len() as u64) as usize];
+            let offset = self.rng.below(size / 8) * 8;
+            let v2 = self.rng.chance(0.5);
+            let at = self.rng.below(cmds.len() as u64 + 1) as usize;
+            cmds.insert(at, Cmd::QueryCopy { buf, offset, v2 });
+        }
+        if self.rng.chance(0.08) {
+            let val = self.rng.u32();
+            let at = self.rng.below(cmds.len() as u64 + 1) as usize;
+            cmds.insert(at, Cmd::PushConstants { val });
+        }
     }
 
     /// A barrier covering `needs`.

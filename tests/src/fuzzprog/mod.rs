@@ -53,6 +53,10 @@ pub struct Caps {
     /// linked from a pre-rasterization library and the link's own fragment shader.
     #[serde(default)]
     pub gpl: bool,
+    /// Timestamps on the queue (`timestampValidBits` > 0): vkCmdWriteTimestamp and
+    /// vkCmdCopyQueryPoolResults.
+    #[serde(default)]
+    pub timestamps: bool,
 }
 
 /// Every offset of a buffer in memory, of a descriptor range and of a texel view is a multiple
@@ -405,6 +409,15 @@ pub enum Cmd {
     },
     /// Layout UNDEFINED → GENERAL (an image barrier); discards the image's texels.
     ImageInit { img: u32 },
+    /// vkCmdClearColorImage (GENERAL) with `val` in every texel: a command echo only marks,
+    /// writing the image's memory.
+    ClearImage { img: u32, val: u32 },
+    /// vkCmdResetQueryPool, vkCmdWriteTimestamp (or ...2) and vkCmdCopyQueryPoolResults of
+    /// that timestamp (8 bytes, waiting) to `(buf, offset)`: echo steps aside from the buffer
+    /// (the bytes are undefined: a time).
+    QueryCopy { buf: u32, offset: u64, v2: bool },
+    /// vkCmdPushConstants with no dispatch after it (a command echo only marks).
+    PushConstants { val: u32 },
     /// vkCmdCopyBufferToImage (or ...2), the whole image from `offset`.
     ToImage {
         buf: u32,
@@ -570,6 +583,7 @@ mod tests {
         shader_object: false,
         draw: true,
         gpl: true,
+        timestamps: true,
     };
     /// Mesa 25's lavapipe (Vulkan 1.4).
     const MESA25: Caps = Caps {
@@ -584,6 +598,7 @@ mod tests {
         shader_object: true,
         draw: true,
         gpl: true,
+        timestamps: true,
     };
     const SWIFTSHADER: Caps = Caps {
         push_descriptor: false,
@@ -597,6 +612,7 @@ mod tests {
         shader_object: false,
         draw: true,
         gpl: true,
+        timestamps: true,
     };
 
     #[test]
@@ -743,6 +759,9 @@ mod tests {
                                     Cmd::Barrier { buf: Some(_), .. } => "buffer-barrier",
                                     Cmd::Barrier { v2: true, .. } => "barrier2",
                                     Cmd::ToImage { .. } => "to-image",
+                                    Cmd::ClearImage { .. } => "clear-image",
+                                    Cmd::QueryCopy { .. } => "query-copy",
+                                    Cmd::PushConstants { .. } => "push-constants",
                                     Cmd::FromImage { .. } => "from-image",
                                     Cmd::Fill { .. } => "fill",
                                     Cmd::Update { .. } => "update",
@@ -785,6 +804,9 @@ mod tests {
             "buffer-barrier",
             "barrier2",
             "to-image",
+            "clear-image",
+            "query-copy",
+            "push-constants",
             "from-image",
             "fill",
             "update",

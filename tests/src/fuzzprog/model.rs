@@ -229,7 +229,9 @@ impl Model {
         match cmd {
             Cmd::Copy { src, dst, .. } => b.extend([*src, *dst]),
             Cmd::Fill { buf, .. } | Cmd::Update { buf, .. } => b.push(*buf),
-            Cmd::ImageInit { img } => i.push(*img),
+            Cmd::ImageInit { img } | Cmd::ClearImage { img, .. } => i.push(*img),
+            Cmd::QueryCopy { buf, .. } => b.push(*buf),
+            Cmd::PushConstants { .. } => {}
             Cmd::ToImage { buf, img, .. } | Cmd::FromImage { img, buf, .. } => {
                 b.push(*buf);
                 i.push(*img);
@@ -459,6 +461,25 @@ impl Model {
                 let r = self.img_range(*img)?;
                 out.push(t((1, *img), r, true, stage::TRANSFER, a::TRANSFER_WRITE));
             }
+            Cmd::ClearImage { img, .. } => {
+                let r = self.img_range(*img)?;
+                if dynamic && !self.imgs[img].general {
+                    return fail(format!("image {img} not in GENERAL"));
+                }
+                out.push(t((1, *img), r, true, stage::TRANSFER, a::TRANSFER_WRITE));
+            }
+            Cmd::QueryCopy { buf, offset, .. } => {
+                if !self.caps.timestamps {
+                    return fail("no timestamps");
+                }
+                self.usage_has(*buf, usage::DST)?;
+                if offset % 8 != 0 {
+                    return fail("a query result's offset is a multiple of 8");
+                }
+                let w = self.buf_range(*buf, *offset, 8)?;
+                out.push(t((0, *buf), w, true, stage::TRANSFER, a::TRANSFER_WRITE));
+            }
+            Cmd::PushConstants { .. } => {}
             Cmd::ToImage {
                 buf, offset, img, ..
             } => {
@@ -734,6 +755,18 @@ impl Model {
                 let ok = self.imgs[img].defined;
                 self.write_bytes(w.mem, w.lo, w.hi, ok);
             }
+            Cmd::ClearImage { img, .. } => {
+                // The texels are known (the image's memory holds them in a layout of the
+                // driver's: its bytes are not).
+                let w = touches[0];
+                self.write_bytes(w.mem, w.lo, w.hi, false);
+                self.imgs.get_mut(img).unwrap().defined = true;
+            }
+            Cmd::QueryCopy { .. } => {
+                let w = touches[0];
+                self.write_bytes(w.mem, w.lo, w.hi, false);
+            }
+            Cmd::PushConstants { .. } => {}
             Cmd::Dispatch { .. } => {
                 let ok = defined_all(self, &touches);
                 for w in touches.iter().filter(|x| x.write) {

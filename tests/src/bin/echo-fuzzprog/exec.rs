@@ -92,6 +92,11 @@ pub struct Exec {
     /// is recorded again); `recording`: the command buffer being recorded and its next event.
     cb_events: HashMap<vk::CommandBuffer, Vec<vk::Event>>,
     recording: usize,
+    /// The timestamp queries of each command buffer, in recording order (indices into
+    /// `queries`, made at the first use; reused when it is recorded again); the next one.
+    cb_queries: HashMap<vk::CommandBuffer, Vec<u32>>,
+    recording_query: usize,
+    queries: Option<(vk::QueryPool, u32)>,
     /// Per (kernel, kind, for draws).
     pipes: HashMap<(Kernel, Kind, bool), Pipe>,
     /// Vulkan commands called (coverage).
@@ -166,9 +171,9 @@ impl Exec {
         let so_ok = so.shader_object == vk::TRUE && f13.dynamic_rendering == vk::TRUE;
         // Draws: a graphics queue family (the one chosen), dynamic rendering and stores in
         // vertex shaders; pipeline libraries on top.
-        let graphics_q = instance.get_physical_device_queue_family_properties(pd)[qf as usize]
-            .queue_flags
-            .contains(vk::QueueFlags::GRAPHICS);
+        let qprops = instance.get_physical_device_queue_family_properties(pd)[qf as usize];
+        let graphics_q = qprops.queue_flags.contains(vk::QueueFlags::GRAPHICS);
+        let timestamps = qprops.timestamp_valid_bits > 0;
         let draw_ok = graphics_q && f13.dynamic_rendering == vk::TRUE && stores;
         let gpl_ok = draw_ok
             && gpl.graphics_pipeline_library == vk::TRUE
@@ -266,6 +271,7 @@ impl Exec {
             shader_object: so_ok,
             draw: draw_ok,
             gpl: gpl_ok,
+            timestamps,
             device_address: addr,
             image_size: if ireq.memory_type_bits & (1 << mem_type) != 0 {
                 ireq.size
@@ -348,6 +354,9 @@ impl Exec {
             sems: HashMap::new(),
             cb_events: HashMap::new(),
             recording: 0,
+            cb_queries: HashMap::new(),
+            recording_query: 0,
+            queries: None,
             pipes: HashMap::new(),
             cover: BTreeSet::new(),
             lines: vec![],
@@ -712,6 +721,7 @@ impl Exec {
                 dev.begin_command_buffer(c, &vk::CommandBufferBeginInfo::default())
                     .map_err(vkerr("vkBeginCommandBuffer"))?;
                 self.recording = 0;
+                self.recording_query = 0;
                 let mut j = 0;
                 while j < cmds.len() {
                     let Some(r) = secondary.iter().position(|&[a, _]| a == j) else {
@@ -1330,6 +1340,9 @@ impl Exec {
         }
         for e in self.cb_events.into_values().flatten() {
             dev.destroy_event(e, None);
+        }
+        if let Some((q, _)) = self.queries {
+            dev.destroy_query_pool(q, None);
         }
         let _ = self.qf;
         dev.destroy_device(None);

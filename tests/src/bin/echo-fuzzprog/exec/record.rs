@@ -88,6 +88,49 @@ impl Exec {
                     &[b],
                 );
             }
+            Cmd::ClearImage { img, val } => {
+                let color = vk::ClearColorValue {
+                    uint32: [*val, val ^ 1, val ^ 2, val ^ 3],
+                };
+                self.c("vkCmdClearColorImage");
+                dev.cmd_clear_color_image(
+                    c,
+                    self.imgs[img],
+                    vk::ImageLayout::GENERAL,
+                    &color,
+                    &[color_range()],
+                );
+            }
+            Cmd::QueryCopy { buf, offset, v2 } => {
+                let (pool, q) = self.query_for(c)?;
+                self.c("vkCmdResetQueryPool");
+                dev.cmd_reset_query_pool(c, pool, q, 1);
+                if *v2 {
+                    self.c("vkCmdWriteTimestamp2");
+                    dev.cmd_write_timestamp2(c, vk::PipelineStageFlags2::ALL_COMMANDS, pool, q);
+                } else {
+                    self.c("vkCmdWriteTimestamp");
+                    dev.cmd_write_timestamp(c, vk::PipelineStageFlags::BOTTOM_OF_PIPE, pool, q);
+                }
+                self.c("vkCmdCopyQueryPoolResults");
+                dev.cmd_copy_query_pool_results(
+                    c,
+                    pool,
+                    q,
+                    1,
+                    self.bufs[buf],
+                    *offset,
+                    8,
+                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+                );
+            }
+            Cmd::PushConstants { val } => {
+                let layout = self.pipe(Kernel::Inplace, Kind::Plain, false)?.layout;
+                let pc = [*val, val.rotate_left(7)];
+                let bytes: Vec<u8> = pc.iter().flat_map(|w| w.to_le_bytes()).collect();
+                self.c("vkCmdPushConstants");
+                dev.cmd_push_constants(c, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+            }
             Cmd::ToImage {
                 buf,
                 offset,
@@ -457,6 +500,38 @@ impl Exec {
         self.c("vkCmdBindShadersEXT");
         so.cmd_bind_shaders(c, &[vk::ShaderStageFlags::COMPUTE], &[s]);
         Ok(())
+    }
+
+    /// The next timestamp query of command buffer `c` being recorded (from one pool made at
+    /// the first use).
+    unsafe fn query_for(&mut self, c: vk::CommandBuffer) -> Res2<(vk::QueryPool, u32)> {
+        const QUERIES: u32 = 1024;
+        if self.queries.is_none() {
+            self.c("vkCreateQueryPool");
+            let p = self
+                .dev
+                .create_query_pool(
+                    &vk::QueryPoolCreateInfo::default()
+                        .query_type(vk::QueryType::TIMESTAMP)
+                        .query_count(QUERIES),
+                    None,
+                )
+                .map_err(vkerr("vkCreateQueryPool"))?;
+            self.queries = Some((p, 0));
+        }
+        let (pool, used) = self.queries.unwrap();
+        let i = self.recording_query;
+        self.recording_query += 1;
+        let have = self.cb_queries.entry(c).or_default();
+        if let Some(q) = have.get(i) {
+            return Ok((pool, *q));
+        }
+        if used >= QUERIES {
+            return Err((2, "more than 1024 timestamp queries".into()));
+        }
+        have.push(used);
+        self.queries = Some((pool, used + 1));
+        Ok((pool, used))
     }
 
     /// The next event of command buffer `c` being recorded (made at its first use).
