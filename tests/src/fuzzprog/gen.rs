@@ -36,6 +36,8 @@ struct Gen {
     /// the next copy reads once the two share memory.
     inputs_once: bool,
     inputs_written: bool,
+    /// Host accesses while submissions are in flight ([`Gen::host_in_flight`]).
+    in_flight: bool,
 }
 
 /// One device buffer and its staging partners.
@@ -63,6 +65,7 @@ pub fn generate(seed: u64, caps: Caps) -> Program {
         late: vec![],
         inputs_once: false,
         inputs_written: false,
+        in_flight: false,
     };
     g.program();
     Program {
@@ -165,6 +168,7 @@ impl Gen {
         let caps = self.m.caps;
         let addr = caps.device_address && self.rng.chance(0.15);
         self.inputs_once = self.rng.chance(0.2);
+        self.in_flight = self.rng.chance(0.5);
         // Device buffers and their staging partners.
         let n_chains = self.rng.range(1, 3) as usize;
         let layout = self.rng.weighted(&[45, 35, 20]); // dedicated, blocks, mixed
@@ -1024,6 +1028,9 @@ impl Gen {
                         v2,
                     });
                 }
+                if self.in_flight && self.rng.chance(0.6) {
+                    self.host_in_flight(ctx);
+                }
                 if split && !chained && i < last && f.is_some() && self.rng.chance(0.7) {
                     self.wait(sync, fence, timeline, tl_value);
                 }
@@ -1107,6 +1114,58 @@ impl Gen {
             }
         }
         all
+    }
+
+    /// Host accesses while a submission is in flight (issue 53): writes of upload buffers and
+    /// the uniform block, reads of download buffers' defined bytes, each over the whole buffer
+    /// or a part — legal only where no pending GPU work touches those bytes (the model refuses
+    /// the rest, which is then not emitted). Echo must refuse such a staging buffer's pair (S2)
+    /// or keep its bytes apart.
+    fn host_in_flight(&mut self, ctx: &Ctx) {
+        let mut cands: Vec<(u32, u64, bool)> = vec![];
+        for c in &ctx.chains {
+            if let Some(u) = c.up {
+                cands.push((u, c.size, true));
+            }
+            if let Some(d) = c.down {
+                cands.push((d, c.size, false));
+            }
+        }
+        if let Some(u) = ctx.uni {
+            cands.push((u, UNIFORM_BYTES, true));
+        }
+        for (buf, size, write) in cands {
+            if !self.rng.chance(0.5) {
+                continue;
+            }
+            let Some((mem, at)) = self.m.bufs.get(&buf).and_then(|b| b.bound) else {
+                continue;
+            };
+            let (off, len) = if self.rng.chance(0.4) {
+                (0, size)
+            } else {
+                let len = self.rng.range(1, size / 4) * 4;
+                (self.rng.range(0, (size - len) / 4) * 4, len)
+            };
+            if write {
+                let val = self.rng.u32();
+                self.push(Op::Write {
+                    mem,
+                    offset: at + off,
+                    len,
+                    val,
+                });
+            } else {
+                let parts = self.m.mems[&mem].defined.within(at + off, at + off + len);
+                for (lo, hi) in parts {
+                    self.push(Op::Read {
+                        mem,
+                        offset: lo,
+                        len: hi - lo,
+                    });
+                }
+            }
+        }
     }
 
     /// Host reads of the download buffers' defined bytes.
