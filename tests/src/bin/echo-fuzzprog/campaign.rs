@@ -6,7 +6,7 @@
 //! directory. Coverage: the Vulkan commands the programs called and the analyzer's causes their
 //! profiles reached, and the followed commands (the registry's table) no program called.
 
-use echo_analyzer::registry::{Class, COMMANDS};
+use echo_analyzer::registry::{core_version, Class, COMMANDS};
 use echo_tests::fuzzprog::{gen, rng::program_seed, shrink, Caps, Program};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -262,6 +262,33 @@ impl World {
             c.env(k, v);
         }
         c
+    }
+
+    /// The device's API version and extensions (`echo-fuzzprog device`).
+    fn device(&self) -> Result<(u32, Vec<String>), String> {
+        let o = run_limited(
+            self.cmd(
+                &self.tools.me,
+                &["device"],
+                &[("VK_ECHO_DISABLE", "1".into())],
+            ),
+            LIMIT,
+        );
+        if !o.ok() {
+            return Err(format!("device: {} {}", o.verdict(), o.stderr));
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(o.stdout.trim()).map_err(|e| format!("device: {e}"))?;
+        let api = v["api_version"].as_u64().unwrap_or(0) as u32;
+        let exts = v["extensions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok((api, exts))
     }
 
     fn caps(&self) -> Result<Caps, String> {
@@ -536,6 +563,13 @@ pub fn fuzz(a: FuzzArgs) -> i32 {
         a.driver,
         serde_json::to_string(&caps).unwrap()
     );
+    let device = match world.device() {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("echo-fuzzprog fuzz: {e} (no coverage by class)");
+            None
+        }
+    };
     let stream = match a.driver.as_str() {
         "lavapipe" => 1,
         "swiftshader" => 2,
@@ -679,13 +713,172 @@ pub fn fuzz(a: FuzzArgs) -> i32 {
         let _ = t.join();
     }
     let t = tally.lock().unwrap();
-    report(&a, &out, &t)
+    report(&a, &out, &t, device.as_ref())
 }
 
 /// How often a fuzz run says how far it is.
 const PROGRESS_EVERY: Duration = Duration::from_secs(60);
 
-fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
+/// A command of the registry (vk.xml) that records into a command buffer or reaches memory:
+/// its name, its aliases, the core versions and extensions that provide it.
+struct XmlCommand {
+    name: String,
+    aliases: Vec<String>,
+    requires: Vec<String>,
+}
+
+/// Every `vkCmd*` of `layer/registry/vk.xml` (aliases folded into the command they alias) with
+/// what provides it: the numbered `<feature>`s and the `<extension>`s whose `<require>` names
+/// it. A text scan: vk.xml's layout is one element a line.
+fn xml_commands(xml: &str) -> Vec<XmlCommand> {
+    let attr = |line: &str, key: &str| -> Option<String> {
+        let at = line.find(&format!(" {key}=\""))? + key.len() + 3;
+        let end = line[at..].find('"')? + at;
+        Some(line[at..end].to_string())
+    };
+    let mut alias_of: BTreeMap<String, String> = BTreeMap::new();
+    let mut requires: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in xml.lines() {
+        let l = line.trim();
+        if l.starts_with("<feature ") && l.contains(" number=") {
+            current = attr(l, "name");
+        } else if l.starts_with("<extension ") && !l.ends_with("/>") {
+            current = attr(l, "name").filter(|_| {
+                attr(l, "supported").is_none_or(|s| s.split(',').any(|x| x == "vulkan"))
+            });
+        } else if l.starts_with("</feature>") || l.starts_with("</extension>") {
+            current = None;
+        } else if l.starts_with("<command ") {
+            let Some(name) = attr(l, "name") else {
+                continue;
+            };
+            if !name.starts_with("vkCmd") {
+                continue;
+            }
+            if let Some(target) = attr(l, "alias") {
+                if current.is_none() {
+                    alias_of.insert(name, target);
+                    continue;
+                }
+            }
+            if let Some(c) = &current {
+                requires.entry(name).or_default().push(c.clone());
+            }
+        }
+    }
+    let mut out: BTreeMap<String, XmlCommand> = BTreeMap::new();
+    for (name, reqs) in requires {
+        let canon = alias_of.get(&name).cloned().unwrap_or_else(|| name.clone());
+        let e = out.entry(canon.clone()).or_insert_with(|| XmlCommand {
+            name: canon.clone(),
+            aliases: vec![],
+            requires: vec![],
+        });
+        if name != canon {
+            e.aliases.push(name);
+        }
+        e.requires.extend(reqs);
+    }
+    out.into_values().collect()
+}
+
+/// Whether a device with API version `api` and `exts` has a command that `requires` provide.
+fn has(requires: &[String], api: u32, exts: &[String]) -> bool {
+    let (major, minor) = (api >> 22 & 0x7f, api >> 12 & 0x3ff);
+    requires.iter().any(|r| match core_version(r) {
+        Some(v) => {
+            let mut it = v.split('_').map(|x| x.parse::<u32>().unwrap_or(u32::MAX));
+            let (a, b) = (it.next().unwrap_or(u32::MAX), it.next().unwrap_or(u32::MAX));
+            (a, b) <= (major, minor)
+        }
+        None => exts.iter().any(|e| e == r),
+    })
+}
+
+/// Coverage by class (issue 53): for followed, aside and marked commands (and inert ones), the
+/// ones the driver has and no program called. Followed, aside and inert: the registry's table
+/// (`COMMANDS`); marked: every other `vkCmd*` of vk.xml. Lines for the report, and the summary.
+fn class_coverage(t: &Tally, api: u32, exts: &[String]) -> (Vec<String>, String) {
+    let called = |name: &str, aliases: &[&str]| {
+        t.commands
+            .keys()
+            .any(|k| k == name || aliases.contains(&k.as_str()))
+    };
+    let mut lines = vec![];
+    let mut summary = vec![];
+    let table: Vec<(&str, Vec<(&str, Vec<&str>, Vec<String>)>)> = ["followed", "aside", "inert"]
+        .iter()
+        .map(|&class| {
+            let cmds = COMMANDS
+                .iter()
+                .filter(|c| match class {
+                    "followed" => c.class == Class::Followed,
+                    "aside" => c.class == Class::Aside,
+                    _ => matches!(c.class, Class::Inert(_)),
+                })
+                .map(|c| {
+                    (
+                        c.name,
+                        c.aliases.to_vec(),
+                        c.requires.iter().map(|r| r.to_string()).collect(),
+                    )
+                })
+                .collect();
+            (class, cmds)
+        })
+        .collect();
+    let xml = std::fs::read_to_string(echo_tests::world::repo_root().join("layer/registry/vk.xml"))
+        .unwrap_or_default();
+    let marked: Vec<XmlCommand> = xml_commands(&xml)
+        .into_iter()
+        .filter(|x| {
+            !COMMANDS.iter().any(|c| {
+                c.name == x.name
+                    || x.aliases
+                        .iter()
+                        .any(|a| c.aliases.contains(&a.as_str()) || c.name == a)
+            })
+        })
+        .collect();
+    let marked_rows: Vec<(&str, Vec<&str>, Vec<String>)> = marked
+        .iter()
+        .map(|x| {
+            (
+                x.name.as_str(),
+                x.aliases.iter().map(String::as_str).collect(),
+                x.requires.clone(),
+            )
+        })
+        .collect();
+    let mut all = table;
+    all.insert(2, ("marked", marked_rows));
+    for (class, cmds) in &all {
+        let have: Vec<&(&str, Vec<&str>, Vec<String>)> =
+            cmds.iter().filter(|c| has(&c.2, api, exts)).collect();
+        let gaps: Vec<&str> = have
+            .iter()
+            .filter(|c| !called(c.0, &c.1))
+            .map(|c| c.0)
+            .collect();
+        lines.push(format!(
+            "{class} commands the driver has that no program called ({} of {}):",
+            gaps.len(),
+            have.len()
+        ));
+        for g in &gaps {
+            lines.push(format!("  {g}"));
+        }
+        summary.push(format!(
+            "{class} {} of {}",
+            have.len() - gaps.len(),
+            have.len()
+        ));
+    }
+    (lines, summary.join(", "))
+}
+
+fn report(a: &FuzzArgs, out: &Path, t: &Tally, device: Option<&(u32, Vec<String>)>) -> i32 {
     if a.validate {
         for s in &t.skipped {
             println!("  {}: {}", s.0, s.1);
@@ -735,6 +928,18 @@ fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
     for g in &gaps {
         lines.push(format!("  {g}"));
     }
+    let mut by_class = String::new();
+    if let Some((api, exts)) = device {
+        let (more, summary) = class_coverage(t, *api, exts);
+        lines.push(format!(
+            "by class, of what this driver has (Vulkan {}.{}, {} device extensions):",
+            api >> 22 & 0x7f,
+            api >> 12 & 0x3ff,
+            exts.len()
+        ));
+        lines.extend(more);
+        by_class = summary;
+    }
     let text = lines.join("\n") + "\n";
     std::fs::write(out.join(format!("coverage-{}.txt", a.driver)), &text).unwrap();
     println!(
@@ -745,6 +950,12 @@ fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
         t.causes.len(),
         t.causes.keys().cloned().collect::<Vec<_>>().join(" ")
     );
+    if !by_class.is_empty() {
+        println!(
+            "{}: called of what the driver has, by class: {by_class}",
+            a.driver
+        );
+    }
     for (s, n) in &t.skipped {
         println!("  skipped {n}: {s}");
     }

@@ -358,7 +358,7 @@ impl Exec {
             recording_query: 0,
             queries: None,
             pipes: HashMap::new(),
-            cover: BTreeSet::new(),
+            cover: ["vkGetDeviceQueue"].into_iter().collect(),
             lines: vec![],
             digest: vec![],
         })
@@ -706,6 +706,7 @@ impl Exec {
                 let c = match self.cbs.get(cb) {
                     Some(c) => *c,
                     None => {
+                        self.c("vkAllocateCommandBuffers");
                         let c = dev
                             .allocate_command_buffers(
                                 &vk::CommandBufferAllocateInfo::default()
@@ -920,6 +921,8 @@ impl Exec {
         }
         let dev = &self.dev;
         let words = spirv(kernel)?;
+        self.cover.insert("vkCreateShaderModule");
+        self.cover.insert("vkDestroyShaderModule");
         let module = dev
             .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
             .map_err(vkerr("vkCreateShaderModule"))?;
@@ -973,6 +976,8 @@ impl Exec {
             _ => return Err((2, format!("no vertex shader of {kernel:?}"))),
         })?;
         let fs_words = words(SPV_POINT)?;
+        self.cover.insert("vkCreateShaderModule");
+        self.cover.insert("vkDestroyShaderModule");
         let vs = dev
             .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&vs_words), None)
             .map_err(vkerr("vkCreateShaderModule"))?;
@@ -1288,6 +1293,12 @@ impl Exec {
         if self.pipes.values().any(|p| p.template.is_some()) {
             v.push("vkDestroyDescriptorUpdateTemplate");
         }
+        if !self.pipes.is_empty() {
+            v.push("vkDestroyPipeline");
+        }
+        if self.queries.is_some() {
+            v.push("vkDestroyQueryPool");
+        }
         if !self.bufs.is_empty() {
             v.push("vkDestroyBuffer");
         }
@@ -1366,6 +1377,35 @@ fn spirv(kernel: Kernel) -> Res2<Vec<u32>> {
 fn bytemuck_words(words: &[u32]) -> &[u8] {
     // SAFETY: u32 has no padding; the slice covers exactly the words' bytes.
     unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), std::mem::size_of_val(words)) }
+}
+
+/// The first physical device's API version and extensions (the coverage's "the driver has").
+pub unsafe fn device_info() -> Res2<(u32, Vec<String>)> {
+    let entry = ash::Entry::load().map_err(|e| (2, format!("loader: {e}")))?;
+    let app = vk::ApplicationInfo::default()
+        .application_name(c"echo-fuzzprog")
+        .api_version(vk::API_VERSION_1_3);
+    let instance = entry
+        .create_instance(
+            &vk::InstanceCreateInfo::default().application_info(&app),
+            None,
+        )
+        .map_err(vkerr("vkCreateInstance"))?;
+    let pd = *instance
+        .enumerate_physical_devices()
+        .map_err(vkerr("vkEnumeratePhysicalDevices"))?
+        .first()
+        .ok_or((3, "no physical device".to_string()))?;
+    let api = instance.get_physical_device_properties(pd).api_version;
+    let exts = instance
+        .enumerate_device_extension_properties(pd)
+        .map_err(vkerr("vkEnumerateDeviceExtensionProperties"))?
+        .iter()
+        .filter_map(|e| e.extension_name_as_c_str().ok())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    instance.destroy_instance(None);
+    Ok((api, exts))
 }
 
 fn image_info() -> vk::ImageCreateInfo<'static> {
