@@ -783,6 +783,9 @@ fn xml_commands(xml: &str) -> Vec<XmlCommand> {
     out.into_values().collect()
 }
 
+/// A command of one class for the coverage: name, aliases, what provides it.
+type Row<'a> = (&'a str, Vec<&'a str>, Vec<String>);
+
 /// Whether a device with API version `api` and `exts` has a command that `requires` provide.
 fn has(requires: &[String], api: u32, exts: &[String]) -> bool {
     let (major, minor) = (api >> 22 & 0x7f, api >> 12 & 0x3ff);
@@ -807,7 +810,7 @@ fn class_coverage(t: &Tally, api: u32, exts: &[String]) -> (Vec<String>, String)
     };
     let mut lines = vec![];
     let mut summary = vec![];
-    let table: Vec<(&str, Vec<(&str, Vec<&str>, Vec<String>)>)> = ["followed", "aside", "inert"]
+    let table: Vec<(&str, Vec<Row>)> = ["followed", "aside", "inert"]
         .iter()
         .map(|&class| {
             let cmds = COMMANDS
@@ -841,7 +844,7 @@ fn class_coverage(t: &Tally, api: u32, exts: &[String]) -> (Vec<String>, String)
             })
         })
         .collect();
-    let marked_rows: Vec<(&str, Vec<&str>, Vec<String>)> = marked
+    let marked_rows: Vec<Row> = marked
         .iter()
         .map(|x| {
             (
@@ -854,8 +857,7 @@ fn class_coverage(t: &Tally, api: u32, exts: &[String]) -> (Vec<String>, String)
     let mut all = table;
     all.insert(2, ("marked", marked_rows));
     for (class, cmds) in &all {
-        let have: Vec<&(&str, Vec<&str>, Vec<String>)> =
-            cmds.iter().filter(|c| has(&c.2, api, exts)).collect();
+        let have: Vec<&Row> = cmds.iter().filter(|c| has(&c.2, api, exts)).collect();
         let gaps: Vec<&str> = have
             .iter()
             .filter(|c| !called(c.0, &c.1))
