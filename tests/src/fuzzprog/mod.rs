@@ -699,6 +699,51 @@ mod tests {
         assert!(refuses(ops), "an id created twice");
     }
 
+    /// Update-after-bind for real (issue 53): sets written after a command buffer that binds
+    /// them is recorded and before it is submitted, on devices with update-after-bind only.
+    #[test]
+    fn update_after_bind_sets_are_written_between_recording_and_submission() {
+        let late = |caps: Caps| {
+            (0..300)
+                .filter(|&seed| {
+                    let p = gen::generate(seed, caps);
+                    let mut recorded: Vec<(u32, Vec<u32>)> = vec![];
+                    p.ops.iter().any(|o| match o {
+                        Op::Record { cb, cmds, .. } => {
+                            let sets = cmds
+                                .iter()
+                                .filter_map(|c| match c {
+                                    Cmd::Dispatch {
+                                        desc: Desc::Set { set },
+                                        ..
+                                    } => Some(*set),
+                                    _ => None,
+                                })
+                                .collect();
+                            recorded.retain(|(c, _)| c != cb);
+                            recorded.push((*cb, sets));
+                            false
+                        }
+                        Op::Submit { cbs, .. } => {
+                            recorded.retain(|(c, _)| !cbs.contains(c));
+                            false
+                        }
+                        Op::WriteSet { set, .. } => {
+                            recorded.iter().any(|(_, sets)| sets.contains(set))
+                        }
+                        _ => false,
+                    })
+                })
+                .count()
+        };
+        let n = late(SWIFTSHADER);
+        assert!(
+            n >= 15,
+            "{n} of 300 programs write a set between recording and submission"
+        );
+        assert_eq!(late(LAVAPIPE), 0, "lavapipe 22.3 has no update-after-bind");
+    }
+
     /// What the generator reaches over many seeds: enough of each kind of op to matter.
     #[test]
     fn the_generator_reaches_its_features() {
