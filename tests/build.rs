@@ -19,12 +19,27 @@ fn main() {
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
         .map(|e| e.expect("read_dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "comp"))
+        .filter(|p| {
+            let fz = p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("fz_"));
+            p.extension()
+                .is_some_and(|x| x == "comp" || (fz && (x == "vert" || x == "frag")))
+        })
         .collect();
     sources.sort();
     for src in sources {
         println!("cargo:rerun-if-changed={}", src.display());
-        let spv = out.join(src.file_stem().unwrap()).with_extension("spv");
+        // echo-fuzzprog's draws (issue 53): fz_*.vert → fz_*_vert.spv, fz_*.frag → fz_*_frag.spv.
+        let ext = src.extension().unwrap().to_string_lossy().into_owned();
+        let spv = if ext == "comp" {
+            out.join(src.file_stem().unwrap()).with_extension("spv")
+        } else {
+            out.join(format!(
+                "{}_{ext}.spv",
+                src.file_stem().unwrap().to_string_lossy()
+            ))
+        };
         // The C corpus's shaders (c_*.comp) target Vulkan 1.0: c_api10 runs on a 1.0 instance.
         // echo-fuzzprog's (fz_*.comp, issue 45) use device addresses: Vulkan 1.2.
         let stem = src.file_stem().unwrap().to_string_lossy().into_owned();

@@ -202,6 +202,75 @@ fn the_shrinker_reduces_a_planted_divergence() {
     assert!(sizes[1] * 3 <= sizes[0] && sizes[1] <= 25, "{line}");
 }
 
+/// The fixed-seed batch of `fuzz` on `driver` with `extra` arguments: its last line.
+fn batch_line(driver: &str, programs: u32, seed: &str, extra: &[&str]) -> (String, String) {
+    let out = out_dir(&format!("batch-{driver}-{seed}-{}", extra.len()));
+    let n = programs.to_string();
+    let mut args = vec![
+        "fuzz",
+        "--driver",
+        driver,
+        "--programs",
+        &n,
+        "--seconds",
+        "900",
+        "--seed",
+        seed,
+        "--no-shrink",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (_, text) = fuzzprog(&args, 1200);
+    let _ = std::fs::remove_dir_all(out);
+    let last = text
+        .lines()
+        .find(|l| l.ends_with("divergences"))
+        .unwrap_or("")
+        .to_string();
+    (last, text)
+}
+
+/// Update-after-bind for real (issue 53): the generator writes an update-after-bind set after
+/// the command buffer that binds it is recorded and before its submission, so the planted
+/// fault `VK_ECHO_TEST_LATE_AT_RECORD=1` (profile takes descriptors as recorded, not as
+/// submitted; set in echo's runs only) is found: a fixed-seed batch on SwiftShader diverges
+/// with it (the first 40 programs of seed 45 hold one such divergence; 6 in the first 200 of
+/// seed 7) and the same batch has none without it. Also the shrunk program one of them gave
+/// (tests/data/fuzzprog/planted-late-update-after-bind.json): it passes as it is, diverges
+/// under the fault.
+#[test]
+fn the_generator_finds_descriptors_taken_as_recorded() {
+    if !swiftshader() {
+        return;
+    }
+    let plant = ["--plant", "VK_ECHO_TEST_LATE_AT_RECORD=1"];
+    let (last, text) = batch_line("swiftshader", 40, "45", &plant);
+    let divergences: u32 = last
+        .rsplit(", ")
+        .next()
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        last.starts_with("40 programs,") && divergences >= 1,
+        "with the planted fault: {last}\n{text}"
+    );
+    let (last, text) = batch_line("swiftshader", 40, "45", &[]);
+    assert!(
+        last.starts_with("40 programs,") && last.ends_with(" 0 divergences"),
+        "without the planted fault: {last}\n{text}"
+    );
+    let f = "planted-late-update-after-bind.json";
+    let (ok, text) = check(f, "swiftshader", &[]);
+    assert!(ok, "without the fault:\n{text}");
+    let (ok, text) = check(f, "swiftshader", &plant);
+    assert!(
+        !ok && text.contains("divergence: enforce"),
+        "with the fault:\n{text}"
+    );
+}
+
 /// A program whose output varies without the layer has no oracle: it is set aside, not counted
 /// as a divergence (lavapipe 22.3 gave two such programs in the long run). Planted: without the
 /// layer, `run` prints a line that changes every run.

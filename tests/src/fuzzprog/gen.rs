@@ -18,7 +18,7 @@
 use super::model::{Model, Refusal};
 use super::rng::Rng;
 use super::sync::Need;
-use super::{access, stage, usage, Caps, Cmd, Desc, Kernel, Op, Program, Res, SemRef};
+use super::{access, stage, usage, Caps, Cmd, Code, Desc, Draw, Kernel, Op, Program, Res, SemRef};
 use super::{ALIGN, IMAGE_BYTES, LOCAL, UNIFORM_BYTES};
 
 const SIZES: [u64; 9] = [4096, 4352, 8192, 12288, 16384, 32768, 65536, 1024, 256];
@@ -29,6 +29,15 @@ struct Gen {
     m: Model,
     ops: Vec<Op>,
     next: u32,
+    /// Update-after-bind sets to write late: (set, descriptors while recording, at submission).
+    late: Vec<(u32, Vec<Res>, Vec<Res>)>,
+    /// The upload buffers are written by the host in the first iteration only (constant
+    /// inputs copied again every iteration): a kernel writing their partner then changes what
+    /// the next copy reads once the two share memory.
+    inputs_once: bool,
+    inputs_written: bool,
+    /// Host accesses while submissions are in flight ([`Gen::host_in_flight`]).
+    in_flight: bool,
 }
 
 /// One device buffer and its staging partners.
@@ -53,6 +62,10 @@ pub fn generate(seed: u64, caps: Caps) -> Program {
         m: Model::new(caps),
         ops: vec![],
         next: 0,
+        late: vec![],
+        inputs_once: false,
+        inputs_written: false,
+        in_flight: false,
     };
     g.program();
     Program {
@@ -154,6 +167,8 @@ impl Gen {
     fn program(&mut self) {
         let caps = self.m.caps;
         let addr = caps.device_address && self.rng.chance(0.15);
+        self.inputs_once = self.rng.chance(0.2);
+        self.in_flight = self.rng.chance(0.5);
         // Device buffers and their staging partners.
         let n_chains = self.rng.range(1, 3) as usize;
         let layout = self.rng.weighted(&[45, 35, 20]); // dedicated, blocks, mixed
@@ -394,6 +409,20 @@ impl Gen {
             kernels.push(Kernel::Addr);
         }
         let kernel = self.rng.pick(&kernels);
+        // Now and then the kernel runs as a draw's vertex shader (a monolithic pipeline, or one
+        // linked from a pre-rasterization library).
+        let draw = if caps.draw
+            && matches!(kernel, Kernel::Xform | Kernel::Inplace)
+            && self.rng.chance(0.25)
+        {
+            if caps.gpl && self.rng.chance(0.6) {
+                Draw::Library
+            } else {
+                Draw::Monolithic
+            }
+        } else {
+            Draw::None
+        };
         let whole = |b: u32, size: u64| Res::Buf {
             buf: b,
             offset: 0,
@@ -450,15 +479,25 @@ impl Gen {
                 _ => {
                     let set = self.id();
                     let uab = mode == 2;
-                    self.push(Op::Set { set, kernel, uab });
+                    let partial = uab && caps.partially_bound && self.rng.chance(0.4);
+                    self.push(Op::Set {
+                        set,
+                        kernel,
+                        uab,
+                        partial,
+                        vertex: !draw.is_none(),
+                    });
                     let coin = self.rng.chance(0.4);
                     self.push(Op::WriteSet {
                         set,
-                        res,
+                        res: res.clone(),
                         template: coin,
                     });
                     if uab {
                         uab_sets.push((set, c.dev));
+                        if self.rng.chance(0.7) {
+                            self.late_set(set, res);
+                        }
                     }
                     Desc::Set { set }
                 }
@@ -467,7 +506,7 @@ impl Gen {
         let groups_needed = n.div_ceil(LOCAL);
         let k = self.rng.u32() % 1000;
         let indirect = match ctx.ind {
-            Some((b, m)) if self.rng.chance(0.5) => {
+            Some((b, m)) if draw.is_none() && self.rng.chance(0.5) => {
                 let g = groups_needed.min(64);
                 self.push(Op::WriteIndirect {
                     mem: m,
@@ -483,7 +522,18 @@ impl Gen {
         } else {
             0
         };
-        let bind2 = caps.maint6 && self.rng.chance(0.5);
+        let bind2 = draw.is_none() && caps.maint6 && self.rng.chance(0.5);
+        let code = if caps.shader_object && draw.is_none() {
+            [
+                Code::Pipeline,
+                Code::Object,
+                Code::PipelineThenObject,
+                Code::ObjectThenPipeline,
+                Code::ObjectUnbind,
+            ][self.rng.weighted(&[4, 3, 2, 2, 2])]
+        } else {
+            Code::Pipeline
+        };
         Some(Cmd::Dispatch {
             kernel,
             desc,
@@ -493,7 +543,32 @@ impl Gen {
             n,
             k,
             bind2,
+            code,
+            draw,
         })
+    }
+
+    /// An update-after-bind set written late: recorded while one of its bindings names a decoy
+    /// (a buffer of its own that nothing else uses), written with `res` after the recording and
+    /// before the first submission ([`Gen::iterations`]) — the GPU reads what the set holds at
+    /// submission, so echo must take the descriptors as submitted, not as recorded (the planted
+    /// fault `VK_ECHO_TEST_LATE_AT_RECORD=1` takes them as recorded).
+    fn late_set(&mut self, set: u32, res: Vec<Res>) {
+        let i = self.rng.below(res.len() as u64) as usize;
+        let Res::Buf { range, .. } = res[i] else {
+            return;
+        };
+        let decoy = self.buffer(range, usage::STORAGE);
+        if self.own_memory(decoy, range, false, None).is_none() {
+            return;
+        }
+        let mut early = res.clone();
+        early[i] = Res::Buf {
+            buf: decoy,
+            offset: 0,
+            range,
+        };
+        self.late.push((set, early, res));
     }
 
     /// A copy between two buffers: whole, split in regions with one offset, or a part.
@@ -579,12 +654,18 @@ impl Gen {
                     if self.rng.chance(0.5) && c.size >= IMAGE_BYTES {
                         let v2 = self.rng.chance(0.4);
                         cmds.push(Cmd::ImageInit { img });
-                        cmds.push(Cmd::ToImage {
-                            buf: c.dev,
-                            offset: 0,
-                            img,
-                            v2,
-                        });
+                        if self.rng.chance(0.5) {
+                            // A clear, a command echo only marks, writing the image's memory.
+                            let val = self.rng.u32();
+                            cmds.push(Cmd::ClearImage { img, val });
+                        } else {
+                            cmds.push(Cmd::ToImage {
+                                buf: c.dev,
+                                offset: 0,
+                                img,
+                                v2,
+                            });
+                        }
                         let back = if self.rng.chance(0.5) {
                             c.dev
                         } else {
@@ -604,8 +685,33 @@ impl Gen {
                     cmds.push(self.copy(c.dev, d, c.size));
                 }
             }
+            if work {
+                self.marked_and_aside(ctx, c, &mut cmds);
+            }
         }
         cmds
+    }
+
+    /// Commands echo steps aside from or only marks (issue 53), now and then: a timestamp
+    /// copied into a buffer (vkCmdCopyQueryPoolResults: echo steps aside from the buffer), push
+    /// constants with no dispatch after them.
+    fn marked_and_aside(&mut self, ctx: &Ctx, c: &Chain, cmds: &mut Vec<Cmd>) {
+        if self.m.caps.timestamps && self.rng.chance(0.12) {
+            let mut targets = vec![(c.dev, c.size), (ctx.spare, c.size)];
+            if let Some(d) = c.down {
+                targets.push((d, c.size));
+            }
+            let (buf, size) = targets[self.rng.below(targets.len() as u64) as usize];
+            let offset = self.rng.below(size / 8) * 8;
+            let v2 = self.rng.chance(0.5);
+            let at = self.rng.below(cmds.len() as u64 + 1) as usize;
+            cmds.insert(at, Cmd::QueryCopy { buf, offset, v2 });
+        }
+        if self.rng.chance(0.08) {
+            let val = self.rng.u32();
+            let at = self.rng.below(cmds.len() as u64 + 1) as usize;
+            cmds.insert(at, Cmd::PushConstants { val });
+        }
     }
 
     /// A barrier covering `needs`.
@@ -722,11 +828,16 @@ impl Gen {
     }
 
     fn host_barrier(&mut self) -> Cmd {
+        let vertex = if self.m.caps.draw {
+            stage::VERTEX_SHADER
+        } else {
+            0
+        };
         Cmd::Barrier {
             v2: self.rng.chance(0.5),
             event: false,
             buf: None,
-            src_stage: stage::TRANSFER | stage::COMPUTE,
+            src_stage: stage::TRANSFER | stage::COMPUTE | vertex,
             src_access: access::TRANSFER_WRITE | access::SHADER_WRITE,
             dst_stage: stage::HOST,
             dst_access: access::HOST_READ | access::HOST_WRITE,
@@ -796,9 +907,27 @@ impl Gen {
         }
         self.settle(&mut cbs, chained);
         let ids: Vec<u32> = cbs.iter().map(|_| self.id()).collect();
+        // Sets written late: the decoy while recording, the real descriptors after.
+        let late = std::mem::take(&mut self.late);
+        for (set, early, _) in &late {
+            let coin = self.rng.chance(0.4);
+            self.push(Op::WriteSet {
+                set: *set,
+                res: early.clone(),
+                template: coin,
+            });
+        }
         for (id, cmds) in ids.iter().zip(&cbs) {
             let op = self.record(*id, cmds.clone());
             self.push(op);
+        }
+        for (set, _, res) in late {
+            let coin = self.rng.chance(0.4);
+            self.push(Op::WriteSet {
+                set,
+                res,
+                template: coin,
+            });
         }
         let fence = self.id();
         self.push(Op::Fence { fence });
@@ -899,6 +1028,9 @@ impl Gen {
                         v2,
                     });
                 }
+                if self.in_flight && self.rng.chance(0.6) {
+                    self.host_in_flight(ctx);
+                }
                 if split && !chained && i < last && f.is_some() && self.rng.chance(0.7) {
                     self.wait(sync, fence, timeline, tl_value);
                 }
@@ -941,7 +1073,12 @@ impl Gen {
     /// Host writes of the upload buffers (and the uniform block); whether all were valid.
     fn host_inputs(&mut self, ctx: &Ctx) -> bool {
         let mut all = true;
+        let skip = self.inputs_once && self.inputs_written;
+        self.inputs_written = true;
         for c in ctx.chains.clone() {
+            if skip {
+                break;
+            }
             if let Some(u) = c.up {
                 let Some((mem, at)) = self.m.bufs.get(&u).and_then(|b| b.bound) else {
                     continue;
@@ -977,6 +1114,58 @@ impl Gen {
             }
         }
         all
+    }
+
+    /// Host accesses while a submission is in flight (issue 53): writes of upload buffers and
+    /// the uniform block, reads of download buffers' defined bytes, each over the whole buffer
+    /// or a part — legal only where no pending GPU work touches those bytes (the model refuses
+    /// the rest, which is then not emitted). Echo must refuse such a staging buffer's pair (S2)
+    /// or keep its bytes apart.
+    fn host_in_flight(&mut self, ctx: &Ctx) {
+        let mut cands: Vec<(u32, u64, bool)> = vec![];
+        for c in &ctx.chains {
+            if let Some(u) = c.up {
+                cands.push((u, c.size, true));
+            }
+            if let Some(d) = c.down {
+                cands.push((d, c.size, false));
+            }
+        }
+        if let Some(u) = ctx.uni {
+            cands.push((u, UNIFORM_BYTES, true));
+        }
+        for (buf, size, write) in cands {
+            if !self.rng.chance(0.5) {
+                continue;
+            }
+            let Some((mem, at)) = self.m.bufs.get(&buf).and_then(|b| b.bound) else {
+                continue;
+            };
+            let (off, len) = if self.rng.chance(0.4) {
+                (0, size)
+            } else {
+                let len = self.rng.range(1, size / 4) * 4;
+                (self.rng.range(0, (size - len) / 4) * 4, len)
+            };
+            if write {
+                let val = self.rng.u32();
+                self.push(Op::Write {
+                    mem,
+                    offset: at + off,
+                    len,
+                    val,
+                });
+            } else {
+                let parts = self.m.mems[&mem].defined.within(at + off, at + off + len);
+                for (lo, hi) in parts {
+                    self.push(Op::Read {
+                        mem,
+                        offset: lo,
+                        len: hi - lo,
+                    });
+                }
+            }
+        }
     }
 
     /// Host reads of the download buffers' defined bytes.

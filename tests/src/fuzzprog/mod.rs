@@ -38,6 +38,25 @@ pub struct Caps {
     /// vkCmdPushDescriptorSet2, ...WithTemplate2, vkCmdPushConstants2.
     #[serde(default)]
     pub maint6: bool,
+    /// `descriptorBindingPartiallyBound`: update-after-bind sets whose bindings are also
+    /// `PARTIALLY_BOUND`.
+    #[serde(default)]
+    pub partially_bound: bool,
+    /// `VK_EXT_shader_object` (`shaderObject`): kernels bound as shader objects.
+    #[serde(default)]
+    pub shader_object: bool,
+    /// Draws: a graphics queue, dynamic rendering and `vertexPipelineStoresAndAtomics` (vertex
+    /// shaders that read and write storage buffers).
+    #[serde(default)]
+    pub draw: bool,
+    /// `VK_EXT_graphics_pipeline_library` (`graphicsPipelineLibrary`): draws through a pipeline
+    /// linked from a pre-rasterization library and the link's own fragment shader.
+    #[serde(default)]
+    pub gpl: bool,
+    /// Timestamps on the queue (`timestampValidBits` > 0): vkCmdWriteTimestamp and
+    /// vkCmdCopyQueryPoolResults.
+    #[serde(default)]
+    pub timestamps: bool,
 }
 
 /// Every offset of a buffer in memory, of a descriptor range and of a texel view is a multiple
@@ -76,6 +95,7 @@ pub mod usage {
 /// values in its 64-bit masks.
 pub mod stage {
     pub const DRAW_INDIRECT: u64 = 0x2;
+    pub const VERTEX_SHADER: u64 = 0x8;
     pub const COMPUTE: u64 = 0x800;
     pub const TRANSFER: u64 = 0x1000;
     pub const HOST: u64 = 0x4000;
@@ -304,11 +324,17 @@ pub enum Op {
     Invalidate {
         mem: u32,
     },
-    /// vkAllocateDescriptorSets for `kernel`'s layout (update-after-bind or not).
+    /// vkAllocateDescriptorSets for `kernel`'s layout (update-after-bind or not; `partial`:
+    /// its update-after-bind bindings also `PARTIALLY_BOUND`).
     Set {
         set: u32,
         kernel: Kernel,
         uab: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        partial: bool,
+        /// Its layout is for the vertex stage (a draw's set), not the compute stage.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        vertex: bool,
     },
     /// vkUpdateDescriptorSets (or vkUpdateDescriptorSetWithTemplate): every binding.
     WriteSet {
@@ -383,6 +409,15 @@ pub enum Cmd {
     },
     /// Layout UNDEFINED → GENERAL (an image barrier); discards the image's texels.
     ImageInit { img: u32 },
+    /// vkCmdClearColorImage (GENERAL) with `val` in every texel: a command echo only marks,
+    /// writing the image's memory.
+    ClearImage { img: u32, val: u32 },
+    /// vkCmdResetQueryPool, vkCmdWriteTimestamp (or ...2) and vkCmdCopyQueryPoolResults of
+    /// that timestamp (8 bytes, waiting) to `(buf, offset)`: echo steps aside from the buffer
+    /// (the bytes are undefined: a time).
+    QueryCopy { buf: u32, offset: u64, v2: bool },
+    /// vkCmdPushConstants with no dispatch after it (a command echo only marks).
+    PushConstants { val: u32 },
     /// vkCmdCopyBufferToImage (or ...2), the whole image from `offset`.
     ToImage {
         buf: u32,
@@ -425,7 +460,62 @@ pub enum Cmd {
         /// Descriptors and push constants through VK_KHR_maintenance6's `...2` commands.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         bind2: bool,
+        /// How the kernel's code is bound (a pipeline, or a shader object).
+        #[serde(default, skip_serializing_if = "Code::is_pipeline")]
+        code: Code,
+        /// Not a dispatch but a draw (kernels `xform` and `inplace` as vertex shaders: `groups`
+        /// points from vertex `base`, each vertex doing what a workgroup does), in a rendering
+        /// without attachments.
+        #[serde(default, skip_serializing_if = "Draw::is_none")]
+        draw: Draw,
     },
+}
+
+/// How a dispatch binds its kernel's code (VK_EXT_shader_object: binding a shader object to
+/// the compute stage and binding a compute pipeline each replace the other).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Code {
+    /// vkCmdBindPipeline.
+    #[default]
+    Pipeline,
+    /// vkCmdBindShadersEXT: the kernel as a shader object (vkCreateShadersEXT, SPIR-V).
+    Object,
+    /// The pipeline of another kernel bound first, then the shader object: the object runs.
+    PipelineThenObject,
+    /// The shader object of another kernel bound first, then the pipeline: the pipeline runs.
+    ObjectThenPipeline,
+    /// The shader object, and after the dispatch a null shader bound to the compute stage.
+    ObjectUnbind,
+}
+
+impl Code {
+    pub fn is_pipeline(&self) -> bool {
+        *self == Code::Pipeline
+    }
+    pub fn needs_shader_object(&self) -> bool {
+        !self.is_pipeline()
+    }
+}
+
+/// Whether a [`Cmd::Dispatch`] is a draw, and through which pipeline.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Draw {
+    /// A dispatch.
+    #[default]
+    None,
+    /// vkCmdDraw with one graphics pipeline (vertex and fragment shader in its pStages).
+    Monolithic,
+    /// vkCmdDraw with a pipeline linked from a pre-rasterization library (the vertex shader)
+    /// and its own pStages (the fragment shader): VK_EXT_graphics_pipeline_library.
+    Library,
+}
+
+impl Draw {
+    pub fn is_none(&self) -> bool {
+        *self == Draw::None
+    }
 }
 
 /// The secondary runs of a command list after keeping only the commands where `kept(j)`: each
@@ -489,6 +579,11 @@ mod tests {
         image_align: 16,
         map2: false,
         maint6: false,
+        partially_bound: false,
+        shader_object: false,
+        draw: true,
+        gpl: true,
+        timestamps: true,
     };
     /// Mesa 25's lavapipe (Vulkan 1.4).
     const MESA25: Caps = Caps {
@@ -499,6 +594,11 @@ mod tests {
         image_align: 16,
         map2: true,
         maint6: true,
+        partially_bound: true,
+        shader_object: true,
+        draw: true,
+        gpl: true,
+        timestamps: true,
     };
     const SWIFTSHADER: Caps = Caps {
         push_descriptor: false,
@@ -508,6 +608,11 @@ mod tests {
         image_align: 16,
         map2: false,
         maint6: false,
+        partially_bound: true,
+        shader_object: false,
+        draw: true,
+        gpl: true,
+        timestamps: true,
     };
 
     #[test]
@@ -594,6 +699,51 @@ mod tests {
         assert!(refuses(ops), "an id created twice");
     }
 
+    /// Update-after-bind for real (issue 53): sets written after a command buffer that binds
+    /// them is recorded and before it is submitted, on devices with update-after-bind only.
+    #[test]
+    fn update_after_bind_sets_are_written_between_recording_and_submission() {
+        let late = |caps: Caps| {
+            (0..300)
+                .filter(|&seed| {
+                    let p = gen::generate(seed, caps);
+                    let mut recorded: Vec<(u32, Vec<u32>)> = vec![];
+                    p.ops.iter().any(|o| match o {
+                        Op::Record { cb, cmds, .. } => {
+                            let sets = cmds
+                                .iter()
+                                .filter_map(|c| match c {
+                                    Cmd::Dispatch {
+                                        desc: Desc::Set { set },
+                                        ..
+                                    } => Some(*set),
+                                    _ => None,
+                                })
+                                .collect();
+                            recorded.retain(|(c, _)| c != cb);
+                            recorded.push((*cb, sets));
+                            false
+                        }
+                        Op::Submit { cbs, .. } => {
+                            recorded.retain(|(c, _)| !cbs.contains(c));
+                            false
+                        }
+                        Op::WriteSet { set, .. } => {
+                            recorded.iter().any(|(_, sets)| sets.contains(set))
+                        }
+                        _ => false,
+                    })
+                })
+                .count()
+        };
+        let n = late(SWIFTSHADER);
+        assert!(
+            n >= 15,
+            "{n} of 300 programs write a set between recording and submission"
+        );
+        assert_eq!(late(LAVAPIPE), 0, "lavapipe 22.3 has no update-after-bind");
+    }
+
     /// What the generator reaches over many seeds: enough of each kind of op to matter.
     #[test]
     fn the_generator_reaches_its_features() {
@@ -625,12 +775,38 @@ mod tests {
                                     Cmd::Dispatch {
                                         indirect: Some(_), ..
                                     } => "indirect",
+                                    Cmd::Dispatch {
+                                        draw: Draw::Library,
+                                        ..
+                                    } => "draw-library",
+                                    Cmd::Dispatch {
+                                        draw: Draw::Monolithic,
+                                        ..
+                                    } => "draw",
+                                    Cmd::Dispatch {
+                                        code: Code::ObjectUnbind,
+                                        ..
+                                    } => "shader-object-unbind",
+                                    Cmd::Dispatch {
+                                        code: Code::PipelineThenObject,
+                                        ..
+                                    } => "pipeline-then-object",
+                                    Cmd::Dispatch {
+                                        code: Code::ObjectThenPipeline,
+                                        ..
+                                    } => "object-then-pipeline",
+                                    Cmd::Dispatch {
+                                        code: Code::Object, ..
+                                    } => "shader-object",
                                     Cmd::Dispatch { bind2: true, .. } => "bind2",
                                     Cmd::Dispatch { base, .. } if *base > 0 => "base",
                                     Cmd::Barrier { event: true, .. } => "event",
                                     Cmd::Barrier { buf: Some(_), .. } => "buffer-barrier",
                                     Cmd::Barrier { v2: true, .. } => "barrier2",
                                     Cmd::ToImage { .. } => "to-image",
+                                    Cmd::ClearImage { .. } => "clear-image",
+                                    Cmd::QueryCopy { .. } => "query-copy",
+                                    Cmd::PushConstants { .. } => "push-constants",
                                     Cmd::FromImage { .. } => "from-image",
                                     Cmd::Fill { .. } => "fill",
                                     Cmd::Update { .. } => "update",
@@ -641,6 +817,7 @@ mod tests {
                             }
                             "record"
                         }
+                        Op::Set { partial: true, .. } => "partial-set",
                         Op::Set { uab: true, .. } => "uab-set",
                         Op::WriteSet { template: true, .. } => "template-write",
                         Op::Submit { wait, .. } if !wait.is_empty() => "semaphore-wait",
@@ -672,11 +849,21 @@ mod tests {
             "buffer-barrier",
             "barrier2",
             "to-image",
+            "clear-image",
+            "query-copy",
+            "push-constants",
             "from-image",
             "fill",
             "update",
             "copy2",
             "uab-set",
+            "partial-set",
+            "shader-object",
+            "shader-object-unbind",
+            "draw",
+            "draw-library",
+            "pipeline-then-object",
+            "object-then-pipeline",
             "template-write",
             "semaphore-wait",
             "submit2",

@@ -14,7 +14,7 @@
 //! above), each where the op changes the state it checks.
 
 use super::sync::{Access, Log, Need, Ranges};
-use super::{access, stage, usage, Binding, Caps, Cmd, Desc, Kernel, Op, Program, Res};
+use super::{access, stage, usage, Binding, Caps, Cmd, Desc, Draw, Kernel, Op, Program, Res};
 use super::{ALIGN, IMAGE_BYTES, LOCAL, UNIFORM_BYTES};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,6 +60,8 @@ pub struct View {
 pub struct Set {
     pub kernel: Kernel,
     pub uab: bool,
+    /// Its layout is for the vertex stage (draws only).
+    pub vertex: bool,
     pub res: Option<Vec<Res>>,
 }
 
@@ -227,7 +229,9 @@ impl Model {
         match cmd {
             Cmd::Copy { src, dst, .. } => b.extend([*src, *dst]),
             Cmd::Fill { buf, .. } | Cmd::Update { buf, .. } => b.push(*buf),
-            Cmd::ImageInit { img } => i.push(*img),
+            Cmd::ImageInit { img } | Cmd::ClearImage { img, .. } => i.push(*img),
+            Cmd::QueryCopy { buf, .. } => b.push(*buf),
+            Cmd::PushConstants { .. } => {}
             Cmd::ToImage { buf, img, .. } | Cmd::FromImage { img, buf, .. } => {
                 b.push(*buf);
                 i.push(*img);
@@ -329,14 +333,17 @@ impl Model {
         }
     }
 
-    /// The resources of a dispatch, checked, with their memory ranges.
-    fn dispatch_res(&self, kernel: Kernel, desc: &Desc) -> R<Vec<Bound>> {
+    /// The resources of a dispatch (`draw`: a draw), checked, with their memory ranges.
+    fn dispatch_res(&self, kernel: Kernel, desc: &Desc, draw: bool) -> R<Vec<Bound>> {
         let binds = kernel.bindings();
         let res: Vec<Res> = match desc {
             Desc::Set { set } => {
                 let s = self.sets.get(set).ok_or(format!("no set {set}"))?;
                 if s.kernel != kernel {
                     return fail("set of another kernel");
+                }
+                if s.vertex != draw {
+                    return fail("a set of the other stage (compute / vertex)");
                 }
                 s.res.clone().ok_or(format!("set {set} not written"))?
             }
@@ -454,6 +461,25 @@ impl Model {
                 let r = self.img_range(*img)?;
                 out.push(t((1, *img), r, true, stage::TRANSFER, a::TRANSFER_WRITE));
             }
+            Cmd::ClearImage { img, .. } => {
+                let r = self.img_range(*img)?;
+                if dynamic && !self.imgs[img].general {
+                    return fail(format!("image {img} not in GENERAL"));
+                }
+                out.push(t((1, *img), r, true, stage::TRANSFER, a::TRANSFER_WRITE));
+            }
+            Cmd::QueryCopy { buf, offset, .. } => {
+                if !self.caps.timestamps {
+                    return fail("no timestamps");
+                }
+                self.usage_has(*buf, usage::DST)?;
+                if offset % 8 != 0 {
+                    return fail("a query result's offset is a multiple of 8");
+                }
+                let w = self.buf_range(*buf, *offset, 8)?;
+                out.push(t((0, *buf), w, true, stage::TRANSFER, a::TRANSFER_WRITE));
+            }
+            Cmd::PushConstants { .. } => {}
             Cmd::ToImage {
                 buf, offset, img, ..
             } => {
@@ -512,12 +538,33 @@ impl Model {
                 indirect,
                 n,
                 bind2,
+                code,
+                draw,
                 ..
             } => {
                 if *bind2 && !self.caps.maint6 {
                     return fail("a ...2 bind without VK_KHR_maintenance6");
                 }
-                let res = self.dispatch_res(*kernel, desc)?;
+                if code.needs_shader_object() && !self.caps.shader_object {
+                    return fail("a shader object without VK_EXT_shader_object");
+                }
+                let drawn = !draw.is_none();
+                if drawn
+                    && (!self.caps.draw
+                        || (*draw == Draw::Library && !self.caps.gpl)
+                        || !matches!(kernel, Kernel::Xform | Kernel::Inplace)
+                        || indirect.is_some()
+                        || *bind2
+                        || code.needs_shader_object())
+                {
+                    return fail("a draw the device or the program language does not have");
+                }
+                let shader_stage = if drawn {
+                    stage::VERTEX_SHADER
+                } else {
+                    stage::COMPUTE
+                };
+                let res = self.dispatch_res(*kernel, desc, drawn)?;
                 if *n == 0 {
                     return fail("n = 0");
                 }
@@ -581,7 +628,7 @@ impl Model {
                     };
                     for (a, w) in [(ra, false), (wa, true)] {
                         if a != 0 {
-                            let mut x = t((0, buf), r, w, stage::COMPUTE, a);
+                            let mut x = t((0, buf), r, w, shader_stage, a);
                             x.exact = exact;
                             out.push(x);
                         }
@@ -708,6 +755,18 @@ impl Model {
                 let ok = self.imgs[img].defined;
                 self.write_bytes(w.mem, w.lo, w.hi, ok);
             }
+            Cmd::ClearImage { img, .. } => {
+                // The texels are known (the image's memory holds them in a layout of the
+                // driver's: its bytes are not).
+                let w = touches[0];
+                self.write_bytes(w.mem, w.lo, w.hi, false);
+                self.imgs.get_mut(img).unwrap().defined = true;
+            }
+            Cmd::QueryCopy { .. } => {
+                let w = touches[0];
+                self.write_bytes(w.mem, w.lo, w.hi, false);
+            }
+            Cmd::PushConstants { .. } => {}
             Cmd::Dispatch { .. } => {
                 let ok = defined_all(self, &touches);
                 for w in touches.iter().filter(|x| x.write) {
@@ -1052,8 +1111,22 @@ impl Model {
             Op::Read { mem, offset, len } => {
                 self.host_access(*mem, *offset, offset + len, false)?;
             }
-            Op::Set { set, kernel, uab } => {
+            Op::Set {
+                set,
+                kernel,
+                uab,
+                partial,
+                vertex,
+            } => {
+                if *vertex
+                    && (!self.caps.draw || !matches!(kernel, Kernel::Xform | Kernel::Inplace))
+                {
+                    return fail("a vertex-stage set without draws, or of a kernel draws lack");
+                }
                 self.fresh(4, *set)?;
+                if *partial && (!*uab || !self.caps.partially_bound) {
+                    return fail("partially bound: only with update-after-bind and the feature");
+                }
                 if *kernel == Kernel::Addr {
                     return fail("addr has no descriptors");
                 }
@@ -1071,6 +1144,7 @@ impl Model {
                     Set {
                         kernel: *kernel,
                         uab: *uab,
+                        vertex: *vertex,
                         res: None,
                     },
                 );

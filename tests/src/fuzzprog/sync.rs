@@ -70,7 +70,7 @@ impl Ranges {
 /// Every stage a mask names (ALL_COMMANDS expanded).
 pub fn stages(mask: u64) -> u64 {
     if mask & stage::ALL_COMMANDS != 0 {
-        mask | stage::DRAW_INDIRECT | stage::COMPUTE | stage::TRANSFER
+        mask | stage::DRAW_INDIRECT | stage::VERTEX_SHADER | stage::COMPUTE | stage::TRANSFER
     } else {
         mask
     }

@@ -6,7 +6,7 @@
 //! directory. Coverage: the Vulkan commands the programs called and the analyzer's causes their
 //! profiles reached, and the followed commands (the registry's table) no program called.
 
-use echo_analyzer::registry::{Class, COMMANDS};
+use echo_analyzer::registry::{core_version, Class, COMMANDS};
 use echo_tests::fuzzprog::{gen, rng::program_seed, shrink, Caps, Program};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,6 +50,17 @@ pub struct FuzzArgs {
     /// catch it).
     #[arg(long)]
     plant_no_carry: bool,
+    /// VAR=VALUE set in every run with echo (never in the runs without it): a planted fault,
+    /// e.g. `--plant VK_ECHO_TEST_LATE_AT_RECORD=1`. Repeatable.
+    #[arg(long, value_parser = parse_plant)]
+    plant: Vec<(String, String)>,
+}
+
+fn parse_plant(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("--plant {s}: VAR=VALUE expected")),
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -66,6 +77,9 @@ pub struct CheckArgs {
     /// The planted fault of `fuzz --plant-no-carry`.
     #[arg(long)]
     plant_no_carry: bool,
+    /// As `fuzz --plant`.
+    #[arg(long, value_parser = parse_plant)]
+    plant: Vec<(String, String)>,
 }
 
 /// Where the binaries are: this one, the layer and vkecho beside it (or ECHO_FUZZ_BIN_DIR).
@@ -99,6 +113,8 @@ struct World {
     base_env: Vec<(String, String)>,
     tools: Tools,
     plant: bool,
+    /// Set in every run with echo (`--plant`).
+    plants: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -181,7 +197,7 @@ struct Outcome {
 }
 
 impl World {
-    fn new(dir: &Path, driver: &str, plant: bool) -> World {
+    fn new(dir: &Path, driver: &str, plant: bool, plants: Vec<(String, String)>) -> World {
         let tools = Tools::find();
         for t in [&tools.layer, &tools.vkecho] {
             if !t.exists() {
@@ -232,6 +248,7 @@ impl World {
             base_env: env,
             tools,
             plant,
+            plants,
         }
     }
 
@@ -245,6 +262,33 @@ impl World {
             c.env(k, v);
         }
         c
+    }
+
+    /// The device's API version and extensions (`echo-fuzzprog device`).
+    fn device(&self) -> Result<(u32, Vec<String>), String> {
+        let o = run_limited(
+            self.cmd(
+                &self.tools.me,
+                &["device"],
+                &[("VK_ECHO_DISABLE", "1".into())],
+            ),
+            LIMIT,
+        );
+        if !o.ok() {
+            return Err(format!("device: {} {}", o.verdict(), o.stderr));
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(o.stdout.trim()).map_err(|e| format!("device: {e}"))?;
+        let api = v["api_version"].as_u64().unwrap_or(0) as u32;
+        let exts = v["extensions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok((api, exts))
     }
 
     fn caps(&self) -> Result<Caps, String> {
@@ -288,6 +332,11 @@ impl World {
         }
         if self.plant && (mode == "enforce" || mode == "auto2") {
             extra.push(("VK_ECHO_TEST_NO_CARRY", "1".into()));
+        }
+        if mode != "none" {
+            for (k, v) in &self.plants {
+                extra.push((k.as_str(), v.clone()));
+            }
         }
         if validate {
             extra.push(("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation".into()));
@@ -496,7 +545,12 @@ struct Tally {
 pub fn fuzz(a: FuzzArgs) -> i32 {
     std::fs::create_dir_all(&a.out).unwrap();
     let out = std::fs::canonicalize(&a.out).unwrap();
-    let world = Arc::new(World::new(&out.join("world"), &a.driver, a.plant_no_carry));
+    let world = Arc::new(World::new(
+        &out.join("world"),
+        &a.driver,
+        a.plant_no_carry,
+        a.plant.clone(),
+    ));
     let caps = match world.caps() {
         Ok(c) => c,
         Err(e) => {
@@ -509,6 +563,13 @@ pub fn fuzz(a: FuzzArgs) -> i32 {
         a.driver,
         serde_json::to_string(&caps).unwrap()
     );
+    let device = match world.device() {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("echo-fuzzprog fuzz: {e} (no coverage by class)");
+            None
+        }
+    };
     let stream = match a.driver.as_str() {
         "lavapipe" => 1,
         "swiftshader" => 2,
@@ -652,13 +713,174 @@ pub fn fuzz(a: FuzzArgs) -> i32 {
         let _ = t.join();
     }
     let t = tally.lock().unwrap();
-    report(&a, &out, &t)
+    report(&a, &out, &t, device.as_ref())
 }
 
 /// How often a fuzz run says how far it is.
 const PROGRESS_EVERY: Duration = Duration::from_secs(60);
 
-fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
+/// A command of the registry (vk.xml) that records into a command buffer or reaches memory:
+/// its name, its aliases, the core versions and extensions that provide it.
+struct XmlCommand {
+    name: String,
+    aliases: Vec<String>,
+    requires: Vec<String>,
+}
+
+/// Every `vkCmd*` of `layer/registry/vk.xml` (aliases folded into the command they alias) with
+/// what provides it: the numbered `<feature>`s and the `<extension>`s whose `<require>` names
+/// it. A text scan: vk.xml's layout is one element a line.
+fn xml_commands(xml: &str) -> Vec<XmlCommand> {
+    let attr = |line: &str, key: &str| -> Option<String> {
+        let at = line.find(&format!(" {key}=\""))? + key.len() + 3;
+        let end = line[at..].find('"')? + at;
+        Some(line[at..end].to_string())
+    };
+    let mut alias_of: BTreeMap<String, String> = BTreeMap::new();
+    let mut requires: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in xml.lines() {
+        let l = line.trim();
+        if l.starts_with("<feature ") && l.contains(" number=") {
+            current = attr(l, "name");
+        } else if l.starts_with("<extension ") && !l.ends_with("/>") {
+            current = attr(l, "name").filter(|_| {
+                attr(l, "supported").is_none_or(|s| s.split(',').any(|x| x == "vulkan"))
+            });
+        } else if l.starts_with("</feature>") || l.starts_with("</extension>") {
+            current = None;
+        } else if l.starts_with("<command ") {
+            let Some(name) = attr(l, "name") else {
+                continue;
+            };
+            if !name.starts_with("vkCmd") {
+                continue;
+            }
+            if let Some(target) = attr(l, "alias") {
+                if current.is_none() {
+                    alias_of.insert(name, target);
+                    continue;
+                }
+            }
+            if let Some(c) = &current {
+                requires.entry(name).or_default().push(c.clone());
+            }
+        }
+    }
+    let mut out: BTreeMap<String, XmlCommand> = BTreeMap::new();
+    for (name, reqs) in requires {
+        let canon = alias_of.get(&name).cloned().unwrap_or_else(|| name.clone());
+        let e = out.entry(canon.clone()).or_insert_with(|| XmlCommand {
+            name: canon.clone(),
+            aliases: vec![],
+            requires: vec![],
+        });
+        if name != canon {
+            e.aliases.push(name);
+        }
+        e.requires.extend(reqs);
+    }
+    out.into_values().collect()
+}
+
+/// A command of one class for the coverage: name, aliases, what provides it.
+type Row<'a> = (&'a str, Vec<&'a str>, Vec<String>);
+
+/// Whether a device with API version `api` and `exts` has a command that `requires` provide.
+fn has(requires: &[String], api: u32, exts: &[String]) -> bool {
+    let (major, minor) = (api >> 22 & 0x7f, api >> 12 & 0x3ff);
+    requires.iter().any(|r| match core_version(r) {
+        Some(v) => {
+            let mut it = v.split('_').map(|x| x.parse::<u32>().unwrap_or(u32::MAX));
+            let (a, b) = (it.next().unwrap_or(u32::MAX), it.next().unwrap_or(u32::MAX));
+            (a, b) <= (major, minor)
+        }
+        None => exts.iter().any(|e| e == r),
+    })
+}
+
+/// Coverage by class (issue 53): for followed, aside and marked commands (and inert ones), the
+/// ones the driver has and no program called. Followed, aside and inert: the registry's table
+/// (`COMMANDS`); marked: every other `vkCmd*` of vk.xml. Lines for the report, and the summary.
+fn class_coverage(t: &Tally, api: u32, exts: &[String]) -> (Vec<String>, String) {
+    let called = |name: &str, aliases: &[&str]| {
+        t.commands
+            .keys()
+            .any(|k| k == name || aliases.contains(&k.as_str()))
+    };
+    let mut lines = vec![];
+    let mut summary = vec![];
+    let table: Vec<(&str, Vec<Row>)> = ["followed", "aside", "inert"]
+        .iter()
+        .map(|&class| {
+            let cmds = COMMANDS
+                .iter()
+                .filter(|c| match class {
+                    "followed" => c.class == Class::Followed,
+                    "aside" => c.class == Class::Aside,
+                    _ => matches!(c.class, Class::Inert(_)),
+                })
+                .map(|c| {
+                    (
+                        c.name,
+                        c.aliases.to_vec(),
+                        c.requires.iter().map(|r| r.to_string()).collect(),
+                    )
+                })
+                .collect();
+            (class, cmds)
+        })
+        .collect();
+    let xml = std::fs::read_to_string(echo_tests::world::repo_root().join("layer/registry/vk.xml"))
+        .unwrap_or_default();
+    let marked: Vec<XmlCommand> = xml_commands(&xml)
+        .into_iter()
+        .filter(|x| {
+            !COMMANDS.iter().any(|c| {
+                c.name == x.name
+                    || x.aliases
+                        .iter()
+                        .any(|a| c.aliases.contains(&a.as_str()) || c.name == a)
+            })
+        })
+        .collect();
+    let marked_rows: Vec<Row> = marked
+        .iter()
+        .map(|x| {
+            (
+                x.name.as_str(),
+                x.aliases.iter().map(String::as_str).collect(),
+                x.requires.clone(),
+            )
+        })
+        .collect();
+    let mut all = table;
+    all.insert(2, ("marked", marked_rows));
+    for (class, cmds) in &all {
+        let have: Vec<&Row> = cmds.iter().filter(|c| has(&c.2, api, exts)).collect();
+        let gaps: Vec<&str> = have
+            .iter()
+            .filter(|c| !called(c.0, &c.1))
+            .map(|c| c.0)
+            .collect();
+        lines.push(format!(
+            "{class} commands the driver has that no program called ({} of {}):",
+            gaps.len(),
+            have.len()
+        ));
+        for g in &gaps {
+            lines.push(format!("  {g}"));
+        }
+        summary.push(format!(
+            "{class} {} of {}",
+            have.len() - gaps.len(),
+            have.len()
+        ));
+    }
+    (lines, summary.join(", "))
+}
+
+fn report(a: &FuzzArgs, out: &Path, t: &Tally, device: Option<&(u32, Vec<String>)>) -> i32 {
     if a.validate {
         for s in &t.skipped {
             println!("  {}: {}", s.0, s.1);
@@ -708,6 +930,18 @@ fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
     for g in &gaps {
         lines.push(format!("  {g}"));
     }
+    let mut by_class = String::new();
+    if let Some((api, exts)) = device {
+        let (more, summary) = class_coverage(t, *api, exts);
+        lines.push(format!(
+            "by class, of what this driver has (Vulkan {}.{}, {} device extensions):",
+            api >> 22 & 0x7f,
+            api >> 12 & 0x3ff,
+            exts.len()
+        ));
+        lines.extend(more);
+        by_class = summary;
+    }
     let text = lines.join("\n") + "\n";
     std::fs::write(out.join(format!("coverage-{}.txt", a.driver)), &text).unwrap();
     println!(
@@ -718,6 +952,12 @@ fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
         t.causes.len(),
         t.causes.keys().cloned().collect::<Vec<_>>().join(" ")
     );
+    if !by_class.is_empty() {
+        println!(
+            "{}: called of what the driver has, by class: {by_class}",
+            a.driver
+        );
+    }
     for (s, n) in &t.skipped {
         println!("  skipped {n}: {s}");
     }
@@ -744,7 +984,12 @@ fn report(a: &FuzzArgs, out: &Path, t: &Tally) -> i32 {
 pub fn check(a: CheckArgs) -> i32 {
     std::fs::create_dir_all(&a.out).unwrap();
     let out = std::fs::canonicalize(&a.out).unwrap();
-    let world = World::new(&out.join("world"), &a.driver, a.plant_no_carry);
+    let world = World::new(
+        &out.join("world"),
+        &a.driver,
+        a.plant_no_carry,
+        a.plant.clone(),
+    );
     let text =
         std::fs::read_to_string(&a.file).unwrap_or_else(|e| panic!("{}: {e}", a.file.display()));
     let p = Program::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", a.file.display()));

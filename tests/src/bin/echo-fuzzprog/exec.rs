@@ -11,7 +11,7 @@ mod record;
 
 use ash::vk;
 use echo_tests::fuzzprog::{
-    fnv, pattern, Binding, Caps, Cmd, Desc, Kernel, Op, Program, Res, SemRef,
+    fnv, pattern, Binding, Caps, Cmd, Code, Desc, Draw, Kernel, Op, Program, Res, SemRef,
 };
 use echo_tests::fuzzprog::{IMAGE_H, IMAGE_W, LOCAL};
 use std::collections::{BTreeSet, HashMap};
@@ -21,6 +21,9 @@ const SPV_INPLACE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_inplace.
 const SPV_UNIFORM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_uniform.spv"));
 const SPV_TEXEL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_texel.spv"));
 const SPV_ADDR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_addr.spv"));
+const SPV_VXFORM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_vxform_vert.spv"));
+const SPV_VINPLACE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_vinplace_vert.spv"));
+const SPV_POINT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fz_point_frag.spv"));
 
 /// Waits longer than this are a hang.
 const TIMEOUT_NS: u64 = 10_000_000_000;
@@ -36,6 +39,8 @@ enum Kind {
     Plain,
     Push,
     Uab,
+    /// Update-after-bind and partially bound.
+    UabPartial,
 }
 
 struct Pipe {
@@ -43,6 +48,12 @@ struct Pipe {
     layout: vk::PipelineLayout,
     pipeline: vk::Pipeline,
     template: Option<vk::DescriptorUpdateTemplate>,
+    /// The kernel as a shader object (made at its first use).
+    shader: Option<vk::ShaderEXT>,
+    /// Draws (`pipeline` is then the monolithic graphics pipeline): the pre-rasterization
+    /// library and the pipeline linked from it (made at their first use).
+    lib: Option<vk::Pipeline>,
+    linked: Option<vk::Pipeline>,
 }
 
 struct Mem {
@@ -62,6 +73,7 @@ pub struct Exec {
     push: Option<ash::khr::push_descriptor::Device>,
     map2: Option<ash::khr::map_memory2::Device>,
     maint6: Option<ash::khr::maintenance6::Device>,
+    shader_object: Option<ash::ext::shader_object::Device>,
     pool: vk::CommandPool,
     dpool: vk::DescriptorPool,
     dpool_uab: Option<vk::DescriptorPool>,
@@ -69,7 +81,8 @@ pub struct Exec {
     bufs: HashMap<u32, vk::Buffer>,
     imgs: HashMap<u32, vk::Image>,
     views: HashMap<u32, vk::BufferView>,
-    sets: HashMap<u32, (vk::DescriptorSet, Kernel, Kind)>,
+    /// Set → (handle, kernel, kind, for draws).
+    sets: HashMap<u32, (vk::DescriptorSet, Kernel, Kind, bool)>,
     cbs: HashMap<u32, vk::CommandBuffer>,
     /// The secondary command buffer of each run of a primary (reused when it is recorded again).
     secondaries: HashMap<(vk::CommandBuffer, usize), vk::CommandBuffer>,
@@ -79,7 +92,13 @@ pub struct Exec {
     /// is recorded again); `recording`: the command buffer being recorded and its next event.
     cb_events: HashMap<vk::CommandBuffer, Vec<vk::Event>>,
     recording: usize,
-    pipes: HashMap<(Kernel, Kind), Pipe>,
+    /// The timestamp queries of each command buffer, in recording order (indices into
+    /// `queries`, made at the first use; reused when it is recorded again); the next one.
+    cb_queries: HashMap<vk::CommandBuffer, Vec<u32>>,
+    recording_query: usize,
+    queries: Option<(vk::QueryPool, u32)>,
+    /// Per (kernel, kind, for draws).
+    pipes: HashMap<(Kernel, Kind, bool), Pipe>,
     /// Vulkan commands called (coverage).
     pub cover: BTreeSet<&'static str>,
     pub lines: Vec<String>,
@@ -133,18 +152,38 @@ impl Exec {
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
         let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
         let mut m6 = vk::PhysicalDeviceMaintenance6FeaturesKHR::default();
+        let mut so = vk::PhysicalDeviceShaderObjectFeaturesEXT::default();
+        let mut gpl = vk::PhysicalDeviceGraphicsPipelineLibraryFeaturesEXT::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default()
             .push_next(&mut f12)
             .push_next(&mut f13);
         if has(ash::khr::maintenance6::NAME) {
             f2 = f2.push_next(&mut m6);
         }
+        if has(ash::ext::shader_object::NAME) {
+            f2 = f2.push_next(&mut so);
+        }
+        if has(ash::ext::graphics_pipeline_library::NAME) {
+            f2 = f2.push_next(&mut gpl);
+        }
         instance.get_physical_device_features2(pd, &mut f2);
+        let stores = f2.features.vertex_pipeline_stores_and_atomics == vk::TRUE;
+        let so_ok = so.shader_object == vk::TRUE && f13.dynamic_rendering == vk::TRUE;
+        // Draws: a graphics queue family (the one chosen), dynamic rendering and stores in
+        // vertex shaders; pipeline libraries on top.
+        let qprops = instance.get_physical_device_queue_family_properties(pd)[qf as usize];
+        let graphics_q = qprops.queue_flags.contains(vk::QueueFlags::GRAPHICS);
+        let timestamps = qprops.timestamp_valid_bits > 0;
+        let draw_ok = graphics_q && f13.dynamic_rendering == vk::TRUE && stores;
+        let gpl_ok = draw_ok
+            && gpl.graphics_pipeline_library == vk::TRUE
+            && has(ash::khr::pipeline_library::NAME);
         let maint6_ok = m6.maintenance6 == vk::TRUE;
         let (addr, uab) = (
             f12.buffer_device_address == vk::TRUE,
             f12.descriptor_binding_storage_buffer_update_after_bind == vk::TRUE,
         );
+        let partial = uab && f12.descriptor_binding_partially_bound == vk::TRUE;
         if f12.timeline_semaphore == 0 || f13.synchronization2 == 0 {
             return Err((
                 3,
@@ -154,8 +193,15 @@ impl Exec {
         let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
             .timeline_semaphore(true)
             .buffer_device_address(addr)
-            .descriptor_binding_storage_buffer_update_after_bind(uab);
-        let mut e13 = vk::PhysicalDeviceVulkan13Features::default().synchronization2(true);
+            .descriptor_binding_storage_buffer_update_after_bind(uab)
+            .descriptor_binding_partially_bound(partial);
+        let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
+            .synchronization2(true)
+            .dynamic_rendering(so_ok || draw_ok);
+        let mut egpl = vk::PhysicalDeviceGraphicsPipelineLibraryFeaturesEXT::default()
+            .graphics_pipeline_library(true);
+        let f10 = vk::PhysicalDeviceFeatures::default().vertex_pipeline_stores_and_atomics(draw_ok);
+        let mut eso = vk::PhysicalDeviceShaderObjectFeaturesEXT::default().shader_object(true);
         let mut e6 = vk::PhysicalDeviceMaintenance6FeaturesKHR::default().maintenance6(true);
         let prio = [1.0f32];
         let qinfo = [vk::DeviceQueueCreateInfo::default()
@@ -171,13 +217,27 @@ impl Exec {
         if maint6_ok {
             names.push(ash::khr::maintenance6::NAME.as_ptr());
         }
+        if so_ok {
+            names.push(ash::ext::shader_object::NAME.as_ptr());
+        }
+        if gpl_ok {
+            names.push(ash::khr::pipeline_library::NAME.as_ptr());
+            names.push(ash::ext::graphics_pipeline_library::NAME.as_ptr());
+        }
         let mut dinfo = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qinfo)
             .enabled_extension_names(&names)
+            .enabled_features(&f10)
             .push_next(&mut e12)
             .push_next(&mut e13);
         if maint6_ok {
             dinfo = dinfo.push_next(&mut e6);
+        }
+        if so_ok {
+            dinfo = dinfo.push_next(&mut eso);
+        }
+        if gpl_ok {
+            dinfo = dinfo.push_next(&mut egpl);
         }
         let dev = instance
             .create_device(pd, &dinfo, None)
@@ -207,6 +267,11 @@ impl Exec {
             map2: map2_ok,
             maint6: maint6_ok,
             uab_storage: uab,
+            partially_bound: partial,
+            shader_object: so_ok,
+            draw: draw_ok,
+            gpl: gpl_ok,
+            timestamps,
             device_address: addr,
             image_size: if ireq.memory_type_bits & (1 << mem_type) != 0 {
                 ireq.size
@@ -262,6 +327,7 @@ impl Exec {
         let push = push_ok.then(|| ash::khr::push_descriptor::Device::new(&instance, &dev));
         let map2 = map2_ok.then(|| ash::khr::map_memory2::Device::new(&instance, &dev));
         let maint6 = maint6_ok.then(|| ash::khr::maintenance6::Device::new(&instance, &dev));
+        let shader_object = so_ok.then(|| ash::ext::shader_object::Device::new(&instance, &dev));
         Ok(Exec {
             _entry: entry,
             instance,
@@ -273,6 +339,7 @@ impl Exec {
             push,
             map2,
             maint6,
+            shader_object,
             pool,
             dpool,
             dpool_uab,
@@ -287,8 +354,11 @@ impl Exec {
             sems: HashMap::new(),
             cb_events: HashMap::new(),
             recording: 0,
+            cb_queries: HashMap::new(),
+            recording_query: 0,
+            queries: None,
             pipes: HashMap::new(),
-            cover: BTreeSet::new(),
+            cover: ["vkGetDeviceQueue"].into_iter().collect(),
             lines: vec![],
             digest: vec![],
         })
@@ -581,9 +651,19 @@ impl Exec {
                 self.lines.push(format!("r{idx} {len} {h:016x}"));
                 self.unmap_after(*mem, temp);
             }
-            Op::Set { set, kernel, uab } => {
-                let kind = if *uab { Kind::Uab } else { Kind::Plain };
-                let layout = [self.pipe(*kernel, kind)?.set_layout];
+            Op::Set {
+                set,
+                kernel,
+                uab,
+                partial,
+                vertex,
+            } => {
+                let kind = match (*uab, *partial) {
+                    (true, true) => Kind::UabPartial,
+                    (true, false) => Kind::Uab,
+                    _ => Kind::Plain,
+                };
+                let layout = [self.pipe(*kernel, kind, *vertex)?.set_layout];
                 let pool = if *uab {
                     self.dpool_uab
                         .ok_or((3, "no update-after-bind".to_string()))?
@@ -598,13 +678,13 @@ impl Exec {
                             .set_layouts(&layout),
                     )
                     .map_err(vkerr("vkAllocateDescriptorSets"))?[0];
-                self.sets.insert(*set, (s, *kernel, kind));
+                self.sets.insert(*set, (s, *kernel, kind, *vertex));
             }
             Op::WriteSet { set, res, template } => {
-                let (s, kernel, kind) = self.sets[set];
+                let (s, kernel, kind, gfx) = self.sets[set];
                 let (bi, vi) = self.descriptors(res);
                 if *template {
-                    let t = self.template(kernel, kind)?;
+                    let t = self.template(kernel, kind, gfx)?;
                     self.c("vkUpdateDescriptorSetWithTemplate");
                     let data = if kernel == Kernel::Texel {
                         vi.as_ptr().cast()
@@ -626,6 +706,7 @@ impl Exec {
                 let c = match self.cbs.get(cb) {
                     Some(c) => *c,
                     None => {
+                        self.c("vkAllocateCommandBuffers");
                         let c = dev
                             .allocate_command_buffers(
                                 &vk::CommandBufferAllocateInfo::default()
@@ -641,6 +722,7 @@ impl Exec {
                 dev.begin_command_buffer(c, &vk::CommandBufferBeginInfo::default())
                     .map_err(vkerr("vkBeginCommandBuffer"))?;
                 self.recording = 0;
+                self.recording_query = 0;
                 let mut j = 0;
                 while j < cmds.len() {
                     let Some(r) = secondary.iter().position(|&[a, _]| a == j) else {
@@ -760,16 +842,23 @@ impl Exec {
             .collect()
     }
 
-    fn pipe(&mut self, kernel: Kernel, kind: Kind) -> Res2<&Pipe> {
-        if !self.pipes.contains_key(&(kernel, kind)) {
-            let p = unsafe { self.make_pipe(kernel, kind)? };
-            self.pipes.insert((kernel, kind), p);
+    /// The layouts and pipeline of a kernel: compute, or (`gfx`) for draws, its vertex shader in
+    /// a monolithic graphics pipeline.
+    fn pipe(&mut self, kernel: Kernel, kind: Kind, gfx: bool) -> Res2<&Pipe> {
+        if !self.pipes.contains_key(&(kernel, kind, gfx)) {
+            let p = unsafe { self.make_pipe(kernel, kind, gfx)? };
+            self.pipes.insert((kernel, kind, gfx), p);
         }
-        Ok(&self.pipes[&(kernel, kind)])
+        Ok(&self.pipes[&(kernel, kind, gfx)])
     }
 
-    unsafe fn make_pipe(&mut self, kernel: Kernel, kind: Kind) -> Res2<Pipe> {
+    unsafe fn make_pipe(&mut self, kernel: Kernel, kind: Kind, gfx: bool) -> Res2<Pipe> {
         let dev = &self.dev;
+        let shader_stage = if gfx {
+            vk::ShaderStageFlags::VERTEX
+        } else {
+            vk::ShaderStageFlags::COMPUTE
+        };
         let binds: Vec<vk::DescriptorSetLayoutBinding> = kernel
             .bindings()
             .iter()
@@ -779,17 +868,23 @@ impl Exec {
                     .binding(i as u32)
                     .descriptor_type(desc_type(*b))
                     .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                    .stage_flags(shader_stage)
             })
             .collect();
-        let flags = vec![vk::DescriptorBindingFlags::UPDATE_AFTER_BIND; binds.len()];
+        let flag = if kind == Kind::UabPartial {
+            vk::DescriptorBindingFlags::UPDATE_AFTER_BIND
+                | vk::DescriptorBindingFlags::PARTIALLY_BOUND
+        } else {
+            vk::DescriptorBindingFlags::UPDATE_AFTER_BIND
+        };
+        let flags = vec![flag; binds.len()];
         let mut bf = vk::DescriptorSetLayoutBindingFlagsCreateInfo::default().binding_flags(&flags);
         let mut info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&binds);
         match kind {
             Kind::Push => {
                 info = info.flags(vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR)
             }
-            Kind::Uab => {
+            Kind::Uab | Kind::UabPartial => {
                 info = info
                     .flags(vk::DescriptorSetLayoutCreateFlags::UPDATE_AFTER_BIND_POOL)
                     .push_next(&mut bf)
@@ -801,7 +896,7 @@ impl Exec {
             .map_err(vkerr("vkCreateDescriptorSetLayout"))?;
         let sl = [set_layout];
         let pc = [vk::PushConstantRange {
-            stage_flags: vk::ShaderStageFlags::COMPUTE,
+            stage_flags: shader_stage,
             offset: 0,
             size: 24,
         }];
@@ -812,15 +907,22 @@ impl Exec {
         let layout = dev
             .create_pipeline_layout(&li, None)
             .map_err(vkerr("vkCreatePipelineLayout"))?;
-        let spv = match kernel {
-            Kernel::Xform => SPV_XFORM,
-            Kernel::Inplace => SPV_INPLACE,
-            Kernel::Uniform => SPV_UNIFORM,
-            Kernel::Texel => SPV_TEXEL,
-            Kernel::Addr => SPV_ADDR,
-        };
-        let words = ash::util::read_spv(&mut std::io::Cursor::new(spv))
-            .map_err(|e| (2, format!("spv: {e}")))?;
+        if gfx {
+            let pipeline = self.graphics(kernel, layout, None, false)?;
+            return Ok(Pipe {
+                set_layout,
+                layout,
+                pipeline,
+                template: None,
+                shader: None,
+                lib: None,
+                linked: None,
+            });
+        }
+        let dev = &self.dev;
+        let words = spirv(kernel)?;
+        self.cover.insert("vkCreateShaderModule");
+        self.cover.insert("vkDestroyShaderModule");
         let module = dev
             .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
             .map_err(vkerr("vkCreateShaderModule"))?;
@@ -845,16 +947,215 @@ impl Exec {
             layout,
             pipeline,
             template: None,
+            shader: None,
+            lib: None,
+            linked: None,
         })
     }
 
+    /// A draw's graphics pipeline over `layout`: `kernel`'s vertex shader and the point
+    /// fragment shader, points, rendering without attachments. `library`: the
+    /// pre-rasterization library (the vertex shader); `lib`: the pipeline linked from that
+    /// library, naming only the fragment shader in its own pStages
+    /// (VK_EXT_graphics_pipeline_library); neither: a monolithic pipeline.
+    unsafe fn graphics(
+        &mut self,
+        kernel: Kernel,
+        layout: vk::PipelineLayout,
+        lib: Option<vk::Pipeline>,
+        library: bool,
+    ) -> Res2<vk::Pipeline> {
+        let dev = self.dev.clone();
+        let words = |spv: &[u8]| {
+            ash::util::read_spv(&mut std::io::Cursor::new(spv))
+                .map_err(|e| (2, format!("spv: {e}")))
+        };
+        let vs_words = words(match kernel {
+            Kernel::Xform => SPV_VXFORM,
+            Kernel::Inplace => SPV_VINPLACE,
+            _ => return Err((2, format!("no vertex shader of {kernel:?}"))),
+        })?;
+        let fs_words = words(SPV_POINT)?;
+        self.cover.insert("vkCreateShaderModule");
+        self.cover.insert("vkDestroyShaderModule");
+        let vs = dev
+            .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&vs_words), None)
+            .map_err(vkerr("vkCreateShaderModule"))?;
+        let fs = dev
+            .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&fs_words), None)
+            .map_err(vkerr("vkCreateShaderModule"))?;
+        let st = [
+            vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::VERTEX)
+                .module(vs)
+                .name(c"main"),
+            vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::FRAGMENT)
+                .module(fs)
+                .name(c"main"),
+        ];
+        let vi = vk::PipelineVertexInputStateCreateInfo::default();
+        let ia = vk::PipelineInputAssemblyStateCreateInfo::default()
+            .topology(vk::PrimitiveTopology::POINT_LIST);
+        let vp = [vk::Viewport {
+            x: 0.0,
+            y: 0.0,
+            width: 4.0,
+            height: 4.0,
+            min_depth: 0.0,
+            max_depth: 1.0,
+        }];
+        let sc = [vk::Rect2D {
+            offset: vk::Offset2D { x: 0, y: 0 },
+            extent: vk::Extent2D {
+                width: 4,
+                height: 4,
+            },
+        }];
+        let vps = vk::PipelineViewportStateCreateInfo::default()
+            .viewports(&vp)
+            .scissors(&sc);
+        let rs = vk::PipelineRasterizationStateCreateInfo::default()
+            .polygon_mode(vk::PolygonMode::FILL)
+            .cull_mode(vk::CullModeFlags::NONE)
+            .front_face(vk::FrontFace::COUNTER_CLOCKWISE)
+            .line_width(1.0);
+        let ms = vk::PipelineMultisampleStateCreateInfo::default()
+            .rasterization_samples(vk::SampleCountFlags::TYPE_1);
+        let ds = vk::PipelineDepthStencilStateCreateInfo::default();
+        let cb = vk::PipelineColorBlendStateCreateInfo::default();
+        let mut pri = vk::PipelineRenderingCreateInfo::default();
+        self.cover.insert("vkCreateGraphicsPipelines");
+        let made = if library {
+            // The pre-rasterization library: the vertex shader.
+            let mut gl = vk::GraphicsPipelineLibraryCreateInfoEXT::default()
+                .flags(vk::GraphicsPipelineLibraryFlagsEXT::PRE_RASTERIZATION_SHADERS);
+            let info = vk::GraphicsPipelineCreateInfo::default()
+                .push_next(&mut gl)
+                .push_next(&mut pri)
+                .flags(vk::PipelineCreateFlags::LIBRARY_KHR)
+                .stages(&st[..1])
+                .viewport_state(&vps)
+                .rasterization_state(&rs)
+                .layout(layout);
+            dev.create_graphics_pipelines(vk::PipelineCache::null(), &[info], None)
+        } else if let Some(l) = lib {
+            // The link: the library's vertex shader, its own fragment shader and the rest.
+            let libs = [l];
+            let mut li = vk::PipelineLibraryCreateInfoKHR::default().libraries(&libs);
+            let mut gl = vk::GraphicsPipelineLibraryCreateInfoEXT::default().flags(
+                vk::GraphicsPipelineLibraryFlagsEXT::VERTEX_INPUT_INTERFACE
+                    | vk::GraphicsPipelineLibraryFlagsEXT::FRAGMENT_SHADER
+                    | vk::GraphicsPipelineLibraryFlagsEXT::FRAGMENT_OUTPUT_INTERFACE,
+            );
+            let info = vk::GraphicsPipelineCreateInfo::default()
+                .push_next(&mut gl)
+                .push_next(&mut li)
+                .push_next(&mut pri)
+                .stages(&st[1..])
+                .vertex_input_state(&vi)
+                .input_assembly_state(&ia)
+                .multisample_state(&ms)
+                .depth_stencil_state(&ds)
+                .color_blend_state(&cb)
+                .layout(layout);
+            dev.create_graphics_pipelines(vk::PipelineCache::null(), &[info], None)
+        } else {
+            let info = vk::GraphicsPipelineCreateInfo::default()
+                .push_next(&mut pri)
+                .stages(&st)
+                .vertex_input_state(&vi)
+                .input_assembly_state(&ia)
+                .viewport_state(&vps)
+                .rasterization_state(&rs)
+                .multisample_state(&ms)
+                .depth_stencil_state(&ds)
+                .color_blend_state(&cb)
+                .layout(layout);
+            dev.create_graphics_pipelines(vk::PipelineCache::null(), &[info], None)
+        };
+        dev.destroy_shader_module(vs, None);
+        dev.destroy_shader_module(fs, None);
+        made.map(|p| p[0])
+            .map_err(|(_, e)| (2, format!("vkCreateGraphicsPipelines: {e}")))
+    }
+
+    /// The pipeline of a draw of `kernel`: monolithic, or linked from a library.
+    fn draw_pipeline(
+        &mut self,
+        kernel: Kernel,
+        kind: Kind,
+        linked: bool,
+    ) -> Res2<(vk::Pipeline, vk::PipelineLayout)> {
+        let (pipeline, layout) = {
+            let p = self.pipe(kernel, kind, true)?;
+            (p.pipeline, p.layout)
+        };
+        if !linked {
+            return Ok((pipeline, layout));
+        }
+        if !self.caps.gpl {
+            return Err((3, "no VK_EXT_graphics_pipeline_library".into()));
+        }
+        if let Some(l) = self.pipes[&(kernel, kind, true)].linked {
+            return Ok((l, layout));
+        }
+        let lib = unsafe { self.graphics(kernel, layout, None, true)? };
+        let l = unsafe { self.graphics(kernel, layout, Some(lib), false)? };
+        let p = self.pipes.get_mut(&(kernel, kind, true)).unwrap();
+        p.lib = Some(lib);
+        p.linked = Some(l);
+        Ok((l, layout))
+    }
+
+    /// The kernel as a shader object (VK_EXT_shader_object; SPIR-V code, the layout's set and
+    /// push constants, dispatch base allowed).
+    unsafe fn shader(&mut self, kernel: Kernel, kind: Kind) -> Res2<vk::ShaderEXT> {
+        self.pipe(kernel, kind, false)?;
+        if let Some(s) = self.pipes[&(kernel, kind, false)].shader {
+            return Ok(s);
+        }
+        let so = self
+            .shader_object
+            .clone()
+            .ok_or((3, "no VK_EXT_shader_object".to_string()))?;
+        let words = spirv(kernel)?;
+        let sl = [self.pipes[&(kernel, kind, false)].set_layout];
+        let pc = [vk::PushConstantRange {
+            stage_flags: vk::ShaderStageFlags::COMPUTE,
+            offset: 0,
+            size: 24,
+        }];
+        let mut info = vk::ShaderCreateInfoEXT::default()
+            .flags(vk::ShaderCreateFlagsEXT::DISPATCH_BASE)
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .code_type(vk::ShaderCodeTypeEXT::SPIRV)
+            .code(bytemuck_words(&words))
+            .name(c"main")
+            .push_constant_ranges(&pc);
+        if kernel != Kernel::Addr {
+            info = info.set_layouts(&sl);
+        }
+        self.cover.insert("vkCreateShadersEXT");
+        let s = so
+            .create_shaders(&[info], None)
+            .map_err(|(_, e)| (2, format!("vkCreateShadersEXT: {e}")))?[0];
+        self.pipes.get_mut(&(kernel, kind, false)).unwrap().shader = Some(s);
+        Ok(s)
+    }
+
     /// The update template of a kernel's layout (push: of its push descriptors).
-    fn template(&mut self, kernel: Kernel, kind: Kind) -> Res2<vk::DescriptorUpdateTemplate> {
-        self.pipe(kernel, kind)?;
-        if let Some(t) = self.pipes[&(kernel, kind)].template {
+    fn template(
+        &mut self,
+        kernel: Kernel,
+        kind: Kind,
+        gfx: bool,
+    ) -> Res2<vk::DescriptorUpdateTemplate> {
+        self.pipe(kernel, kind, gfx)?;
+        if let Some(t) = self.pipes[&(kernel, kind, gfx)].template {
             return Ok(t);
         }
-        let p = &self.pipes[&(kernel, kind)];
+        let p = &self.pipes[&(kernel, kind, gfx)];
         let texel = kernel == Kernel::Texel;
         let stride = if texel {
             std::mem::size_of::<vk::BufferView>()
@@ -881,14 +1182,18 @@ impl Exec {
         if kind == Kind::Push {
             info = info
                 .template_type(vk::DescriptorUpdateTemplateType::PUSH_DESCRIPTORS_KHR)
-                .pipeline_bind_point(vk::PipelineBindPoint::COMPUTE)
+                .pipeline_bind_point(if gfx {
+                    vk::PipelineBindPoint::GRAPHICS
+                } else {
+                    vk::PipelineBindPoint::COMPUTE
+                })
                 .pipeline_layout(p.layout)
                 .set(0);
         }
         self.cover.insert("vkCreateDescriptorUpdateTemplate");
         let t = unsafe { self.dev.create_descriptor_update_template(&info, None) }
             .map_err(vkerr("vkCreateDescriptorUpdateTemplate"))?;
-        self.pipes.get_mut(&(kernel, kind)).unwrap().template = Some(t);
+        self.pipes.get_mut(&(kernel, kind, gfx)).unwrap().template = Some(t);
         Ok(t)
     }
 
@@ -988,6 +1293,12 @@ impl Exec {
         if self.pipes.values().any(|p| p.template.is_some()) {
             v.push("vkDestroyDescriptorUpdateTemplate");
         }
+        if !self.pipes.is_empty() {
+            v.push("vkDestroyPipeline");
+        }
+        if self.queries.is_some() {
+            v.push("vkDestroyQueryPool");
+        }
         if !self.bufs.is_empty() {
             v.push("vkDestroyBuffer");
         }
@@ -1004,6 +1315,12 @@ impl Exec {
         for (_, p) in self.pipes {
             if let Some(t) = p.template {
                 dev.destroy_descriptor_update_template(t, None);
+            }
+            if let (Some(s), Some(so)) = (p.shader, &self.shader_object) {
+                so.destroy_shader(s, None);
+            }
+            for l in [p.linked, p.lib].into_iter().flatten() {
+                dev.destroy_pipeline(l, None);
             }
             dev.destroy_pipeline(p.pipeline, None);
             dev.destroy_pipeline_layout(p.layout, None);
@@ -1035,10 +1352,60 @@ impl Exec {
         for e in self.cb_events.into_values().flatten() {
             dev.destroy_event(e, None);
         }
+        if let Some((q, _)) = self.queries {
+            dev.destroy_query_pool(q, None);
+        }
         let _ = self.qf;
         dev.destroy_device(None);
         self.instance.destroy_instance(None);
     }
+}
+
+/// A kernel's SPIR-V words.
+fn spirv(kernel: Kernel) -> Res2<Vec<u32>> {
+    let spv = match kernel {
+        Kernel::Xform => SPV_XFORM,
+        Kernel::Inplace => SPV_INPLACE,
+        Kernel::Uniform => SPV_UNIFORM,
+        Kernel::Texel => SPV_TEXEL,
+        Kernel::Addr => SPV_ADDR,
+    };
+    ash::util::read_spv(&mut std::io::Cursor::new(spv)).map_err(|e| (2, format!("spv: {e}")))
+}
+
+/// SPIR-V words as the bytes VkShaderCreateInfoEXT takes.
+fn bytemuck_words(words: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding; the slice covers exactly the words' bytes.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), std::mem::size_of_val(words)) }
+}
+
+/// The first physical device's API version and extensions (the coverage's "the driver has").
+pub unsafe fn device_info() -> Res2<(u32, Vec<String>)> {
+    let entry = ash::Entry::load().map_err(|e| (2, format!("loader: {e}")))?;
+    let app = vk::ApplicationInfo::default()
+        .application_name(c"echo-fuzzprog")
+        .api_version(vk::API_VERSION_1_3);
+    let instance = entry
+        .create_instance(
+            &vk::InstanceCreateInfo::default().application_info(&app),
+            None,
+        )
+        .map_err(vkerr("vkCreateInstance"))?;
+    let pd = *instance
+        .enumerate_physical_devices()
+        .map_err(vkerr("vkEnumeratePhysicalDevices"))?
+        .first()
+        .ok_or((3, "no physical device".to_string()))?;
+    let api = instance.get_physical_device_properties(pd).api_version;
+    let exts = instance
+        .enumerate_device_extension_properties(pd)
+        .map_err(vkerr("vkEnumerateDeviceExtensionProperties"))?
+        .iter()
+        .filter_map(|e| e.extension_name_as_c_str().ok())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    instance.destroy_instance(None);
+    Ok((api, exts))
 }
 
 fn image_info() -> vk::ImageCreateInfo<'static> {

@@ -2,6 +2,7 @@
 //! docs/fuzzing-programs.md).
 //!
 //!   echo-fuzzprog caps                          what this device offers the generator (JSON)
+//!   echo-fuzzprog device                        its API version and extensions (JSON)
 //!   echo-fuzzprog gen --seed N [--caps JSON]    the program of seed N (JSON)
 //!   echo-fuzzprog run (--seed N | --file P) [--cover FILE]
 //!                                               runs it: one line per host read, then the digest
@@ -31,6 +32,8 @@ struct Cli {
 enum Command {
     /// Print what the first device offers the generator.
     Caps,
+    /// Print the first device's API version and extensions (JSON; the coverage by class).
+    Device,
     /// Print the program of a seed.
     Gen {
         #[arg(long)]
@@ -64,6 +67,17 @@ fn main() {
             Ok(e) => {
                 println!("{}", serde_json::to_string(&e.caps).unwrap());
                 unsafe { e.finish() };
+                0
+            }
+            Err((c, m)) => {
+                eprintln!("echo-fuzzprog: {m}");
+                c
+            }
+        },
+        Command::Device => match unsafe { exec::device_info() } {
+            Ok((api, extensions)) => {
+                let v = serde_json::json!({ "api_version": api, "extensions": extensions });
+                println!("{v}");
                 0
             }
             Err((c, m)) => {
@@ -167,6 +181,8 @@ pub fn caps_fit(want: &Caps, have: &Caps) -> bool {
         && (!want.device_address || have.device_address)
         && (!want.map2 || have.map2)
         && (!want.maint6 || have.maint6)
+        && (!want.partially_bound || have.partially_bound)
+        && (!want.shader_object || have.shader_object)
         && want.image_size == have.image_size
         && want.image_align == have.image_align
 }

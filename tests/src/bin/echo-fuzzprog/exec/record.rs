@@ -88,6 +88,49 @@ impl Exec {
                     &[b],
                 );
             }
+            Cmd::ClearImage { img, val } => {
+                let color = vk::ClearColorValue {
+                    uint32: [*val, val ^ 1, val ^ 2, val ^ 3],
+                };
+                self.c("vkCmdClearColorImage");
+                dev.cmd_clear_color_image(
+                    c,
+                    self.imgs[img],
+                    vk::ImageLayout::GENERAL,
+                    &color,
+                    &[color_range()],
+                );
+            }
+            Cmd::QueryCopy { buf, offset, v2 } => {
+                let (pool, q) = self.query_for(c)?;
+                self.c("vkCmdResetQueryPool");
+                dev.cmd_reset_query_pool(c, pool, q, 1);
+                if *v2 {
+                    self.c("vkCmdWriteTimestamp2");
+                    dev.cmd_write_timestamp2(c, vk::PipelineStageFlags2::ALL_COMMANDS, pool, q);
+                } else {
+                    self.c("vkCmdWriteTimestamp");
+                    dev.cmd_write_timestamp(c, vk::PipelineStageFlags::BOTTOM_OF_PIPE, pool, q);
+                }
+                self.c("vkCmdCopyQueryPoolResults");
+                dev.cmd_copy_query_pool_results(
+                    c,
+                    pool,
+                    q,
+                    1,
+                    self.bufs[buf],
+                    *offset,
+                    8,
+                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+                );
+            }
+            Cmd::PushConstants { val } => {
+                let layout = self.pipe(Kernel::Inplace, Kind::Plain, false)?.layout;
+                let pc = [*val, val.rotate_left(7)];
+                let bytes: Vec<u8> = pc.iter().flat_map(|w| w.to_le_bytes()).collect();
+                self.c("vkCmdPushConstants");
+                dev.cmd_push_constants(c, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+            }
             Cmd::ToImage {
                 buf,
                 offset,
@@ -263,6 +306,8 @@ impl Exec {
                 n,
                 k,
                 bind2,
+                code,
+                draw,
             } => {
                 let m6 = match (bind2, &self.maint6) {
                     (false, _) => None,
@@ -274,11 +319,67 @@ impl Exec {
                     Desc::Push { .. } => Kind::Push,
                     Desc::Addr { .. } => Kind::Plain,
                 };
-                let (pipeline, layout) = {
-                    let p = self.pipe(*kernel, kind)?;
+                let gfx = !draw.is_none();
+                let (bp, stage) = if gfx {
+                    (
+                        vk::PipelineBindPoint::GRAPHICS,
+                        vk::ShaderStageFlags::VERTEX,
+                    )
+                } else {
+                    (
+                        vk::PipelineBindPoint::COMPUTE,
+                        vk::ShaderStageFlags::COMPUTE,
+                    )
+                };
+                let (pipeline, layout) = if gfx {
+                    self.draw_pipeline(*kernel, kind, *draw == Draw::Library)?
+                } else {
+                    let p = self.pipe(*kernel, kind, false)?;
                     (p.pipeline, p.layout)
                 };
-                dev.cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, pipeline);
+                if gfx {
+                    // A rendering without attachments over a 4×4 area: the points' fragment
+                    // shader writes nothing.
+                    let ri = vk::RenderingInfo::default()
+                        .render_area(vk::Rect2D {
+                            offset: vk::Offset2D { x: 0, y: 0 },
+                            extent: vk::Extent2D {
+                                width: 4,
+                                height: 4,
+                            },
+                        })
+                        .layer_count(1);
+                    self.c("vkCmdBeginRendering");
+                    dev.cmd_begin_rendering(c, &ri);
+                }
+                // The code: a pipeline, a shader object, or one bound over the other's.
+                let other = if *kernel == Kernel::Inplace {
+                    Kernel::Xform
+                } else {
+                    Kernel::Inplace
+                };
+                match code {
+                    Code::Pipeline if gfx => {
+                        self.c("vkCmdBindPipeline");
+                        dev.cmd_bind_pipeline(c, bp, pipeline);
+                    }
+                    Code::Pipeline => self.bind_pipeline(c, pipeline),
+                    Code::Object | Code::ObjectUnbind => {
+                        let s = self.shader(*kernel, kind)?;
+                        self.bind_shader(c, s)?;
+                    }
+                    Code::PipelineThenObject => {
+                        let p = self.pipe(other, Kind::Plain, false)?.pipeline;
+                        self.bind_pipeline(c, p);
+                        let s = self.shader(*kernel, kind)?;
+                        self.bind_shader(c, s)?;
+                    }
+                    Code::ObjectThenPipeline => {
+                        let s = self.shader(other, Kind::Plain)?;
+                        self.bind_shader(c, s)?;
+                        self.bind_pipeline(c, pipeline);
+                    }
+                }
                 let mut pc: Vec<u8> = vec![];
                 match desc {
                     Desc::Set { set } => {
@@ -286,20 +387,13 @@ impl Exec {
                         if let Some(m6) = &m6 {
                             self.c("vkCmdBindDescriptorSets2");
                             let info = vk::BindDescriptorSetsInfoKHR::default()
-                                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                                .stage_flags(stage)
                                 .layout(layout)
                                 .descriptor_sets(&sets);
                             (m6.fp().cmd_bind_descriptor_sets2_khr)(c, &info);
                         } else {
                             self.c("vkCmdBindDescriptorSets");
-                            dev.cmd_bind_descriptor_sets(
-                                c,
-                                vk::PipelineBindPoint::COMPUTE,
-                                layout,
-                                0,
-                                &sets,
-                                &[],
-                            );
+                            dev.cmd_bind_descriptor_sets(c, bp, layout, 0, &sets, &[]);
                         }
                     }
                     Desc::Push { res, template } => {
@@ -309,7 +403,7 @@ impl Exec {
                             .clone()
                             .ok_or((3, "no push descriptors".to_string()))?;
                         if *template {
-                            let t = self.template(*kernel, Kind::Push)?;
+                            let t = self.template(*kernel, Kind::Push, gfx)?;
                             let data: *const std::ffi::c_void = if *kernel == Kernel::Texel {
                                 vi.as_ptr().cast()
                             } else {
@@ -333,19 +427,13 @@ impl Exec {
                             if let Some(m6) = &m6 {
                                 self.c("vkCmdPushDescriptorSet2");
                                 let info = vk::PushDescriptorSetInfoKHR::default()
-                                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                                    .stage_flags(stage)
                                     .layout(layout)
                                     .descriptor_writes(&w);
                                 (m6.fp().cmd_push_descriptor_set2_khr)(c, &info);
                             } else {
                                 self.c("vkCmdPushDescriptorSet");
-                                push.cmd_push_descriptor_set(
-                                    c,
-                                    vk::PipelineBindPoint::COMPUTE,
-                                    layout,
-                                    0,
-                                    &w,
-                                );
+                                push.cmd_push_descriptor_set(c, bp, layout, 0, &w);
                             }
                         }
                     }
@@ -365,13 +453,20 @@ impl Exec {
                     self.c("vkCmdPushConstants2");
                     let info = vk::PushConstantsInfoKHR::default()
                         .layout(layout)
-                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                        .stage_flags(stage)
                         .values(&pc);
                     (m6.fp().cmd_push_constants2_khr)(c, &info);
                 } else {
-                    dev.cmd_push_constants(c, layout, vk::ShaderStageFlags::COMPUTE, 0, &pc);
+                    self.c("vkCmdPushConstants");
+                    dev.cmd_push_constants(c, layout, stage, 0, &pc);
                 }
-                if let Some((b, off)) = indirect {
+                if gfx {
+                    // A point per vertex, from vertex `base` (gl_VertexIndex counts from it).
+                    self.c("vkCmdDraw");
+                    dev.cmd_draw(c, *groups, 1, *base, 0);
+                    self.c("vkCmdEndRendering");
+                    dev.cmd_end_rendering(c);
+                } else if let Some((b, off)) = indirect {
                     self.c("vkCmdDispatchIndirect");
                     dev.cmd_dispatch_indirect(c, self.bufs[b], *off);
                 } else if *base > 0 {
@@ -381,10 +476,62 @@ impl Exec {
                     self.c("vkCmdDispatch");
                     dev.cmd_dispatch(c, *groups, 1, 1);
                 }
+                if *code == Code::ObjectUnbind {
+                    self.bind_shader(c, vk::ShaderEXT::null())?;
+                }
                 let _ = LOCAL;
             }
         }
         Ok(())
+    }
+
+    unsafe fn bind_pipeline(&mut self, c: vk::CommandBuffer, p: vk::Pipeline) {
+        self.c("vkCmdBindPipeline");
+        self.dev
+            .cmd_bind_pipeline(c, vk::PipelineBindPoint::COMPUTE, p);
+    }
+
+    /// vkCmdBindShadersEXT of `s` (null: unbinds) to the compute stage.
+    unsafe fn bind_shader(&mut self, c: vk::CommandBuffer, s: vk::ShaderEXT) -> Res2<()> {
+        let so = self
+            .shader_object
+            .clone()
+            .ok_or((3, "no VK_EXT_shader_object".to_string()))?;
+        self.c("vkCmdBindShadersEXT");
+        so.cmd_bind_shaders(c, &[vk::ShaderStageFlags::COMPUTE], &[s]);
+        Ok(())
+    }
+
+    /// The next timestamp query of command buffer `c` being recorded (from one pool made at
+    /// the first use).
+    unsafe fn query_for(&mut self, c: vk::CommandBuffer) -> Res2<(vk::QueryPool, u32)> {
+        const QUERIES: u32 = 1024;
+        if self.queries.is_none() {
+            self.c("vkCreateQueryPool");
+            let p = self
+                .dev
+                .create_query_pool(
+                    &vk::QueryPoolCreateInfo::default()
+                        .query_type(vk::QueryType::TIMESTAMP)
+                        .query_count(QUERIES),
+                    None,
+                )
+                .map_err(vkerr("vkCreateQueryPool"))?;
+            self.queries = Some((p, 0));
+        }
+        let (pool, used) = self.queries.unwrap();
+        let i = self.recording_query;
+        self.recording_query += 1;
+        let have = self.cb_queries.entry(c).or_default();
+        if let Some(q) = have.get(i) {
+            return Ok((pool, *q));
+        }
+        if used >= QUERIES {
+            return Err((2, "more than 1024 timestamp queries".into()));
+        }
+        have.push(used);
+        self.queries = Some((pool, used + 1));
+        Ok((pool, used))
     }
 
     /// The next event of command buffer `c` being recorded (made at its first use).

@@ -1,0 +1,14 @@
+#version 450
+// echo-fuzzprog (issue 53): the inplace kernel as a vertex shader (a point per vertex): vertex v
+// does elements [64v, 64v + 64) below n, a[i] = a[i] * 5 + k.
+layout(set = 0, binding = 0) buffer A { uint a[]; };
+layout(push_constant) uniform P { uint n; uint k; } p;
+void main() {
+    uint v = uint(gl_VertexIndex);
+    for (uint j = 0u; j < 64u; j++) {
+        uint i = v * 64u + j;
+        if (i < p.n) a[i] = a[i] * 5u + p.k;
+    }
+    gl_Position = vec4(0.0, 0.0, 0.0, 1.0);
+    gl_PointSize = 1.0;
+}
