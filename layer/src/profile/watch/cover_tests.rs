@@ -5,6 +5,8 @@
 use super::cover::{self, all_set, mark, runs, Cover};
 use super::prot::page_size;
 use super::tests::{assert_child_ok_in, in_child};
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+use super::tests::{kinds as watch_kinds, Pages};
 use super::*;
 use echo_analyzer::trace::Access;
 
@@ -89,7 +91,7 @@ mod real {
     }
 
     fn kinds() -> Vec<(u64, Access)> {
-        super::super::tests::kinds()
+        watch_kinds()
     }
 
     /// The run's store budget (`cover::MAX_STORES`): once exact stores reach it, the window
@@ -306,7 +308,7 @@ mod real {
         unsafe { std::ptr::write_volatile(m.app_ptr().add(ps), 2u8) };
         assert_eq!(take_writes(33), Some(Ok(vec![(ps, ps + 1)])));
         // Without another view nothing can be emulated: "any part" from the arm on.
-        let plain = super::super::tests::Pages::new(2);
+        let plain = Pages::new(2);
         arm_exact(34, plain.p, plain.len, None, true).unwrap();
         unsafe { std::ptr::write_volatile(plain.p.add(3), 1u8) };
         disarm(34);
