@@ -259,7 +259,10 @@ impl Registry {
     fn provide(&mut self, by: &str, children: &[vk_parse::ExtensionChild]) {
         for c in children {
             if let vk_parse::ExtensionChild::Require {
-                items, api, depends, ..
+                items,
+                api,
+                depends,
+                ..
             } = c
             {
                 if !api_ok(api) {
