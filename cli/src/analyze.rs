@@ -34,11 +34,13 @@ pub struct Args {
     pub debug_dir: Option<String>,
 }
 
-fn bytes(v: &str) -> Result<u64, String> {
+/// A byte count for clap (`256K`, `1M`); `vkecho lint` takes its thresholds the same way.
+pub(crate) fn bytes(v: &str) -> Result<u64, String> {
     parse_u64(v).ok_or(format!("needs a number (256K, 1M, ...), got '{v}'"))
 }
 
-fn copies(v: &str) -> Result<u64, String> {
+/// A copy count ≥ 1 for clap.
+pub(crate) fn copies(v: &str) -> Result<u64, String> {
     parse_u64(v)
         .filter(|&k| k >= 1)
         .ok_or(format!("needs a count >= 1, got '{v}'"))

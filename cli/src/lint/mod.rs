@@ -11,9 +11,9 @@ mod diag;
 mod sarif;
 mod sites;
 
+use crate::analyze::{bytes, copies};
 use crate::launch::{self, LayerRun};
 use echo_analyzer::analysis::explain;
-use echo_analyzer::settings::parse_u64;
 use echo_analyzer::trace::{read_trace, Trace};
 use echo_symbols::{Symbolizer, DEBUG_ROOT};
 use std::io::{BufReader, Write};
@@ -82,16 +82,6 @@ pub struct Args {
     /// The program to profile and its arguments, after `--`
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-fn bytes(v: &str) -> Result<u64, String> {
-    parse_u64(v).ok_or(format!("needs a number (256K, 1M, ...), got '{v}'"))
-}
-
-fn copies(v: &str) -> Result<u64, String> {
-    parse_u64(v)
-        .filter(|&k| k >= 1)
-        .ok_or(format!("needs a count >= 1, got '{v}'"))
 }
 
 fn fail(msg: &str) -> i32 {

@@ -113,12 +113,14 @@ impl Why {
     }
 }
 
-/// Set bits `[lo, hi)` of `words` (async-signal-safe). Bits past the bitmap are ignored (the
-/// caller then under-claims: never more than was written).
-pub(super) fn mark(words: &[AtomicU64], lo: usize, hi: usize) {
+/// The words and masks that bits `[lo, hi)` occupy, in order (async-signal-safe: no
+/// allocation).
+fn masks(lo: usize, hi: usize) -> impl Iterator<Item = (usize, u64)> {
     let mut i = lo;
-    while i < hi {
-        let w = i / 64;
+    std::iter::from_fn(move || {
+        if i >= hi {
+            return None;
+        }
         let b0 = i % 64;
         let n = (hi - i).min(64 - b0);
         let m = if n == 64 {
@@ -126,35 +128,30 @@ pub(super) fn mark(words: &[AtomicU64], lo: usize, hi: usize) {
         } else {
             ((1u64 << n) - 1) << b0
         };
+        let w = i / 64;
+        i += n;
+        Some((w, m))
+    })
+}
+
+/// Set bits `[lo, hi)` of `words` (async-signal-safe). Bits past the bitmap are ignored (the
+/// caller then under-claims: never more than was written).
+pub(super) fn mark(words: &[AtomicU64], lo: usize, hi: usize) {
+    for (w, m) in masks(lo, hi) {
         let Some(word) = words.get(w) else { return };
         if word.load(Ordering::Relaxed) & m != m {
             word.fetch_or(m, Ordering::Relaxed);
         }
-        i += n;
     }
 }
 
 /// Are bits `[lo, hi)` of `words` all set? (async-signal-safe; false past the bitmap.)
 pub(super) fn all_set(words: &[AtomicU64], lo: usize, hi: usize) -> bool {
-    let mut i = lo;
-    while i < hi {
-        let w = i / 64;
-        let b0 = i % 64;
-        let n = (hi - i).min(64 - b0);
-        let m = if n == 64 {
-            u64::MAX
-        } else {
-            ((1u64 << n) - 1) << b0
-        };
-        let Some(word) = words.get(w) else {
-            return false;
-        };
-        if word.load(Ordering::Relaxed) & m != m {
-            return false;
-        }
-        i += n;
-    }
-    true
+    masks(lo, hi).all(|(w, m)| {
+        words
+            .get(w)
+            .is_some_and(|x| x.load(Ordering::Relaxed) & m == m)
+    })
 }
 
 /// The runs of set bits among the first `n` of `words`, as `[from, to)` (normal code).
