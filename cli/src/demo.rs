@@ -201,12 +201,9 @@ fn demo_one(
         &staging,
         &LayerRun {
             mode: Some("profile"),
-            // The samples rewrite their staging buffers whole, and the demo says so for them
-            // (`host_writes=whole`, docs/settings.md): echo cannot see it by itself.
-            settings: vec![
-                ("TRACE", trace.display().to_string()),
-                ("HOST_WRITES", "whole".to_string()),
-            ],
+            // The defaults, as a user gets them: no vouch (`host_writes`, docs/settings.md);
+            // exact host writes show which bytes the samples' stores rewrote.
+            settings: vec![("TRACE", trace.display().to_string())],
         },
     )?;
     let file = std::fs::File::open(&trace)

@@ -28,8 +28,10 @@
 #include <string.h>
 #include "c_in_place_shader.h"
 #define CHECK(x) do { VkResult r_ = (x); if (r_) { fprintf(stderr, "%s -> %d\n", #x, r_); exit(2); } } while (0)
-enum { WORDS = 512 * 512 };
-static const VkDeviceSize N = (VkDeviceSize)WORDS * 4;
+/* 1 MiB by default; a third argument gives the size in MiB (a multiple of 1/4 MiB: whole
+ * workgroups), to measure what exact host writes cost on larger buffers. */
+static uint32_t WORDS = 512 * 512;
+static VkDeviceSize N = 512 * 512 * 4;
 static VkDevice dev; static VkPhysicalDeviceMemoryProperties mp;
 static uint32_t mem_type(uint32_t bits, VkMemoryPropertyFlags want) {
     for (uint32_t i = 0; i < mp.memoryTypeCount; i++)
@@ -49,8 +51,13 @@ static void barrier(VkCommandBuffer c, VkPipelineStageFlags s, VkAccessFlags sa,
     vkCmdPipelineBarrier(c, s, d, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: in_place_upload whole|same|half [ITERS]\n"); return 1; }
+    if (argc < 2) { fprintf(stderr, "usage: in_place_upload whole|same|half|pages|memcpy [ITERS [MIB]]\n"); return 1; }
     const char *mode = argv[1]; int iters = argc > 2 ? atoi(argv[2]) : 4;
+    if (argc > 3) {
+        double mib = atof(argv[3]);
+        if (!(mib >= 0.25 && mib <= 1024)) { fprintf(stderr, "MIB: 0.25 to 1024\n"); return 1; }
+        WORDS = (uint32_t)(mib * 4) * 65536; N = (VkDeviceSize)WORDS * 4;
+    }
     const char *modes[] = { "whole", "same", "half", "pages", "memcpy" }; int mi = -1;
     for (int k = 0; k < 5; k++) if (!strcmp(mode, modes[k])) mi = k;
     if (mi < 0) { fprintf(stderr, "unknown mode\n"); return 1; }

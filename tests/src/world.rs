@@ -154,10 +154,6 @@ impl World {
         }
         let s = |p: &Path| p.display().to_string();
         let mut env = private_env(&dir);
-        // The programs the tests run (samples, echo-order, echo-block, the C corpus) rewrite a
-        // staging buffer whole whenever they write it, and the worlds say so for them
-        // (`host_writes=whole`, docs/settings.md); a test of the default sets `any`.
-        env.push(("VK_ECHO_HOST_WRITES".into(), "whole".into()));
         let mut instance_layers = Vec::new();
         if let Some(mode) = layers.echo {
             let d = dir.join("data/vulkan/implicit_layer.d");

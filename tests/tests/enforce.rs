@@ -109,11 +109,8 @@ impl Flow {
         let t = trace.display().to_string();
         let run = self.vkecho(
             &["profile", "--trace", &t],
-            // The samples and echo-order rewrite their staging buffers whole (`host_writes`).
-            &[
-                ("VK_ECHO_MIN_BYTES", "4096"),
-                ("VK_ECHO_HOST_WRITES", "whole"),
-            ],
+            // The defaults: no vouch for the host's writes (exact host writes see them).
+            &[("VK_ECHO_MIN_BYTES", "4096")],
         );
         run.json();
         let plan = self.dir.join("plan.json");
@@ -843,8 +840,6 @@ fn layer_env(dir: &Path) -> Vec<(String, String)> {
     vec![
         ("VK_ADD_LAYER_PATH".into(), mdir.display().to_string()),
         ("VK_INSTANCE_LAYERS".into(), "VK_LAYER_echo".into()),
-        // The samples and echo-order rewrite their staging buffers whole (`host_writes`).
-        ("VK_ECHO_HOST_WRITES".into(), "whole".into()),
     ]
 }
 
@@ -998,7 +993,7 @@ fn normal_order_aliases_both_staging_buffers() {
 /// — S1, naming the bytes the host may not have written — while the `x` upload and the `y`
 /// readback stay applied and the output stays the program's. With exact host writes (the default)
 /// profile sees every store of each write cover all of `y`, and every member is applied, as with
-/// the samples' vouch (`whole`, as the positive tests profile); the output stays the program's.
+/// the user's vouch (`whole`); the output stays the program's.
 #[test]
 fn an_in_place_upload_is_applied_by_default_once_its_writes_are_seen_whole() {
     let f = Flow::new("saxpy", SIZE_KIB);

@@ -40,8 +40,6 @@ fn with_xdg(mut c: Command) -> Command {
         c.env("XDG_RUNTIME_DIR", std::env::temp_dir());
     }
     c.env_remove("VK_ECHO_MODE");
-    // echo-templates rewrites its input whole at every write (`host_writes`).
-    c.env("VK_ECHO_HOST_WRITES", "whole");
     c
 }
 

@@ -423,10 +423,6 @@ fn narrow_environment() {
             std::env::remove_var(k);
         }
     }
-    // The built-in workloads rewrite every staging buffer whole whenever they write it, and
-    // vouch for it as a program's owner would (`host_writes`, docs/settings.md): without it the
-    // analysis may not assume it, and refuses members whose device buffer the GPU changes.
-    std::env::set_var("VK_ECHO_HOST_WRITES", "whole");
     if let Ok(layers) = std::env::var("VK_INSTANCE_LAYERS") {
         let rest: Vec<&str> = layers
             .split(':')

@@ -1228,8 +1228,8 @@ impl Profiler {
     /// `VK_ECHO_EXACT_WRITES=0` (a diagnostic). A command recorded after the host's write
     /// leaves that write "any part": fail closed, never more than was seen. The cost is bounded
     /// (one fault per store): not once the run's store budget is spent
-    /// (`VK_ECHO_EXACT_WRITES_MAX_STORES`, 2,097,152), nor for a buffer larger than 2 bytes ×
-    /// the budget (4 MiB).
+    /// (`VK_ECHO_EXACT_WRITES_MAX_STORES`, 2,097,152), and a window that would take more than
+    /// an eighth of it at the rate of its first stores gives up after them (`guard::too_dear`).
     fn exact_wanted(&self, b: u64, len: usize) -> bool {
         static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         if self.sample_every > 1
@@ -1248,11 +1248,10 @@ impl Profiler {
         {
             return false;
         }
-        // The run's store budget spent, or a buffer one rewrite of which with 16-byte stores
-        // would take more than an eighth of it (4 MiB by default): not exact, so what exact
-        // writes add to a profiled run stays bounded (issue 54).
-        let max = guard::MAX_STORES.load(std::sync::atomic::Ordering::Relaxed);
-        if guard::exact_budget_spent() || (max != 0 && len as u64 > max.saturating_mul(2)) {
+        // The run's store budget spent: not exact, so what exact writes add to a profiled run
+        // stays bounded (issue 54). A window whose stores are too small for its buffer gives
+        // up by itself after a few of them (`guard::too_dear`), whatever the buffer's size.
+        if guard::exact_budget_spent() {
             return false;
         }
         let Some(partners) = self.uploads.get(&b).map(|p| p.clone()) else {

@@ -86,6 +86,28 @@ pub fn max_stores() -> u64 {
     MAX_STORES.load(Ordering::Relaxed)
 }
 
+/// One window of one buffer may cost at most this share of the run's budget: 1/8 (262,144
+/// stores by default, about a second).
+pub const WINDOW_SHARE: u64 = 8;
+
+/// Stores after which a window's rate is judged ([`too_dear`]), and again at every doubling.
+pub const PROBE_STORES: u64 = 64;
+
+/// After `n` exact stores covering `bytes` bytes (overlaps counted again) of a `len`-byte
+/// range in one window, with a run budget of `max` stores (0: none): would rewriting the whole
+/// range at this rate take more than [`WINDOW_SHARE`] of the budget? Judged at
+/// [`PROBE_STORES`] stores and every doubling after it, so it costs nothing per store: a
+/// `rep movsb` upload (a page a store) stays exact at any size, a loop of 16-byte stores
+/// over 32 MiB (2,097,152 stores) gives up after 64 (async-signal-safe: arithmetic only).
+pub fn too_dear(n: u64, bytes: u64, len: u64, max: u64) -> bool {
+    if max == 0 || n < PROBE_STORES || !n.is_power_of_two() || bytes == 0 {
+        return false;
+    }
+    let cap = (max / WINDOW_SHARE).max(1);
+    // Projected stores for the whole range, n × len / bytes, against the cap.
+    u128::from(n) * u128::from(len) > u128::from(cap) * u128::from(bytes)
+}
+
 impl Why {
     pub fn from_u8(v: u8) -> Why {
         match v {
@@ -108,7 +130,7 @@ impl Why {
             Why::Platform => "exact host writes are recorded on x86_64 Linux only (no store emulation on this platform)",
             Why::Lost => "a fault echo could not explain or finish opened the buffer's memory",
             Why::Busy => "the coverage map could not be prepared for the window",
-            Why::Budget => "exact host writes reached their budget for this run (VK_ECHO_EXACT_WRITES_MAX_STORES, default 2097152 stores, one fault each); the buffer's range was opened for the rest of the window and no buffer is recorded exactly after it (host_writes=whole vouches for whole rewrites)",
+            Why::Budget => "exact host writes would take more stores than their budget (VK_ECHO_EXACT_WRITES_MAX_STORES, docs/settings.md): the buffer was opened for the rest of the window",
         }
     }
 }

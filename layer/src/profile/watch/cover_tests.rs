@@ -237,6 +237,75 @@ mod real {
         println!("CHILD-OK");
     }
 
+    /// A window's cost is judged from its first stores (`cover::too_dear`): 4-byte stores over a
+    /// range that would take more than an eighth of the run's budget give up after
+    /// `PROBE_STORES` of them (the range opens, the window is "any part", the bytes all reach
+    /// the driver's view); a `rep movsb` over the same range (a page a store) stays exact, and
+    /// so do small stores over a small range. Fails if the rate is not judged, or judged wrong.
+    #[test]
+    fn a_window_too_dear_at_its_rate_gives_up_early() {
+        if !in_child() {
+            assert_child_ok("a_window_too_dear_at_its_rate_gives_up_early");
+            return;
+        }
+        let ps = page_size();
+        let pages = 16;
+        // Cap: 1,000 stores a window; the range takes 16 × 1024 of 4 bytes.
+        cover::MAX_STORES.store(8_000, std::sync::atomic::Ordering::Relaxed);
+        let m = exact(43, pages);
+        let p = m.app_ptr() as *mut u32;
+        let words = pages * ps / 4;
+        let before = stats().exact_stores;
+        for i in 0..words {
+            unsafe { std::ptr::write_volatile(p.add(i), i as u32 ^ 0x5a5a) };
+        }
+        let spent = stats().exact_stores - before;
+        assert_eq!(
+            spent,
+            cover::PROBE_STORES,
+            "the window must give up at its first judgement"
+        );
+        for i in 0..words {
+            assert_eq!(
+                unsafe { std::ptr::read_volatile((m.driver_ptr() as *const u32).add(i)) },
+                i as u32 ^ 0x5a5a
+            );
+        }
+        arm_exact(43, m.app_ptr(), pages * ps, Some(m.driver_ptr()), true).unwrap();
+        assert_eq!(take_writes(43), Some(Err(cover::Why::Budget)));
+        // The same range by `rep movsb`: a few stores a page, exact.
+        let src: Vec<u8> = (0..pages * ps).map(|i| (i * 3) as u8).collect();
+        let before = stats().exact_stores;
+        unsafe {
+            std::arch::asm!("rep movsb", inout("rdi") m.app_ptr() => _,
+                inout("rsi") src.as_ptr() => _, inout("rcx") pages * ps => _, options(nostack));
+        }
+        // A page a store (two where the source crosses a page inside it).
+        let moved = stats().exact_stores - before;
+        assert!(
+            (pages as u64..=2 * pages as u64).contains(&moved),
+            "{moved} stores"
+        );
+        arm_exact(43, m.app_ptr(), pages * ps, Some(m.driver_ptr()), true).unwrap();
+        assert_eq!(take_writes(43), Some(Ok(vec![(0, pages * ps)])));
+        disarm(43);
+        // 4-byte stores over a one-page range (1,024 of them; the cap 2,048): exact.
+        cover::MAX_STORES.store(8 * 2048, std::sync::atomic::Ordering::Relaxed);
+        let one = exact(44, 1);
+        let q = one.app_ptr() as *mut u32;
+        for i in 0..ps / 4 {
+            unsafe { std::ptr::write_volatile(q.add(i), 1) };
+        }
+        arm_exact(44, one.app_ptr(), ps, Some(one.driver_ptr()), true).unwrap();
+        assert_eq!(take_writes(44), Some(Ok(vec![(0, ps)])));
+        disarm(44);
+        cover::MAX_STORES.store(
+            cover::DEFAULT_MAX_STORES,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        println!("CHILD-OK ({spent} stores before giving up)");
+    }
+
     /// A host thread writes every word once while the main thread closes window after window
     /// (as another thread's submissions do): each store is in exactly one window's writes —
     /// none lost at a boundary, none in two.

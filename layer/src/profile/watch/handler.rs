@@ -648,6 +648,13 @@ unsafe fn covered(held: &[Option<&'static Slot>; HOLD], a: usize, b: usize, page
             // Past the run's budget: this window is "any part" (the caller opens the range).
             s.fall_back(Why::Budget);
         }
+        let n = s.wstores.fetch_add(1, Ordering::Relaxed) + 1;
+        let bytes = s.wbytes.fetch_add((hi - lo) as u64, Ordering::Relaxed) + (hi - lo) as u64;
+        if super::cover::too_dear(n, bytes, (en0 - st0) as u64, max) {
+            // A whole rewrite at this rate would cost more stores than a window may: give up
+            // now, after a few stores, rather than after paying most of them.
+            s.fall_back(Why::Budget);
+        }
         let (p0, p1) = (page.max(st0), (page + ps).min(en0));
         full |= super::cover::all_set(words, p0 - st0, p1 - st0);
     }

@@ -287,6 +287,8 @@ pub fn arm_exact(
 /// bytes: cleared, or made larger (the old one leaked: a handler may still hold it).
 fn prepare_cover(s: &slots::Slot, len: usize, exact: bool, shadowed: bool, quiet: bool) {
     s.cov_any.store(0, Ordering::SeqCst);
+    s.wstores.store(0, Ordering::SeqCst);
+    s.wbytes.store(0, Ordering::SeqCst);
     s.exact.store(exact, Ordering::SeqCst);
     if !exact {
         return;

@@ -86,6 +86,10 @@ pub(super) struct Slot {
     /// release): `arm` and `disarm` wait for none before they read and clear the coverage map,
     /// so a store is in the window it was done in, never in the next.
     pub(super) inflight: AtomicUsize,
+    /// This window's exact stores into this slot, and the bytes they covered (overlaps
+    /// counted again): what the handler projects a whole rewrite's cost from (`cover::WINDOW`).
+    pub(super) wstores: AtomicU64,
+    pub(super) wbytes: AtomicU64,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -110,6 +114,8 @@ const SLOT_INIT: Slot = Slot {
     cov: AtomicPtr::new(std::ptr::null_mut()),
     wseq: AtomicU64::new(0),
     inflight: AtomicUsize::new(0),
+    wstores: AtomicU64::new(0),
+    wbytes: AtomicU64::new(0),
 };
 pub(super) static TABLE: [Slot; SLOTS] = [SLOT_INIT; SLOTS];
 /// One past the highest slot ever used (the handler scans `0..HIGH`).
