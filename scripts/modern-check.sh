@@ -18,7 +18,8 @@
 #                 validation, 8 through the oracle (none, profile, enforce, auto twice) identical
 #
 # and after the passes, code bound outside a plain pipeline (issue 53: tests/tests/code_bound.rs
-# on Mesa 25, the only driver with VK_EXT_shader_object) and the Vulkan 1.4 paths (c_modern).
+# on Mesa 25, the only driver with VK_EXT_shader_object), exact host writes (issue 54:
+# tests/tests/in_place.rs's lavapipe tests on Mesa 25) and the Vulkan 1.4 paths (c_modern).
 #
 # About 5 minutes on the project's 2-core machine under load (7 with every program in every
 # pass: the plain and discrete passes were cut to keep the test command short).
@@ -168,6 +169,25 @@ elif ECHO_TEST_DRIVER=lavapipe ECHO_REQUIRE_SHADER_OBJECT=1 $stack "$cb" --test-
 else
     echo "   FAIL (log: $out/code-bound.log)"; tail -20 "$out/code-bound.log"
     echo "code-bound	code_bound	-	FAIL	see $out/code-bound.log" >> "$out/results.tsv"
+    failed=1
+fi
+
+# 3c. Exact host writes (issue 54): tests/tests/in_place.rs's lavapipe tests inside the root on
+# Mesa 25 — an in-place upload rewritten whole, with the same bytes, or by memcpy applied with no
+# settings; half of it, or every page but not every byte, refused; each with the program's output.
+echo "== modern stack: exact host writes (tests/tests/in_place.rs on Mesa 25)"
+ip=$(ls -t "$bin"/deps/in_place-* 2>/dev/null | grep -v '\.d$' | head -1)
+if [ -z "$ip" ]; then
+    echo "in-place	in_place	-	FAIL	no test binary in $bin/deps (cargo build --workspace --all-targets)" >> "$out/results.tsv"
+    failed=1
+elif $stack "$ip" lavapipe --test-threads 1 > "$out/in-place.log" 2>&1 &&
+     grep -q '^test result: ok\. 2 passed' "$out/in-place.log"; then
+    line=$(grep '^test result' "$out/in-place.log" | tail -1)
+    echo "   ok: $line"
+    echo "in-place	in_place	-	ok	$line" >> "$out/results.tsv"
+else
+    echo "   FAIL (log: $out/in-place.log)"; tail -20 "$out/in-place.log"
+    echo "in-place	in_place	-	FAIL	see $out/in-place.log" >> "$out/results.tsv"
     failed=1
 fi
 

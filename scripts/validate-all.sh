@@ -50,7 +50,7 @@
 # Binaries: $ECHO_BIN_DIR, else ${CARGO_TARGET_DIR:-target}/debug (built here with
 # `cargo build --workspace` unless ECHO_NO_BUILD=1); corpus programs: $ECHO_C_DIR, else the newest
 # target/debug/build/echo-tests-*/out that holds them. Logs: $ECHO_VALIDATE_OUT (default a temp
-# dir), one directory per program with MODE.log per mode.
+# dir), one directory per program with MODE.log and MODE.seconds (its wall time) per mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -256,8 +256,13 @@ gate_one() {
             [ "${inj%%:*}" = "$m" ] && envm+=("${inj#*:}")
         done
         rc=0
+        local t0 t1
+        t0=$(date +%s.%N)
         (cd "$dir/home" && timeout 300 "${envm[@]}" "$prog" "${args[@]}") \
             > "$dir/$m.stdout" 2> "$dir/$m.stderr" || rc=$?
+        t1=$(date +%s.%N)
+        # The run's wall time (scripts/host-writes-table.sh reports profile's).
+        awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f\n", b - a }' > "$dir/$m.seconds"
         cat "$dir/$m.stdout" "$dir/$m.stderr" > "$dir/$m.log"
         keys "$dir/$m.log" > "$dir/$m.keys"
         n=$(wc -l < "$dir/$m.keys")

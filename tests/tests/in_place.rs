@@ -18,7 +18,8 @@ fn s(p: &Path) -> String {
 }
 
 /// Runs `c_in_place ARGS` on `driver` with echo in `mode` (None: no echo) and the default
-/// `host_writes` (the test worlds vouch for whole writes otherwise); returns (success, stdout).
+/// `host_writes` (`any`, said here so that a caller's environment cannot vouch); returns
+/// (success, stdout).
 fn run(
     driver: Driver,
     mode: Option<&'static str>,
