@@ -10,7 +10,7 @@
 //! sample does to Vulkan can be read in one place (no file of the workspace depends on another
 //! part of it).
 
-use crate::harness::{Exec, Variant};
+use crate::harness::{Exec, Variant, RUN_NS};
 use ash::vk;
 use std::ffi::CStr;
 use std::io::Cursor;
@@ -28,7 +28,7 @@ const MAIN: &CStr = match CStr::from_bytes_with_nul(b"main\0") {
     Err(_) => panic!(),
 };
 
-pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+pub use crate::harness::Res;
 
 /// Optional device capabilities a sample asks for; nothing is enabled that a sample does not use.
 #[derive(Clone, Copy, Default)]
@@ -902,10 +902,6 @@ pub struct Stream {
     pub fence: vk::Fence,
     pub timer: Timer,
 }
-
-/// Wall time spent in [`Stream::run`] (record, submit, wait) by every thread, in ns; read by
-/// `--per-iter` to split an iteration into host work and GPU round trips.
-pub static RUN_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Stream {
     /// Re-records the command buffer with `f`; returns the bytes its copies move.
