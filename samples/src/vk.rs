@@ -29,6 +29,7 @@ const MAIN: &CStr = match CStr::from_bytes_with_nul(b"main\0") {
 };
 
 pub use crate::harness::Res;
+pub use crate::memory::Mem;
 
 /// Optional device capabilities a sample asks for; nothing is enabled that a sample does not use.
 #[derive(Clone, Copy, Default)]
@@ -37,17 +38,6 @@ pub struct Needs {
     pub bda: bool,
     /// A second queue for uploads (transfer-only family, else a second queue of the compute family).
     pub upload_queue: bool,
-}
-
-/// Where a buffer's memory comes from.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Mem {
-    /// Host-visible, host-coherent staging memory (system RAM on a discrete GPU).
-    Staging,
-    /// Device-local memory; a type that is *not* host-visible when the device has one.
-    Device,
-    /// Device-local and host-visible (what a hand-written UMA program uses).
-    Unified,
 }
 
 #[derive(Clone, Copy)]
@@ -207,10 +197,6 @@ pub struct Ctx {
     timing: bool,
     descriptor_pool: Mutex<vk::DescriptorPool>,
     objects: Mutex<Vec<Obj>>,
-}
-
-fn has(flags: vk::MemoryPropertyFlags, want: vk::MemoryPropertyFlags) -> bool {
-    flags.contains(want)
 }
 
 impl Ctx {
@@ -392,26 +378,7 @@ impl Ctx {
 
     /// Picks a memory type for `kind` among `type_bits`, by property flags.
     pub fn memory_type(&self, kind: Mem, type_bits: u32) -> Res<u32> {
-        use vk::MemoryPropertyFlags as F;
-        let types = &self.mem.memory_types[..self.mem.memory_type_count as usize];
-        let allowed = |i: usize| type_bits & (1 << i) != 0;
-        let first = |want: F, avoid: F| {
-            (0..types.len()).find(|&i| {
-                allowed(i)
-                    && has(types[i].property_flags, want)
-                    && !types[i].property_flags.intersects(avoid)
-            })
-        };
-        let found = match kind {
-            Mem::Staging => first(F::HOST_VISIBLE | F::HOST_COHERENT, F::empty()),
-            Mem::Device => first(F::DEVICE_LOCAL, F::HOST_VISIBLE)
-                .or_else(|| first(F::DEVICE_LOCAL, F::empty())),
-            Mem::Unified => first(
-                F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT,
-                F::empty(),
-            ),
-        };
-        found.map(|i| i as u32).ok_or_else(|| match kind {
+        crate::memory::memory_type(&self.mem, kind, type_bits).ok_or_else(|| match kind {
             Mem::Unified => {
                 "no DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT memory type: the zero-copy \
                              variant needs a unified-memory device"

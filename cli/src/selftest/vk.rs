@@ -22,16 +22,10 @@ pub fn vkr<T>(what: &str, r: Result<T, vk::Result>) -> Res<T> {
     r.map_err(|e| format!("{what} failed: {e}"))
 }
 
-/// Where a buffer's memory comes from.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Mem {
-    /// Host-visible, host-coherent staging memory (system RAM on a discrete GPU).
-    Staging,
-    /// Device-local memory; a type that is not host-visible where the device has one.
-    Device,
-    /// Device-local, host-visible and coherent: what a hand-written zero-copy program uses.
-    Unified,
-}
+// The samples' memory kinds and memory-type choice, one copy for both.
+#[path = "../../../samples/src/memory.rs"]
+mod memory;
+pub use memory::Mem;
 
 /// One validation message: its id name and text (shortened).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -366,26 +360,7 @@ impl Gpu {
 
     /// A memory type for `kind` among `bits`, by property flags.
     pub fn memory_type(&self, kind: Mem, bits: u32) -> Res<u32> {
-        use vk::MemoryPropertyFlags as F;
-        let types = &self.mem.memory_types[..self.mem.memory_type_count as usize];
-        let first = |want: F, avoid: F| {
-            (0..types.len()).find(|&i| {
-                bits & (1 << i) != 0
-                    && types[i].property_flags.contains(want)
-                    && !types[i].property_flags.intersects(avoid)
-            })
-        };
-        let found = match kind {
-            Mem::Staging => first(F::HOST_VISIBLE | F::HOST_COHERENT, F::empty()),
-            Mem::Device => first(F::DEVICE_LOCAL, F::HOST_VISIBLE)
-                .or_else(|| first(F::DEVICE_LOCAL, F::empty())),
-            Mem::Unified => first(
-                F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT,
-                F::empty(),
-            ),
-        };
-        found
-            .map(|i| i as u32)
+        memory::memory_type(&self.mem, kind, bits)
             .ok_or(format!("no {kind:?} memory type among bits {bits:#x}"))
     }
 
