@@ -29,7 +29,7 @@ const MAIN: &CStr = match CStr::from_bytes_with_nul(b"main\0") {
 };
 
 pub use crate::harness::Res;
-pub use crate::memory::Mem;
+pub use crate::memory::{Block, Mem};
 
 /// Optional device capabilities a sample asks for; nothing is enabled that a sample does not use.
 #[derive(Clone, Copy, Default)]
@@ -81,15 +81,6 @@ impl Buf {
     pub fn u32s_mut(&self) -> &mut [u32] {
         unsafe { std::slice::from_raw_parts_mut(self.mapped() as *mut u32, self.size as usize / 4) }
     }
-}
-
-/// One large allocation that buffers are sub-allocated from (as VMA or gpu-allocator do).
-pub struct Block {
-    pub memory: vk::DeviceMemory,
-    pub size: u64,
-    type_index: u32,
-    ptr: *mut u8,
-    cursor: u64,
 }
 
 /// A device buffer the shaders use, plus, in the staging variant, the host-visible staging buffers
@@ -513,13 +504,7 @@ impl Ctx {
     pub fn block(&self, size: u64, kind: Mem) -> Res<Block> {
         let type_index = self.memory_type(kind, !0)?;
         let (memory, ptr) = self.allocate(size, type_index, false, kind != Mem::Device)?;
-        Ok(Block {
-            memory,
-            size,
-            type_index,
-            ptr,
-            cursor: 0,
-        })
+        Ok(Block::new(memory, size, type_index, ptr))
     }
 
     /// Creates a buffer bound into `block` at the next suitably aligned offset.
@@ -531,20 +516,8 @@ impl Ctx {
     ) -> Res<Buf> {
         let handle = self.create_buffer_handle(size, usage)?;
         let req = unsafe { self.dev.get_buffer_memory_requirements(handle) };
-        if req.memory_type_bits & (1 << block.type_index) == 0 {
-            return Err("buffer cannot live in the block's memory type".into());
-        }
-        let offset = block.cursor.next_multiple_of(req.alignment.max(1));
-        if offset + req.size > block.size {
-            return Err(format!("block of {} bytes is full", block.size).into());
-        }
+        let (offset, ptr) = block.place(&req, 1)?;
         unsafe { self.dev.bind_buffer_memory(handle, block.memory, offset)? };
-        block.cursor = offset + req.size;
-        let ptr = if block.ptr.is_null() {
-            std::ptr::null_mut()
-        } else {
-            unsafe { block.ptr.add(offset as usize) }
-        };
         Ok(Buf {
             handle,
             memory: block.memory,

@@ -25,7 +25,7 @@ pub fn vkr<T>(what: &str, r: Result<T, vk::Result>) -> Res<T> {
 // The samples' memory kinds and memory-type choice, one copy for both.
 #[path = "../../../samples/src/memory.rs"]
 mod memory;
-pub use memory::Mem;
+pub use memory::{Block, Mem};
 
 /// One validation message: its id name and text (shortened).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -119,15 +119,6 @@ impl Buf {
         // sub-allocations at aligned offsets).
         unsafe { std::slice::from_raw_parts_mut(self.mapped() as *mut u32, self.size as usize / 4) }
     }
-}
-
-/// One large allocation that buffers are sub-allocated from (as VMA or gpu-allocator do).
-pub struct Block {
-    memory: vk::DeviceMemory,
-    size: u64,
-    type_index: u32,
-    ptr: *mut u8,
-    cursor: u64,
 }
 
 /// A compute pipeline with `bindings` storage buffers in set 0.
@@ -412,13 +403,7 @@ impl Gpu {
     pub fn block(&self, size: u64, kind: Mem) -> Res<Block> {
         let type_index = self.memory_type(kind, !0)?;
         let (memory, ptr) = self.allocate(size, type_index, kind != Mem::Device)?;
-        Ok(Block {
-            memory,
-            size,
-            type_index,
-            ptr,
-            cursor: 0,
-        })
+        Ok(Block::new(memory, size, type_index, ptr))
     }
 
     /// A buffer bound into `block` at its next suitably aligned offset.
@@ -430,23 +415,10 @@ impl Gpu {
     ) -> Res<Buf> {
         let handle = self.buffer_handle(size, usage)?;
         let req = unsafe { self.dev.get_buffer_memory_requirements(handle) };
-        if req.memory_type_bits & (1 << block.type_index) == 0 {
-            return Err("a buffer cannot live in the block's memory type".into());
-        }
-        let offset = block.cursor.next_multiple_of(req.alignment.max(16));
-        if offset + req.size > block.size {
-            return Err(format!("block of {} bytes is full", block.size));
-        }
+        let (offset, ptr) = block.place(&req, 16)?;
         vkr("vkBindBufferMemory", unsafe {
             self.dev.bind_buffer_memory(handle, block.memory, offset)
         })?;
-        block.cursor = offset + req.size;
-        let ptr = if block.ptr.is_null() {
-            std::ptr::null_mut()
-        } else {
-            // SAFETY: inside the block's mapping (checked above).
-            unsafe { block.ptr.add(offset as usize) }
-        };
         Ok(Buf { handle, size, ptr })
     }
 
