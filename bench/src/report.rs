@@ -31,6 +31,24 @@ fn ms(x: f64) -> String {
     }
 }
 
+/// A copy fraction in a table cell (`–` when unknown).
+fn f_copy_cell(f: f64) -> String {
+    if f.is_finite() {
+        format!("{f:.3}")
+    } else {
+        "–".into()
+    }
+}
+
+/// The Amdahl bound of a copy fraction in a table cell (`–` when unknown).
+fn amdahl_cell(f: f64) -> String {
+    if f.is_finite() {
+        format!("{:.2}×", amdahl(f))
+    } else {
+        "–".into()
+    }
+}
+
 fn ratio(s: &Summary) -> String {
     if s.is_valid() {
         format!("{:.2}× [{:.2}–{:.2}]", s.median, s.min, s.max)
@@ -491,16 +509,8 @@ fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> 
             ratio(&r.speedup()),
             ratio(&r.zero_speedup()),
             rec_both(r),
-            if f.is_finite() {
-                format!("{f:.3}")
-            } else {
-                "–".into()
-            },
-            if f.is_finite() {
-                format!("{:.2}×", amdahl(f))
-            } else {
-                "–".into()
-            },
+            f_copy_cell(f),
+            amdahl_cell(f),
             spct(&r.passthrough()),
             identical(r)
         );
@@ -551,16 +561,8 @@ fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> 
                 ratio(&r.speedup()),
                 ratio(&r.zero_speedup()),
                 rec_both(r),
-                if f.is_finite() {
-                    format!("{f:.3}")
-                } else {
-                    "–".into()
-                },
-                if f.is_finite() {
-                    format!("{:.2}×", amdahl(f))
-                } else {
-                    "–".into()
-                },
+                f_copy_cell(f),
+                amdahl_cell(f),
                 r.elided_per_iter()
                     .map(human_bytes)
                     .unwrap_or_else(|| "? (no stats)".into()),

@@ -42,6 +42,22 @@ pub fn messages() -> Vec<Message> {
     MESSAGES.lock().map(|m| m.clone()).unwrap_or_default()
 }
 
+/// The messenger the instance is created with and the one it keeps: warnings and errors of every
+/// type, to [`on_message`].
+fn messenger_info() -> vk::DebugUtilsMessengerCreateInfoEXT<'static> {
+    vk::DebugUtilsMessengerCreateInfoEXT::default()
+        .message_severity(
+            vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+        )
+        .message_type(
+            vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+        )
+        .pfn_user_callback(Some(on_message))
+}
+
 unsafe extern "system" fn on_message(
     severity: vk::DebugUtilsMessageSeverityFlagsEXT,
     types: vk::DebugUtilsMessageTypeFlagsEXT,
@@ -178,24 +194,14 @@ impl Gpu {
         let exts = [ash::ext::debug_utils::NAME.as_ptr()];
         let sync = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
         let mut features = vk::ValidationFeaturesEXT::default().enabled_validation_features(&sync);
-        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-            .message_severity(
-                vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
-                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
-            )
-            .message_type(
-                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
-                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
-            )
-            .pfn_user_callback(Some(on_message));
+        let mut create_messenger = messenger_info();
         let mut info = vk::InstanceCreateInfo::default().application_info(&app);
         if validation {
             info = info
                 .enabled_layer_names(&layers)
                 .enabled_extension_names(&exts)
                 .push_next(&mut features)
-                .push_next(&mut messenger_info);
+                .push_next(&mut create_messenger);
         }
         // SAFETY: valid create info.
         let instance = vkr("vkCreateInstance", unsafe {
@@ -203,17 +209,7 @@ impl Gpu {
         })?;
         let messenger = if validation {
             let du = ash::ext::debug_utils::Instance::new(&entry, &instance);
-            let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-                .message_severity(
-                    vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
-                        | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
-                )
-                .message_type(
-                    vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
-                        | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                        | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
-                )
-                .pfn_user_callback(Some(on_message));
+            let info = messenger_info();
             // SAFETY: valid instance and create info.
             match unsafe { du.create_debug_utils_messenger(&info, None) } {
                 Ok(m) => Some((du, m)),
