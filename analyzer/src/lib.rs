@@ -23,6 +23,8 @@ pub mod sampling;
 pub mod settings;
 pub mod show;
 pub mod stats;
+pub mod thresholds;
 pub mod timing;
 pub mod topology;
 pub mod trace;
+pub mod words;

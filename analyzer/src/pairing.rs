@@ -336,7 +336,7 @@ pub fn threshold(m: &Model, c: &Candidate, t: Thresholds) -> Result<(), Verdict>
             if c.links.len() == 1 { "y" } else { "ies" },
             m.buffers[c.staging].number,
             m.buffers[c.device].number,
-            crate::report::human_bytes(largest),
+            crate::words::human_bytes(largest),
             t.min_bytes,
             t.min_copies
         ),
@@ -346,7 +346,7 @@ pub fn threshold(m: &Model, c: &Candidate, t: Thresholds) -> Result<(), Verdict>
             m.buffers[c.device].number,
             c.links.len(),
             if c.links.len() == 1 { "y" } else { "ies" },
-            crate::report::human_bytes(largest)
+            crate::words::human_bytes(largest)
         ),
     })
 }

@@ -2,6 +2,7 @@
 //! rejected. The analyzer writes it; the layer's enforce mode reads it. Documented for people in
 //! `docs/plan-format.md`; keep the two in step.
 
+pub use crate::thresholds::Thresholds;
 use crate::trace::{Context, ObjectKey};
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +42,23 @@ pub enum Role {
     Readback,
     /// Both.
     Both,
+}
+
+/// A direction in the report's words: `device into staging`.
+pub fn direction_words(d: Direction) -> &'static str {
+    match d {
+        Direction::DeviceIntoStaging => "device into staging",
+        Direction::StagingIntoDevice => "staging into device",
+    }
+}
+
+/// A role in the report's words: `upload`, `readback`, `upload+readback`.
+pub fn role_words(r: Role) -> &'static str {
+    match r {
+        Role::Upload => "upload",
+        Role::Readback => "readback",
+        Role::Both => "upload+readback",
+    }
 }
 
 /// A staging buffer of a group: byte `i` of the device buffer is byte `i + delta` of this one.
@@ -235,22 +253,6 @@ pub struct Calibration {
     pub plan_ms_median: f64,
     /// Whether enforce should apply the plan.
     pub enabled: bool,
-}
-
-/// Thresholds the plan was made with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Thresholds {
-    pub min_bytes: u64,
-    pub min_copies: u64,
-}
-
-impl Default for Thresholds {
-    fn default() -> Self {
-        Thresholds {
-            min_bytes: 256 * 1024,
-            min_copies: 2,
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -15,17 +15,10 @@
 //! marked here ([`Model::unwatched`]); the analysis refuses its pairs with condition `evidence`
 //! unless a race seen in the watched windows already refused them (S2).
 
+// Defined beside the model that holds it, named here too (`echo_analyzer::sampling::Coverage`).
+pub use crate::model::Coverage;
 use crate::model::{BufId, Model};
 use std::collections::HashMap;
-
-/// How much of a buffer's host access the trace saw.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Coverage {
-    /// Windows from the buffer's first watched one to its last.
-    pub windows: usize,
-    /// Of those, windows it was protected in (its accesses recorded).
-    pub observed: usize,
-}
 
 /// Mark the buffers of `m` that were not watched in some window of their lifetime. `marks`:
 /// `(seq, unwatched)` of each `Window` record, in order; `watch`: each buffer's `Watch` record.

@@ -254,7 +254,7 @@ impl Stats {
         let late = if self.maps_refused > 0 {
             format!(
                 "{late}, {} across a window refused",
-                crate::report::plural(self.maps_refused, "map", "maps")
+                crate::words::plural(self.maps_refused, "map", "maps")
             )
         } else {
             late
@@ -262,11 +262,11 @@ impl Stats {
         let guard = if self.guard_windows > 0 {
             format!(
                 ", guard: {}, {}, {}, {}, {} inside a window",
-                crate::report::plural(self.guard_windows, "window", "windows"),
-                crate::report::plural(self.guard_splits, "split", "splits"),
-                crate::report::plural(self.guard_merges, "merge", "merges"),
-                crate::report::plural(self.guard_timeouts, "timeout", "timeouts"),
-                crate::report::plural(self.guard_reads, "read", "reads")
+                crate::words::plural(self.guard_windows, "window", "windows"),
+                crate::words::plural(self.guard_splits, "split", "splits"),
+                crate::words::plural(self.guard_merges, "merge", "merges"),
+                crate::words::plural(self.guard_timeouts, "timeout", "timeouts"),
+                crate::words::plural(self.guard_reads, "read", "reads")
             )
         } else {
             String::new()
@@ -279,12 +279,12 @@ impl Stats {
         let dropped = if self.command_buffers_dropped > 0 {
             format!(
                 ", {} left out of submissions ({} emptied)",
-                crate::report::plural(
+                crate::words::plural(
                     self.command_buffers_dropped,
                     "command buffer",
                     "command buffers"
                 ),
-                crate::report::plural(self.submissions_emptied, "batch", "batches")
+                crate::words::plural(self.submissions_emptied, "batch", "batches")
             )
         } else {
             String::new()
@@ -303,7 +303,7 @@ impl Stats {
             self.bytes_elided,
             self.barriers_inserted,
             self.memory_not_allocated,
-            crate::report::plural(self.allocations_skipped, "allocation", "allocations")
+            crate::words::plural(self.allocations_skipped, "allocation", "allocations")
         )
     }
 }

@@ -551,15 +551,15 @@ impl Trace {
         &self,
         min_bytes: Option<u64>,
         min_copies: Option<u64>,
-    ) -> crate::plan::Thresholds {
+    ) -> crate::thresholds::Thresholds {
         let setting = |k: &str| {
             self.header
                 .settings
                 .get(k)
                 .and_then(|v| crate::settings::parse_u64(v))
         };
-        let d = crate::plan::Thresholds::default();
-        crate::plan::Thresholds {
+        let d = crate::thresholds::Thresholds::default();
+        crate::thresholds::Thresholds {
             min_bytes: min_bytes.or(setting("min_bytes")).unwrap_or(d.min_bytes),
             min_copies: min_copies
                 .filter(|&k| k >= 1)

@@ -10,17 +10,6 @@ use echo_analyzer::analysis::Decision;
 use echo_analyzer::plan::{Condition, Direction, Role, Thresholds};
 use echo_analyzer::trace::{Access, BufferUse, Event, SubmitBatch, UseKind};
 
-fn accepted(d: &Decision) -> (u32, Direction, bool) {
-    match d {
-        Decision::Accepted {
-            group,
-            direction,
-            one_time,
-        } => (*group, *direction, *one_time),
-        other => panic!("expected acceptance, got {other:?}"),
-    }
-}
-
 /// host writes h; copy h→d; dispatch on d; wait — three times.
 fn upload_loop(t: &mut T, h: Buf, d: Buf, iters: usize) {
     for _ in 0..iters {

@@ -6,21 +6,10 @@
 
 mod common;
 use common::*;
-use echo_analyzer::analysis::{Analysis, Decision};
+use echo_analyzer::analysis::Analysis;
 use echo_analyzer::plan::{Condition, Direction, Role, Thresholds};
 use echo_analyzer::report;
 use echo_analyzer::trace::{CopyRegion, Event};
-
-fn accepted(d: &Decision) -> (u32, Direction, bool) {
-    match d {
-        Decision::Accepted {
-            group,
-            direction,
-            one_time,
-        } => (*group, *direction, *one_time),
-        other => panic!("expected acceptance, got {other:?}"),
-    }
-}
 
 /// One 8 MiB mapped block: staging at 0, the device buffer at 4 MiB, both watched from their
 /// bind (what the layer records for mapped buffers ≥ min_bytes).

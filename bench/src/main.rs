@@ -10,18 +10,22 @@
 //! sweep of saxpy (A, C, D) and the per-call cost of the layer (`echo-bench-calls`). Results go to
 //! `RESULTS.md`, `results.json` and SVG/PNG plots in the output directory.
 
+mod machine;
 mod memory;
+mod opts;
+mod plan;
 use echo_progress as progress;
 mod report;
+mod results;
 mod runner;
 mod stats;
 mod svg;
 
-use echo_analyzer::stats::Stats;
+use machine::Machine;
+use opts::{sample_args, sample_size, slug, Opts, FULL_SWEEP, QUICK_SWEEP};
+use plan::make_plan;
+use results::{CallsRun, Config, PlanInfo, Results, SampleRun};
 use runner::{Build, Layer};
-use serde::Serialize;
-use serde_json::Value;
-use stats::{Summary, MIN_GAIN};
 use std::path::PathBuf;
 
 /// `echo-bench`'s command line (clap).
@@ -103,62 +107,6 @@ fn positive(v: &str) -> Result<f64, String> {
         .ok_or(format!("needs a positive number, got '{v}'"))
 }
 
-/// Sizes of the full sweep (DESIGN §9: not only powers of two; 31/32/33 straddle allocator cliffs).
-const FULL_SWEEP: &[f64] = &[
-    1.0, 4.0, 8.0, 16.0, 24.0, 31.0, 32.0, 33.0, 48.0, 64.0, 128.0,
-];
-const QUICK_SWEEP: &[f64] = &[8.0, 31.0, 32.0, 33.0];
-/// Compute-heavy samples are capped so a run stays in minutes: sgemm's work grows as n³ with
-/// n = sqrt(size/4); pipeline and conv2d do much more arithmetic per byte than the others.
-/// (name, quick cap, full cap) in MiB.
-pub const SIZE_CAPS: &[(&str, f64, f64)] = &[
-    ("sgemm", 1.0, 1.0),
-    ("pipeline", 1.0, 4.0),
-    ("conv2d", 4.0, 16.0),
-];
-
-/// The size a sample runs at: `--size-mib`, capped for the compute-heavy ones.
-pub fn sample_size(name: &str, o: &Opts) -> f64 {
-    SIZE_CAPS
-        .iter()
-        .find(|c| c.0 == name)
-        .map_or(o.size_mib, |c| {
-            o.size_mib.min(if o.full { c.2 } else { c.1 })
-        })
-}
-
-/// The caps in force, for people.
-pub fn caps_text(o: &Opts) -> String {
-    SIZE_CAPS
-        .iter()
-        .map(|c| format!("{} ≤ {} MiB", c.0, if o.full { c.2 } else { c.1 }))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Opts {
-    pub full: bool,
-    pub out: PathBuf,
-    pub work: PathBuf,
-    pub samples: Option<Vec<String>>,
-    pub negatives: bool,
-    pub size_mib: f64,
-    pub iters: u32,
-    pub warmup: u32,
-    pub procs: usize,
-    pub timing_procs: usize,
-    pub sweep: Vec<f64>,
-    pub calls: bool,
-    pub calls_scale: f64,
-    /// Measure memory per sample (on by default).
-    pub memory: bool,
-    /// Only the memory measurement.
-    pub memory_only: bool,
-    pub kept_only: bool,
-    pub command: String,
-}
-
 fn parse(args: &[String]) -> Opts {
     use clap::Parser;
     let c = Cli::parse_from(std::iter::once("echo-bench".to_string()).chain(args.iter().cloned()));
@@ -204,272 +152,6 @@ fn parse(args: &[String]) -> Opts {
                 .join(" ")
         }),
     }
-}
-
-/// The four configurations of DESIGN §9 / issue 7.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Config {
-    Base,
-    Off,
-    Echo,
-    Zero,
-}
-
-impl Config {
-    pub const ALL: [Config; 4] = [Config::Base, Config::Off, Config::Echo, Config::Zero];
-    pub fn label(self) -> &'static str {
-        match self {
-            Config::Base => "A base (no layer)",
-            Config::Off => "B layer mode=off",
-            Config::Echo => "C echo (enforce + plan)",
-            Config::Zero => "D zero-copy twin",
-        }
-    }
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// What profile + analyze produced for one sample and size.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct PlanInfo {
-    pub path: Option<PathBuf>,
-    /// `N group(s)`, `no candidates`, `refused: …`, or `no plan: <error>`.
-    pub status: String,
-    pub groups: usize,
-    pub rejected: Vec<String>,
-    pub bytes_saved_per_iter: u64,
-    pub memory_saved: u64,
-    /// Peak of live `vkAllocateMemory` bytes in the profile trace (the sample without the layer).
-    pub peak_memory: Option<u64>,
-    pub profile_checksum: Option<String>,
-}
-
-/// Everything measured for one sample at one size.
-#[derive(Clone, Debug, Serialize)]
-pub struct SampleRun {
-    pub sample: String,
-    pub kind: String,
-    pub size_mib: f64,
-    pub configs: Vec<Config>,
-    /// `times[config][round]`: the process's mean iteration time (ms); NaN when it failed.
-    pub times: [Vec<f64>; 4],
-    pub medians: [Vec<f64>; 4],
-    pub checksums: [Vec<String>; 4],
-    pub plan: PlanInfo,
-    /// Statistics of the last enforce process (and of the last mode=off process).
-    pub stats_echo: Option<Stats>,
-    pub stats_off: Option<Stats>,
-    pub f_copy: Vec<f64>,
-    pub copy_ms: Vec<f64>,
-    pub bytes_copied_per_iter: u64,
-    pub iters_per_process: u32,
-    pub errors: Vec<String>,
-}
-
-impl SampleRun {
-    pub fn t(&self, c: Config) -> f64 {
-        stats::median(&self.times[c.index()])
-    }
-    pub fn speedup(&self) -> Summary {
-        Summary::of(&stats::paired(&self.times[0], &self.times[2], |b, e| b / e))
-    }
-    pub fn zero_speedup(&self) -> Summary {
-        Summary::of(&stats::paired(&self.times[0], &self.times[3], |b, z| b / z))
-    }
-    /// B/A − 1 per round: what loading the layer costs when it does nothing.
-    pub fn passthrough(&self) -> Summary {
-        Summary::of(&stats::paired(&self.times[0], &self.times[1], |b, off| {
-            off / b - 1.0
-        }))
-    }
-    /// Per-round recovered fractions. Empty when the measured copy fraction is under `MIN_GAIN`:
-    /// removing every copy cannot then gain more than the noise, so the quotient means nothing.
-    pub fn recovered(&self) -> Summary {
-        if self.f_copy() < MIN_GAIN {
-            return Summary::of(&[]);
-        }
-        Summary::of(&stats::recovered_per_round(
-            &self.times[0],
-            &self.times[2],
-            &self.times[3],
-            MIN_GAIN,
-        ))
-    }
-    /// The recovered fraction of the least-disturbed processes: each configuration's fastest
-    /// (noise on a shared machine only adds time, so the minimum is the least disturbed).
-    pub fn recovered_least_disturbed(&self) -> Option<f64> {
-        let min = |c: Config| {
-            self.times[c.index()]
-                .iter()
-                .copied()
-                .filter(|x| x.is_finite())
-                .fold(f64::INFINITY, f64::min)
-        };
-        if self.f_copy() < MIN_GAIN && !self.f_copy.is_empty() {
-            return None;
-        }
-        stats::recovered(
-            min(Config::Base),
-            min(Config::Echo),
-            min(Config::Zero),
-            MIN_GAIN,
-        )
-    }
-    /// Whether the per-round recovered fractions so far span more than the noise mark.
-    pub fn spread_is_wide(&self) -> bool {
-        let s = Summary::of(&stats::recovered_per_round(
-            &self.times[0],
-            &self.times[2],
-            &self.times[3],
-            MIN_GAIN,
-        ));
-        s.is_valid() && s.max - s.min > report::NOISY_RECOVERED
-    }
-    /// The recovered fraction from the medians (defined even when single rounds are too noisy).
-    pub fn recovered_of_medians(&self) -> Option<f64> {
-        stats::recovered(
-            self.t(Config::Base),
-            self.t(Config::Echo),
-            self.t(Config::Zero),
-            MIN_GAIN,
-        )
-    }
-    pub fn f_copy(&self) -> f64 {
-        stats::median(&self.f_copy)
-    }
-    /// Every checksum of every configuration (and the profile run) equals the baseline's.
-    pub fn identical(&self) -> Option<bool> {
-        let base = self.checksums[0].first()?;
-        let all = self.checksums.iter().flatten().all(|c| c == base);
-        let prof = !matches!(&self.plan.profile_checksum, Some(c) if c != base);
-        Some(all && prof)
-    }
-    /// Bytes the layer elided per iteration: its total over the process / iterations run
-    /// (warm-up included, since the layer elides those too).
-    pub fn elided_per_iter(&self) -> Option<u64> {
-        let s = self.stats_echo.as_ref()?;
-        Some(s.bytes_elided_run / (self.iters_per_process as u64).max(1))
-    }
-}
-
-fn sample_args(name: &str, size_mib: f64, o: &Opts, variant: &str, timing: bool) -> Vec<String> {
-    let mut a = vec![
-        name.to_string(),
-        "--size-mib".into(),
-        format!("{size_mib}"),
-        "--iters".into(),
-        o.iters.to_string(),
-        "--warmup".into(),
-        o.warmup.to_string(),
-        "--variant".into(),
-        variant.into(),
-    ];
-    if timing {
-        a.push("--timing".into());
-    }
-    a
-}
-
-fn slug(name: &str, size_mib: f64) -> String {
-    format!("{name}-{}", format!("{size_mib}").replace('.', "_"))
-}
-
-/// Profile the staging variant with exactly the arguments the timed runs use (a plan is bound to
-/// them), analyze the trace with `vkecho analyze`, and read what it decided.
-fn make_plan(o: &Opts, b: &Build, name: &str, size_mib: f64) -> PlanInfo {
-    let mut info = PlanInfo::default();
-    let base = o.work.join(slug(name, size_mib));
-    let trace = base.with_extension("trace.jsonl");
-    let plan = base.with_extension("plan.json");
-    let _ = std::fs::remove_file(&trace);
-    let _ = std::fs::remove_file(&plan);
-    let args = sample_args(name, size_mib, o, "staging", false);
-    let prof = runner::run_json(
-        b,
-        &b.samples,
-        &args,
-        &Layer::Mode("profile", vec![("TRACE", trace.display().to_string())]),
-    );
-    match prof {
-        Ok(v) => info.profile_checksum = v["checksum"].as_str().map(String::from),
-        Err(e) => {
-            info.status = format!("no plan: profile run failed: {e}");
-            return info;
-        }
-    }
-    if !trace.is_file() {
-        info.status = "no plan: the profile run wrote no trace".into();
-        return info;
-    }
-    info.peak_memory = peak_memory(&trace);
-    let analyzed = runner::vkecho(
-        b,
-        &[
-            "analyze".into(),
-            trace.display().to_string(),
-            "-o".into(),
-            plan.display().to_string(),
-            "--no-symbolize".into(),
-        ],
-    );
-    if let Err(e) = analyzed {
-        info.status = format!("no plan: {e}");
-        return info;
-    }
-    let parsed = std::fs::read_to_string(&plan)
-        .map_err(|e| e.to_string())
-        .and_then(|t| echo_analyzer::plan::parse_plan(&t).map_err(|e| e.to_string()));
-    match parsed {
-        Ok(p) => {
-            info.groups = p.groups.len();
-            info.bytes_saved_per_iter = p.groups.iter().map(|g| g.bytes_saved_per_iter).sum();
-            info.memory_saved = p.groups.iter().map(|g| g.memory_saved).sum();
-            let mut rej: Vec<String> = p
-                .rejected
-                .iter()
-                .map(|r| r.condition.as_str().to_string())
-                .collect();
-            rej.sort();
-            rej.dedup();
-            info.status = if info.groups > 0 {
-                echo_analyzer::report::plural(info.groups as u64, "group", "groups")
-            } else if rej.is_empty() {
-                "no candidates".into()
-            } else {
-                format!("refused: {}", rej.join(","))
-            };
-            info.rejected = rej;
-            info.path = Some(plan);
-        }
-        Err(e) => info.status = format!("no plan: {}: {e}", plan.display()),
-    }
-    info
-}
-
-/// Peak of live device-memory bytes (`vkAllocateMemory` minus `vkFreeMemory`) in a trace.
-fn peak_memory(trace: &std::path::Path) -> Option<u64> {
-    use echo_analyzer::trace::Event;
-    let f = std::fs::File::open(trace).ok()?;
-    let t = echo_analyzer::trace::read_trace(std::io::BufReader::new(f)).ok()?;
-    let mut live = std::collections::HashMap::new();
-    let (mut cur, mut peak) = (0u64, 0u64);
-    for r in &t.records {
-        match &r.event {
-            Event::MemoryAlloc { memory, size, .. } => {
-                cur += size;
-                live.insert(*memory, *size);
-                peak = peak.max(cur);
-            }
-            Event::MemoryFree { memory } => {
-                if let Some(s) = live.remove(memory) {
-                    cur -= s;
-                }
-            }
-            _ => {}
-        }
-    }
-    Some(peak)
 }
 
 fn layer_for(c: Config, plan: &PlanInfo, stats: &std::path::Path) -> Layer {
@@ -606,45 +288,6 @@ fn bench_sample(
     r
 }
 
-/// The per-call microbenchmark in three configurations.
-#[derive(Clone, Debug, Serialize)]
-pub struct CallsRun {
-    pub labels: Vec<String>,
-    /// `per[config][round]` = the JSON line of that process (or the error).
-    pub per: Vec<Vec<Result<Value, String>>>,
-    pub active: Vec<Option<bool>>,
-}
-
-pub const CALL_METRICS: &[(&str, &str)] = &[
-    ("create_destroy_ns", "vkCreateBuffer + vkDestroyBuffer"),
-    ("copy_record_ns", "vkCmdCopyBuffer (recording, 1 region)"),
-    ("begin_end_ns", "vkBeginCommandBuffer + vkEndCommandBuffer"),
-    (
-        "submit_wait_ns",
-        "vkQueueSubmit (empty) + vkWaitForFences + vkResetFences",
-    ),
-];
-
-impl CallsRun {
-    pub fn values(&self, config: usize, metric: &str) -> Vec<f64> {
-        self.per[config]
-            .iter()
-            .map(|r| match r {
-                Ok(v) => v[metric].as_f64().unwrap_or(f64::NAN),
-                Err(_) => f64::NAN,
-            })
-            .collect()
-    }
-    /// Per-round `config / none − 1`.
-    pub fn cost(&self, config: usize, metric: &str) -> Summary {
-        Summary::of(&stats::paired(
-            &self.values(0, metric),
-            &self.values(config, metric),
-            |n, c| c / n - 1.0,
-        ))
-    }
-}
-
 fn bench_calls(o: &Opts, b: &Build) -> CallsRun {
     let stats_path = o.work.join("calls.stats.jsonl");
     let st = || ("STATS", stats_path.display().to_string());
@@ -733,24 +376,11 @@ fn run_memory(
 /// The memory section, its plot and raw numbers (`memory.json`).
 fn write_memory(o: &Opts, mem: &[memory::MemRun]) -> Result<(), String> {
     let png = memory::plot(mem, &o.out, o.full)?;
-    let when = report::now_utc();
+    let when = machine::now_utc();
     report::write_memory(&o.out, &memory::markdown(mem, o, &when, png), mem)?;
     let json = serde_json::to_string_pretty(mem).map_err(|e| e.to_string())?;
     std::fs::write(o.out.join("memory.json"), json + "\n")
         .map_err(|e| format!("cannot write memory.json: {e}"))
-}
-
-/// Everything one invocation measured.
-#[derive(Serialize)]
-pub struct Results {
-    pub opts: Opts,
-    pub started: String,
-    pub finished: String,
-    pub machine: report::Machine,
-    pub samples: Vec<SampleRun>,
-    pub sweep: Vec<SampleRun>,
-    pub calls: Option<CallsRun>,
-    pub wall_s: f64,
 }
 
 fn main() {
@@ -804,8 +434,8 @@ fn run(o: Opts) -> Result<i32, String> {
     if o.memory_only {
         return run_memory(&o, &b, &chosen, t0);
     }
-    let machine = report::Machine::gather();
-    let started = report::now_utc();
+    let machine = Machine::gather();
+    let started = machine::now_utc();
     eprintln!(
         "echo-bench: {} mode, {} sample(s) x 4 configurations x {} processes, {} iterations (+{} warm-up); sweep {:?} MiB; work files in {}",
         if o.full { "full" } else { "quick" },
@@ -873,7 +503,7 @@ fn run(o: Opts) -> Result<i32, String> {
     };
     pb.finish_and_clear();
     let res = Results {
-        finished: report::now_utc(),
+        finished: machine::now_utc(),
         started,
         machine: machine.finish(),
         samples,

@@ -11,11 +11,12 @@
 //! per-sample table's device-memory column), also when run alone (`echo-bench --memory`); the
 //! plot goes next to it.
 
+use crate::opts::{caps_text, sample_args, sample_size, Opts};
+use crate::plan::make_plan;
 use crate::runner::{self, Build, Layer};
 use crate::svg::{self, Axis, Marker, Plot, Point, Series};
-use crate::Opts;
-use echo_analyzer::report::human_bytes;
 use echo_analyzer::stats::Stats;
+use echo_analyzer::words::human_bytes;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -192,19 +193,19 @@ pub fn measure(o: &Opts, b: &Build, samples: &[(String, String)]) -> Vec<MemRun>
     };
     let mut out = Vec::new();
     for (name, _) in samples {
-        let size = crate::sample_size(name, o);
+        let size = sample_size(name, o);
         eprintln!("echo-bench: memory: {name} at {size} MiB …");
         let mut r = MemRun {
             sample: name.clone(),
             size_mib: size,
             ..Default::default()
         };
-        let plan = crate::make_plan(&mo, b, name, size);
+        let plan = make_plan(&mo, b, name, size);
         r.plan = plan.status.clone();
         let base = o.work.join(format!("{name}.memory"));
         let memlog = base.with_extension("mem.jsonl");
         let stats = base.with_extension("stats.jsonl");
-        let args = |variant: &str| crate::sample_args(name, size, &mo, variant, false);
+        let args = |variant: &str| sample_args(name, size, &mo, variant, false);
         let mut take = |what: &str, res: Result<Meas, String>| match res {
             Ok(m) => Some(m),
             Err(e) => {
@@ -274,7 +275,7 @@ pub fn markdown(runs: &[MemRun], o: &Opts, when: &str, png: bool) -> String {
         "Measured {when} by `echo-bench {}--memory` (bench/src/memory.rs): one process per configuration, {} MiB ({}) (3 timed iterations after 1 warm-up; the plan is made for exactly these arguments). **Device memory** is counted at the driver boundary by the test-only layer `VK_LAYER_ECHO_test_discrete` loaded *below* echo (it presents the driver's own table): every `vkAllocateMemory` that reaches the driver, and the peak of live bytes (allocations minus frees). **Peak RSS** is the process's `ru_maxrss`. A = staging sample without the layer, C = with echo enforcing the plan, D = the hand-written zero-copy twin.",
         if o.full { "--full " } else { "" },
         o.size_mib,
-        crate::caps_text(o)
+        caps_text(o)
     );
     let _ = writeln!(s);
     let _ = writeln!(

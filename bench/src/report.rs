@@ -5,132 +5,13 @@
 //! and the plots.
 
 use crate::memory::MemRun;
-use crate::stats::{self, amdahl, Summary};
+use crate::opts::caps_text;
+use crate::results::{Config, Results, SampleRun, CALL_METRICS};
+use crate::stats::{self, amdahl, Summary, NOISY_RECOVERED};
 use crate::svg::{self, Axis, Marker, Plot, Point, Series};
-use crate::{Config, Results, SampleRun, CALL_METRICS};
-use echo_analyzer::report::human_bytes;
-use serde::Serialize;
+use echo_analyzer::words::human_bytes;
 use std::fmt::Write;
 use std::path::Path;
-use std::process::Command;
-
-/// The machine and software the numbers were measured on.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Machine {
-    pub cpu: String,
-    pub cores: usize,
-    pub memory: String,
-    pub kernel: String,
-    pub load_start: String,
-    pub load_end: String,
-    pub device: String,
-    pub driver: String,
-    pub api: String,
-    pub loader: String,
-    pub commit: String,
-    pub enforce_commit: String,
-}
-
-fn sh(prog: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(prog)
-        .args(args)
-        .env("VK_ECHO_DISABLE", "1")
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-pub fn now_utc() -> String {
-    sh("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"]).unwrap_or_else(|| "?".into())
-}
-
-impl Machine {
-    pub fn gather() -> Machine {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu = cpuinfo
-            .lines()
-            .find(|l| l.starts_with("model name") || l.starts_with("Model"))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-            .unwrap_or_else(|| "?".into());
-        let memory = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                let kb: u64 = m
-                    .lines()
-                    .find(|l| l.starts_with("MemTotal"))?
-                    .split_whitespace()
-                    .nth(1)?
-                    .parse()
-                    .ok()?;
-                Some(format!("{:.1} GiB", kb as f64 / 1048576.0))
-            })
-            .unwrap_or_else(|| "?".into());
-        let mut m = Machine {
-            cpu,
-            cores: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(0),
-            memory,
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default(),
-            load_start: loadavg(),
-            ..Default::default()
-        };
-        if let Some(s) = sh("vulkaninfo", &["--summary"]) {
-            let field = |k: &str| {
-                s.lines()
-                    .find(|l| l.trim_start().starts_with(k))
-                    .and_then(|l| l.split_once('='))
-                    .map(|(_, v)| v.trim().to_string())
-                    .unwrap_or_default()
-            };
-            m.device = field("deviceName");
-            m.driver = format!("{} {}", field("driverName"), field("driverInfo"))
-                .trim()
-                .to_string();
-            m.api = field("apiVersion");
-            m.loader = s
-                .lines()
-                .find(|l| l.contains("Vulkan Instance Version"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-                .unwrap_or_default();
-        }
-        let dirty = sh("git", &["status", "--porcelain", "--untracked-files=no"])
-            .map(|s| !s.is_empty())
-            .unwrap_or(false);
-        m.commit = sh("git", &["rev-parse", "--short", "HEAD"])
-            .map(|c| {
-                if dirty {
-                    format!("{c} (with uncommitted changes in the tree)")
-                } else {
-                    c
-                }
-            })
-            .unwrap_or_else(|| "?".into());
-        m.enforce_commit = sh(
-            "git",
-            &["log", "-1", "--format=%h %s", "--", "layer/src/enforce"],
-        )
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "none (layer/src/enforce has no commits)".into());
-        m
-    }
-    pub fn finish(mut self) -> Machine {
-        self.load_end = loadavg();
-        self
-    }
-}
 
 fn signed_pct(x: f64) -> String {
     if x.is_finite() {
@@ -147,6 +28,24 @@ fn ms(x: f64) -> String {
         format!("{x:.1}")
     } else {
         format!("{x:.2}")
+    }
+}
+
+/// A copy fraction in a table cell (`–` when unknown).
+fn f_copy_cell(f: f64) -> String {
+    if f.is_finite() {
+        format!("{f:.3}")
+    } else {
+        "–".into()
+    }
+}
+
+/// The Amdahl bound of a copy fraction in a table cell (`–` when unknown).
+fn amdahl_cell(f: f64) -> String {
+    if f.is_finite() {
+        format!("{:.2}×", amdahl(f))
+    } else {
+        "–".into()
     }
 }
 
@@ -460,7 +359,7 @@ fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> 
     let _ = writeln!(
         s,
         "| settings | {} MiB ({}), {} timed iterations after {} warm-up, {} processes per configuration, {} `--timing` process(es) per sample |\n",
-        o.size_mib, crate::caps_text(o), o.iters, o.warmup, o.procs, o.timing_procs
+        o.size_mib, caps_text(o), o.iters, o.warmup, o.procs, o.timing_procs
     );
 
     // Targets.
@@ -610,16 +509,8 @@ fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> 
             ratio(&r.speedup()),
             ratio(&r.zero_speedup()),
             rec_both(r),
-            if f.is_finite() {
-                format!("{f:.3}")
-            } else {
-                "–".into()
-            },
-            if f.is_finite() {
-                format!("{:.2}×", amdahl(f))
-            } else {
-                "–".into()
-            },
+            f_copy_cell(f),
+            amdahl_cell(f),
             spct(&r.passthrough()),
             identical(r)
         );
@@ -670,16 +561,8 @@ fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> 
                 ratio(&r.speedup()),
                 ratio(&r.zero_speedup()),
                 rec_both(r),
-                if f.is_finite() {
-                    format!("{f:.3}")
-                } else {
-                    "–".into()
-                },
-                if f.is_finite() {
-                    format!("{:.2}×", amdahl(f))
-                } else {
-                    "–".into()
-                },
+                f_copy_cell(f),
+                amdahl_cell(f),
                 r.elided_per_iter()
                     .map(human_bytes)
                     .unwrap_or_else(|| "? (no stats)".into()),
@@ -794,8 +677,6 @@ fn markdown(res: &Results, plots: &[(String, String, bool)], mem: &[MemRun]) -> 
     (s, !changed.is_empty())
 }
 
-/// A recovered fraction whose rounds span more than this is flagged as noisy.
-pub(crate) const NOISY_RECOVERED: f64 = 0.25;
 /// A passthrough measurement whose rounds span more than this cannot judge a 1 % target.
 const NOISY_PASSTHROUGH: f64 = 0.04;
 

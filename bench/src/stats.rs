@@ -64,6 +64,8 @@ pub fn paired(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
 /// is reported. Below it `t_base − t_zero` is within run-to-run noise and the quotient is
 /// meaningless (it can be any number, of either sign).
 pub const MIN_GAIN: f64 = 0.02;
+/// A recovered fraction whose rounds span more than this is flagged as noisy.
+pub const NOISY_RECOVERED: f64 = 0.25;
 
 /// Recovered fraction `(t_base − t_echo) / (t_base − t_zero)`: 1 when echo is as fast as the
 /// hand-written zero-copy version, 0 when it is as slow as the baseline. `None` when the

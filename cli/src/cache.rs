@@ -5,8 +5,8 @@
 //! environment and `vk_layer_settings.txt`, like `vkecho doctor`); `--dir DIR` names another.
 
 use echo_analyzer::cache::{self, Entry, EntryKind};
-use echo_analyzer::report::human_bytes;
 use echo_analyzer::settings::{parse_settings_file, resolve, Settings};
+use echo_analyzer::words::human_bytes;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -293,7 +293,7 @@ fn show(dir: &std::path::Path, name: &str) -> Result<i32, String> {
     }
     println!(
         "  {}:",
-        echo_analyzer::report::plural(p.groups.len() as u64, "group", "groups")
+        echo_analyzer::words::plural(p.groups.len() as u64, "group", "groups")
     );
     for g in &p.groups {
         println!(
@@ -301,7 +301,7 @@ fn show(dir: &std::path::Path, name: &str) -> Result<i32, String> {
             g.id,
             g.device_index,
             buffer(&g.device),
-            echo_analyzer::report::plural(g.members.len() as u64, "member", "members"),
+            echo_analyzer::words::plural(g.members.len() as u64, "member", "members"),
             human_bytes(g.bytes_saved_per_iter)
         );
         for m in &g.members {
@@ -315,7 +315,7 @@ fn show(dir: &std::path::Path, name: &str) -> Result<i32, String> {
     }
     println!(
         "  {}:",
-        echo_analyzer::report::plural(
+        echo_analyzer::words::plural(
             p.rejected.len() as u64,
             "rejected candidate",
             "rejected candidates"
@@ -347,7 +347,7 @@ fn buffer(b: &echo_analyzer::plan::BufferRef) -> String {
     format!(
         "{} buffer ({}) created at {site}",
         human_bytes(b.key.size),
-        echo_analyzer::report::usage_names(b.usage)
+        echo_analyzer::words::usage_names(b.usage)
     )
 }
 

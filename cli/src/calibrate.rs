@@ -92,7 +92,7 @@ fn calibrate(args: &Args) -> Result<(), String> {
     let mut trial_plan = plan.clone();
     trial_plan.calibration = None;
     let trial_path = crate::launch::temp_file("calibrate-plan", "json");
-    crate::write_private(&trial_path, &trial_plan.to_json())?;
+    crate::files::write_private(&trial_path, &trial_plan.to_json())?;
     let base = LayerRun {
         mode: Some("off"),
         settings: vec![],
@@ -102,10 +102,10 @@ fn calibrate(args: &Args) -> Result<(), String> {
         settings: vec![("PLAN", trial_path.display().to_string())],
     };
     let (mut a, mut b) = (Vec::new(), Vec::new());
-    let pb = crate::progress::bar(2 * u64::from(trials), "vkecho calibrate", " runs");
+    let pb = echo_progress::bar(2 * u64::from(trials), "vkecho calibrate", " runs");
     let result = (|| -> Result<(), String> {
         for t in 0..trials {
-            crate::progress::say(&pb, &format!("vkecho calibrate: trial {}/{trials}", t + 1));
+            echo_progress::say(&pb, &format!("vkecho calibrate: trial {}/{trials}", t + 1));
             // A B, then B A: drift in the machine's state hits both sides equally.
             let mut one = |with_plan: bool| -> Result<(), String> {
                 pb.set_message(format!(
@@ -141,7 +141,7 @@ fn calibrate(args: &Args) -> Result<(), String> {
         plan_ms_median: mb,
         enabled,
     });
-    crate::write_private(abs.as_path(), &plan.to_json())?;
+    crate::files::write_private(abs.as_path(), &plan.to_json())?;
     println!(
         "baseline {ma:.3} ms, with plan {mb:.3} ms (median of {trials}, {}): plan {}",
         metric.as_deref().unwrap_or("wall clock"),

@@ -11,9 +11,9 @@ use crate::launch::{command, sibling, LayerRun};
 use crate::run::read_stats;
 use echo_analyzer::analysis::{explain, plain_site, Decision};
 use echo_analyzer::plan::Thresholds;
-use echo_analyzer::report::human_bytes;
 use echo_analyzer::stats::Stats;
 use echo_analyzer::trace::read_trace;
+use echo_analyzer::words::human_bytes;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -27,10 +27,10 @@ byte-identical. Exit status 1 when a sample failed or changed its output."
 )]
 pub struct Args {
     /// Buffer size of each sample, in MiB
-    #[arg(long, value_name = "N", default_value = "32", value_parser = crate::positive_number)]
+    #[arg(long, value_name = "N", default_value = "32", value_parser = positive_number)]
     pub size_mib: String,
     /// Timed iterations per run
-    #[arg(long, value_name = "N", default_value = "10", value_parser = crate::positive_number)]
+    #[arg(long, value_name = "N", default_value = "10", value_parser = positive_number)]
     pub iters: String,
     /// Interleaved rounds of the timed runs
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
@@ -171,7 +171,7 @@ fn demo_one(
     bin: &Path,
     name: &str,
     kind: &str,
-    pb: &crate::progress::ProgressBar,
+    pb: &echo_progress::ProgressBar,
 ) -> Result<Row, String> {
     let size = size_for(o, name);
     let argv = |variant: &str| -> Vec<String> {
@@ -211,7 +211,7 @@ fn demo_one(
     let t = read_trace(std::io::BufReader::new(file))
         .map_err(|e| format!("{}: {e}", trace.display()))?;
     let analysis = explain(&t, Thresholds::default(), &plain_site);
-    crate::write_private(&plan_path, &analysis.plan.to_json())?;
+    crate::files::write_private(&plan_path, &analysis.plan.to_json())?;
     // Issue 47: what the groups' copies took of an iteration, from the trace's times.
     let copy_time = echo_analyzer::show::view(&t, &analysis, "", Default::default())
         .breakdown
@@ -395,9 +395,9 @@ pub fn main(args: &Args) -> i32 {
     let mut failures = 0;
     // Each sample: the profile run, then base, enforce and zero-copy in every round.
     let per_sample = 1 + 3 * o.rounds.max(1) as u64;
-    let pb = crate::progress::bar(per_sample * chosen.len() as u64, "vkecho demo", " runs");
+    let pb = echo_progress::bar(per_sample * chosen.len() as u64, "vkecho demo", " runs");
     for (i, (name, kind)) in chosen.iter().enumerate() {
-        crate::progress::say(
+        echo_progress::say(
             &pb,
             &format!(
                 "vkecho demo: [{}/{}] {name}: profile, analyze, enforce …",
@@ -414,7 +414,7 @@ pub fn main(args: &Args) -> i32 {
             }
             Err(e) => {
                 failures += 1;
-                crate::progress::say(&pb, &format!("vkecho demo: {name}: {e}"));
+                echo_progress::say(&pb, &format!("vkecho demo: {name}: {e}"));
             }
         }
         pb.set_position(per_sample * (i as u64 + 1));
@@ -432,7 +432,7 @@ pub fn main(args: &Args) -> i32 {
     if failures > 0 {
         eprintln!(
             "vkecho demo: {} failed or changed their output",
-            echo_analyzer::report::plural(failures as u64, "sample", "samples")
+            echo_analyzer::words::plural(failures as u64, "sample", "samples")
         );
         1
     } else {
@@ -493,7 +493,7 @@ fn print_table(rows: &[Row]) {
     for r in rows {
         let plan = match (r.accepted, r.rejected.is_empty()) {
             (0, true) => "no candidates".to_string(),
-            (n, true) => echo_analyzer::report::plural(n as u64, "group", "groups"),
+            (n, true) => echo_analyzer::words::plural(n as u64, "group", "groups"),
             (0, false) => format!("refused: {}", r.rejected.join(",")),
             (n, false) => format!("{n} grp; refused {}", r.rejected.join(",")),
         };
@@ -529,6 +529,15 @@ fn print_table(rows: &[Row]) {
     println!("~ = inside the noise: the per-round ratios straddle 1.00x (for recovered: the speedup's or the twin's do, or its per-round values span more than {:.0} points); not a result — rerun with more --rounds on a quieter machine.", NOISY_RECOVERED * 100.0);
     println!("elided, bytes = copy regions the layer dropped as self-copies in one enforce run, counted per submission (what did not run: a command buffer submitted N times counts N times; every iteration, one-time uploads included), and their bytes.");
     println!("identical = the output checksum without the layer equals the one under profile and under enforce.");
+}
+
+/// A positive number given as text (`--size-mib 0.5`), kept as the text the samples are given.
+pub fn positive_number(v: &str) -> Result<String, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .map(|_| v.to_string())
+        .ok_or(format!("needs a positive number, got '{v}'"))
 }
 
 #[cfg(test)]

@@ -8,13 +8,13 @@ mod cache;
 mod calibrate;
 mod demo;
 mod doctor;
+mod files;
 mod install;
 mod launch;
 mod lint;
 mod paths;
 mod plan;
 mod profile;
-use echo_progress as progress;
 mod report;
 mod run;
 mod selftest;
@@ -111,34 +111,6 @@ fn main() {
         }
     };
     std::process::exit(code);
-}
-
-/// A positive number given as text (`--size-mib 0.5`), kept as the text the samples are given.
-pub fn positive_number(v: &str) -> Result<String, String> {
-    v.parse::<f64>()
-        .ok()
-        .filter(|x| x.is_finite() && *x > 0.0)
-        .map(|_| v.to_string())
-        .ok_or(format!("needs a positive number, got '{v}'"))
-}
-
-/// Write a file only its owner can read or write (traces and plans, DESIGN §8 hardening).
-pub fn write_private(path: &std::path::Path, text: &str) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    // `mode` applies only to a new file; an existing one is narrowed too.
-    use std::os::unix::fs::PermissionsExt;
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -97,7 +97,7 @@ fn export(dir: &Path, name: &str, out: Option<&Path>) -> Result<i32, String> {
     let text = std::fs::read_to_string(path).map_err(|err| format!("{}: {err}", path.display()))?;
     let plan = parse_plan(&text).map_err(|err| format!("{}: {err}", path.display()))?;
     match out {
-        Some(o) => crate::write_private(o, &text)?,
+        Some(o) => crate::files::write_private(o, &text)?,
         None => print!("{text}"),
     }
     let c = &plan.context;
@@ -183,7 +183,7 @@ fn import(dir: &Path, file: &Path, any: bool) -> Result<i32, String> {
             .map_err(|e| format!("cannot create {}: {e}", entry.display()))?;
     }
     let replaced = dest.exists();
-    crate::write_private(&dest, &text)?;
+    crate::files::write_private(&dest, &text)?;
     // A marker of a guarded run that could not keep the old plan's semantics (the layer's
     // `guard::untrusted_marker`) is about the plan it replaces.
     let mut marker = dest.as_os_str().to_owned();

@@ -19,6 +19,7 @@
 //! run records mention (a `plan` setting, a trace elsewhere) are replaced by `<outside the
 //! cache>`.
 
+use crate::files::write_private_bytes;
 use echo_analyzer::cache::{self, EntryKind, RunRecord};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -347,20 +348,6 @@ fn redact_run(mut r: RunRecord, cache: &Path) -> RunRecord {
         *w = redact(w, cache);
     }
     r
-}
-
-pub(crate) fn write_private_bytes(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    f.write_all(bytes)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@ pub fn main(a: &Args) -> i32 {
             println!(
                 "vkecho show: wrote {} ({})",
                 p.display(),
-                echo_analyzer::report::human_bytes(size)
+                echo_analyzer::words::human_bytes(size)
             );
             0
         }
@@ -117,7 +117,7 @@ pub fn write(o: &Opts) -> Result<PathBuf, String> {
     )?;
     let ext = if o.perfetto { "perfetto.json" } else { "html" };
     let out = o.out.clone().unwrap_or_else(|| o.trace.with_extension(ext));
-    crate::write_private(&out, &body)?;
+    crate::files::write_private(&out, &body)?;
     Ok(out)
 }
 
@@ -196,7 +196,7 @@ pub fn demo_page(
     let stats = stats.is_file().then_some(stats);
     let rec = vec![(format!("{name}, this demo"), recovered)];
     match render(trace, Some(plan), stats, rec, false, true)
-        .and_then(|html| crate::write_private(&page, &html))
+        .and_then(|html| crate::files::write_private(&page, &html))
     {
         Ok(()) => page.display().to_string(),
         Err(e) => format!("not written: {e}"),

@@ -345,12 +345,8 @@ pub fn finish_auto(
             log::info!(
                 "auto mode: plan {} written ({}, {} rejected); later runs enforce it",
                 plan_path.display(),
-                echo_analyzer::report::plural(plan.groups.len() as u64, "group", "groups"),
-                echo_analyzer::report::plural(
-                    plan.rejected.len() as u64,
-                    "candidate",
-                    "candidates"
-                )
+                echo_analyzer::words::plural(plan.groups.len() as u64, "group", "groups"),
+                echo_analyzer::words::plural(plan.rejected.len() as u64, "candidate", "candidates")
             );
             true
         }

@@ -1,8 +1,14 @@
 //! What every sample shares outside Vulkan: options, deterministic input data, the iteration loop
 //! with timing, the output checksum and the one-line JSON report.
 
-use crate::vk::Res;
 use std::time::{Duration, Instant};
+
+/// What a sample's step returns: a Vulkan call's error, or any other, in words.
+pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Wall time spent in `vk::Stream::run` (record, submit, wait) by every thread, in ns; read by
+/// `--per-iter` to split an iteration into host work and GPU round trips.
+pub static RUN_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Variant {
@@ -299,7 +305,7 @@ impl Counters {
             })
             .unwrap_or(0);
         Counters {
-            run_ns: crate::vk::RUN_NS.load(std::sync::atomic::Ordering::Relaxed),
+            run_ns: RUN_NS.load(std::sync::atomic::Ordering::Relaxed),
             cpu_ns: clock_ns(2),      // CLOCK_PROCESS_CPUTIME_ID
             main_cpu_ns: clock_ns(3), // CLOCK_THREAD_CPUTIME_ID
             sys_ns: if ok {

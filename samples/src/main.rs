@@ -5,6 +5,7 @@
 //! stdout carries exactly one JSON line per run; diagnostics go to stderr.
 
 mod harness;
+mod memory;
 mod samples;
 mod vk;
 

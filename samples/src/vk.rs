@@ -10,7 +10,7 @@
 //! sample does to Vulkan can be read in one place (no file of the workspace depends on another
 //! part of it).
 
-use crate::harness::{Exec, Variant};
+use crate::harness::{Exec, Variant, RUN_NS};
 use ash::vk;
 use std::ffi::CStr;
 use std::io::Cursor;
@@ -28,7 +28,8 @@ const MAIN: &CStr = match CStr::from_bytes_with_nul(b"main\0") {
     Err(_) => panic!(),
 };
 
-pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+pub use crate::harness::Res;
+pub use crate::memory::{Block, Mem};
 
 /// Optional device capabilities a sample asks for; nothing is enabled that a sample does not use.
 #[derive(Clone, Copy, Default)]
@@ -37,17 +38,6 @@ pub struct Needs {
     pub bda: bool,
     /// A second queue for uploads (transfer-only family, else a second queue of the compute family).
     pub upload_queue: bool,
-}
-
-/// Where a buffer's memory comes from.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Mem {
-    /// Host-visible, host-coherent staging memory (system RAM on a discrete GPU).
-    Staging,
-    /// Device-local memory; a type that is *not* host-visible when the device has one.
-    Device,
-    /// Device-local and host-visible (what a hand-written UMA program uses).
-    Unified,
 }
 
 #[derive(Clone, Copy)]
@@ -91,15 +81,6 @@ impl Buf {
     pub fn u32s_mut(&self) -> &mut [u32] {
         unsafe { std::slice::from_raw_parts_mut(self.mapped() as *mut u32, self.size as usize / 4) }
     }
-}
-
-/// One large allocation that buffers are sub-allocated from (as VMA or gpu-allocator do).
-pub struct Block {
-    pub memory: vk::DeviceMemory,
-    pub size: u64,
-    type_index: u32,
-    ptr: *mut u8,
-    cursor: u64,
 }
 
 /// A device buffer the shaders use, plus, in the staging variant, the host-visible staging buffers
@@ -207,10 +188,6 @@ pub struct Ctx {
     timing: bool,
     descriptor_pool: Mutex<vk::DescriptorPool>,
     objects: Mutex<Vec<Obj>>,
-}
-
-fn has(flags: vk::MemoryPropertyFlags, want: vk::MemoryPropertyFlags) -> bool {
-    flags.contains(want)
 }
 
 impl Ctx {
@@ -392,26 +369,7 @@ impl Ctx {
 
     /// Picks a memory type for `kind` among `type_bits`, by property flags.
     pub fn memory_type(&self, kind: Mem, type_bits: u32) -> Res<u32> {
-        use vk::MemoryPropertyFlags as F;
-        let types = &self.mem.memory_types[..self.mem.memory_type_count as usize];
-        let allowed = |i: usize| type_bits & (1 << i) != 0;
-        let first = |want: F, avoid: F| {
-            (0..types.len()).find(|&i| {
-                allowed(i)
-                    && has(types[i].property_flags, want)
-                    && !types[i].property_flags.intersects(avoid)
-            })
-        };
-        let found = match kind {
-            Mem::Staging => first(F::HOST_VISIBLE | F::HOST_COHERENT, F::empty()),
-            Mem::Device => first(F::DEVICE_LOCAL, F::HOST_VISIBLE)
-                .or_else(|| first(F::DEVICE_LOCAL, F::empty())),
-            Mem::Unified => first(
-                F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT,
-                F::empty(),
-            ),
-        };
-        found.map(|i| i as u32).ok_or_else(|| match kind {
+        crate::memory::memory_type(&self.mem, kind, type_bits).ok_or_else(|| match kind {
             Mem::Unified => {
                 "no DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT memory type: the zero-copy \
                              variant needs a unified-memory device"
@@ -546,13 +504,7 @@ impl Ctx {
     pub fn block(&self, size: u64, kind: Mem) -> Res<Block> {
         let type_index = self.memory_type(kind, !0)?;
         let (memory, ptr) = self.allocate(size, type_index, false, kind != Mem::Device)?;
-        Ok(Block {
-            memory,
-            size,
-            type_index,
-            ptr,
-            cursor: 0,
-        })
+        Ok(Block::new(memory, size, type_index, ptr))
     }
 
     /// Creates a buffer bound into `block` at the next suitably aligned offset.
@@ -564,20 +516,8 @@ impl Ctx {
     ) -> Res<Buf> {
         let handle = self.create_buffer_handle(size, usage)?;
         let req = unsafe { self.dev.get_buffer_memory_requirements(handle) };
-        if req.memory_type_bits & (1 << block.type_index) == 0 {
-            return Err("buffer cannot live in the block's memory type".into());
-        }
-        let offset = block.cursor.next_multiple_of(req.alignment.max(1));
-        if offset + req.size > block.size {
-            return Err(format!("block of {} bytes is full", block.size).into());
-        }
+        let (offset, ptr) = block.place(&req, 1)?;
         unsafe { self.dev.bind_buffer_memory(handle, block.memory, offset)? };
-        block.cursor = offset + req.size;
-        let ptr = if block.ptr.is_null() {
-            std::ptr::null_mut()
-        } else {
-            unsafe { block.ptr.add(offset as usize) }
-        };
         Ok(Buf {
             handle,
             memory: block.memory,
@@ -902,10 +842,6 @@ pub struct Stream {
     pub fence: vk::Fence,
     pub timer: Timer,
 }
-
-/// Wall time spent in [`Stream::run`] (record, submit, wait) by every thread, in ns; read by
-/// `--per-iter` to split an iteration into host work and GPU round trips.
-pub static RUN_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Stream {
     /// Re-records the command buffer with `f`; returns the bytes its copies move.

@@ -44,3 +44,4 @@ macro_rules! positive_sample_tests {
     };
 }
 pub mod fuzzprog;
+pub mod imports;

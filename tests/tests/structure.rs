@@ -1,10 +1,11 @@
 //! The layer's structure (issue 25), read from its sources: profile and enforce meet only in
 //! `hostmem` (below both) and the coordinator (above both); `dispatch.rs` and `state/` name no
 //! mode's internals; every room the rules name exists; no two files of `layer/src` share a name
-//! except `mod.rs`; and the files' import graph has no circle (issue 48): a file names another
-//! through `crate::…`, `super::…`, or, in a file that declares modules, `child::…`. The checkers
+//! except `mod.rs`; and no crate of the workspace has a circle in its files' import graph (issue
+//! 48 for the layer, issue 56 for every crate; the graph is `echo_tests::imports`). The checkers
 //! are shown to catch a planted forbidden import and a planted circle.
 
+use echo_tests::imports::{circles, crate_at, import_graph, workspace_circles, workspace_crates};
 use echo_tests::world::repo_root;
 use std::path::{Path, PathBuf};
 
@@ -213,326 +214,144 @@ fn every_room_the_rules_name_exists() {
     }
 }
 
-// ------------------------------------------------------------------------------ import graph
-
-/// A source's module path below the crate (`profile/watch/mod.rs` → `profile::watch`).
-fn module_of(rel: &str) -> Vec<String> {
-    let mut parts: Vec<String> = rel
-        .trim_end_matches(".rs")
-        .split('/')
-        .map(String::from)
-        .collect();
-    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
-        parts.pop();
-    }
-    parts
-}
-
-/// The code of a line: what is left without its comment and string literals.
-fn code_of(line: &str) -> String {
-    let mut out = String::new();
-    let mut in_str = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if in_str {
-            match c {
-                '\\' => {
-                    chars.next();
-                }
-                '"' => in_str = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_str = true;
-        } else if c == '/' && chars.peek() == Some(&'/') {
-            break;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// The module paths (below the crate) a source `rel` names: `crate::a::b`, `super::x` (through
-/// the modules written inline in the file, such as `mod tests { use super::*; }`, first), and,
-/// in a file that declares out-of-line modules, `child::…` and `self::child::…`. A group
-/// (`super::{a, b}`) names each of its members.
-fn named_paths(rel: &str, src: &str) -> Vec<Vec<String>> {
-    let me = module_of(rel);
-    let children: Vec<String> = src
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            let l = l
-                .strip_prefix("pub(crate) ")
-                .or(l.strip_prefix("pub "))
-                .unwrap_or(l);
-            let name = l.strip_prefix("mod ")?.strip_suffix(';')?;
-            Some(name.trim().to_string())
-        })
-        .collect();
-    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
-    let mut out = Vec::new();
-    // Inline modules open at each brace depth, to resolve `super`.
-    let mut depth = 0usize;
-    let mut inline: Vec<usize> = Vec::new();
-    for line in src.lines() {
-        let code = code_of(line);
-        let trimmed = code.trim_start();
-        let opens_inline = trimmed
-            .trim_start_matches("pub(crate) ")
-            .trim_start_matches("pub(super) ")
-            .trim_start_matches("pub ")
-            .strip_prefix("mod ")
-            .is_some_and(|r| r.trim_end().ends_with('{'));
-        // Every path start: a word boundary (not after an identifier or `::`).
-        let bytes: Vec<char> = code.chars().collect();
-        let mut i = 0;
-        while i < bytes.len() {
-            let at_start = i == 0 || !(is_ident(bytes[i - 1]) || bytes[i - 1] == ':');
-            if !at_start || !is_ident(bytes[i]) {
-                i += 1;
-                continue;
-            }
-            // The path: identifiers joined by `::`, maybe ending in a `{group}`.
-            let mut segs: Vec<String> = Vec::new();
-            let mut j = i;
-            let mut group: Vec<String> = Vec::new();
-            loop {
-                let s = j;
-                while j < bytes.len() && is_ident(bytes[j]) {
-                    j += 1;
-                }
-                segs.push(bytes[s..j].iter().collect());
-                if j + 1 < bytes.len() && bytes[j] == ':' && bytes[j + 1] == ':' {
-                    j += 2;
-                    if j < bytes.len() && bytes[j] == '{' {
-                        let end = bytes[j..]
-                            .iter()
-                            .position(|c| *c == '}')
-                            .map_or(bytes.len(), |k| j + k);
-                        let inner: String = bytes[j + 1..end].iter().collect();
-                        group = inner
-                            .split(',')
-                            .map(|m| m.trim().split("::").next().unwrap_or("").to_string())
-                            .filter(|m| !m.is_empty() && m != "self" && m != "*")
-                            .collect();
-                        j = end;
-                        break;
-                    }
-                    if j < bytes.len() && is_ident(bytes[j]) {
-                        continue;
-                    }
-                }
-                break;
-            }
-            i = j.max(i + 1);
-            if segs.len() < 2 && group.is_empty() {
-                continue;
-            }
-            let mut with = |mut p: Vec<String>| {
-                if group.is_empty() {
-                    out.push(p);
-                } else {
-                    for g in &group {
-                        p.push(g.clone());
-                        out.push(p.clone());
-                        p.pop();
-                    }
-                }
-            };
-            let head = segs[0].as_str();
-            if head == "crate" {
-                with(segs[1..].to_vec());
-            } else if head == "super" {
-                let ups = segs.iter().take_while(|s| *s == "super").count();
-                // `super`s spent inside the file's own inline modules stay in the file.
-                let outside = ups.saturating_sub(inline.len());
-                if outside > me.len() {
-                    continue;
-                }
-                let mut p = me[..me.len() - outside].to_vec();
-                p.extend(segs[ups..].iter().cloned());
-                with(p);
-            } else if inline.is_empty() && (children.iter().any(|c| c == head) || head == "self") {
-                let rest = if head == "self" {
-                    &segs[1..]
-                } else {
-                    &segs[..]
-                };
-                if rest.first().is_some_and(|c| children.contains(c)) {
-                    let mut p = me.clone();
-                    p.extend(rest.iter().cloned());
-                    with(p);
-                }
-            }
-        }
-        for c in code.chars() {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth = depth.saturating_sub(1);
-                    while inline.last().is_some_and(|d| *d > depth) {
-                        inline.pop();
-                    }
-                }
-                _ => {}
-            }
-        }
-        if opens_inline {
-            inline.push(depth);
-        }
-    }
-    out
-}
-
-/// The file graph of `files` (relative path, source): an arrow from each file to every other
-/// file whose module (or an item in it) it names.
-fn import_graph(files: &[(String, String)]) -> std::collections::BTreeMap<String, Vec<String>> {
-    let by_module: std::collections::BTreeMap<Vec<String>, &str> = files
-        .iter()
-        .map(|(rel, _)| (module_of(rel), rel.as_str()))
-        .collect();
-    let mut g = std::collections::BTreeMap::new();
-    for (rel, src) in files {
-        let mut to: Vec<String> = Vec::new();
-        for p in named_paths(rel, src) {
-            // The longest prefix that is a file's module: `crate::a::b::f` names `a/b.rs`.
-            // Nothing longer: an item of the crate's root (`crate::vkGetInstanceProcAddr`).
-            let hit = (0..=p.len())
-                .rev()
-                .find_map(|k| by_module.get(&p[..k]))
-                .map(|f| f.to_string());
-            if let Some(f) = hit {
-                if &f != rel && !to.contains(&f) {
-                    to.push(f);
-                }
-            }
-        }
-        to.sort();
-        g.insert(rel.clone(), to);
-    }
-    g
-}
-
-/// Every circle of the graph (one per strongly connected set of files, as a path through it).
-fn circles(g: &std::collections::BTreeMap<String, Vec<String>>) -> Vec<Vec<String>> {
-    // Tarjan's strongly connected components, then one cycle through each non-trivial one.
-    struct T<'a> {
-        g: &'a std::collections::BTreeMap<String, Vec<String>>,
-        index: std::collections::HashMap<&'a str, usize>,
-        low: std::collections::HashMap<&'a str, usize>,
-        stack: Vec<&'a str>,
-        on: std::collections::HashSet<&'a str>,
-        sccs: Vec<Vec<&'a str>>,
-    }
-    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
-        let n = t.index.len();
-        t.index.insert(v, n);
-        t.low.insert(v, n);
-        t.stack.push(v);
-        t.on.insert(v);
-        for w in t.g.get(v).into_iter().flatten() {
-            let w = w.as_str();
-            if !t.index.contains_key(w) {
-                visit(t, w);
-                let l = t.low[w].min(t.low[v]);
-                t.low.insert(v, l);
-            } else if t.on.contains(w) {
-                let l = t.index[w].min(t.low[v]);
-                t.low.insert(v, l);
-            }
-        }
-        if t.low[v] == t.index[v] {
-            let mut c = Vec::new();
-            while let Some(w) = t.stack.pop() {
-                t.on.remove(w);
-                c.push(w);
-                if w == v {
-                    break;
-                }
-            }
-            t.sccs.push(c);
-        }
-    }
-    let mut t = T {
-        g,
-        index: Default::default(),
-        low: Default::default(),
-        stack: Vec::new(),
-        on: Default::default(),
-        sccs: Vec::new(),
-    };
-    for v in g.keys() {
-        if !t.index.contains_key(v.as_str()) {
-            visit(&mut t, v);
-        }
-    }
-    let mut out = Vec::new();
-    for scc in t.sccs.iter().filter(|c| c.len() > 1) {
-        let set: std::collections::HashSet<&str> = scc.iter().copied().collect();
-        let mut start: Vec<&str> = scc.clone();
-        start.sort();
-        // A path from the first file back to it, inside the component (breadth first).
-        let s = start[0];
-        let mut prev: std::collections::HashMap<&str, &str> = Default::default();
-        let mut queue = std::collections::VecDeque::from([s]);
-        let mut found = None;
-        while let Some(v) = queue.pop_front() {
-            for w in g.get(v).into_iter().flatten() {
-                let w = w.as_str();
-                if w == s {
-                    found = Some(v);
-                    break;
-                }
-                if set.contains(w) && !prev.contains_key(w) {
-                    prev.insert(w, v);
-                    queue.push_back(w);
-                }
-            }
-            if found.is_some() {
-                break;
-            }
-        }
-        let mut path = vec![s.to_string()];
-        let mut v = found.unwrap_or(s);
-        let mut back = Vec::new();
-        while v != s {
-            back.push(v.to_string());
-            v = prev[v];
-        }
-        back.reverse();
-        path.extend(back);
-        path.push(s.to_string());
-        if scc.len() > path.len() - 1 {
-            path.push(format!(
-                "(one of {} files in a circle: {})",
-                scc.len(),
-                start.join(", ")
-            ));
-        }
-        out.push(path);
-    }
-    out
-}
-
+/// No crate of the workspace (issue 56: every target of every package, the fuzz targets and the
+/// bindings generator included) has an import circle.
 #[test]
-fn the_layer_has_no_import_circle() {
-    let files: Vec<(String, String)> = layer_sources()
-        .into_iter()
-        .map(|(rel, p)| (rel, std::fs::read_to_string(p).unwrap()))
-        .collect();
-    let g = import_graph(&files);
-    let found = circles(&g);
-    assert!(
-        found.is_empty(),
-        "import circles in layer/src:\n{}",
-        found
-            .iter()
-            .map(|c| c.join(" → "))
-            .collect::<Vec<_>>()
-            .join("\n")
+fn no_crate_of_the_workspace_has_an_import_circle() {
+    let found = workspace_circles(&repo_root());
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+/// The circle check reads every crate and every Rust file: the crates the workspace's
+/// Cargo.toml names are all found, the layer's graph is the one its `src/` paths give, and
+/// every `.rs` file of the repository (but build outputs) is compiled by some crate the check
+/// reads, so none escapes it.
+#[test]
+fn the_circle_check_reads_every_crate_and_file() {
+    let repo = repo_root();
+    let crates = workspace_crates(&repo);
+    let roots: Vec<&str> = crates.iter().map(|c| c.root.as_str()).collect();
+    for r in [
+        "analyzer/src/lib.rs",
+        "cli/src/main.rs",
+        "samples/src/main.rs",
+        "tests/src/lib.rs",
+        "tests/tests/structure.rs",
+        "layer/src/lib.rs",
+        "layer/registry/src/lib.rs",
+        "layer/registry/src/main.rs",
+        "symbols/src/lib.rs",
+        "fuzz/fuzz_targets/spirv_access.rs",
+        "layer/bindgen/src/main.rs",
+        "bench/src/bin/echo-bench-plot.rs",
+        "tests/src/bin/echo-fuzzprog/main.rs",
+    ] {
+        assert!(roots.contains(&r), "no crate rooted at {r}: {roots:?}");
+    }
+    // The layer's files, each under its module (`#[path = "site_tests.rs"] mod tests;` in
+    // `callsite/mod.rs` is `callsite::tests`).
+    let layer = crates
+        .iter()
+        .find(|c| c.root == "layer/src/lib.rs")
+        .unwrap();
+    assert_eq!(layer.files.len(), layer_sources().len());
+    let module = |rel: &str| {
+        let f = layer.files.iter().find(|f| f.rel == rel).unwrap();
+        f.module.join("::")
+    };
+    assert_eq!(module("layer/src/profile/watch/mod.rs"), "profile::watch");
+    assert_eq!(
+        module("layer/src/callsite/site_tests.rs"),
+        "callsite::tests"
     );
+    let reached: std::collections::BTreeSet<&str> = crates
+        .iter()
+        .flat_map(|c| c.files.iter().map(|f| f.rel.as_str()))
+        .collect();
+    let mut all = Vec::new();
+    rust_files(&repo, &repo, &mut all);
+    let missed: Vec<&String> = all
+        .iter()
+        .filter(|f| !reached.contains(f.as_str()))
+        .collect();
+    assert!(missed.is_empty(), "files no crate compiles: {missed:?}");
+}
+
+/// Every `.rs` file below `dir`, but in build outputs (`target/`) and hidden folders.
+fn rust_files(dir: &Path, base: &Path, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().to_string();
+        if p.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                rust_files(&p, base, out);
+            }
+        } else if name.ends_with(".rs") {
+            out.push(p.strip_prefix(base).unwrap().display().to_string());
+        }
+    }
+}
+
+/// The workspace check fails on a planted circle: a small workspace in a temporary folder, a
+/// binary whose two modules name each other (as `samples/src/harness.rs` and `vk.rs` did), and
+/// a library without one.
+#[test]
+fn the_workspace_check_catches_a_planted_circle() {
+    let dir = std::env::temp_dir().join(format!("echo-structure-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let write = |rel: &str, text: &str| {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"app\", \"lib\"]\nexclude = [\"other\"]\n",
+    );
+    write("app/Cargo.toml", "[package]\nname = \"app\"\n");
+    write("app/src/main.rs", "mod harness;\nmod vk;\nfn main() {}\n");
+    write(
+        "app/src/harness.rs",
+        "use crate::vk::Ctx;\npub fn run() {}\n",
+    );
+    write(
+        "app/src/vk.rs",
+        "pub struct Ctx;\npub fn f() { crate::harness::run() }\n",
+    );
+    write("lib/Cargo.toml", "[package]\nname = \"lib\"\n");
+    write(
+        "lib/src/lib.rs",
+        "mod a;\n#[path = \"deep/b.rs\"]\nmod b;\n",
+    );
+    write("lib/src/a.rs", "use crate::b::x;\n");
+    write("lib/src/deep/b.rs", "pub fn x() {}\nmod c;\n");
+    write("lib/src/deep/c.rs", "use super::x;\n");
+    // Outside the members but excluded: a crate of its own, read too.
+    write("other/Cargo.toml", "[package]\nname = \"other\"\n");
+    write("other/src/lib.rs", "mod m;\npub fn r() {}\n");
+    write("other/src/m.rs", "pub fn m() { crate::r() }\n");
+    let found = workspace_circles(&dir);
+    assert_eq!(
+        found,
+        ["app/src/main.rs: app/src/harness.rs → app/src/vk.rs → app/src/harness.rs"]
+    );
+    let lib = crate_at(&dir, "lib/src/lib.rs");
+    let files: Vec<(&str, String)> = lib
+        .files
+        .iter()
+        .map(|f| (f.rel.as_str(), f.module.join("::")))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("lib/src/a.rs", "a".to_string()),
+            ("lib/src/deep/b.rs", "b".to_string()),
+            ("lib/src/deep/c.rs", "b::c".to_string()),
+            ("lib/src/lib.rs", String::new()),
+        ]
+    );
+    assert_eq!(workspace_crates(&dir).len(), 3);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! (staging into device when the staging buffers have their own allocations and no other
 //! partner, else device into staging with one member), then group-wide S1/S2, member by member.
 
-use super::buffer_ref;
 use super::memory::{own_memory, skip_allocation};
+use super::output::buffer_ref;
 use crate::model::{BufId, Model};
 use crate::pairing::{self, Candidate};
 use crate::plan::{Direction, Group, Member, Role, SubstituteSync, Thresholds};

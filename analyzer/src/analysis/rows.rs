@@ -1,7 +1,7 @@
 //! The rows of `vkecho analyze` and the plan's rejections: one per candidate, with its
 //! decision.
 
-use super::{buffer_ref, BufferDesc, CandidateRow, Decision};
+use super::output::{buffer_ref, BufferDesc, CandidateRow, Decision};
 use crate::model::BufId;
 use crate::pairing::{self, Candidate};
 use crate::plan::{Direction, Rejection, Thresholds};

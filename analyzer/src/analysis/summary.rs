@@ -1,7 +1,7 @@
 //! Step 6: the copy summary — every copy of the trace and, by reason, why those outside
 //! accepted pairs stayed out, with the setting or code change that would change it.
 
-use super::{CopySummary, ReasonSummary};
+use super::output::{CopySummary, ReasonSummary};
 use crate::model::{BufId, Model};
 use crate::pairing::{self, Candidate};
 use crate::plan::Thresholds;
@@ -17,7 +17,7 @@ pub(super) fn summarize(
     verdict: &[Option<Verdict>],
     t: Thresholds,
 ) -> CopySummary {
-    use crate::report::human_bytes;
+    use crate::words::human_bytes;
     let mut s = CopySummary {
         unknown_copies: m.unknown_copies.0,
         ..Default::default()
@@ -147,7 +147,7 @@ pub(super) fn summarize(
 
 /// Below thresholds: which `min_bytes` or `min_copies` would admit them.
 fn threshold_remedy(m: &Model, below: &[&Candidate], t: Thresholds) -> (String, String) {
-    use crate::report::{human_bytes, plural};
+    use crate::words::{human_bytes, plural};
     let k = t.min_copies.max(1) as usize;
     // min_bytes that would admit a pair: its k-th largest copy (a one-time transfer: its copy).
     let by_bytes: Vec<u64> = below

@@ -15,6 +15,15 @@ mod replay;
 use crate::trace::{Access, CopyRegion, Frame, MemReq, ObjectKey, UseKind};
 use std::collections::HashMap;
 
+/// How much of a buffer's host access the trace saw (sampled validation, `crate::sampling`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Coverage {
+    /// Windows from the buffer's first watched one to its last.
+    pub windows: usize,
+    /// Of those, windows it was protected in (its accesses recorded).
+    pub observed: usize,
+}
+
 pub type BufId = usize;
 pub type MemId = usize;
 pub type SubId = usize;
@@ -221,7 +230,7 @@ pub struct Model {
     pub aside_all: Option<(u64, String)>,
     /// Buffers validated by sampling: how many of their windows were watched
     /// ([`crate::sampling`]).
-    pub coverage: HashMap<BufId, crate::sampling::Coverage>,
+    pub coverage: HashMap<BufId, Coverage>,
 }
 
 const MAX_WARNINGS: usize = 20;

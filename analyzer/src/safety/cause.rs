@@ -242,7 +242,7 @@ fn need(t: Thresholds) -> String {
             "fewer than min_copies={} {copies} of at least min_bytes={} ({})",
             t.min_copies,
             t.min_bytes,
-            crate::report::human_bytes(t.min_bytes)
+            crate::words::human_bytes(t.min_bytes)
         )
     }
 }

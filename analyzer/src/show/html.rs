@@ -3,8 +3,8 @@
 //! from the view embedded as JSON (`page.js`, hand-written SVG, no library).
 
 use super::RunView;
-use crate::report::human_bytes;
 use crate::timing::human_ns;
+use crate::words::human_bytes;
 use std::fmt::Write;
 
 const CSS: &str = include_str!("page.css");

@@ -3,12 +3,12 @@
 //! device buffer whose staging buffers the host touched; and the steady iteration of the busiest
 //! queue.
 
-use super::{Lane, Mark, RunView, Span};
+use super::parts::{Lane, Mark, RunView, Span};
 use crate::analysis::Analysis;
 use crate::model::{BufId, Model, OpKind, Step};
 use crate::plan::{Direction, Plan};
-use crate::report::human_bytes;
 use crate::trace::{Event, Trace, UseKind};
+use crate::words::human_bytes;
 use std::collections::{BTreeMap, HashMap};
 
 /// The groups of `plan` on device `d` as model buffers: `(staging, device) → (delta, direction,

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use echo_analyzer::analysis::{explain, plain_site, Analysis, Decision};
-use echo_analyzer::plan::{Condition, Thresholds};
+use echo_analyzer::plan::{Condition, Direction, Thresholds};
 use echo_analyzer::trace::*;
 
 pub const MIB: u64 = 1 << 20;
@@ -603,6 +603,18 @@ pub fn decision(a: &Analysis, staging_no: usize, device_no: usize) -> &Decision 
             )
         })
         .decision
+}
+
+/// The group, direction and one-time flag of an accepted pair.
+pub fn accepted(d: &Decision) -> (u32, Direction, bool) {
+    match d {
+        Decision::Accepted {
+            group,
+            direction,
+            one_time,
+        } => (*group, *direction, *one_time),
+        other => panic!("expected acceptance, got {other:?}"),
+    }
 }
 
 pub fn rejected(d: &Decision) -> (Condition, Option<u64>, String) {

@@ -10,7 +10,13 @@
 //! Each figure is the median over `--batches` batches of the batch's mean. The bench runs this
 //! program without the layer, with the layer in `mode=off` and in `mode=enforce`, interleaved.
 
+// The bench's own median (of the finite values; the timings here are all finite).
+#[path = "../stats.rs"]
+#[allow(dead_code)]
+mod stats;
+
 use ash::vk;
+use stats::median;
 use std::time::Instant;
 
 type Res<T> = Result<T, String>;
@@ -26,18 +32,6 @@ fn vkerr(what: &'static str) -> impl Fn(vk::Result) -> String {
     move |e| format!("{what}: {e:?}")
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Runs `batch()` (which does `per_batch` calls) `batches` times; ns per call, median of batches.
 fn time(batches: u32, per_batch: u64, mut batch: impl FnMut() -> Res<()>) -> Res<f64> {
     batch()?; // warm-up: first-touch allocations, lazy driver state
@@ -47,7 +41,7 @@ fn time(batches: u32, per_batch: u64, mut batch: impl FnMut() -> Res<()>) -> Res
         batch()?;
         v.push(t.elapsed().as_nanos() as f64 / per_batch as f64);
     }
-    Ok(median(v))
+    Ok(median(&v))
 }
 
 /// The per-call cost of the layer: create, record and submit loops, with and without echo.
@@ -237,8 +231,8 @@ unsafe fn run(o: &Opts) -> Res<String> {
     for _ in 0..o.batches {
         record(&mut copy_ns, &mut begin_end_ns)?;
     }
-    let copy_record_ns = median(copy_ns);
-    let begin_end_ns = median(begin_end_ns);
+    let copy_record_ns = median(&copy_ns);
+    let begin_end_ns = median(&begin_end_ns);
 
     // 3. Submit an empty command buffer with a fence, wait, reset.
     device

@@ -10,11 +10,11 @@ use super::sites::{locate, Classifier, Place, Site};
 use echo_analyzer::analysis::{device_indices, Analysis, CandidateRow, Decision};
 use echo_analyzer::model::Model;
 use echo_analyzer::plan::{Condition, Role};
-use echo_analyzer::report::{human_bytes, usage_names};
 use echo_analyzer::show::RunView;
 use echo_analyzer::timing::human_ns;
 use echo_analyzer::topology::flags;
 use echo_analyzer::trace::{Event, Trace};
+use echo_analyzer::words::{human_bytes, usage_names};
 use echo_symbols::Symbolizer;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -358,7 +358,7 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
                         true,
                         format!(
                             "echo removes these copies when the program runs under it (group {group}, {}); everywhere else the program still makes them",
-                            echo_analyzer::report::direction_words(*direction)
+                            echo_analyzer::plan::direction_words(*direction)
                         ),
                         accepted_change(c, dmem, dev.alias_type, &types),
                     )
@@ -390,7 +390,7 @@ pub fn build(inp: &Inputs) -> (Vec<Diagnostic>, usize) {
                 device: c.device.number,
                 staging_key: c.staging.key.to_string(),
                 device_key: c.device.key.to_string(),
-                role: echo_analyzer::report::role_words(c.role).into(),
+                role: echo_analyzer::plan::role_words(c.role).into(),
                 copies: c.copies,
                 bytes: c.bytes,
                 iterations: c.iterations,

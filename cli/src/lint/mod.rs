@@ -212,7 +212,7 @@ pub fn main(args: &Args) -> i32 {
             format!(
                 "; {below} more pair{} below the thresholds ({}) not reported (--min-bytes, --min-copies)",
                 if below == 1 { "" } else { "s" },
-                echo_analyzer::report::copies_of(t.min_copies, t.min_bytes)
+                echo_analyzer::words::copies_of(t.min_copies, t.min_bytes)
             )
         } else {
             String::new()

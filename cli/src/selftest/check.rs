@@ -3,17 +3,16 @@
 //! the validation runs and the timed rounds, each output compared with the reference; and the
 //! check of a device echo stays out of ([`stays_out`]).
 
-use super::exec::{compare, Echo, Place, Run};
+use super::exec::{compare, worker_argv, Echo, Params, Place, Run, BASE_LIMIT};
 use super::verdict::{
     Finding, Level, PairReport, RunReport, Timing, ValidationReport, WorkloadReport,
 };
 use super::workloads::{Expect, Workload};
-use super::{worker_argv, Params, BASE_LIMIT};
 use echo_analyzer::analysis::{explain, Decision};
 use echo_analyzer::plan::Role;
-use echo_analyzer::report::human_bytes;
 use echo_analyzer::stats::Stats;
 use echo_analyzer::trace::read_trace;
+use echo_analyzer::words::human_bytes;
 use std::path::Path;
 use std::time::Duration;
 
@@ -38,7 +37,7 @@ pub(super) fn test_workload(
     w: &Workload,
     p: &Params,
     validation: bool,
-    pb: &crate::progress::ProgressBar,
+    pb: &echo_progress::ProgressBar,
 ) -> WorkloadReport {
     let mut rep = WorkloadReport {
         name: w.name.into(),
@@ -252,7 +251,7 @@ pub(super) fn test_workload(
             false,
             true,
         ) {
-            if crate::write_private(&dir.join("show.html"), &html).is_ok() {
+            if crate::files::write_private(&dir.join("show.html"), &html).is_ok() {
                 rep.page = Some(format!("device-{device}/{name}/show.html"));
             }
         }
@@ -471,7 +470,7 @@ pub(super) fn stays_out(
     dir: &Path,
     device: usize,
     p: &Params,
-    pb: &crate::progress::ProgressBar,
+    pb: &echo_progress::ProgressBar,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     let place = match Place::new(dir.to_path_buf()) {
@@ -532,11 +531,7 @@ pub(super) fn stays_out(
             Level::Unsafe,
             format!(
                 "echo recorded {} on a device it should stay out of",
-                echo_analyzer::report::plural(
-                    recorded.len() as u64,
-                    "cache entry",
-                    "cache entries"
-                )
+                echo_analyzer::words::plural(recorded.len() as u64, "cache entry", "cache entries")
             ),
         ));
     }
@@ -570,8 +565,8 @@ fn analyze(
     let sym = echo_symbols::Symbolizer::new(&t.header.context.exe_path);
     sym.prefetch(&t);
     let a = explain(&t, th, &|s| sym.site(s));
-    crate::write_private(plan, &a.plan.to_json())?;
-    crate::write_private(
+    crate::files::write_private(plan, &a.plan.to_json())?;
+    crate::files::write_private(
         &dir.join("analyze.txt"),
         &echo_analyzer::report::table(&a, "profile.trace.jsonl"),
     )?;

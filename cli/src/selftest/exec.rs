@@ -8,6 +8,53 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Sizes and counts of one device's runs.
+pub(crate) struct Params {
+    pub(crate) size: u64,
+    pub(crate) iters: u32,
+    pub(crate) rounds: usize,
+}
+
+pub(crate) fn params(quick: bool, heap: u64, rounds: Option<u64>) -> Params {
+    const K64: u64 = 64 << 10;
+    let (lo, hi, div) = if quick {
+        (256 << 10, 2 << 20, 2048)
+    } else {
+        (1 << 20, 16 << 20, 256)
+    };
+    let size = (heap / div).clamp(lo, hi) / K64 * K64;
+    let (iters, default_rounds) = if quick { (5, 3) } else { (12, 5) };
+    Params {
+        size,
+        iters,
+        rounds: rounds.map_or(default_rounds, |r| r as usize),
+    }
+}
+
+/// The longest a run without echo may take before it counts as hung.
+pub(crate) const BASE_LIMIT: Duration = Duration::from_secs(600);
+
+/// How the selftest starts vkecho again for its children: `VKECHO_SELFTEST_RUNNER` (tests: an
+/// emulator and its arguments, e.g. `qemu-aarch64-static -L /` — under qemu-user a foreign
+/// binary cannot start another), then vkecho itself.
+pub(crate) fn vkecho_argv(exe: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::env::var("VKECHO_SELFTEST_RUNNER")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    v.push(exe.display().to_string());
+    v
+}
+
+pub(crate) fn worker_argv(exe: &Path, workload: &str, extra: &[String]) -> Vec<String> {
+    let mut v = vkecho_argv(exe);
+    v.push("selftest-worker".into());
+    v.push(workload.into());
+    v.extend_from_slice(extra);
+    v
+}
+
 /// How echo takes part in one run.
 pub enum Echo {
     /// Not loaded (an installed implicit copy kept out too).
@@ -242,7 +289,7 @@ impl Difference {
         };
         format!(
             "first difference at {at}, {} differ{len}",
-            echo_analyzer::report::plural(self.bytes, "byte", "bytes")
+            echo_analyzer::words::plural(self.bytes, "byte", "bytes")
         )
     }
 }

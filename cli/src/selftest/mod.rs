@@ -34,8 +34,8 @@ pub mod worker;
 mod workloads;
 
 use check::{stays_out, test_workload};
-use echo_analyzer::report::human_bytes;
-use exec::{Echo, Place};
+use echo_analyzer::words::human_bytes;
+use exec::{params, vkecho_argv, worker_argv, Echo, Params, Place};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -68,32 +68,6 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub rounds: Option<u64>,
 }
-
-/// Sizes and counts of one device's runs.
-pub(crate) struct Params {
-    pub(crate) size: u64,
-    pub(crate) iters: u32,
-    pub(crate) rounds: usize,
-}
-
-fn params(quick: bool, heap: u64, rounds: Option<u64>) -> Params {
-    const K64: u64 = 64 << 10;
-    let (lo, hi, div) = if quick {
-        (256 << 10, 2 << 20, 2048)
-    } else {
-        (1 << 20, 16 << 20, 256)
-    };
-    let size = (heap / div).clamp(lo, hi) / K64 * K64;
-    let (iters, default_rounds) = if quick { (5, 3) } else { (12, 5) };
-    Params {
-        size,
-        iters,
-        rounds: rounds.map_or(default_rounds, |r| r as usize),
-    }
-}
-
-/// The longest a run without echo may take before it counts as hung.
-pub(crate) const BASE_LIMIT: Duration = Duration::from_secs(600);
 
 pub fn main(a: &Args) -> i32 {
     let unix = std::time::SystemTime::now()
@@ -192,7 +166,7 @@ pub fn main(a: &Args) -> i32 {
         .filter_map(|(rel, bytes)| Some((format!("{root}/{rel}"), redact.bytes(&bytes)?)))
         .collect();
     let written = crate::report::archive(&files, unix, true)
-        .and_then(|b| crate::report::write_private_bytes(&bundle_path, &b));
+        .and_then(|b| crate::files::write_private_bytes(&bundle_path, &b));
     let bundle_note = match &written {
         Ok(()) => None,
         Err(e) => Some(format!("the report bundle could not be written: {e}")),
@@ -289,7 +263,7 @@ fn test_all(
             }
         })
         .sum();
-    let pb = crate::progress::bar(total, "vkecho selftest", " runs");
+    let pb = echo_progress::bar(total, "vkecho selftest", " runs");
     for (i, d) in list.iter().enumerate() {
         let p = params(quick, heap(d), rounds);
         let mut dev = DeviceReport {
@@ -307,7 +281,7 @@ fn test_all(
         };
         let dir = work.join(format!("device-{i}"));
         if dev.active {
-            crate::progress::say(
+            echo_progress::say(
                 &pb,
                 &format!(
                     "vkecho selftest: device {i}: {} ({}): {} workloads, buffers of {}",
@@ -329,7 +303,7 @@ fn test_all(
                 dev.workloads.push(r);
             }
         } else {
-            crate::progress::say(
+            echo_progress::say(
                 &pb,
                 &format!(
                     "vkecho selftest: device {i}: {} ({}): echo stays out; checking that it does",
@@ -370,27 +344,6 @@ fn driver(d: &Value) -> String {
         (false, true) => format!("{name} {version}"),
         _ => format!("driver {version}"),
     }
-}
-
-/// How the selftest starts vkecho again for its children: `VKECHO_SELFTEST_RUNNER` (tests: an
-/// emulator and its arguments, e.g. `qemu-aarch64-static -L /` — under qemu-user a foreign
-/// binary cannot start another), then vkecho itself.
-fn vkecho_argv(exe: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::env::var("VKECHO_SELFTEST_RUNNER")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    v.push(exe.display().to_string());
-    v
-}
-
-pub(crate) fn worker_argv(exe: &Path, workload: &str, extra: &[String]) -> Vec<String> {
-    let mut v = vkecho_argv(exe);
-    v.push("selftest-worker".into());
-    v.push(workload.into());
-    v.extend_from_slice(extra);
-    v
 }
 
 /// `vkecho doctor --json` of this environment, from a child (doctor adjusts its own process's

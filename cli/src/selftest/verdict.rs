@@ -9,7 +9,7 @@
 //! `could-not-run` when the selftest itself could not judge (a workload fails or is not
 //! deterministic without echo, echo did not load). Everything else is a note.
 
-use echo_analyzer::report::{human_bytes, plural};
+use echo_analyzer::words::{human_bytes, plural};
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]

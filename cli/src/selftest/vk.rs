@@ -22,16 +22,10 @@ pub fn vkr<T>(what: &str, r: Result<T, vk::Result>) -> Res<T> {
     r.map_err(|e| format!("{what} failed: {e}"))
 }
 
-/// Where a buffer's memory comes from.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Mem {
-    /// Host-visible, host-coherent staging memory (system RAM on a discrete GPU).
-    Staging,
-    /// Device-local memory; a type that is not host-visible where the device has one.
-    Device,
-    /// Device-local, host-visible and coherent: what a hand-written zero-copy program uses.
-    Unified,
-}
+// The samples' memory kinds and memory-type choice, one copy for both.
+#[path = "../../../samples/src/memory.rs"]
+mod memory;
+pub use memory::{Block, Mem};
 
 /// One validation message: its id name and text (shortened).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -46,6 +40,22 @@ static MESSAGES: Mutex<Vec<Message>> = Mutex::new(Vec::new());
 /// The validation messages collected so far (warnings and errors).
 pub fn messages() -> Vec<Message> {
     MESSAGES.lock().map(|m| m.clone()).unwrap_or_default()
+}
+
+/// The messenger the instance is created with and the one it keeps: warnings and errors of every
+/// type, to [`on_message`].
+fn messenger_info() -> vk::DebugUtilsMessengerCreateInfoEXT<'static> {
+    vk::DebugUtilsMessengerCreateInfoEXT::default()
+        .message_severity(
+            vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+        )
+        .message_type(
+            vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+        )
+        .pfn_user_callback(Some(on_message))
 }
 
 unsafe extern "system" fn on_message(
@@ -127,15 +137,6 @@ impl Buf {
     }
 }
 
-/// One large allocation that buffers are sub-allocated from (as VMA or gpu-allocator do).
-pub struct Block {
-    memory: vk::DeviceMemory,
-    size: u64,
-    type_index: u32,
-    ptr: *mut u8,
-    cursor: u64,
-}
-
 /// A compute pipeline with `bindings` storage buffers in set 0.
 pub struct Kernel {
     pub pipeline: vk::Pipeline,
@@ -193,24 +194,14 @@ impl Gpu {
         let exts = [ash::ext::debug_utils::NAME.as_ptr()];
         let sync = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
         let mut features = vk::ValidationFeaturesEXT::default().enabled_validation_features(&sync);
-        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-            .message_severity(
-                vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
-                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
-            )
-            .message_type(
-                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
-                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
-            )
-            .pfn_user_callback(Some(on_message));
+        let mut create_messenger = messenger_info();
         let mut info = vk::InstanceCreateInfo::default().application_info(&app);
         if validation {
             info = info
                 .enabled_layer_names(&layers)
                 .enabled_extension_names(&exts)
                 .push_next(&mut features)
-                .push_next(&mut messenger_info);
+                .push_next(&mut create_messenger);
         }
         // SAFETY: valid create info.
         let instance = vkr("vkCreateInstance", unsafe {
@@ -218,17 +209,7 @@ impl Gpu {
         })?;
         let messenger = if validation {
             let du = ash::ext::debug_utils::Instance::new(&entry, &instance);
-            let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-                .message_severity(
-                    vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
-                        | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
-                )
-                .message_type(
-                    vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
-                        | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                        | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
-                )
-                .pfn_user_callback(Some(on_message));
+            let info = messenger_info();
             // SAFETY: valid instance and create info.
             match unsafe { du.create_debug_utils_messenger(&info, None) } {
                 Ok(m) => Some((du, m)),
@@ -366,26 +347,7 @@ impl Gpu {
 
     /// A memory type for `kind` among `bits`, by property flags.
     pub fn memory_type(&self, kind: Mem, bits: u32) -> Res<u32> {
-        use vk::MemoryPropertyFlags as F;
-        let types = &self.mem.memory_types[..self.mem.memory_type_count as usize];
-        let first = |want: F, avoid: F| {
-            (0..types.len()).find(|&i| {
-                bits & (1 << i) != 0
-                    && types[i].property_flags.contains(want)
-                    && !types[i].property_flags.intersects(avoid)
-            })
-        };
-        let found = match kind {
-            Mem::Staging => first(F::HOST_VISIBLE | F::HOST_COHERENT, F::empty()),
-            Mem::Device => first(F::DEVICE_LOCAL, F::HOST_VISIBLE)
-                .or_else(|| first(F::DEVICE_LOCAL, F::empty())),
-            Mem::Unified => first(
-                F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT,
-                F::empty(),
-            ),
-        };
-        found
-            .map(|i| i as u32)
+        memory::memory_type(&self.mem, kind, bits)
             .ok_or(format!("no {kind:?} memory type among bits {bits:#x}"))
     }
 
@@ -437,13 +399,7 @@ impl Gpu {
     pub fn block(&self, size: u64, kind: Mem) -> Res<Block> {
         let type_index = self.memory_type(kind, !0)?;
         let (memory, ptr) = self.allocate(size, type_index, kind != Mem::Device)?;
-        Ok(Block {
-            memory,
-            size,
-            type_index,
-            ptr,
-            cursor: 0,
-        })
+        Ok(Block::new(memory, size, type_index, ptr))
     }
 
     /// A buffer bound into `block` at its next suitably aligned offset.
@@ -455,23 +411,10 @@ impl Gpu {
     ) -> Res<Buf> {
         let handle = self.buffer_handle(size, usage)?;
         let req = unsafe { self.dev.get_buffer_memory_requirements(handle) };
-        if req.memory_type_bits & (1 << block.type_index) == 0 {
-            return Err("a buffer cannot live in the block's memory type".into());
-        }
-        let offset = block.cursor.next_multiple_of(req.alignment.max(16));
-        if offset + req.size > block.size {
-            return Err(format!("block of {} bytes is full", block.size));
-        }
+        let (offset, ptr) = block.place(&req, 16)?;
         vkr("vkBindBufferMemory", unsafe {
             self.dev.bind_buffer_memory(handle, block.memory, offset)
         })?;
-        block.cursor = offset + req.size;
-        let ptr = if block.ptr.is_null() {
-            std::ptr::null_mut()
-        } else {
-            // SAFETY: inside the block's mapping (checked above).
-            unsafe { block.ptr.add(offset as usize) }
-        };
         Ok(Buf { handle, size, ptr })
     }
 

@@ -18,7 +18,6 @@
 pub mod ash;
 pub mod decisions;
 pub mod render;
-pub use render::generate;
 #[cfg(test)]
 mod tests;
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let check = std::env::args().any(|a| a == "--check");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let files = match echo_registry::generate(&root) {
+    let files = match echo_registry::render::generate(&root) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("gen-registry: {e}");

@@ -90,7 +90,7 @@ pub fn hooked(reg: &Registry, entries: &[Entry]) -> Result<Vec<Hooked>, String> 
 pub fn render_analyzer(reg: &Registry, entries: &[Entry]) -> String {
     let mut s = String::new();
     s.push_str(HEADER);
-    writeln!(s, "\nuse super::{{Class, Command, Level}};\n").unwrap();
+    writeln!(s, "\nuse super::command::{{Class, Command, Level}};\n").unwrap();
     writeln!(
         s,
         "/// The Vulkan registry version the table was made from."
