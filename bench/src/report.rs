@@ -161,9 +161,10 @@ fn splice(text: &str, section: &str) -> String {
 /// discrete GPU (scripts/discrete-check.sh, on a machine that has one), allocator-managed
 /// memory (bench/allocators.sh), the real-library programs (scripts/real-libs.sh), what a
 /// transparent layer can at best recover on c_vkfft (bench/ceiling.md, written by hand from
-/// real-libs.sh's callgrind runs), instructions against the wall clock (scripts/agreement.sh)
-/// and the cost of a call-site capture (scripts/callsite-cost.sh).
-pub const KEPT: [&str; 10] = [
+/// real-libs.sh's callgrind runs), instructions against the wall clock (scripts/agreement.sh),
+/// the cost of a call-site capture (scripts/callsite-cost.sh) and what the defaults accept
+/// beside the vouch `host_writes=whole` (scripts/host-writes-table.sh).
+pub const KEPT: [&str; 11] = [
     "instructions.md",
     "instructions-samples.md",
     "profile-overhead.md",
@@ -174,6 +175,7 @@ pub const KEPT: [&str; 10] = [
     "ceiling.md",
     "agreement.md",
     "callsite.md",
+    "host-writes.md",
 ];
 
 /// `echo-bench --kept`: puts every kept measurement (KEPT) that exists in `out` into
