@@ -373,21 +373,16 @@ pub unsafe fn vkCmdDrawIndirect(
     count: u32,
     stride: u32,
 ) {
-    let ind = buse(
-        buffer,
-        offset,
-        indirect_len(count, stride, DRAW),
-        Access::Read,
-        UseKind::Indirect,
-    );
-    uses(
-        cx.dev,
-        raw(cb),
-        "vkCmdDrawIndirect",
-        Work::Draw,
-        &[ind],
-        || cx.down((cx.next)(cb, buffer, offset, count, stride)),
-    )
+    let at = Indirect {
+        command: "vkCmdDrawIndirect",
+        record: DRAW,
+        buffer: (buffer, offset),
+        count: None,
+        draws: (count, stride),
+    };
+    indirect(cx.dev, raw(cb), at, || {
+        cx.down((cx.next)(cb, buffer, offset, count, stride))
+    })
 }
 
 pub unsafe fn vkCmdDrawIndexedIndirect(
@@ -398,47 +393,40 @@ pub unsafe fn vkCmdDrawIndexedIndirect(
     count: u32,
     stride: u32,
 ) {
-    let ind = buse(
-        buffer,
-        offset,
-        indirect_len(count, stride, DRAW_INDEXED),
-        Access::Read,
-        UseKind::Indirect,
-    );
-    uses(
-        cx.dev,
-        raw(cb),
-        "vkCmdDrawIndexedIndirect",
-        Work::Draw,
-        &[ind],
-        || cx.down((cx.next)(cb, buffer, offset, count, stride)),
-    )
+    let at = Indirect {
+        command: "vkCmdDrawIndexedIndirect",
+        record: DRAW_INDEXED,
+        buffer: (buffer, offset),
+        count: None,
+        draws: (count, stride),
+    };
+    indirect(cx.dev, raw(cb), at, || {
+        cx.down((cx.next)(cb, buffer, offset, count, stride))
+    })
 }
 
-/// `vkCmdDrawIndirectCount` and `vkCmdDrawIndexedIndirectCount`, one description: up to
-/// `max_draws` records of `record` bytes at `offset`, `stride` apart, and the count at
-/// `count_offset`; `down()` records it.
-#[allow(clippy::too_many_arguments)]
-unsafe fn indirect_count(
-    dev: &DeviceData,
-    cb: u64,
+/// An indirect draw, one description for the four: up to `draws.0` records of `record` bytes at
+/// `buffer`, `draws.1` apart, and for the `*Count` draws the count at `count`.
+struct Indirect {
     command: &'static str,
     record: u64,
-    (buffer, offset): (vk::Buffer, u64),
-    (count_buffer, count_offset): (vk::Buffer, u64),
-    (max_draws, stride): (u32, u32),
-    down: impl FnOnce(),
-) {
-    let len = indirect_len(max_draws, stride, record);
+    buffer: (vk::Buffer, u64),
+    count: Option<(vk::Buffer, u64)>,
+    draws: (u32, u32),
+}
+
+/// What an indirect draw uses; `down()` records it.
+unsafe fn indirect(dev: &DeviceData, cb: u64, at: Indirect, down: impl FnOnce()) {
+    let ((buffer, offset), (draws, stride)) = (at.buffer, at.draws);
+    let len = indirect_len(draws, stride, at.record);
     let ind = buse(buffer, offset, len, Access::Read, UseKind::Indirect);
-    let count = buse(
-        count_buffer,
-        count_offset,
-        4,
-        Access::Read,
-        UseKind::Indirect,
-    );
-    uses(dev, cb, command, Work::Draw, &[ind, count], down)
+    match at.count {
+        Some((b, o)) => {
+            let count = buse(b, o, 4, Access::Read, UseKind::Indirect);
+            uses(dev, cb, at.command, Work::Draw, &[ind, count], down)
+        }
+        None => uses(dev, cb, at.command, Work::Draw, &[ind], down),
+    }
 }
 
 pub unsafe fn vkCmdDrawIndirectCount(
@@ -451,31 +439,17 @@ pub unsafe fn vkCmdDrawIndirectCount(
     max_draws: u32,
     stride: u32,
 ) {
-    let (b, c, n) = (
-        (buffer, offset),
-        (count_buffer, count_offset),
-        (max_draws, stride),
-    );
-    indirect_count(
-        cx.dev,
-        raw(cb),
-        "vkCmdDrawIndirectCount",
-        DRAW,
-        b,
-        c,
-        n,
-        || {
-            cx.down((cx.next)(
-                cb,
-                buffer,
-                offset,
-                count_buffer,
-                count_offset,
-                max_draws,
-                stride,
-            ))
-        },
-    )
+    let (cbuf, coff, max) = (count_buffer, count_offset, max_draws);
+    let at = Indirect {
+        command: "vkCmdDrawIndirectCount",
+        record: DRAW,
+        buffer: (buffer, offset),
+        count: Some((cbuf, coff)),
+        draws: (max, stride),
+    };
+    indirect(cx.dev, raw(cb), at, || {
+        cx.down((cx.next)(cb, buffer, offset, cbuf, coff, max, stride))
+    })
 }
 
 pub unsafe fn vkCmdDrawIndexedIndirectCount(
@@ -488,22 +462,16 @@ pub unsafe fn vkCmdDrawIndexedIndirectCount(
     max_draws: u32,
     stride: u32,
 ) {
-    let (b, c, n) = (
-        (buffer, offset),
-        (count_buffer, count_offset),
-        (max_draws, stride),
-    );
-    let command = "vkCmdDrawIndexedIndirectCount";
-    indirect_count(cx.dev, raw(cb), command, DRAW_INDEXED, b, c, n, || {
-        cx.down((cx.next)(
-            cb,
-            buffer,
-            offset,
-            count_buffer,
-            count_offset,
-            max_draws,
-            stride,
-        ))
+    let (cbuf, coff, max) = (count_buffer, count_offset, max_draws);
+    let at = Indirect {
+        command: "vkCmdDrawIndexedIndirectCount",
+        record: DRAW_INDEXED,
+        buffer: (buffer, offset),
+        count: Some((cbuf, coff)),
+        draws: (max, stride),
+    };
+    indirect(cx.dev, raw(cb), at, || {
+        cx.down((cx.next)(cb, buffer, offset, cbuf, coff, max, stride))
     })
 }
 
