@@ -45,6 +45,12 @@ pub struct Modes<'a> {
 }
 
 impl<'a> Modes<'a> {
+    /// No mode runs (GPU timing comes only with profile, the guard only with enforce).
+    #[inline]
+    pub fn none(&self) -> bool {
+        self.profile.is_none() && self.enforce.is_none()
+    }
+
     /// The modes of `dev`.
     #[inline]
     pub fn of(dev: &'a DeviceData) -> Modes<'a> {
@@ -169,6 +175,9 @@ pub fn wants_templates(dev: &DeviceData) -> bool {
 #[inline]
 pub unsafe fn call<R: Outcome>(dev: &DeviceData, cmd: &Cmd<'_>, down: impl FnOnce() -> R) -> R {
     let m = Modes::of(dev);
+    if m.none() {
+        return down();
+    }
     each!(m, |x| x.before(dev, cmd));
     let r = down();
     let ok = r.ok();
@@ -201,11 +210,15 @@ macro_rules! chain {
     ($m:expr, |$x:ident, $a:pat_param, $n:ident| $call:expr, $down:expr, $arg:expr) => {{
         let m = $m;
         let d = $down;
-        let mut e = link(m.enforce, |$x, $a, $n| $call, d);
-        let mut g = link(m.guard, |$x, $a, $n| $call, &mut e);
-        let mut t = link(m.timing, |$x, $a, $n| $call, &mut g);
-        let mut p = link(m.profile, |$x, $a, $n| $call, &mut t);
-        p($arg)
+        if m.none() {
+            d($arg) // no mode runs: straight down (costs.rs counts a plan-less device)
+        } else {
+            let mut e = link(m.enforce, |$x, $a, $n| $call, d);
+            let mut g = link(m.guard, |$x, $a, $n| $call, &mut e);
+            let mut t = link(m.timing, |$x, $a, $n| $call, &mut g);
+            let mut p = link(m.profile, |$x, $a, $n| $call, &mut t);
+            p($arg)
+        }
     }};
 }
 
