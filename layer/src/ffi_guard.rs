@@ -108,8 +108,8 @@ impl<F: Copy, R: Copy> Call<'_, F, R> {
     pub fn down(&self, r: R) -> R {
         self.result.set(Some(r));
         // Issue 35: a recorded command went down, so its command buffer holds real work
-        // (`enforce/empty.rs`). Every intercepted `vkCmd*` calls down — followed, stepped aside
-        // from or marked — except a copy whose every region echo dropped.
+        // (`enforce/enforcer/empty.rs`). Every intercepted `vkCmd*` calls down — followed,
+        // stepped aside from or marked — except a copy whose every region echo dropped.
         if self.id.records() {
             if let Some(e) = self.dev.enforce() {
                 e.mark_content(self.first);

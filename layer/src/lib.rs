@@ -9,10 +9,12 @@
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 mod callsite;
+mod chassis;
 mod context;
 mod coordinator;
 mod dispatch;
 mod enforce;
+mod events;
 mod ffi_guard;
 mod handles;
 #[rustfmt::skip]

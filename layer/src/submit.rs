@@ -1,8 +1,8 @@
 //! A queue submission's batches behind one type: `VkSubmitInfo` (`vkQueueSubmit`) and
 //! `VkSubmitInfo2` (`vkQueueSubmit2`, `vkQueueSubmit2KHR`) are both a [`Batch`], so the
 //! submission hook (`hooks/queue.rs`), profile's trace of it and enforce's leaving out of empty
-//! command buffers (`enforce/empty.rs`) each have one path for both commands. Below both modes:
-//! it names nothing of the layer but the raw-array helpers.
+//! command buffers (`enforce/enforcer/empty.rs`) each have one path for both commands. Below
+//! both modes: it names nothing of the layer but the raw-array helpers.
 
 use crate::handles::{raw, slice};
 use ash::vk;

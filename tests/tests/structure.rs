@@ -32,7 +32,9 @@ fn crate_paths(src: &str) -> Vec<String> {
 }
 
 /// The rooms (a file or folder directly under `layer/src`) [`violations`] has a rule for.
-const RULED: [&str; 12] = [
+const RULED: [&str; 14] = [
+    "chassis.rs",
+    "events.rs",
     "enforce",
     "profile",
     "hostmem",
@@ -54,21 +56,34 @@ fn violations(rel: &str, src: &str) -> Vec<String> {
     // dispatch.rs (the device records) → coordinator → profile and enforce → records.rs → state
     // → handles.rs and submit.rs. Nothing below the hooks names dispatch.rs, the hooks or their
     // panic guard. Issue 48: `HookId` (hook_id.rs, generated) is the bottom and names nothing;
-    // dispatch.rs and the guard name no hook.
-    const ABOVE: [&str; 4] = ["dispatch", "hooks", "ffi_guard", "coordinator"];
-    const BELOW_MODES: [&str; 8] = [
-        "profile", "enforce", "records", "state", "callsite", "lifetime", "hostmem", "log",
+    // dispatch.rs and the guard name no hook. Issue 56: the chassis (chassis.rs, the one place
+    // that calls the modes) sits above them beside the coordinator, and names no hook; its
+    // interface (events.rs: the commands as values, the `Mode` trait) sits below them and names
+    // neither mode, so a mode implements it without naming the chassis.
+    const ABOVE: [&str; 5] = ["dispatch", "hooks", "ffi_guard", "coordinator", "chassis"];
+    const BELOW_MODES: [&str; 9] = [
+        "profile", "enforce", "events", "records", "state", "callsite", "lifetime", "hostmem",
+        "log",
     ];
     let forbidden: Vec<&str> = match room {
+        "chassis.rs" => vec!["hooks", "ffi_guard", "coordinator"],
+        "events.rs" => [&ABOVE[..], &["profile", "enforce"]].concat(),
         "enforce" => [&ABOVE[..], &["profile", "super::super"]].concat(),
         "profile" => [&ABOVE[..], &["enforce", "super::super"]].concat(),
-        "hostmem" | "lifetime.rs" => [&ABOVE[..], &["profile", "enforce"]].concat(),
-        "records.rs" => [&ABOVE[..], &["profile", "enforce"]].concat(),
-        "callsite" | "state" => [&ABOVE[..], &["profile", "enforce", "records"]].concat(),
+        "hostmem" | "lifetime.rs" => [&ABOVE[..], &["profile", "enforce", "events"]].concat(),
+        "records.rs" => [&ABOVE[..], &["profile", "enforce", "events"]].concat(),
+        "callsite" | "state" => [&ABOVE[..], &["profile", "enforce", "events", "records"]].concat(),
         "handles.rs" => [&ABOVE[..], &BELOW_MODES[..], &["submit"]].concat(),
         "submit.rs" => [&ABOVE[..], &BELOW_MODES[..]].concat(),
         "hook_id.rs" => vec![""],
-        "dispatch.rs" => vec!["profile", "enforce", "coordinator", "hooks", "ffi_guard"],
+        "dispatch.rs" => vec![
+            "profile",
+            "enforce",
+            "coordinator",
+            "hooks",
+            "ffi_guard",
+            "chassis",
+        ],
         "ffi_guard.rs" => vec!["profile", "enforce", "coordinator", "hooks"],
         _ => vec![],
     };
@@ -189,6 +204,32 @@ fn the_checker_catches_a_planted_import() {
     assert_eq!(
         violations("dispatch.rs", "use crate::hook_id::HookId;\n").len(),
         0
+    );
+    // Issue 56: a mode implements the chassis's interface and never calls the chassis; the
+    // interface names no mode; the chassis names no hook.
+    assert_eq!(
+        violations("profile/profile_mode.rs", "use crate::events::Mode;\n").len(),
+        0
+    );
+    assert_eq!(
+        violations(
+            "enforce/guard/guard_mode.rs",
+            "use crate::chassis::Modes;\n"
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        violations("events.rs", "use crate::enforce::Enforcer;\n").len(),
+        1
+    );
+    assert_eq!(
+        violations("chassis.rs", "use crate::hooks::uses::Work;\n").len(),
+        1
+    );
+    assert_eq!(
+        violations("state/mod.rs", "use crate::events::Cmd;\n").len(),
+        1
     );
 }
 

@@ -4,21 +4,21 @@
 //!   this context), refuse it with one warning when it is unsafe to read, corrupt, of another
 //!   version or another context, or turned off by calibration. Auto mode's choice (profile or
 //!   enforce) is the coordinator's (`crate::coordinator`), above both modes.
-//! - [`Enforcer`] (`alias.rs`): binds planned buffers into their partner's memory (both
-//!   directions), redirects maps of staging allocations, defers binds until the partner is bound
-//!   (first use at the latest) and frees while a guest still lives in the memory.
-//! - `copy.rs`: drops self-copy regions and records one substitute barrier in their place.
+//! - [`Enforcer`] (`enforcer/`, the type and all its `impl`): binds planned buffers into their
+//!   partner's memory (both directions), redirects maps of staging allocations, defers binds
+//!   until the partner is bound (first use at the latest) and frees while a guest still lives in
+//!   the memory; drops self-copy regions and records one substitute barrier in their place
+//!   (`enforcer/copy.rs`); its events from the chassis (`enforcer/enforce_mode.rs`).
+//! - `guard/`: the runtime guard of guarded enforce (`Guard`, its events in `guard_mode.rs`).
 //! - [`Enforcer::stats`]: what was done, written at `vkDestroyDevice` ([`write_stats`]).
 //!
 //! Every decision (which buffer plays which role, whether a redirected bind fits) is
 //! `echo_analyzer::apply`'s; this module makes the Vulkan calls.
 
-mod alias;
-mod copy;
-mod empty;
+mod enforcer;
 pub mod guard;
 
-pub use alias::{Enforcer, FreeAction, Unmap};
+pub use enforcer::Enforcer;
 
 use crate::log;
 use crate::records::{Decision, Device, InstanceData};
@@ -218,44 +218,6 @@ pub fn start(
         echo_analyzer::report::plural(e.groups_planned() as u64, "group", "groups")
     );
     Start::Enforce(Box::new(e))
-}
-
-/// `vkBindBufferMemory2(KHR)` in enforce mode: each element is bound on its own (redirected,
-/// deferred or as asked) through `down(one_info)`; the first error is returned.
-///
-/// # Safety
-/// `infos` points to `count` valid bind infos (the application's arguments).
-pub unsafe fn bind2(
-    e: &Enforcer,
-    dev: &Device,
-    count: u32,
-    infos: *const vk::BindBufferMemoryInfo<'_>,
-    down: &mut dyn FnMut(&vk::BindBufferMemoryInfo<'_>) -> vk::Result,
-) -> vk::Result {
-    use ash::vk::Handle;
-    if count == 0 || infos.is_null() {
-        return vk::Result::SUCCESS;
-    }
-    let mut result = vk::Result::SUCCESS;
-    for i in std::slice::from_raw_parts(infos, count as usize) {
-        let r = e.bind(
-            dev,
-            i.buffer.as_raw(),
-            i.memory.as_raw(),
-            i.memory_offset,
-            !i.p_next.is_null(),
-            &mut |m, o| {
-                let mut one = *i;
-                one.memory = vk::DeviceMemory::from_raw(m);
-                one.memory_offset = o;
-                down(&one)
-            },
-        );
-        if r != vk::Result::SUCCESS && result == vk::Result::SUCCESS {
-            result = r;
-        }
-    }
-    result
 }
 
 /// `vkUpdateDescriptorSets`: buffers written into descriptors are used from now on, so a bind

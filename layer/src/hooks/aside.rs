@@ -72,7 +72,8 @@ impl Names {
     }
 }
 
-/// What an aside call names, told to profile and enforce: `cmd` is its command buffer (a recorded
+/// What an aside call names, told to the modes (profile records it, enforce binds what it held
+/// back and lets the groups it reaches go): `cmd` is its command buffer (a recorded
 /// command), `everything` that it reaches every buffer of the device (it runs work over bound
 /// state, or names buffers through structures echo does not read), `named` the handles among
 /// its arguments. A call that names nothing and not everything tells no one.
@@ -91,18 +92,14 @@ pub unsafe fn report<F: Copy, R: Copy>(
     let dev = cx.dev;
     let name = cx.id.name();
     let names = Names::of(named);
-    if let Some(p) = dev.profile() {
-        p.on_aside(
-            cmd,
-            name,
-            everything,
-            &names.buffers,
-            &names.views,
-            &names.memory,
-            &names.sets,
-        );
-    }
-    if let Some(e) = dev.enforce() {
-        e.on_aside(dev, cmd, name, everything, &names.buffers);
-    }
+    let aside = crate::events::Cmd::Aside {
+        cb: cmd,
+        command: name,
+        everything,
+        buffers: &names.buffers,
+        views: &names.views,
+        memory: &names.memory,
+        sets: &names.sets,
+    };
+    crate::chassis::before(dev, &aside);
 }

@@ -1,7 +1,9 @@
 //! Buffers: creation, memory binding, device addresses (chapter "Resource Creation").
 
 use super::calls_gen;
-use crate::dispatch::raw;
+use crate::chassis;
+use crate::dispatch::{raw, slice, DeviceData};
+use crate::events::{BindDown, BufferBinds, Cmd, CreateBuffer};
 use crate::state::BufferState;
 use ash::vk;
 
@@ -22,35 +24,6 @@ unsafe fn usage_of(info: &vk::BufferCreateInfo<'_>) -> vk::BufferUsageFlags {
     info.usage
 }
 
-/// Profile: an image bound over memory reaches the bytes of any buffer there (issue 32); the
-/// trace gets the range. An image bound with a chained structure (a plane of a disjoint image,
-/// a swapchain image) may not be asked its requirements with `vkGetImageMemoryRequirements`:
-/// then the rest of the allocation from `offset` counts (conservative).
-unsafe fn image_bound(
-    dev: &crate::dispatch::DeviceData,
-    device: vk::Device,
-    image: vk::Image,
-    memory: vk::DeviceMemory,
-    offset: u64,
-    chained: bool,
-) {
-    let Some(p) = dev.profile() else { return };
-    if memory == vk::DeviceMemory::null() {
-        return;
-    }
-    let size = if chained {
-        dev.state
-            .memory
-            .get(&raw(memory))
-            .map_or(u64::MAX, |m| m.size.saturating_sub(offset))
-    } else {
-        let mut req = vk::MemoryRequirements::default();
-        (dev.fp.get_image_memory_requirements)(device, image, &mut req);
-        req.size
-    };
-    p.on_bind_image(raw(image), raw(memory), offset, size);
-}
-
 pub unsafe fn vkCreateBuffer(
     cx: &calls_gen::vkCreateBuffer<'_>,
     device: vk::Device,
@@ -58,68 +31,54 @@ pub unsafe fn vkCreateBuffer(
     alloc: *const vk::AllocationCallbacks<'_>,
     out: *mut vk::Buffer,
 ) -> vk::Result {
-    // Profile: a buffer may be bound into imported (double-mapped) memory, so it declares
-    // the host-allocation handle type (VUID-vkBindBufferMemory-memory-02727).
-    // Guarded enforce: likewise, for buffers large enough to be planned.
-    let patched = match cx.dev.profile() {
-        Some(p) => p.patch_buffer_info(&*info),
-        None if cx.dev.enforce().is_some_and(|e| e.guard().is_some())
-            && cx.dev.wants_key((*info).size) =>
-        {
-            crate::hostmem::memfd::BufferPatch::host_allocation(&*info)
-        }
-        None => None,
+    // A mode may create it with another info first (profile and guarded enforce declare the
+    // host-allocation handle type, for double-mapped memory).
+    let c = CreateBuffer {
+        info: info.cast(),
+        out,
     };
-    let mut r = match &patched {
-        Some(b) => cx.down((cx.next)(device, b.info(), alloc, out)),
-        None => cx.down((cx.next)(device, info, alloc, out)),
+    chassis::create_buffer(cx.dev, c, |c| {
+        let r = cx.down((cx.next)(device, c.info.cast(), alloc, out));
+        if r == vk::Result::SUCCESS {
+            created(cx.dev, device, &*info, *out);
+        }
+        r
+    })
+}
+
+/// The record of buffer `buffer`, created as the application asked with `i`.
+unsafe fn created(
+    dev: &DeviceData,
+    device: vk::Device,
+    i: &vk::BufferCreateInfo<'_>,
+    buffer: vk::Buffer,
+) {
+    let usage = usage_of(i);
+    let mut req = vk::MemoryRequirements::default();
+    (dev.fp.get_buffer_memory_requirements)(device, buffer, &mut req);
+    let (key, stack) = if dev.wants_key(i.size) {
+        let (hash, frames) = dev.site();
+        let key = dev
+            .state
+            .buffer_keys
+            .key(hash, i.size, usage.as_raw(), i.flags.as_raw());
+        (Some(key), frames)
+    } else {
+        (None, Vec::new())
     };
-    if patched.is_some() && r != vk::Result::SUCCESS {
-        r = cx.down((cx.next)(device, info, alloc, out));
-    }
-    if r == vk::Result::SUCCESS {
-        let i = &*info;
-        let usage = usage_of(i);
-        let mut req = vk::MemoryRequirements::default();
-        (cx.dev.fp.get_buffer_memory_requirements)(device, *out, &mut req);
-        let (key, stack) = if cx.dev.wants_key(i.size) {
-            let (hash, frames) = cx.dev.site();
-            let key = cx
-                .dev
-                .state
-                .buffer_keys
-                .key(hash, i.size, usage.as_raw(), i.flags.as_raw());
-            (Some(key), frames)
-        } else {
-            (None, Vec::new())
-        };
-        let planned = if cx.dev.enforce().is_some() {
-            key.clone()
-        } else {
-            None
-        };
-        cx.dev.state.buffers.insert(
-            raw(*out),
-            BufferState {
-                size: i.size,
-                usage,
-                flags: i.flags,
-                requirements: req,
-                bound: None,
-                address_taken: false,
-                key,
-                stack,
-            },
-        );
-        if let Some(p) = cx.dev.profile() {
-            p.on_create_buffer(cx.dev, raw(*out));
-        }
-        // The key was cloned before the insert: no map guard may be held while enforce locks.
-        if let (Some(e), Some(k)) = (cx.dev.enforce(), planned) {
-            e.buffer_created(raw(*out), &k);
-        }
-    }
-    r
+    dev.state.buffers.insert(
+        raw(buffer),
+        BufferState {
+            size: i.size,
+            usage,
+            flags: i.flags,
+            requirements: req,
+            bound: None,
+            address_taken: false,
+            key,
+            stack,
+        },
+    );
 }
 
 pub unsafe fn vkDestroyBuffer(
@@ -128,19 +87,10 @@ pub unsafe fn vkDestroyBuffer(
     buffer: vk::Buffer,
     alloc: *const vk::AllocationCallbacks<'_>,
 ) {
-    // Enforce: a memory whose free waited for this buffer (its last guest) is freed after it.
-    let deferred_free = cx
-        .dev
-        .enforce()
-        .and_then(|e| e.buffer_destroyed(cx.dev, raw(buffer)));
-    if let Some(p) = cx.dev.profile() {
-        p.before_destroy_buffer(raw(buffer));
-    }
-    cx.dev.state.buffers.remove(&raw(buffer));
-    cx.down((cx.next)(device, buffer, alloc));
-    if let (Some(e), Some(f)) = (cx.dev.enforce(), deferred_free) {
-        e.free_now(cx.dev, f);
-    }
+    chassis::destroy_buffer(cx.dev, raw(buffer), || {
+        cx.dev.state.buffers.remove(&raw(buffer));
+        cx.down((cx.next)(device, buffer, alloc))
+    })
 }
 
 pub unsafe fn vkBindBufferMemory(
@@ -150,27 +100,41 @@ pub unsafe fn vkBindBufferMemory(
     memory: vk::DeviceMemory,
     offset: vk::DeviceSize,
 ) -> vk::Result {
-    if let Some(e) = cx.dev.enforce() {
-        // Redirected, deferred or as asked; records where the buffer really is.
-        return e.bind(
-            cx.dev,
-            raw(buffer),
-            raw(memory),
+    let b = BufferBinds::One {
+        buffer: raw(buffer),
+        memory: raw(memory),
+        offset,
+    };
+    chassis::bind_buffers(cx.dev, &b, |how| match how {
+        BindDown::One { memory, offset, .. } => cx.down((cx.next)(
+            device,
+            buffer,
+            vk::Handle::from_raw(memory),
             offset,
-            false,
-            &mut |m, o| cx.down((cx.next)(device, buffer, vk::Handle::from_raw(m), o)),
-        );
-    }
-    let r = cx.down((cx.next)(device, buffer, memory, offset));
-    if r == vk::Result::SUCCESS {
-        if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw(buffer)) {
-            b.bound = Some((raw(memory), offset));
+        )),
+        BindDown::AsAsked => {
+            let r = cx.down((cx.next)(device, buffer, memory, offset));
+            if r == vk::Result::SUCCESS {
+                bound(cx.dev, &b);
+            }
+            r
         }
-        if let Some(p) = cx.dev.profile() {
-            p.on_bind(cx.dev, raw(buffer), raw(memory), offset);
+    })
+}
+
+/// Binds that went down as asked: where each buffer is, told to the modes one by one.
+unsafe fn bound(dev: &DeviceData, b: &BufferBinds<'_>) {
+    for (buffer, memory, offset, _) in b.each() {
+        if let Some(mut s) = dev.state.buffers.get_mut(&buffer) {
+            s.bound = Some((memory, offset));
         }
+        let cmd = Cmd::BufferBound {
+            buffer,
+            memory,
+            offset,
+        };
+        chassis::after(dev, &cmd);
     }
-    r
 }
 
 pub unsafe fn vkBindBufferMemory2(
@@ -179,23 +143,38 @@ pub unsafe fn vkBindBufferMemory2(
     count: u32,
     infos: *const vk::BindBufferMemoryInfo<'_>,
 ) -> vk::Result {
-    if let Some(e) = cx.dev.enforce() {
-        return crate::enforce::bind2(e, cx.dev, count, infos, &mut |one| {
-            cx.down((cx.next)(device, 1, one))
-        });
-    }
-    let r = cx.down((cx.next)(device, count, infos));
-    if r == vk::Result::SUCCESS && count > 0 {
-        for i in std::slice::from_raw_parts(infos, count as usize) {
-            if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw(i.buffer)) {
-                b.bound = Some((raw(i.memory), i.memory_offset));
-            }
-            if let Some(p) = cx.dev.profile() {
-                p.on_bind(cx.dev, raw(i.buffer), raw(i.memory), i.memory_offset);
-            }
+    let all = slice(infos, count);
+    let b = BufferBinds::Infos(all);
+    chassis::bind_buffers(cx.dev, &b, |how| match how {
+        BindDown::One {
+            index,
+            memory,
+            offset,
+        } => {
+            let mut one = all[index];
+            one.memory = vk::Handle::from_raw(memory);
+            one.memory_offset = offset;
+            cx.down((cx.next)(device, 1, &one))
         }
+        BindDown::AsAsked => {
+            let r = cx.down((cx.next)(device, count, infos));
+            if r == vk::Result::SUCCESS {
+                bound(cx.dev, &b);
+            }
+            r
+        }
+    })
+}
+
+/// A device address of `buffer` was asked for (`vkGetBufferDeviceAddress`, and the capture
+/// address of `vkGetBufferOpaqueCaptureAddress`, which replay tools use as one: both pin the
+/// buffer's address, S3); `down()` asks the next layer.
+unsafe fn address<R>(dev: &DeviceData, buffer: vk::Buffer, down: impl FnOnce() -> R) -> R {
+    if let Some(mut b) = dev.state.buffers.get_mut(&raw(buffer)) {
+        b.address_taken = true;
     }
-    r
+    chassis::before(dev, &Cmd::DeviceAddress(raw(buffer)));
+    down()
 }
 
 pub unsafe fn vkGetBufferDeviceAddress(
@@ -203,35 +182,15 @@ pub unsafe fn vkGetBufferDeviceAddress(
     device: vk::Device,
     info: *const vk::BufferDeviceAddressInfo<'_>,
 ) -> vk::DeviceAddress {
-    if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw((*info).buffer)) {
-        b.address_taken = true;
-    }
-    if let Some(p) = cx.dev.profile() {
-        p.on_device_address(raw((*info).buffer));
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw((*info).buffer));
-    }
-    cx.down((cx.next)(device, info))
+    address(cx.dev, (*info).buffer, || cx.down((cx.next)(device, info)))
 }
 
-// The capture address is a device address for replay tools: it pins the buffer's address
-// like vkGetBufferDeviceAddress (S3).
 pub unsafe fn vkGetBufferOpaqueCaptureAddress(
     cx: &calls_gen::vkGetBufferOpaqueCaptureAddress<'_>,
     device: vk::Device,
     info: *const vk::BufferDeviceAddressInfo<'_>,
 ) -> u64 {
-    if let Some(mut b) = cx.dev.state.buffers.get_mut(&raw((*info).buffer)) {
-        b.address_taken = true;
-    }
-    if let Some(p) = cx.dev.profile() {
-        p.on_device_address(raw((*info).buffer));
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw((*info).buffer));
-    }
-    cx.down((cx.next)(device, info))
+    address(cx.dev, (*info).buffer, || cx.down((cx.next)(device, info)))
 }
 
 pub unsafe fn vkCreateBufferView(
@@ -241,15 +200,9 @@ pub unsafe fn vkCreateBufferView(
     alloc: *const vk::AllocationCallbacks<'_>,
     out: *mut vk::BufferView,
 ) -> vk::Result {
-    if let Some(e) = cx.dev.enforce() {
-        e.touch(cx.dev, raw((*info).buffer)); // a view needs its buffer bound
-    }
-    let r = cx.down((cx.next)(device, info, alloc, out));
-    if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-        let i = &*info;
-        p.on_buffer_view(raw(*out), raw(i.buffer), i.offset, i.range);
-    }
-    r
+    chassis::call(cx.dev, &Cmd::CreateBufferView(&*info, out), || {
+        cx.down((cx.next)(device, info, alloc, out))
+    })
 }
 
 pub unsafe fn vkDestroyBufferView(
@@ -258,10 +211,9 @@ pub unsafe fn vkDestroyBufferView(
     view: vk::BufferView,
     alloc: *const vk::AllocationCallbacks<'_>,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_destroy_view(raw(view));
-    }
-    cx.down((cx.next)(device, view, alloc))
+    chassis::call(cx.dev, &Cmd::DestroyBufferView(raw(view)), || {
+        cx.down((cx.next)(device, view, alloc))
+    })
 }
 
 pub unsafe fn vkBindImageMemory(
@@ -273,16 +225,21 @@ pub unsafe fn vkBindImageMemory(
 ) -> vk::Result {
     super::image::check_bind(cx.dev, raw(image), raw(memory));
     // An image bound into an allocation echo did not make: it is made now, with its bytes.
-    if let Some(e) = cx.dev.enforce().filter(|e| e.any_virtual()) {
-        let why = format!("image {:#x} is bound into it", raw(image));
-        match e.driver_memory_now(cx.dev, raw(memory), &why) {
-            Ok(m) => return cx.down((cx.next)(device, image, vk::Handle::from_raw(m), offset)),
-            Err(r) => return cx.down(r),
-        }
+    let why = || format!("image {:#x} is bound into it", raw(image));
+    match chassis::driver_memory(cx.dev, raw(memory), &why) {
+        Some(Ok(m)) => return cx.down((cx.next)(device, image, vk::Handle::from_raw(m), offset)),
+        Some(Err(r)) => return cx.down(r),
+        None => {}
     }
     let r = cx.down((cx.next)(device, image, memory, offset));
     if r == vk::Result::SUCCESS {
-        image_bound(cx.dev, device, image, memory, offset, false);
+        let cmd = Cmd::ImageBound {
+            image,
+            memory,
+            offset,
+            chained: false,
+        };
+        chassis::after(cx.dev, &cmd);
     }
     r
 }
@@ -293,38 +250,38 @@ pub unsafe fn vkBindImageMemory2(
     count: u32,
     infos: *const vk::BindImageMemoryInfo<'_>,
 ) -> vk::Result {
-    if count > 0 && !infos.is_null() {
-        for i in std::slice::from_raw_parts(infos, count as usize) {
-            super::image::check_bind(cx.dev, raw(i.image), raw(i.memory));
+    let all = slice(infos, count);
+    for i in all {
+        super::image::check_bind(cx.dev, raw(i.image), raw(i.memory));
+    }
+    // Images bound into allocations echo did not make: they are made now, with their bytes.
+    let mut patched: Vec<vk::BindImageMemoryInfo<'_>> = Vec::new();
+    for (k, i) in all.iter().enumerate() {
+        let why = || format!("image {:#x} is bound into it", raw(i.image));
+        match chassis::driver_memory(cx.dev, raw(i.memory), &why) {
+            None => break, // handles are the application's
+            Some(Ok(m)) => {
+                if k == 0 {
+                    patched = all.to_vec();
+                }
+                patched[k].memory = vk::Handle::from_raw(m);
+            }
+            Some(Err(r)) => return cx.down(r),
         }
     }
-    if let Some(e) = cx
-        .dev
-        .enforce()
-        .filter(|e| e.any_virtual() && count > 0 && !infos.is_null())
-    {
-        let mut patched: Vec<vk::BindImageMemoryInfo<'_>> =
-            std::slice::from_raw_parts(infos, count as usize).to_vec();
-        for i in patched.iter_mut() {
-            let why = format!("image {:#x} is bound into it", raw(i.image));
-            match e.driver_memory_now(cx.dev, raw(i.memory), &why) {
-                Ok(m) => i.memory = vk::Handle::from_raw(m),
-                Err(r) => return cx.down(r),
-            }
-        }
+    if !patched.is_empty() {
         return cx.down((cx.next)(device, count, patched.as_ptr()));
     }
     let r = cx.down((cx.next)(device, count, infos));
-    if r == vk::Result::SUCCESS && cx.dev.profile().is_some() {
-        for i in crate::dispatch::slice(infos, count) {
-            image_bound(
-                cx.dev,
-                device,
-                i.image,
-                i.memory,
-                i.memory_offset,
-                !i.p_next.is_null(),
-            );
+    if r == vk::Result::SUCCESS {
+        for i in all {
+            let cmd = Cmd::ImageBound {
+                image: i.image,
+                memory: i.memory,
+                offset: i.memory_offset,
+                chained: !i.p_next.is_null(),
+            };
+            chassis::after(cx.dev, &cmd);
         }
     }
     r

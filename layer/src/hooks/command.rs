@@ -3,7 +3,9 @@
 //! (`on_begin`) to its end; enforce forgets a reset command buffer's dropped copies and marks.
 
 use super::calls_gen;
+use crate::chassis;
 use crate::dispatch::raw;
+use crate::events::Cmd;
 use crate::state::{CommandBufferState, Recording};
 use ash::vk;
 
@@ -51,17 +53,7 @@ pub unsafe fn vkFreeCommandBuffers(
         for cb in cbs {
             st.command_buffers.remove(&raw(*cb));
         }
-        if let Some(p) = cx.dev.profile() {
-            p.on_free(
-                &cbs.iter()
-                    .filter(|c| **c != vk::CommandBuffer::null())
-                    .map(|c| raw(*c))
-                    .collect::<Vec<_>>(),
-            );
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.on_reset(&cbs.iter().map(|c| raw(*c)).collect::<Vec<_>>());
-        }
+        chassis::before(cx.dev, &Cmd::FreeCommandBuffers(cbs));
         if let Some(mut set) = st.pools.get_mut(&raw(pool)) {
             for cb in cbs {
                 set.remove(&raw(*cb));
@@ -78,13 +70,9 @@ pub unsafe fn vkDestroyCommandPool(
     alloc: *const vk::AllocationCallbacks<'_>,
 ) {
     let cbs = cx.dev.state.drop_pool(raw(pool));
-    if let Some(p) = cx.dev.profile() {
-        p.on_free(&cbs);
-    }
-    if let Some(e) = cx.dev.enforce() {
-        e.on_reset(&cbs);
-    }
-    cx.down((cx.next)(device, pool, alloc))
+    chassis::call(cx.dev, &Cmd::DestroyPool(&cbs), || {
+        cx.down((cx.next)(device, pool, alloc))
+    })
 }
 
 pub unsafe fn vkResetCommandPool(
@@ -103,12 +91,7 @@ pub unsafe fn vkResetCommandPool(
             .get(&raw(pool))
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
-        if let Some(p) = cx.dev.profile() {
-            p.on_reset(&cbs);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.on_reset(&cbs);
-        }
+        chassis::after(cx.dev, &Cmd::ResetPool(&cbs));
     }
     r
 }
@@ -118,54 +101,37 @@ pub unsafe fn vkBeginCommandBuffer(
     cb: vk::CommandBuffer,
     info: *const vk::CommandBufferBeginInfo<'_>,
 ) -> vk::Result {
-    let r = cx.down((cx.next)(cb, info));
-    if r == vk::Result::SUCCESS {
-        if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
-            s.recording = Recording::Recording;
-            s.one_time_submit = (*info)
-                .flags
-                .contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-        }
-        if let Some(p) = cx.dev.profile() {
-            p.on_begin(
-                raw(cb),
-                (*info)
+    let cmd = Cmd::Begin {
+        cb: raw(cb),
+        flags: (*info).flags,
+    };
+    chassis::call(cx.dev, &cmd, || {
+        let r = cx.down((cx.next)(cb, info));
+        if r == vk::Result::SUCCESS {
+            if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
+                s.recording = Recording::Recording;
+                s.one_time_submit = (*info)
                     .flags
-                    .contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-            );
-            if let Some(g) = p.gpu() {
-                g.on_begin(
-                    raw(cb),
-                    (*info)
-                        .flags
-                        .contains(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE),
-                );
+                    .contains(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
             }
         }
-        if let Some(e) = cx.dev.enforce() {
-            e.on_reset(&[raw(cb)]);
-        }
-        if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
-            g.begin(raw(cb));
-        }
-    }
-    r
+        r
+    })
 }
 
 pub unsafe fn vkEndCommandBuffer(
     cx: &calls_gen::vkEndCommandBuffer<'_>,
     cb: vk::CommandBuffer,
 ) -> vk::Result {
-    let r = cx.down((cx.next)(cb));
-    if r == vk::Result::SUCCESS {
-        if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
-            s.recording = Recording::Executable;
+    chassis::call(cx.dev, &Cmd::End(raw(cb)), || {
+        let r = cx.down((cx.next)(cb));
+        if r == vk::Result::SUCCESS {
+            if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
+                s.recording = Recording::Executable;
+            }
         }
-        if let Some(p) = cx.dev.profile() {
-            p.on_end(raw(cb));
-        }
-    }
-    r
+        r
+    })
 }
 
 pub unsafe fn vkResetCommandBuffer(
@@ -173,19 +139,15 @@ pub unsafe fn vkResetCommandBuffer(
     cb: vk::CommandBuffer,
     flags: vk::CommandBufferResetFlags,
 ) -> vk::Result {
-    let r = cx.down((cx.next)(cb, flags));
-    if r == vk::Result::SUCCESS {
-        if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
-            s.recording = Recording::Initial;
+    chassis::call(cx.dev, &Cmd::Reset(raw(cb)), || {
+        let r = cx.down((cx.next)(cb, flags));
+        if r == vk::Result::SUCCESS {
+            if let Some(mut s) = cx.dev.state.command_buffers.get_mut(&raw(cb)) {
+                s.recording = Recording::Initial;
+            }
         }
-        if let Some(p) = cx.dev.profile() {
-            p.on_reset(&[raw(cb)]);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.on_reset(&[raw(cb)]);
-        }
-    }
-    r
+        r
+    })
 }
 
 pub unsafe fn vkCmdExecuteCommands(
@@ -194,22 +156,10 @@ pub unsafe fn vkCmdExecuteCommands(
     count: u32,
     secondaries: *const vk::CommandBuffer,
 ) {
-    if let (Some(p), false) = (cx.dev.profile(), secondaries.is_null()) {
-        let s = std::slice::from_raw_parts(secondaries, count as usize)
-            .iter()
-            .map(|c| raw(*c))
-            .collect();
-        p.on_execute(raw(cb), s);
-    }
-    if let (Some(e), false) = (cx.dev.enforce(), secondaries.is_null()) {
-        let s: Vec<u64> = std::slice::from_raw_parts(secondaries, count as usize)
-            .iter()
-            .map(|c| raw(*c))
-            .collect();
-        e.on_execute(raw(cb), &s);
-        if let Some(g) = e.guard() {
-            g.execute(raw(cb), &s);
-        }
-    }
-    cx.down((cx.next)(cb, count, secondaries))
+    let cmd = Cmd::Execute {
+        cb: raw(cb),
+        secondaries: (!secondaries.is_null())
+            .then(|| std::slice::from_raw_parts(secondaries, count as usize)),
+    };
+    chassis::call(cx.dev, &cmd, || cx.down((cx.next)(cb, count, secondaries)))
 }

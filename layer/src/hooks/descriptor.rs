@@ -3,41 +3,20 @@
 //! written into each set and reflects every shader module's SPIR-V (`reflect.rs`).
 
 use super::calls_gen;
+use crate::chassis;
 use crate::dispatch::{raw, DeviceData};
-use crate::state::{TemplateEntry, UpdateTemplate, Written};
+use crate::events::Cmd;
+use crate::state::{TemplateEntry, UpdateTemplate};
 use ash::vk;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-/// Whether profile or enforce mode needs the descriptor update templates of this device.
-fn wants_templates(dev: &DeviceData) -> bool {
-    dev.profile().is_some() || dev.enforce().is_some()
-}
-
-/// The template `t` (recorded at its creation), when profile or enforce mode follows it.
+/// The template `t` (recorded at its creation, when a mode follows templates).
 pub(crate) fn template(
     dev: &DeviceData,
     t: vk::DescriptorUpdateTemplate,
 ) -> Option<Arc<UpdateTemplate>> {
     dev.state.templates.get(&raw(t)).map(|x| x.clone())
-}
-
-/// Enforce: the buffers an update (or push) through template `t` writes are used from now on,
-/// so a bind still held back for one of them happens now.
-///
-/// # Safety
-/// `data` must be the application's `pData` for `t`.
-pub(crate) unsafe fn touch_template(dev: &DeviceData, t: &UpdateTemplate, data: *const c_void) {
-    use ash::vk::Handle;
-    let Some(e) = dev.enforce() else { return };
-    if !e.has_pending() {
-        return;
-    }
-    for (_, _, _, w) in t.decode(data) {
-        if let Written::Buffer(b) = w {
-            e.touch(dev, b.buffer.as_raw());
-        }
-    }
 }
 
 pub unsafe fn vkUpdateDescriptorSets(
@@ -48,26 +27,15 @@ pub unsafe fn vkUpdateDescriptorSets(
     copy_count: u32,
     copies: *const vk::CopyDescriptorSet<'_>,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_update_sets(write_count, writes, copy_count, copies);
-    }
-    if let Some(e) = cx.dev.enforce() {
-        crate::enforce::touch_writes(e, cx.dev, write_count, writes);
-        if let Some(g) = e.guard() {
-            let w = if writes.is_null() {
-                &[][..]
-            } else {
-                std::slice::from_raw_parts(writes, write_count as usize)
-            };
-            let c = if copies.is_null() {
-                &[][..]
-            } else {
-                std::slice::from_raw_parts(copies, copy_count as usize)
-            };
-            g.sets_updated(w, c);
-        }
-    }
-    cx.down((cx.next)(device, write_count, writes, copy_count, copies))
+    let cmd = Cmd::UpdateSets {
+        write_count,
+        writes,
+        copy_count,
+        copies,
+    };
+    chassis::call(cx.dev, &cmd, || {
+        cx.down((cx.next)(device, write_count, writes, copy_count, copies))
+    })
 }
 
 pub unsafe fn vkCreateShaderModule(
@@ -78,8 +46,9 @@ pub unsafe fn vkCreateShaderModule(
     out: *mut vk::ShaderModule,
 ) -> vk::Result {
     let r = cx.down((cx.next)(device, info, alloc, out));
-    if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-        p.on_shader_module(raw(*out), &*info);
+    if r == vk::Result::SUCCESS {
+        let module = raw(*out);
+        chassis::after(cx.dev, &Cmd::ShaderModule(module, &*info));
     }
     r
 }
@@ -90,10 +59,9 @@ pub unsafe fn vkDestroyShaderModule(
     module: vk::ShaderModule,
     alloc: *const vk::AllocationCallbacks<'_>,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_destroy_module(raw(module));
-    }
-    cx.down((cx.next)(device, module, alloc))
+    chassis::call(cx.dev, &Cmd::DestroyShaderModule(raw(module)), || {
+        cx.down((cx.next)(device, module, alloc))
+    })
 }
 
 pub unsafe fn vkCreateComputePipelines(
@@ -106,8 +74,8 @@ pub unsafe fn vkCreateComputePipelines(
     out: *mut vk::Pipeline,
 ) -> vk::Result {
     let r = cx.down((cx.next)(device, cache, count, infos, alloc, out));
-    if let (true, Some(p)) = (r.as_raw() >= 0, cx.dev.profile()) {
-        p.on_compute_pipelines(count, infos, out);
+    if r.as_raw() >= 0 {
+        chassis::after(cx.dev, &Cmd::ComputePipelines { count, infos, out });
     }
     r
 }
@@ -122,8 +90,8 @@ pub unsafe fn vkCreateGraphicsPipelines(
     out: *mut vk::Pipeline,
 ) -> vk::Result {
     let r = cx.down((cx.next)(device, cache, count, infos, alloc, out));
-    if let (true, Some(p)) = (r.as_raw() >= 0, cx.dev.profile()) {
-        p.on_graphics_pipelines(count, infos, out);
+    if r.as_raw() >= 0 {
+        chassis::after(cx.dev, &Cmd::GraphicsPipelines { count, infos, out });
     }
     r
 }
@@ -134,10 +102,9 @@ pub unsafe fn vkDestroyPipeline(
     pipeline: vk::Pipeline,
     alloc: *const vk::AllocationCallbacks<'_>,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_destroy_pipeline(raw(pipeline));
-    }
-    cx.down((cx.next)(device, pipeline, alloc))
+    chassis::call(cx.dev, &Cmd::DestroyPipeline(raw(pipeline)), || {
+        cx.down((cx.next)(device, pipeline, alloc))
+    })
 }
 
 /// `VK_EXT_shader_object`: shaders made without a pipeline, reflected like a pipeline's stages
@@ -152,11 +119,8 @@ pub unsafe fn vkCreateShadersEXT(
     out: *mut vk::ShaderEXT,
 ) -> vk::Result {
     let r = cx.down((cx.next)(device, count, infos, alloc, out));
-    if let (true, Some(p)) = (
-        r.as_raw() >= 0 || r == vk::Result::INCOMPATIBLE_SHADER_BINARY_EXT,
-        cx.dev.profile(),
-    ) {
-        p.on_create_shaders(count, infos, out);
+    if r.as_raw() >= 0 || r == vk::Result::INCOMPATIBLE_SHADER_BINARY_EXT {
+        chassis::after(cx.dev, &Cmd::Shaders { count, infos, out });
     }
     r
 }
@@ -167,10 +131,9 @@ pub unsafe fn vkDestroyShaderEXT(
     shader: vk::ShaderEXT,
     alloc: *const vk::AllocationCallbacks<'_>,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_destroy_shader(raw(shader));
-    }
-    cx.down((cx.next)(device, shader, alloc))
+    chassis::call(cx.dev, &Cmd::DestroyShader(raw(shader)), || {
+        cx.down((cx.next)(device, shader, alloc))
+    })
 }
 
 pub unsafe fn vkAllocateDescriptorSets(
@@ -179,20 +142,9 @@ pub unsafe fn vkAllocateDescriptorSets(
     info: *const vk::DescriptorSetAllocateInfo<'_>,
     out: *mut vk::DescriptorSet,
 ) -> vk::Result {
-    let r = cx.down((cx.next)(device, info, out));
-    if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-        let sets: Vec<u64> = std::slice::from_raw_parts(out, (*info).descriptor_set_count as usize)
-            .iter()
-            .map(|s| raw(*s))
-            .collect();
-        let layouts: Vec<u64> =
-            crate::dispatch::slice((*info).p_set_layouts, (*info).descriptor_set_count)
-                .iter()
-                .map(|l| raw(*l))
-                .collect();
-        p.on_allocate_sets(&sets, &layouts);
-    }
-    r
+    chassis::call(cx.dev, &Cmd::AllocateSets(&*info, out), || {
+        cx.down((cx.next)(device, info, out))
+    })
 }
 
 pub unsafe fn vkCreatePipelineLayout(
@@ -213,8 +165,8 @@ pub unsafe fn vkCreateDescriptorSetLayout(
     out: *mut vk::DescriptorSetLayout,
 ) -> vk::Result {
     let r = cx.down((cx.next)(device, info, alloc, out));
-    if let (vk::Result::SUCCESS, Some(p)) = (r, cx.dev.profile()) {
-        p.on_set_layout(raw(*out), &*info);
+    if r == vk::Result::SUCCESS {
+        chassis::after(cx.dev, &Cmd::SetLayout(raw(*out), &*info));
     }
     r
 }
@@ -227,7 +179,7 @@ pub unsafe fn vkCreateDescriptorUpdateTemplate(
     out: *mut vk::DescriptorUpdateTemplate,
 ) -> vk::Result {
     let r = cx.down((cx.next)(device, info, alloc, out));
-    if r == vk::Result::SUCCESS && wants_templates(cx.dev) {
+    if r == vk::Result::SUCCESS && chassis::wants_templates(cx.dev) {
         let i = &*info;
         let entries = if i.p_descriptor_update_entries.is_null() {
             Vec::new()
@@ -278,14 +230,11 @@ pub unsafe fn vkUpdateDescriptorSetWithTemplate(
     t: vk::DescriptorUpdateTemplate,
     data: *const c_void,
 ) {
-    if let Some(tm) = template(cx.dev, t) {
-        if let Some(p) = cx.dev.profile() {
-            p.on_update_with_template(raw(set), &tm, data);
-        }
-        touch_template(cx.dev, &tm, data);
-    }
-    if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
-        g.set_unknown(raw(set)); // a template's buffers are not followed
-    }
-    cx.down((cx.next)(device, set, t, data))
+    let tm = template(cx.dev, t);
+    let cmd = Cmd::UpdateWithTemplate {
+        set: raw(set),
+        template: tm.as_deref(),
+        data,
+    };
+    chassis::call(cx.dev, &cmd, || cx.down((cx.next)(device, set, t, data)))
 }

@@ -407,12 +407,8 @@ pub unsafe extern "system" fn vkCreateDevice(
                     crate::coordinator::profile_device(&d, None);
                 }
                 // Which objects need a stable key, now that the device knows what it does.
-                let floor = if !d.decision.active {
-                    u64::MAX
-                } else if d.profile().is_some() {
-                    d.settings.min_bytes
-                } else if let Some(e) = d.enforce() {
-                    e.smallest_planned_size()
+                let floor = if d.decision.active {
+                    crate::chassis::key_floor(&d)
                 } else {
                     u64::MAX
                 };
@@ -438,14 +434,12 @@ pub unsafe extern "system" fn vkDestroyDevice(
         (None, Some(g)) => g(device, c"vkDestroyDevice".as_ptr()).map(|f| dispatch::typed(f)),
         (None, None) => None,
     };
-    if let Some(p) = dev.as_ref().and_then(|d| d.profile()) {
+    if let Some(d) = &dev {
         guard_value(
             "vkDestroyDevice",
             || (),
-            || p.on_destroy_device(dev.as_ref().unwrap()),
+            || unsafe { crate::chassis::before(d, &crate::events::Cmd::DestroyDevice) },
         );
-    }
-    if let Some(d) = &dev {
         guard_value(
             "vkDestroyDevice",
             || (),

@@ -6,7 +6,9 @@
 
 use super::calls_gen;
 use super::uses::{buffer_use as buse, uses, wanted, Work};
+use crate::chassis;
 use crate::dispatch::{raw, slice, DeviceData};
+use crate::events::Cmd;
 use ash::vk;
 use echo_analyzer::trace::{Access, BufferUse, UseKind};
 use std::ffi::c_void;
@@ -57,15 +59,17 @@ unsafe fn bind_sets(
         return;
     }
     let s: Vec<u64> = sets.iter().map(|x| raw(*x)).collect();
-    if let Some(p) = dev.profile() {
-        p.on_bind_sets(cb, bp, first, &s, dynamic);
-    }
-    if let Some(g) = dev.enforce().and_then(|e| e.guard()) {
-        g.bind_sets(dev, cb, &s);
-    }
+    let cmd = Cmd::BindSets {
+        cb,
+        bp,
+        first,
+        sets: &s,
+        dynamic,
+    };
+    chassis::before(dev, &cmd);
 }
 
-/// `vkCmdPushDescriptorSet(KHR)` and `vkCmdPushDescriptorSet2`.
+/// `vkCmdPushDescriptorSet(KHR)` and `vkCmdPushDescriptorSet2`; `down()` records it.
 unsafe fn push_descriptors(
     dev: &DeviceData,
     cb: u64,
@@ -73,50 +77,36 @@ unsafe fn push_descriptors(
     set: u32,
     count: u32,
     writes: *const vk::WriteDescriptorSet<'_>,
+    down: impl FnOnce(),
 ) {
-    if let Some(p) = dev.profile() {
-        p.on_push_descriptors(cb, bp, set, count, writes);
-    }
-    if let Some(e) = dev.enforce() {
-        crate::enforce::touch_writes(e, dev, count, writes); // a bind still held back happens now
-        if let (Some(g), false) = (e.guard(), writes.is_null()) {
-            // Push descriptors: their buffers are used by this command buffer.
-            let w = std::slice::from_raw_parts(writes, count as usize);
-            if w.iter().any(|w| {
-                w.p_buffer_info.is_null() && crate::enforce::guard::holds_buffers(w.descriptor_type)
-            }) {
-                g.use_all(cb);
-            }
-            let b: Vec<u64> = w
-                .iter()
-                .filter(|w| !w.p_buffer_info.is_null())
-                .flat_map(|w| {
-                    std::slice::from_raw_parts(w.p_buffer_info, w.descriptor_count as usize)
-                })
-                .map(|i| raw(i.buffer))
-                .collect();
-            g.use_buffers(dev, cb, &b);
-        }
-    }
+    let cmd = Cmd::PushDescriptors {
+        cb,
+        bp,
+        set,
+        count,
+        writes,
+    };
+    chassis::call(dev, &cmd, down)
 }
 
-/// `vkCmdPushDescriptorSetWithTemplate(KHR)` and `vkCmdPushDescriptorSetWithTemplate2`.
+/// `vkCmdPushDescriptorSetWithTemplate(KHR)` and `vkCmdPushDescriptorSetWithTemplate2`;
+/// `down()` records it.
 unsafe fn push_template(
     dev: &DeviceData,
     cb: u64,
     t: vk::DescriptorUpdateTemplate,
     set: u32,
     data: *const c_void,
+    down: impl FnOnce(),
 ) {
-    if let Some(tm) = super::descriptor::template(dev, t) {
-        if let Some(p) = dev.profile() {
-            p.on_push_template(cb, &tm, set, data);
-        }
-        super::descriptor::touch_template(dev, &tm, data);
-    }
-    if let Some(g) = dev.enforce().and_then(|e| e.guard()) {
-        g.use_all(cb); // a template's buffers are not followed
-    }
+    let tm = super::descriptor::template(dev, t);
+    let cmd = Cmd::PushTemplate {
+        cb,
+        template: tm.as_deref(),
+        set,
+        data,
+    };
+    chassis::call(dev, &cmd, down)
 }
 
 /// Vertex buffers bound (`vkCmdBindVertexBuffers`, `vkCmdBindVertexBuffers2`): read from their
@@ -128,9 +118,10 @@ unsafe fn vertex_buffers(
     buffers: &[vk::Buffer],
     offsets: &[u64],
     sizes: &[u64],
+    down: impl FnOnce(),
 ) {
     if !wanted(dev) {
-        return;
+        return down();
     }
     let list: Vec<BufferUse> = buffers
         .iter()
@@ -147,20 +138,21 @@ unsafe fn vertex_buffers(
             )
         })
         .collect();
-    uses(dev, cb, command, Work::Names, &list);
+    uses(dev, cb, command, Work::Names, &list, down)
 }
 
 /// An index buffer bound (`vkCmdBindIndexBuffer`, `vkCmdBindIndexBuffer2`).
-fn index_buffer(
+unsafe fn index_buffer(
     dev: &DeviceData,
     cb: u64,
     command: &'static str,
     buffer: vk::Buffer,
     offset: u64,
     size: u64,
+    down: impl FnOnce(),
 ) {
     let u = buse(buffer, offset, size, Access::Read, UseKind::Index);
-    uses(dev, cb, command, Work::Names, &[u]);
+    uses(dev, cb, command, Work::Names, &[u], down)
 }
 
 pub unsafe fn vkCmdBindVertexBuffers(
@@ -178,8 +170,8 @@ pub unsafe fn vkCmdBindVertexBuffers(
         slice(buffers, count),
         slice(offsets, if buffers.is_null() { 0 } else { count }),
         &[],
-    );
-    cx.down((cx.next)(cb, first, count, buffers, offsets))
+        || cx.down((cx.next)(cb, first, count, buffers, offsets)),
+    )
 }
 
 pub unsafe fn vkCmdBindIndexBuffer(
@@ -196,8 +188,8 @@ pub unsafe fn vkCmdBindIndexBuffer(
         buffer,
         offset,
         vk::WHOLE_SIZE,
-    );
-    cx.down((cx.next)(cb, buffer, offset, ty))
+        || cx.down((cx.next)(cb, buffer, offset, ty)),
+    )
 }
 
 pub unsafe fn vkCmdBindPipeline(
@@ -206,10 +198,14 @@ pub unsafe fn vkCmdBindPipeline(
     bind_point: vk::PipelineBindPoint,
     pipeline: vk::Pipeline,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        p.on_bind_pipeline(raw(cb), bind_point, raw(pipeline));
-    }
-    cx.down((cx.next)(cb, bind_point, pipeline))
+    let cmd = Cmd::BindPipeline {
+        cb: raw(cb),
+        bp: bind_point,
+        pipeline: raw(pipeline),
+    };
+    chassis::call(cx.dev, &cmd, || {
+        cx.down((cx.next)(cb, bind_point, pipeline))
+    })
 }
 
 /// `VK_EXT_shader_object`: the code of each stage, bound without a pipeline (issue 53).
@@ -220,17 +216,21 @@ pub unsafe fn vkCmdBindShadersEXT(
     stages: *const vk::ShaderStageFlags,
     shaders: *const vk::ShaderEXT,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        let st = slice(stages, count);
-        // A null pShaders unbinds every stage named.
-        let sh: Vec<u64> = if shaders.is_null() {
-            vec![0; st.len()]
-        } else {
-            slice(shaders, count).iter().map(|s| raw(*s)).collect()
-        };
-        p.on_bind_shaders(raw(cb), st, &sh);
-    }
-    cx.down((cx.next)(cb, count, stages, shaders))
+    let st = slice(stages, count);
+    // A null pShaders unbinds every stage named.
+    let sh: Vec<u64> = if shaders.is_null() {
+        vec![0; st.len()]
+    } else {
+        slice(shaders, count).iter().map(|s| raw(*s)).collect()
+    };
+    let cmd = Cmd::BindShaders {
+        cb: raw(cb),
+        stages: st,
+        shaders: &sh,
+    };
+    chassis::call(cx.dev, &cmd, || {
+        cx.down((cx.next)(cb, count, stages, shaders))
+    })
 }
 
 pub unsafe fn vkCmdBindDescriptorSets(
@@ -273,8 +273,9 @@ pub unsafe fn vkCmdPushDescriptorSet(
     count: u32,
     writes: *const vk::WriteDescriptorSet<'_>,
 ) {
-    push_descriptors(cx.dev, raw(cb), bind_point, set, count, writes);
-    cx.down((cx.next)(cb, bind_point, layout, set, count, writes))
+    push_descriptors(cx.dev, raw(cb), bind_point, set, count, writes, || {
+        cx.down((cx.next)(cb, bind_point, layout, set, count, writes))
+    })
 }
 
 pub unsafe fn vkCmdPushDescriptorSetWithTemplate(
@@ -285,8 +286,9 @@ pub unsafe fn vkCmdPushDescriptorSetWithTemplate(
     set: u32,
     data: *const c_void,
 ) {
-    push_template(cx.dev, raw(cb), t, set, data);
-    cx.down((cx.next)(cb, t, layout, set, data))
+    push_template(cx.dev, raw(cb), t, set, data, || {
+        cx.down((cx.next)(cb, t, layout, set, data))
+    })
 }
 
 pub unsafe fn vkCmdDispatch(
@@ -296,8 +298,14 @@ pub unsafe fn vkCmdDispatch(
     y: u32,
     z: u32,
 ) {
-    uses(cx.dev, raw(cb), "vkCmdDispatch", Work::Dispatch, &[]);
-    cx.down((cx.next)(cb, x, y, z))
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdDispatch",
+        Work::Dispatch,
+        &[],
+        || cx.down((cx.next)(cb, x, y, z)),
+    )
 }
 
 pub unsafe fn vkCmdDispatchIndirect(
@@ -313,8 +321,8 @@ pub unsafe fn vkCmdDispatchIndirect(
         "vkCmdDispatchIndirect",
         Work::Dispatch,
         &[ind],
-    );
-    cx.down((cx.next)(cb, buffer, offset))
+        || cx.down((cx.next)(cb, buffer, offset)),
+    )
 }
 
 pub unsafe fn vkCmdDraw(
@@ -325,14 +333,15 @@ pub unsafe fn vkCmdDraw(
     first_vertex: u32,
     first_instance: u32,
 ) {
-    uses(cx.dev, raw(cb), "vkCmdDraw", Work::Draw, &[]);
-    cx.down((cx.next)(
-        cb,
-        vertices,
-        instances,
-        first_vertex,
-        first_instance,
-    ))
+    uses(cx.dev, raw(cb), "vkCmdDraw", Work::Draw, &[], || {
+        cx.down((cx.next)(
+            cb,
+            vertices,
+            instances,
+            first_vertex,
+            first_instance,
+        ))
+    })
 }
 
 pub unsafe fn vkCmdDrawIndexed(
@@ -344,15 +353,16 @@ pub unsafe fn vkCmdDrawIndexed(
     vertex_offset: i32,
     first_instance: u32,
 ) {
-    uses(cx.dev, raw(cb), "vkCmdDrawIndexed", Work::Draw, &[]);
-    cx.down((cx.next)(
-        cb,
-        indices,
-        instances,
-        first_index,
-        vertex_offset,
-        first_instance,
-    ))
+    uses(cx.dev, raw(cb), "vkCmdDrawIndexed", Work::Draw, &[], || {
+        cx.down((cx.next)(
+            cb,
+            indices,
+            instances,
+            first_index,
+            vertex_offset,
+            first_instance,
+        ))
+    })
 }
 
 pub unsafe fn vkCmdDrawIndirect(
@@ -363,15 +373,16 @@ pub unsafe fn vkCmdDrawIndirect(
     count: u32,
     stride: u32,
 ) {
-    let ind = buse(
-        buffer,
-        offset,
-        indirect_len(count, stride, DRAW),
-        Access::Read,
-        UseKind::Indirect,
-    );
-    uses(cx.dev, raw(cb), "vkCmdDrawIndirect", Work::Draw, &[ind]);
-    cx.down((cx.next)(cb, buffer, offset, count, stride))
+    let at = Indirect {
+        command: "vkCmdDrawIndirect",
+        record: DRAW,
+        buffer: (buffer, offset),
+        count: None,
+        draws: (count, stride),
+    };
+    indirect(cx.dev, raw(cb), at, || {
+        cx.down((cx.next)(cb, buffer, offset, count, stride))
+    })
 }
 
 pub unsafe fn vkCmdDrawIndexedIndirect(
@@ -382,21 +393,40 @@ pub unsafe fn vkCmdDrawIndexedIndirect(
     count: u32,
     stride: u32,
 ) {
-    let ind = buse(
-        buffer,
-        offset,
-        indirect_len(count, stride, DRAW_INDEXED),
-        Access::Read,
-        UseKind::Indirect,
-    );
-    uses(
-        cx.dev,
-        raw(cb),
-        "vkCmdDrawIndexedIndirect",
-        Work::Draw,
-        &[ind],
-    );
-    cx.down((cx.next)(cb, buffer, offset, count, stride))
+    let at = Indirect {
+        command: "vkCmdDrawIndexedIndirect",
+        record: DRAW_INDEXED,
+        buffer: (buffer, offset),
+        count: None,
+        draws: (count, stride),
+    };
+    indirect(cx.dev, raw(cb), at, || {
+        cx.down((cx.next)(cb, buffer, offset, count, stride))
+    })
+}
+
+/// An indirect draw, one description for the four: up to `draws.0` records of `record` bytes at
+/// `buffer`, `draws.1` apart, and for the `*Count` draws the count at `count`.
+struct Indirect {
+    command: &'static str,
+    record: u64,
+    buffer: (vk::Buffer, u64),
+    count: Option<(vk::Buffer, u64)>,
+    draws: (u32, u32),
+}
+
+/// What an indirect draw uses; `down()` records it.
+unsafe fn indirect(dev: &DeviceData, cb: u64, at: Indirect, down: impl FnOnce()) {
+    let ((buffer, offset), (draws, stride)) = (at.buffer, at.draws);
+    let len = indirect_len(draws, stride, at.record);
+    let ind = buse(buffer, offset, len, Access::Read, UseKind::Indirect);
+    match at.count {
+        Some((b, o)) => {
+            let count = buse(b, o, 4, Access::Read, UseKind::Indirect);
+            uses(dev, cb, at.command, Work::Draw, &[ind, count], down)
+        }
+        None => uses(dev, cb, at.command, Work::Draw, &[ind], down),
+    }
 }
 
 pub unsafe fn vkCmdDrawIndirectCount(
@@ -409,36 +439,17 @@ pub unsafe fn vkCmdDrawIndirectCount(
     max_draws: u32,
     stride: u32,
 ) {
-    let ind = buse(
-        buffer,
-        offset,
-        indirect_len(max_draws, stride, DRAW),
-        Access::Read,
-        UseKind::Indirect,
-    );
-    let count = buse(
-        count_buffer,
-        count_offset,
-        4,
-        Access::Read,
-        UseKind::Indirect,
-    );
-    uses(
-        cx.dev,
-        raw(cb),
-        "vkCmdDrawIndirectCount",
-        Work::Draw,
-        &[ind, count],
-    );
-    cx.down((cx.next)(
-        cb,
-        buffer,
-        offset,
-        count_buffer,
-        count_offset,
-        max_draws,
-        stride,
-    ))
+    let (cbuf, coff, max) = (count_buffer, count_offset, max_draws);
+    let at = Indirect {
+        command: "vkCmdDrawIndirectCount",
+        record: DRAW,
+        buffer: (buffer, offset),
+        count: Some((cbuf, coff)),
+        draws: (max, stride),
+    };
+    indirect(cx.dev, raw(cb), at, || {
+        cx.down((cx.next)(cb, buffer, offset, cbuf, coff, max, stride))
+    })
 }
 
 pub unsafe fn vkCmdDrawIndexedIndirectCount(
@@ -451,36 +462,17 @@ pub unsafe fn vkCmdDrawIndexedIndirectCount(
     max_draws: u32,
     stride: u32,
 ) {
-    let ind = buse(
-        buffer,
-        offset,
-        indirect_len(max_draws, stride, DRAW_INDEXED),
-        Access::Read,
-        UseKind::Indirect,
-    );
-    let count = buse(
-        count_buffer,
-        count_offset,
-        4,
-        Access::Read,
-        UseKind::Indirect,
-    );
-    uses(
-        cx.dev,
-        raw(cb),
-        "vkCmdDrawIndexedIndirectCount",
-        Work::Draw,
-        &[ind, count],
-    );
-    cx.down((cx.next)(
-        cb,
-        buffer,
-        offset,
-        count_buffer,
-        count_offset,
-        max_draws,
-        stride,
-    ))
+    let (cbuf, coff, max) = (count_buffer, count_offset, max_draws);
+    let at = Indirect {
+        command: "vkCmdDrawIndexedIndirectCount",
+        record: DRAW_INDEXED,
+        buffer: (buffer, offset),
+        count: Some((cbuf, coff)),
+        draws: (max, stride),
+    };
+    indirect(cx.dev, raw(cb), at, || {
+        cx.down((cx.next)(cb, buffer, offset, cbuf, coff, max, stride))
+    })
 }
 
 pub unsafe fn vkCmdBindVertexBuffers2(
@@ -505,10 +497,12 @@ pub unsafe fn vkCmdBindVertexBuffers2(
         slice(buffers, n),
         slice(offsets, n),
         slice(sizes, n),
-    );
-    cx.down((cx.next)(
-        cb, first, count, buffers, offsets, sizes, strides,
-    ))
+        || {
+            cx.down((cx.next)(
+                cb, first, count, buffers, offsets, sizes, strides,
+            ))
+        },
+    )
 }
 
 pub unsafe fn vkCmdBindIndexBuffer2(
@@ -526,8 +520,8 @@ pub unsafe fn vkCmdBindIndexBuffer2(
         buffer,
         offset,
         size,
-    );
-    cx.down((cx.next)(cb, buffer, offset, size, ty))
+        || cx.down((cx.next)(cb, buffer, offset, size, ty)),
+    )
 }
 
 pub unsafe fn vkCmdBindDescriptorSets2(
@@ -563,6 +557,7 @@ pub unsafe fn vkCmdPushDescriptorSet2(
             i.set,
             i.descriptor_write_count,
             i.p_descriptor_writes,
+            || (), // each bind point is told; the call goes down once, below
         );
     }
     cx.down((cx.next)(cb, info))
@@ -580,8 +575,8 @@ pub unsafe fn vkCmdPushDescriptorSetWithTemplate2(
         i.descriptor_update_template,
         i.set,
         i.p_data,
-    );
-    cx.down((cx.next)(cb, info))
+        || cx.down((cx.next)(cb, info)),
+    )
 }
 
 pub unsafe fn vkCmdDispatchBase(
@@ -594,8 +589,14 @@ pub unsafe fn vkCmdDispatchBase(
     y: u32,
     z: u32,
 ) {
-    uses(cx.dev, raw(cb), "vkCmdDispatchBase", Work::Dispatch, &[]);
-    cx.down((cx.next)(cb, bx, by, bz, x, y, z))
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdDispatchBase",
+        Work::Dispatch,
+        &[],
+        || cx.down((cx.next)(cb, bx, by, bz, x, y, z)),
+    )
 }
 
 pub unsafe fn vkCmdDrawMultiEXT(
@@ -607,15 +608,23 @@ pub unsafe fn vkCmdDrawMultiEXT(
     first_instance: u32,
     stride: u32,
 ) {
-    uses(cx.dev, raw(cb), "vkCmdDrawMultiEXT", Work::Draw, &[]);
-    cx.down((cx.next)(
-        cb,
-        count,
-        info,
-        instances,
-        first_instance,
-        stride,
-    ))
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdDrawMultiEXT",
+        Work::Draw,
+        &[],
+        || {
+            cx.down((cx.next)(
+                cb,
+                count,
+                info,
+                instances,
+                first_instance,
+                stride,
+            ))
+        },
+    )
 }
 
 pub unsafe fn vkCmdDrawMultiIndexedEXT(
@@ -628,14 +637,22 @@ pub unsafe fn vkCmdDrawMultiIndexedEXT(
     stride: u32,
     vertex_offset: *const i32,
 ) {
-    uses(cx.dev, raw(cb), "vkCmdDrawMultiIndexedEXT", Work::Draw, &[]);
-    cx.down((cx.next)(
-        cb,
-        count,
-        info,
-        instances,
-        first_instance,
-        stride,
-        vertex_offset,
-    ))
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdDrawMultiIndexedEXT",
+        Work::Draw,
+        &[],
+        || {
+            cx.down((cx.next)(
+                cb,
+                count,
+                info,
+                instances,
+                first_instance,
+                stride,
+                vertex_offset,
+            ))
+        },
+    )
 }

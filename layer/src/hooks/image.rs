@@ -27,11 +27,7 @@ use std::sync::atomic::Ordering;
 /// How echo's double mappings are made on this device from now on (profile's, or guarded
 /// enforce's host imports); `None`: they are not.
 pub fn backing(dev: &DeviceData) -> Option<Backing> {
-    match dev.profile() {
-        Some(p) if p.may_import() => p.backing(),
-        _ if dev.enforce().is_some_and(|e| e.guard().is_some()) => Some(Backing::HostImport),
-        _ => None,
-    }
+    crate::chassis::backing(dev)
 }
 
 /// Whether echo may import (or export) memory on this device from now on.

@@ -212,9 +212,9 @@ pub unsafe extern "system" fn vkDestroyInstance(
                 || {
                     for d in dispatch::live_devices() {
                         if d.instance.as_ref().is_some_and(|i| i.handle == instance) {
-                            if let Some(p) = d.profile() {
-                                p.on_exit();
-                            }
+                            let left = crate::events::Cmd::LeftAlive;
+                            // SAFETY: the description holds no pointer.
+                            unsafe { crate::chassis::before(&d, &left) };
                             crate::coordinator::finish_device(&d, "instance destroyed");
                         }
                     }

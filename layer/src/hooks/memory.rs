@@ -1,143 +1,71 @@
 //! Memory: allocation, mapping, flush/invalidate (Vulkan spec chapter "Memory Allocation").
 
 use super::calls_gen;
+use crate::chassis;
 use crate::dispatch::{raw, DeviceData};
-use crate::enforce::{FreeAction, Unmap};
-use crate::state::{Mapping, MemoryState};
+use crate::events::{Allocate, Cmd, Down, Free, MapMemory, Ranges};
+use crate::state::Mapping;
 use ash::vk;
 use ash::vk::Handle;
 use std::ffi::c_void;
 
-/// The dedicated buffer of an allocation, from its pNext chain.
-unsafe fn dedicated_buffer(info: &vk::MemoryAllocateInfo<'_>) -> Option<u64> {
-    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-    while !p.is_null() {
-        if (*p).s_type == vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO {
-            let d = &*(p as *const vk::MemoryDedicatedAllocateInfo<'_>);
-            return (d.buffer != vk::Buffer::null()).then(|| raw(d.buffer));
-        }
-        p = (*p).p_next;
-    }
-    None
-}
-
-/// The structures of an allocate info's chain (enforce decides from them whether an allocation
-/// may be left unmade).
-unsafe fn alloc_chain(info: &vk::MemoryAllocateInfo<'_>) -> echo_analyzer::apply::AllocChain {
-    let mut c = echo_analyzer::apply::AllocChain::default();
-    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-    while !p.is_null() {
-        match (*p).s_type {
-            vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO => {
-                c.flags = (*(p as *const vk::MemoryAllocateFlagsInfo<'_>))
-                    .flags
-                    .as_raw();
-            }
-            vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO => {
-                let d = &*(p as *const vk::MemoryDedicatedAllocateInfo<'_>);
-                c.dedicated = Some((raw(d.buffer), raw(d.image)));
-            }
-            vk::StructureType::MEMORY_PRIORITY_ALLOCATE_INFO_EXT => {
-                let q = &*(p as *const vk::MemoryPriorityAllocateInfoEXT<'_>);
-                c.priority = Some(q.priority.to_bits());
-            }
-            t => c.other.push(t.as_raw()),
-        }
-        p = (*p).p_next;
-    }
-    c
-}
-
-/// `VkMemoryAllocateFlagsInfo::flags` from the pNext chain, 0 when absent.
-unsafe fn allocate_flags(info: &vk::MemoryAllocateInfo<'_>) -> u32 {
-    let mut p = info.p_next as *const vk::BaseInStructure<'_>;
-    while !p.is_null() {
-        if (*p).s_type == vk::StructureType::MEMORY_ALLOCATE_FLAGS_INFO {
-            return (*(p as *const vk::MemoryAllocateFlagsInfo<'_>))
-                .flags
-                .as_raw();
-        }
-        p = (*p).p_next;
-    }
-    0
-}
-
-/// `vkMapMemory` and `vkMapMemory2`: enforce may serve a staging allocation's map from its
-/// device buffer's memory; profile may hand out the application's view of a double mapping.
-/// `down(memory)` maps `memory` at the next layer.
+/// `vkMapMemory` and `vkMapMemory2`: a mode may serve a staging allocation's map from its
+/// device buffer's memory (enforce) or hand out the application's view of a double mapping
+/// (profile). `down(memory)` maps `memory` at the next layer.
 unsafe fn map(
     dev: &DeviceData,
-    memory: u64,
-    offset: u64,
-    size: u64,
-    data: *mut *mut c_void,
+    mm: MapMemory,
     down: &mut dyn FnMut(u64) -> vk::Result,
 ) -> vk::Result {
-    if let Some(e) = dev.enforce() {
-        return e.map(dev, memory, offset, size, data, down);
-    }
-    let r = down(memory);
-    if r == vk::Result::SUCCESS {
-        if let Some(p) = dev.profile() {
-            p.on_map(memory, offset, size, data); // may hand out the app's view instead
+    chassis::map(dev, mm, |how| match how {
+        Down::Driver(m) => down(m),
+        Down::Nothing => vk::Result::SUCCESS,
+        Down::AsAsked => {
+            let r = down(mm.memory);
+            if r == vk::Result::SUCCESS {
+                chassis::after(dev, &Cmd::Mapping(mm));
+                if let Some(mut m) = dev.state.memory.get_mut(&mm.memory) {
+                    let size = if mm.size == vk::WHOLE_SIZE {
+                        m.size.saturating_sub(mm.offset)
+                    } else {
+                        mm.size
+                    };
+                    m.mapped = Some(Mapping {
+                        ptr: *mm.data as usize,
+                        offset: mm.offset,
+                        size,
+                    });
+                    m.host_mapped = true;
+                }
+                chassis::after(dev, &Cmd::Mapped(mm.memory));
+            }
+            r
         }
-        if let Some(mut m) = dev.state.memory.get_mut(&memory) {
-            let size = if size == vk::WHOLE_SIZE {
-                m.size.saturating_sub(offset)
-            } else {
-                size
-            };
-            m.mapped = Some(Mapping {
-                ptr: *data as usize,
-                offset,
-                size,
-            });
-            m.host_mapped = true;
-        }
-        if let Some(p) = dev.profile() {
-            p.after_map(dev, memory); // arms what the new mapping reaches
-        }
-    }
-    r
+    })
 }
 
 /// `vkUnmapMemory` and `vkUnmapMemory2`; `down(memory)` unmaps `memory` at the next layer.
-unsafe fn unmap(dev: &DeviceData, memory: u64, down: &mut dyn FnMut(u64)) {
-    if let Some(e) = dev.enforce() {
-        match e.unmap(dev, memory) {
-            Unmap::Served => return, // echo's mapping stays while aliased buffers use it
-            Unmap::Down(m) => {
-                if let Some(mut s) = dev.state.memory.get_mut(&memory) {
-                    s.mapped = None;
-                }
-                return down(m);
+fn unmap(dev: &DeviceData, memory: u64, down: &mut dyn FnMut(u64)) {
+    chassis::unmap(dev, memory, |how| match how {
+        Down::Driver(m) => down(m),
+        Down::Nothing => {}
+        Down::AsAsked => {
+            if let Some(mut m) = dev.state.memory.get_mut(&memory) {
+                m.mapped = None;
             }
+            down(memory)
         }
-    }
-    if let Some(p) = dev.profile() {
-        p.before_unmap(dev, memory);
-    }
-    if let Some(mut m) = dev.state.memory.get_mut(&memory) {
-        m.mapped = None;
-    }
-    down(memory)
+    })
 }
 
-/// A memory command echo passes down as asked: the allocation's buffers leave every group
-/// (profile records it), and an allocation echo did not make is made now. Returns the handle
-/// the driver knows.
-fn aside_memory(dev: &DeviceData, command: &str, memory: u64) -> u64 {
-    if let Some(p) = dev.profile() {
-        p.on_aside(None, command, false, &[], &[], &[memory], &[]);
-    }
-    match dev.enforce() {
-        Some(e) if e.any_virtual() => e
-            .driver_memory_now(
-                dev,
-                memory,
-                &format!("{command} asks for more than echo serves"),
-            )
-            .unwrap_or(memory),
+/// A memory command echo passes down as asked: the allocation's buffers leave every group (the
+/// modes are told), and an allocation echo did not make is made now. Returns the handle the
+/// driver knows.
+unsafe fn aside_memory(dev: &DeviceData, command: &'static str, memory: u64) -> u64 {
+    chassis::before(dev, &Cmd::MemoryAside { command, memory });
+    let why = || format!("{command} asks for more than echo serves");
+    match chassis::driver_memory(dev, memory, &why) {
+        Some(Ok(m)) => m,
         _ => memory,
     }
 }
@@ -149,140 +77,25 @@ pub unsafe fn vkAllocateMemory(
     alloc: *const vk::AllocationCallbacks<'_>,
     out: *mut vk::DeviceMemory,
 ) -> vk::Result {
-    // Enforce: a staging allocation the plan marks skip_allocation is not made; the
-    // application gets echo's handle (enforce/alias/virt.rs).
-    let mut site_hash = None;
-    let mut taken_key = None;
-    if let Some(e) = cx.dev.enforce() {
-        let i = &*info;
-        if cx.dev.wants_key(i.allocation_size) {
-            let flags = allocate_flags(i);
-            let (hash, _) = cx.dev.site();
-            site_hash = Some(hash);
-            let keys = &cx.dev.state.memory_keys;
-            let peek = keys.peek(hash, i.allocation_size, i.memory_type_index, flags);
-            let chain = alloc_chain(i);
-            let mut take = || keys.key(hash, i.allocation_size, i.memory_type_index, flags);
-            match e.skip_allocation(cx.dev, &peek, i, &chain, alloc, &mut take) {
-                Ok(handle) => {
-                    cx.dev.state.memory.insert(
-                        handle,
-                        MemoryState {
-                            type_index: i.memory_type_index,
-                            size: i.allocation_size,
-                            dedicated_buffer: dedicated_buffer(i),
-                            mapped: None,
-                            host_mapped: false,
-                            alloc_flags: flags,
-                            key: Some(peek),
-                            stack: Vec::new(),
-                        },
-                    );
-                    *out = vk::DeviceMemory::from_raw(handle);
-                    return cx.down(vk::Result::SUCCESS);
-                }
-                Err(k) => taken_key = k,
-            }
+    // A mode may leave it unmade (enforce: echo's handle), allocate another memory type
+    // (enforce), or import a double mapping (profile, guarded enforce); the state and key keep
+    // the application's request.
+    let a = Allocate {
+        info: info.cast(),
+        app: info.cast(),
+        alloc: alloc.cast(),
+        out,
+        key: None,
+        site: None,
+    };
+    let r = chassis::allocate(cx.dev, a, |a| {
+        let r = cx.down((cx.next)(device, a.info.cast(), alloc, out));
+        if r == vk::Result::SUCCESS {
+            a.record(cx.dev, raw(*out), &|| cx.dev.site());
         }
-    }
-    // Enforce: an allocation dedicated to a planned device buffer may need a host-visible type
-    // (the staging maps are served from it). State and key keep the application's request.
-    let switched = cx.dev.enforce().and_then(|e| {
-        e.allocation_type(dedicated_buffer(&*info), (*info).memory_type_index, cx.dev)
+        r
     });
-    let app_info = info;
-    let patched;
-    let info = match switched {
-        Some(t) => {
-            patched = vk::MemoryAllocateInfo {
-                memory_type_index: t,
-                ..*app_info
-            };
-            &patched as *const vk::MemoryAllocateInfo<'_>
-        }
-        None => app_info,
-    };
-    // Profile: back host-visible memory with a double mapping (falls back on any failure).
-    // Not once an image that cannot live in imported memory exists (hooks/image.rs).
-    let may_import = cx.dev.state.image_imports.may_import();
-    let import = cx
-        .dev
-        .profile()
-        .filter(|_| may_import)
-        .and_then(|p| p.prepare_import(cx.dev, &*info));
-    // Guarded enforce: the memory a guarded group will live in is double-mapped too.
-    let mut guarded = cx.dev.enforce().filter(|_| may_import).and_then(|e| {
-        let g = e.guard()?;
-        if !e.guard_wants(cx.dev, &*info, dedicated_buffer(&*info)) {
-            return None;
-        }
-        g.prepare_import(cx.dev, &*info)
-    });
-    let mut r = match (&import, &guarded) {
-        (Some(im), _) => cx.down((cx.next)(device, im.info(), alloc, out)),
-        (None, Some(g)) => cx.down((cx.next)(device, g.info(), alloc, out)),
-        (None, None) => cx.down((cx.next)(device, info, alloc, out)),
-    };
-    if guarded.is_some() && r != vk::Result::SUCCESS {
-        crate::log::warn!("guard: importing a double mapping failed ({r:?}); allocated as asked, its group is not applied");
-        guarded = None;
-        r = cx.down((cx.next)(device, info, alloc, out));
-    }
-    let import = match (import, cx.dev.profile()) {
-        (Some(im), Some(p)) if r != vk::Result::SUCCESS => {
-            p.import_failed(im);
-            r = cx.down((cx.next)(device, info, alloc, out));
-            None
-        }
-        (im, _) => im,
-    };
-    if r == vk::Result::SUCCESS {
-        let i = &*app_info;
-        let alloc_flags = allocate_flags(i);
-        let (key, stack) = if let Some(k) = taken_key {
-            (Some(k), Vec::new())
-        } else if cx.dev.wants_key(i.allocation_size) {
-            let (hash, frames) = match site_hash {
-                Some(h) => (h, Vec::new()),
-                None => cx.dev.site(),
-            };
-            let key = cx.dev.state.memory_keys.key(
-                hash,
-                i.allocation_size,
-                i.memory_type_index,
-                alloc_flags,
-            );
-            (Some(key), frames)
-        } else {
-            (None, Vec::new())
-        };
-        cx.dev.state.memory.insert(
-            raw(*out),
-            MemoryState {
-                type_index: i.memory_type_index,
-                size: i.allocation_size,
-                dedicated_buffer: dedicated_buffer(i),
-                mapped: None,
-                host_mapped: false,
-                alloc_flags,
-                key,
-                stack,
-            },
-        );
-        if import.is_some() || guarded.is_some() {
-            cx.dev.state.image_imports.imported.insert(raw(*out));
-        }
-        if let Some(p) = cx.dev.profile() {
-            p.on_allocate(cx.dev, raw(*out), i, import);
-        }
-        if let Some(e) = cx.dev.enforce() {
-            e.memory_allocated(cx.dev, raw(*out), switched);
-            if let Some(g) = guarded {
-                e.guard_imported(raw(*out), g);
-            }
-        }
-    }
-    r
+    cx.down(r) // also where no call went down
 }
 
 pub unsafe fn vkFreeMemory(
@@ -294,37 +107,19 @@ pub unsafe fn vkFreeMemory(
     if super::image::imports_possible(cx.dev) {
         cx.dev.state.image_imports.imported.remove(&raw(memory));
     }
-    if let Some(e) = cx.dev.enforce() {
-        let (r, then) = match e.free(cx.dev, raw(memory), alloc) {
-            // Deferred: a buffer (or an allocation echo did not make) still lives in it (S4).
-            FreeAction::Deferred => return cx.down(()),
-            FreeAction::Skip { then } => {
-                cx.dev.state.memory.remove(&raw(memory));
-                (cx.down(()), then)
-            }
-            FreeAction::Down { memory: m, then } => {
-                cx.dev.state.memory.remove(&raw(memory));
-                // The guard's double mapping is unmapped (at the end of this arm) only
-                // once the driver let go of the memory.
-                let _mapping = e.guard().and_then(|g| g.before_free(m));
-                (
-                    cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m), alloc)),
-                    then,
-                )
-            }
-        };
-        if let Some(f) = then {
-            e.free_now(cx.dev, f);
+    let f = Free {
+        memory: raw(memory),
+        alloc: alloc.cast(),
+    };
+    // Enforce may defer it (S4), skip it (echo never made it) or free another handle.
+    chassis::free(cx.dev, f, |how| match how {
+        Down::AsAsked => {
+            cx.dev.state.memory.remove(&raw(memory));
+            cx.down((cx.next)(device, memory, alloc))
         }
-        return r;
-    }
-    let double_map = cx
-        .dev
-        .profile()
-        .and_then(|p| p.before_free_memory(cx.dev, raw(memory)));
-    cx.dev.state.memory.remove(&raw(memory));
-    cx.down((cx.next)(device, memory, alloc));
-    drop(double_map); // unmapped only once the driver let go of it
+        Down::Driver(m) => cx.down((cx.next)(device, vk::DeviceMemory::from_raw(m), alloc)),
+        Down::Nothing => cx.down(()),
+    })
 }
 
 pub unsafe fn vkMapMemory(
@@ -336,7 +131,13 @@ pub unsafe fn vkMapMemory(
     flags: vk::MemoryMapFlags,
     data: *mut *mut c_void,
 ) -> vk::Result {
-    map(cx.dev, raw(memory), offset, size, data, &mut |m| {
+    let mm = MapMemory {
+        memory: raw(memory),
+        offset,
+        size,
+        data,
+    };
+    map(cx.dev, mm, &mut |m| {
         cx.down((cx.next)(
             device,
             vk::DeviceMemory::from_raw(m),
@@ -378,7 +179,13 @@ pub unsafe fn vkMapMemory2(
         };
         return cx.down((cx.next)(device, &patched, data));
     }
-    map(cx.dev, raw(i.memory), i.offset, i.size, data, &mut |m| {
+    let mm = MapMemory {
+        memory: raw(i.memory),
+        offset: i.offset,
+        size: i.size,
+        data,
+    };
+    map(cx.dev, mm, &mut |m| {
         let patched = vk::MemoryMapInfoKHR {
             memory: vk::DeviceMemory::from_raw(m),
             ..i
@@ -434,32 +241,21 @@ pub unsafe fn vkInvalidateMappedMemoryRanges(
     }))
 }
 
-/// A flush (`flush`) or an invalidate, alike: the profile is told, and under enforce the ranges
-/// are translated onto what the driver holds before `next` gets them.
+/// A flush (`flush`) or an invalidate, alike: the modes are told, and may translate the ranges
+/// onto what the driver holds before `next` gets them.
 unsafe fn mapped_ranges(
     dev: &DeviceData,
     flush: bool,
     count: u32,
     ranges: *const vk::MappedMemoryRange<'_>,
-    next: impl FnOnce(u32, *const vk::MappedMemoryRange<'_>) -> vk::Result,
+    next: impl Fn(u32, *const vk::MappedMemoryRange<'_>) -> vk::Result,
 ) -> vk::Result {
-    if let Some(p) = dev.profile() {
-        p.on_ranges(flush, count, ranges);
-    }
-    if let Some(e) = dev.enforce() {
-        if count > 0 && !ranges.is_null() {
-            if let Some(t) =
-                e.translate_ranges(dev, std::slice::from_raw_parts(ranges, count as usize))
-            {
-                if t.is_empty() {
-                    // Only ranges of an allocation made in part that nothing at the driver holds.
-                    return vk::Result::SUCCESS;
-                }
-                return next(t.len() as u32, t.as_ptr());
-            }
-        }
-    }
-    next(count, ranges)
+    let r = Ranges {
+        flush,
+        n: count,
+        p: ranges.cast(),
+    };
+    chassis::ranges(dev, r, |r| next(r.n, r.p))
 }
 
 pub unsafe fn vkGetDeviceMemoryCommitment(
@@ -470,7 +266,7 @@ pub unsafe fn vkGetDeviceMemoryCommitment(
 ) {
     // An allocation echo did not make has nothing committed (the query is only valid for
     // lazily allocated memory, which such an allocation never is).
-    match cx.dev.enforce().and_then(|e| e.unmade(raw(memory))) {
+    match chassis::unmade(cx.dev, raw(memory)) {
         Some(Some(real)) => cx.down((cx.next)(
             device,
             vk::DeviceMemory::from_raw(real),
@@ -490,7 +286,7 @@ pub unsafe fn vkGetDeviceMemoryOpaqueCaptureAddress(
     info: *const vk::DeviceMemoryOpaqueCaptureAddressInfo<'_>,
 ) -> u64 {
     // Allocations with a capture address are always made; echo's own handles have none.
-    match cx.dev.enforce().and_then(|e| e.unmade(raw((*info).memory))) {
+    match chassis::unmade(cx.dev, raw((*info).memory)) {
         Some(Some(real)) => {
             let patched = vk::DeviceMemoryOpaqueCaptureAddressInfo {
                 memory: vk::DeviceMemory::from_raw(real),
@@ -510,19 +306,18 @@ pub unsafe fn vkGetMemoryFdKHR(
     fd: *mut std::ffi::c_int,
 ) -> vk::Result {
     // Exporting an allocation echo did not make: it is made now, and the driver answers.
-    if let Some(e) = cx.dev.enforce().filter(|e| e.any_virtual()) {
-        let m = raw((*info).memory);
-        match e.driver_memory_now(cx.dev, m, "it is exported (vkGetMemoryFdKHR)") {
-            Ok(real) if real != m => {
-                let patched = vk::MemoryGetFdInfoKHR {
-                    memory: vk::DeviceMemory::from_raw(real),
-                    ..*info
-                };
-                return cx.down((cx.next)(device, &patched, fd));
-            }
-            Ok(_) => {}
-            Err(_) => return cx.down(vk::Result::ERROR_OUT_OF_HOST_MEMORY),
+    let m = raw((*info).memory);
+    let why = || "it is exported (vkGetMemoryFdKHR)".to_string();
+    match chassis::driver_memory(cx.dev, m, &why) {
+        Some(Ok(real)) if real != m => {
+            let patched = vk::MemoryGetFdInfoKHR {
+                memory: vk::DeviceMemory::from_raw(real),
+                ..*info
+            };
+            return cx.down((cx.next)(device, &patched, fd));
         }
+        Some(Err(_)) => return cx.down(vk::Result::ERROR_OUT_OF_HOST_MEMORY),
+        _ => {}
     }
     cx.down((cx.next)(device, info, fd))
 }

@@ -7,18 +7,21 @@
 //!   (`ffi_guard::intercept`). For a *followed* command it runs the command's behaviour here;
 //!   for one echo *steps aside from* it reports what the call names (`aside.rs`) and calls down;
 //!   for a *marked* one (a recorded command that cannot reach memory) it calls down, and
-//!   `Call::down` marks the command buffer as holding real work (issue 35, `enforce/empty.rs`).
+//!   `Call::down` marks the command buffer as holding real work (issue 35,
+//!   `enforce/enforcer/empty.rs`).
 //! - `calls_gen.rs` (generated): the call a followed command's behaviour receives, `cx:
-//!   &calls_gen::vkName` — `cx.dev` (the device record: settings, decision, state, each mode's
-//!   state) and `cx.next` (the next layer's function for exactly the name called) — which calls
-//!   down as `cx.down((cx.next)(args))`.
+//!   &calls_gen::vkName` — `cx.dev` (the device record: settings, decision, state, the modes)
+//!   and `cx.next` (the next layer's function for exactly the name called) — which calls down
+//!   as `cx.down((cx.next)(args))`.
 //! - The behaviour of each followed command, `pub unsafe fn vkName(cx, params…)`, in the file
 //!   `decisions::FOLLOWED` names: `memory.rs`, `buffer.rs`, `image.rs`, `command.rs` (command
 //!   buffers), `transfer.rs` (copies, fills, updates), `draw.rs` (dispatches, draws and what
 //!   they bind), `descriptor.rs`, `queue.rs`, `sync.rs` (fences, semaphores, barriers, events).
-//!   Bodies stay thin: observe (record state / trace), apply (a plan decided elsewhere), call
-//!   down; what a recorded command uses is told to profile, enforce and the guard in one place
-//!   (`uses.rs`).
+//!   Bodies stay thin: they keep the device's own records (`state/`), describe the command as
+//!   a value (`crate::events`) and hand it with the call down to the chassis
+//!   (`crate::chassis`), which calls the modes — profile, GPU timing, the guard, enforce — in
+//!   its one order. No body names a mode. What a recorded command uses is described in one
+//!   place (`uses.rs`).
 //! - `instance.rs` and `device.rs`: creating and destroying instances and devices (the
 //!   topology decision, echo's own extensions), which no device exists for yet.
 

@@ -5,9 +5,11 @@
 
 use super::calls_gen;
 use super::uses::{buffer_use as buse, uses, Work};
+use crate::chassis;
 use crate::dispatch::{raw, slice, DeviceData};
+use crate::events::{Copy1, Copy2};
 use ash::vk;
-use echo_analyzer::trace::{Access, CopyRegion, UseKind};
+use echo_analyzer::trace::{Access, UseKind};
 use std::ffi::c_void;
 
 /// The buffer range a buffer↔image copy touches (lowest offset, whole rest: conservative).
@@ -23,14 +25,15 @@ unsafe fn image_copy_range(count: u32, regions: *const vk::BufferImageCopy) -> u
 }
 
 /// A command that reads (`to_image`) or writes a buffer as a buffer↔image copy, from `offset`
-/// to the end (conservative).
-fn image_copy(
+/// to the end (conservative); `down()` records it.
+unsafe fn image_copy(
     dev: &DeviceData,
     cb: u64,
     command: &'static str,
     buffer: vk::Buffer,
     offset: u64,
     to_image: bool,
+    down: impl FnOnce(),
 ) {
     let (access, kind) = if to_image {
         (Access::Read, UseKind::ToImage)
@@ -38,9 +41,11 @@ fn image_copy(
         (Access::Write, UseKind::FromImage)
     };
     let u = buse(buffer, offset, vk::WHOLE_SIZE, access, kind);
-    uses(dev, cb, command, Work::Names, &[u]);
+    uses(dev, cb, command, Work::Names, &[u], down)
 }
 
+/// `vkCmdCopyBuffer` and `vkCmdCopyBuffer2` are one description (`events::BufferCopy`): the
+/// chassis takes it through the modes (traced, timed, guarded, self-copies dropped).
 pub unsafe fn vkCmdCopyBuffer(
     cx: &calls_gen::vkCmdCopyBuffer<'_>,
     cb: vk::CommandBuffer,
@@ -49,37 +54,16 @@ pub unsafe fn vkCmdCopyBuffer(
     count: u32,
     regions: *const vk::BufferCopy,
 ) {
-    let mut timed = None;
-    if let (Some(p), false) = (cx.dev.profile(), regions.is_null()) {
-        let r = std::slice::from_raw_parts(regions, count as usize)
-            .iter()
-            .map(|r| CopyRegion {
-                src_offset: r.src_offset,
-                dst_offset: r.dst_offset,
-                size: r.size,
-            })
-            .collect();
-        let seq = p.on_copy(cx.dev, raw(cb), raw(src), raw(dst), r);
-        // Issue 47: GPU timestamps around it, in echo's query pool.
-        timed = p
-            .gpu()
-            .and_then(|g| g.copy_before(raw(cb), seq).map(|t| (g, t)));
-    }
-    if let Some((g, t)) = timed {
-        cx.down((cx.next)(cb, src, dst, count, regions));
-        g.copy_after(raw(cb), t);
-        return;
-    }
-    if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
-        g.use_buffers(cx.dev, raw(cb), &[raw(src), raw(dst)]);
-    }
-    if let Some(e) = cx.dev.enforce() {
-        // Self-copy regions dropped, one substitute barrier in their place.
-        return e.cmd_copy_buffer(cx.dev, cb, src, dst, count, regions, |n, r| {
-            cx.down((cx.next)(cb, src, dst, n, r))
-        });
-    }
-    cx.down((cx.next)(cb, src, dst, count, regions))
+    let c = Copy1 {
+        cb,
+        src,
+        dst,
+        count,
+        regions,
+    };
+    chassis::copy(cx.dev, c, |c| {
+        cx.down((cx.next)(c.cb, c.src, c.dst, c.count, c.regions))
+    })
 }
 
 pub unsafe fn vkCmdCopyBuffer2(
@@ -87,41 +71,9 @@ pub unsafe fn vkCmdCopyBuffer2(
     cb: vk::CommandBuffer,
     info: *const vk::CopyBufferInfo2<'_>,
 ) {
-    if let Some(p) = cx.dev.profile() {
-        let i = &*info;
-        let r = if i.p_regions.is_null() {
-            Vec::new()
-        } else {
-            std::slice::from_raw_parts(i.p_regions, i.region_count as usize)
-                .iter()
-                .map(|r| CopyRegion {
-                    src_offset: r.src_offset,
-                    dst_offset: r.dst_offset,
-                    size: r.size,
-                })
-                .collect()
-        };
-        let seq = p.on_copy(cx.dev, raw(cb), raw(i.src_buffer), raw(i.dst_buffer), r);
-        if let Some((g, t)) = p
-            .gpu()
-            .and_then(|g| g.copy_before(raw(cb), seq).map(|t| (g, t)))
-        {
-            cx.down((cx.next)(cb, info));
-            g.copy_after(raw(cb), t);
-            return;
-        }
-    }
-    if let Some(g) = cx.dev.enforce().and_then(|e| e.guard()) {
-        g.use_buffers(
-            cx.dev,
-            raw(cb),
-            &[raw((*info).src_buffer), raw((*info).dst_buffer)],
-        );
-    }
-    if let Some(e) = cx.dev.enforce() {
-        return e.cmd_copy_buffer2(cx.dev, cb, info, |i| cx.down((cx.next)(cb, i)));
-    }
-    cx.down((cx.next)(cb, info))
+    chassis::copy(cx.dev, Copy2::of(cb, info), |c| {
+        cx.down((cx.next)(c.cb, c.down()))
+    })
 }
 
 pub unsafe fn vkCmdFillBuffer(
@@ -133,8 +85,14 @@ pub unsafe fn vkCmdFillBuffer(
     data: u32,
 ) {
     let u = buse(dst, offset, size, Access::Write, UseKind::Fill);
-    uses(cx.dev, raw(cb), "vkCmdFillBuffer", Work::Names, &[u]);
-    cx.down((cx.next)(cb, dst, offset, size, data))
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdFillBuffer",
+        Work::Names,
+        &[u],
+        || cx.down((cx.next)(cb, dst, offset, size, data)),
+    )
 }
 
 pub unsafe fn vkCmdUpdateBuffer(
@@ -146,8 +104,14 @@ pub unsafe fn vkCmdUpdateBuffer(
     data: *const c_void,
 ) {
     let u = buse(dst, offset, size, Access::Write, UseKind::Update);
-    uses(cx.dev, raw(cb), "vkCmdUpdateBuffer", Work::Names, &[u]);
-    cx.down((cx.next)(cb, dst, offset, size, data))
+    uses(
+        cx.dev,
+        raw(cb),
+        "vkCmdUpdateBuffer",
+        Work::Names,
+        &[u],
+        || cx.down((cx.next)(cb, dst, offset, size, data)),
+    )
 }
 
 pub unsafe fn vkCmdCopyBufferToImage(
@@ -166,8 +130,8 @@ pub unsafe fn vkCmdCopyBufferToImage(
         src,
         image_copy_range(count, regions),
         true,
-    );
-    cx.down((cx.next)(cb, src, dst, layout, count, regions))
+        || cx.down((cx.next)(cb, src, dst, layout, count, regions)),
+    )
 }
 
 pub unsafe fn vkCmdCopyImageToBuffer(
@@ -186,8 +150,8 @@ pub unsafe fn vkCmdCopyImageToBuffer(
         dst,
         image_copy_range(count, regions),
         false,
-    );
-    cx.down((cx.next)(cb, src, layout, dst, count, regions))
+        || cx.down((cx.next)(cb, src, layout, dst, count, regions)),
+    )
 }
 
 pub unsafe fn vkCmdCopyBufferToImage2(
@@ -208,8 +172,8 @@ pub unsafe fn vkCmdCopyBufferToImage2(
         i.src_buffer,
         off,
         true,
-    );
-    cx.down((cx.next)(cb, info))
+        || cx.down((cx.next)(cb, info)),
+    )
 }
 
 pub unsafe fn vkCmdCopyImageToBuffer2(
@@ -230,6 +194,6 @@ pub unsafe fn vkCmdCopyImageToBuffer2(
         i.dst_buffer,
         off,
         false,
-    );
-    cx.down((cx.next)(cb, info))
+        || cx.down((cx.next)(cb, info)),
+    )
 }

@@ -28,6 +28,7 @@
 #![allow(dead_code)]
 
 pub mod gputime;
+mod profile_mode;
 pub mod recorder;
 pub mod sink;
 pub mod watch;

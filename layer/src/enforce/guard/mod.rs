@@ -40,6 +40,7 @@
 //! installed before this one (same rules as `profile/watch`). Slot transitions are CAS'd
 //! through `BUSY`, so a handler and normal code never re-map a view at once.
 
+mod guard_mode;
 mod views;
 
 use crate::hostmem::memfd::DoubleMap;

@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 mod copies;
+mod timing_mode;
 
 /// Timestamp slots (pairs of queries) per queue: submissions in flight at once that are timed.
 pub const SLOTS_PER_QUEUE: u32 = 32;

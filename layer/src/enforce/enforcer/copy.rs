@@ -18,8 +18,8 @@
 //! submission are visible to every command of the submission (no barrier needed); every
 //! `vkQueueSubmit` is kept, so fences and semaphores signal as before.
 
-use super::alias::Elided;
-use super::Enforcer;
+use super::{Elided, Enforcer};
+use crate::events::BufferCopy;
 use crate::log;
 use crate::records::Device;
 use ash::vk;
@@ -222,7 +222,7 @@ impl Enforcer {
         for (s, size) in dropped {
             g.elided(
                 cb.as_raw(),
-                super::guard::Elided {
+                crate::enforce::guard::Elided {
                     memory,
                     offset: so + s,
                     size,
@@ -261,89 +261,32 @@ impl Enforcer {
         self.c.barriers_inserted.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// `vkCmdCopyBuffer`. `down(count, regions)` records the copy through the next layer.
+    /// `vkCmdCopyBuffer` and `vkCmdCopyBuffer2(KHR)`, one path (`events::BufferCopy`):
+    /// `down(c)` records `c` — as asked, or with the self-copy regions left out — through the
+    /// next layer.
     ///
     /// # Safety
-    /// `regions` points to `count` valid regions (the application's arguments).
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn cmd_copy_buffer(
-        &self,
-        dev: &Device,
-        cb: vk::CommandBuffer,
-        src: vk::Buffer,
-        dst: vk::Buffer,
-        count: u32,
-        regions: *const vk::BufferCopy,
-        down: impl FnOnce(u32, *const vk::BufferCopy),
-    ) {
-        let rs: &[vk::BufferCopy] = if count == 0 || regions.is_null() {
-            &[]
-        } else {
-            std::slice::from_raw_parts(regions, count as usize)
+    /// `c` describes the application's valid arguments.
+    pub unsafe fn cmd_copy<C: BufferCopy>(&self, dev: &Device, c: C, down: impl FnOnce(C)) {
+        let cb = c.cb();
+        let (src, dst) = c.buffers();
+        let rs = c.regions();
+        let Some(drop) = self.self_copies(dev, src, dst, rs.iter().map(C::region)) else {
+            return down(c);
         };
-        let Some(drop) = self.self_copies(
-            dev,
-            src.as_raw(),
-            dst.as_raw(),
-            rs.iter().map(|r| (r.src_offset, r.dst_offset, r.size)),
-        ) else {
-            return down(count, regions);
-        };
-        let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
+        let (keep, bytes) = split_regions(rs, &drop, |r| C::region(r).2);
         self.count_dropped(cb, (rs.len() - keep.len()) as u64, bytes, keep.is_empty());
         if self.guard.is_some() {
             let dropped = rs.iter().zip(drop.iter()).filter(|(_, d)| *d);
             self.note_elided(
                 dev,
                 cb,
-                src.as_raw(),
-                dropped.map(|(r, _)| (r.src_offset, r.size)),
+                src,
+                dropped.map(|(r, _)| (C::region(r).0, C::region(r).2)),
             );
         }
         if !keep.is_empty() {
-            down(keep.len() as u32, keep.as_ptr());
-        }
-        self.substitute_barrier(dev, cb);
-    }
-
-    /// `vkCmdCopyBuffer2` / `vkCmdCopyBuffer2KHR`. `down(info)` records the copy through the
-    /// next layer.
-    ///
-    /// # Safety
-    /// `info` is the application's valid `VkCopyBufferInfo2`.
-    pub unsafe fn cmd_copy_buffer2(
-        &self,
-        dev: &Device,
-        cb: vk::CommandBuffer,
-        info: *const vk::CopyBufferInfo2<'_>,
-        down: impl FnOnce(*const vk::CopyBufferInfo2<'_>),
-    ) {
-        let i = &*info;
-        let rs: &[vk::BufferCopy2<'_>] = if i.region_count == 0 || i.p_regions.is_null() {
-            &[]
-        } else {
-            std::slice::from_raw_parts(i.p_regions, i.region_count as usize)
-        };
-        let Some(drop) = self.self_copies(
-            dev,
-            i.src_buffer.as_raw(),
-            i.dst_buffer.as_raw(),
-            rs.iter().map(|r| (r.src_offset, r.dst_offset, r.size)),
-        ) else {
-            return down(info);
-        };
-        let (keep, bytes) = split_regions(rs, &drop, |r| r.size);
-        self.count_dropped(cb, (rs.len() - keep.len()) as u64, bytes, keep.is_empty());
-        if self.guard.is_some() {
-            let dropped = rs.iter().zip(drop.iter()).filter(|(_, d)| *d);
-            let src = i.src_buffer.as_raw();
-            self.note_elided(dev, cb, src, dropped.map(|(r, _)| (r.src_offset, r.size)));
-        }
-        if !keep.is_empty() {
-            let mut patched = *i;
-            patched.region_count = keep.len() as u32;
-            patched.p_regions = keep.as_ptr();
-            down(&patched);
+            down(c.with_regions(&keep));
         }
         self.substitute_barrier(dev, cb);
     }

@@ -1,3 +1,9 @@
+//! The `Enforcer`: enforce mode's state for one device and everything it does, in this folder
+//! (issue 56): this file holds the type, its constructor and the runtime state aliasing shares;
+//! `binding.rs`, `mapping.rs`, `release.rs`, `virt.rs`, `window.rs` are aliasing (below),
+//! `copy.rs` copy elision, `empty.rs` command buffers left out of their submission, and
+//! `enforce_mode.rs` the enforcer at each event of the chassis (`crate::events::Mode`).
+//!
 //! Aliasing (DESIGN §6): binds redirected into a partner's memory, deferred binds, redirected
 //! maps, translated flush/invalidate ranges, deferred frees.
 //!
@@ -776,6 +782,9 @@ pub(super) fn map_whole(dev: &Device, memory: u64) -> Result<usize, vk::Result> 
 }
 
 mod binding;
+mod copy;
+mod empty;
+mod enforce_mode;
 mod mapping;
 mod release;
 mod virt;
