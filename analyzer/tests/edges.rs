@@ -84,3 +84,121 @@ fn s1_places_a_member_at_its_delta() {
         assert!(msg.contains("the host read"), "{msg}");
     }
 }
+
+/// S4: a buffer the sub-allocator binds into the pool while the guest lives, right beside the
+/// guest's range — ending where it starts, starting where it ends — shares no byte with it; one
+/// byte into it, it does (`s4_lifetime::check`).
+#[test]
+fn s4_neighbours_touch_but_do_not_overlap() {
+    // (offset, size) of the buffer bound after the staging buffer is destroyed.
+    let build = |offset: u64, size: u64| {
+        let mut t = T::new();
+        let pool = t.pool(8 * MIB);
+        let _other = t.sub_staging(pool, 4 * MIB, MIB);
+        let h = t.sub_staging(pool, MIB, MIB);
+        let d = t.device(MIB);
+        for _ in 0..3 {
+            t.host_write(h.buf);
+            t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+        }
+        t.destroy(h.buf);
+        let y = t.create(size, STORAGE, 0);
+        let rebind = t.bind(y, pool, offset);
+        t.run(&[Cmd::ReadWrite(d.buf)]);
+        (t.analyze(), rebind)
+    };
+    // Beside it on either side: the device buffer still moves into the staging range.
+    for (offset, size) in [(0, MIB), (2 * MIB, MIB)] {
+        let (a, _) = build(offset, size);
+        assert_eq!(
+            accepted(decision(&a, 2, 3)),
+            Direction::DeviceIntoStaging,
+            "{offset} {size}"
+        );
+    }
+    // One byte into it, from below or from above: S4 at the bind.
+    for (offset, size) in [(0, MIB + 1), (2 * MIB - 1, MIB)] {
+        let (a, rebind) = build(offset, size);
+        let (c, ev, msg) = rejected(decision(&a, 2, 3));
+        assert_eq!(c, Condition::S4, "{offset} {size}: {msg}");
+        assert_eq!(ev, Some(rebind));
+    }
+}
+
+/// Exact host writes (issue 54) name the bytes a window did not rewrite in the staging buffer's
+/// own offsets, also when the device buffer sits at a delta in it (`Sim::exact_write`).
+#[test]
+fn an_exact_write_gap_is_named_in_the_staging_buffers_offsets() {
+    let mut t = T::new();
+    t.partial_writes();
+    let h = t.staging(2 * MIB);
+    let d = t.device(MIB);
+    for i in 0..3 {
+        let w = t.host_write(h.buf);
+        let end = if i == 0 { 2 * MIB } else { MIB + MIB / 2 };
+        t.push(Event::HostWrites {
+            buffer: h.buf,
+            write: w,
+            ranges: vec![[0, end]],
+            any: None,
+        });
+        t.run(&[
+            Cmd::CopyAt(h.buf, d.buf, MIB, 0, MIB),
+            Cmd::ReadWrite(d.buf),
+        ]);
+    }
+    let a = t.analyze();
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "bytes {}..{} of staging buffer #1, which",
+            MIB + MIB / 2,
+            2 * MIB
+        )),
+        "{msg}"
+    );
+}
+
+/// S1 counts unseen host writes into the *device* buffer only when its memory was mapped before
+/// its bind; a staging member written before its own bind does not make the device buffer's
+/// undefined bytes a value (`Sim::first_read`; roles.rs has the mapped-before-bind case).
+#[test]
+fn a_members_write_before_bind_is_not_the_device_buffers() {
+    let build = |device_mapped_before_bind: bool| {
+        let mut t = T::new();
+        let pool = t.alloc(8 * MIB, 0, None);
+        let dbuf = t.create(MIB, STORAGE | SRC | DST, 0);
+        if device_mapped_before_bind {
+            t.map(pool);
+        }
+        t.bind(dbuf, pool, 4 * MIB);
+        if !device_mapped_before_bind {
+            t.map(pool);
+        }
+        t.watch(dbuf);
+        // The staging buffer is bound into the mapped block: written before its bind, maybe.
+        let h = t.sub_watched(pool, 0, MIB, SRC | DST);
+        // The GPU reads the device buffer before anything wrote it.
+        t.run(&[Cmd::Read(dbuf)]);
+        for _ in 0..3 {
+            t.host_write(h.buf);
+            t.run(&[
+                Cmd::Copy(h.buf, dbuf, MIB),
+                Cmd::ReadWrite(dbuf),
+                Cmd::Copy(dbuf, h.buf, MIB),
+            ]);
+            t.host_read(h.buf);
+        }
+        t.analyze()
+    };
+    let a = build(false);
+    assert_eq!(
+        accepted(&a.candidates[0].decision),
+        Direction::DeviceIntoStaging
+    );
+    let a = build(true);
+    let (c, _, msg) = rejected(&a.candidates[0].decision);
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(msg.contains("before its bind (not traced)"), "{msg}");
+}
