@@ -202,3 +202,158 @@ fn a_members_write_before_bind_is_not_the_device_buffers() {
     assert_eq!(c, Condition::S1, "{msg}");
     assert!(msg.contains("before its bind (not traced)"), "{msg}");
 }
+
+/// S1's linking copies (the ones enforce drops): device → member at the member's delta, with
+/// both offsets non-zero. A readback into byte `MIB + 4096` of a staging buffer from byte 4096
+/// of the device buffer links them at delta `MIB`; the loop is accepted. Taken as an ordinary
+/// copy, its bytes would overwrite the device buffer's in the shared range and the next
+/// dispatch would read them (`s1_value::check`, the `linking` test).
+#[test]
+fn a_readback_at_a_delta_links_its_buffers() {
+    let mut t = T::new();
+    let h = t.staging(2 * MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.run(&[
+            Cmd::ReadWrite(d.buf),
+            Cmd::CopyAt(d.buf, h.buf, 4096, MIB + 4096, MIB - 4096),
+        ]);
+        t.host_read(h.buf);
+    }
+    let a = t.analyze();
+    assert_eq!(accepted(decision(&a, 1, 2)), Direction::DeviceIntoStaging);
+    assert_eq!(a.plan.groups[0].members[0].delta, MIB as i64);
+}
+
+/// A copy between two members of one group is not a linking copy: sharing memory it copies
+/// the range onto itself, so it reads its source like any GPU read and writes the shared range.
+/// Each member alone is fine; in one group, the copy between them lands in the device buffer's
+/// bytes before the dispatch reads them (`s1_value::check`, the `linking` test).
+#[test]
+fn a_copy_between_two_members_is_not_a_linking_copy() {
+    let mut t = T::new();
+    let up = t.staging_unmapped(MIB);
+    let d = t.device(MIB);
+    t.map(up.mem);
+    let down = t.staging(MIB);
+    for _ in 0..3 {
+        t.host_write(up.buf);
+        t.run(&[
+            Cmd::Copy(up.buf, down.buf, MIB),
+            Cmd::Copy(up.buf, d.buf, MIB),
+            Cmd::ReadWrite(d.buf),
+            Cmd::Copy(d.buf, down.buf, MIB),
+        ]);
+        t.host_read(down.buf);
+    }
+    let a = t.analyze();
+    assert_eq!(accepted(decision(&a, 1, 2)), Direction::StagingIntoDevice);
+    let (c, _, msg) = rejected(decision(&a, 3, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(
+        msg.contains("reads device buffer #2")
+            && msg.contains("the copy into staging buffer #3")
+            && msg.contains("[as a member of the group of device buffer #2 with staging #1]"),
+        "{msg}"
+    );
+}
+
+/// S4 places the guest at the owner's offset plus the delta (device into staging): a buffer the
+/// sub-allocator binds where the device buffer would live at its delta, and only there, is a
+/// recycled range (`s4_lifetime::check`, `start`).
+#[test]
+fn s4_places_the_guest_at_its_delta() {
+    let build = |offset: u64| {
+        let mut t = T::new();
+        let pool = t.pool(8 * MIB);
+        let _other = t.sub_staging(pool, 6 * MIB, MIB);
+        let h = t.sub_staging(pool, MIB, 2 * MIB);
+        let d = t.device(MIB);
+        for _ in 0..3 {
+            t.host_write(h.buf);
+            t.run(&[
+                Cmd::CopyAt(h.buf, d.buf, MIB / 2, 0, MIB),
+                Cmd::ReadWrite(d.buf),
+            ]);
+        }
+        t.destroy(h.buf);
+        // The device buffer would live at [1.5 MiB, 2.5 MiB) of the pool.
+        let y = t.create(MIB / 4, STORAGE, 0);
+        let rebind = t.bind(y, pool, offset);
+        t.run(&[Cmd::ReadWrite(d.buf)]);
+        (t.analyze(), rebind)
+    };
+    let (a, rebind) = build(2 * MIB + MIB / 4);
+    let (c, ev, msg) = rejected(decision(&a, 2, 3));
+    assert_eq!((c, ev), (Condition::S4, Some(rebind)), "{msg}");
+    // Where it would be at the opposite delta: nothing of the device buffer's.
+    let (a, _) = build(MIB / 2);
+    assert_eq!(accepted(decision(&a, 2, 3)), Direction::DeviceIntoStaging);
+}
+
+/// S4's last use is the guest's own: a host access to another buffer after the owner's memory
+/// is freed is not a use of the guest (`s4_lifetime::last_use`).
+#[test]
+fn s4_last_use_is_the_guests_own() {
+    let mut t = T::new();
+    let other = t.staging(MIB);
+    let pool = t.pool(8 * MIB);
+    let _x = t.sub_staging(pool, 4 * MIB, MIB);
+    let h = t.sub_staging(pool, MIB, MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+    }
+    t.destroy(d.buf);
+    t.destroy(h.buf);
+    t.free(pool);
+    t.host_write(other.buf);
+    let a = t.analyze();
+    assert_eq!(accepted(decision(&a, 3, 4)), Direction::DeviceIntoStaging);
+}
+
+/// S4 places the guest at the owner's offset less the delta (staging into device): a staging
+/// buffer copied into byte `MIB / 2` of a device buffer at 2 MiB of a shared block would live at
+/// [2.5 MiB, 3 MiB) of it; a buffer bound there after the device buffer is destroyed recycles
+/// its range, one bound at [1.5 MiB, 2 MiB) does not (`s4_lifetime::check`, `start`).
+#[test]
+fn s4_places_a_staging_guest_in_its_owner_by_the_delta() {
+    let build = |offset: u64| {
+        let mut t = T::new();
+        let buf = t.create(MIB / 2, SRC | DST, 0);
+        let mem = t.alloc(MIB / 2, 1, Some(buf));
+        t.bind(buf, mem, 0);
+        let block = t.alloc(8 * MIB, 0, None);
+        let dbuf = t.create(MIB, STORAGE | DST, 0);
+        // Only the block's type: the device buffer cannot move into the staging allocation.
+        for r in &mut t.recs {
+            if let Event::BufferCreate { buffer, req, .. } = &mut r.event {
+                if *buffer == dbuf {
+                    req.type_bits = 0b01;
+                }
+            }
+        }
+        t.bind(dbuf, block, 2 * MIB);
+        t.map(mem);
+        let other = t.create(MIB, STORAGE, 0);
+        t.bind(other, block, 6 * MIB);
+        for _ in 0..3 {
+            t.host_write(buf);
+            t.run(&[
+                Cmd::CopyAt(buf, dbuf, 0, MIB / 2, MIB / 2),
+                Cmd::ReadWrite(dbuf),
+            ]);
+        }
+        t.destroy(dbuf);
+        let y = t.create(MIB / 2, STORAGE, 0);
+        let rebind = t.bind(y, block, offset);
+        t.host_write(buf);
+        (t.analyze(), rebind)
+    };
+    let (a, rebind) = build(2 * MIB + MIB / 2);
+    let (c, ev, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!((c, ev), (Condition::S4, Some(rebind)), "{msg}");
+    let (a, _) = build(MIB + MIB / 2);
+    assert_eq!(accepted(decision(&a, 1, 2)), Direction::StagingIntoDevice);
+}
