@@ -357,3 +357,51 @@ fn s4_places_a_staging_guest_in_its_owner_by_the_delta() {
     let (a, _) = build(MIB + MIB / 2);
     assert_eq!(accepted(decision(&a, 1, 2)), Direction::StagingIntoDevice);
 }
+
+/// S4, staging into device: the layer defers the free of an allocation the device buffer owns
+/// alone, not of a block it shares: freeing that block while the staging buffer is still used
+/// is S4; freeing the dedicated one is fine (`s4_lifetime::check`, `deferred`).
+#[test]
+fn s4_the_free_of_a_dedicated_device_allocation_is_deferred() {
+    let build = |dedicated: bool| {
+        let mut t = T::new();
+        // The staging buffer in memory type 1, which the device buffer does not allow: staging
+        // into device is the only way.
+        let hbuf = t.create(MIB, SRC | DST, 0);
+        let hmem = t.alloc(MIB, 1, Some(hbuf));
+        t.bind(hbuf, hmem, 0);
+        let dbuf = t.create(MIB, STORAGE | DST, 0);
+        for r in &mut t.recs {
+            if let Event::BufferCreate { buffer, req, .. } = &mut r.event {
+                if *buffer == dbuf {
+                    req.type_bits = 0b01;
+                }
+            }
+        }
+        let dmem = if dedicated {
+            let m = t.alloc(MIB, 0, Some(dbuf));
+            t.bind(dbuf, m, 0);
+            m
+        } else {
+            let block = t.alloc(8 * MIB, 0, None);
+            t.bind(dbuf, block, 2 * MIB);
+            let other = t.create(MIB, STORAGE, 0);
+            t.bind(other, block, 6 * MIB);
+            block
+        };
+        t.map(hmem);
+        for _ in 0..3 {
+            t.host_write(hbuf);
+            t.run(&[Cmd::Copy(hbuf, dbuf, MIB), Cmd::ReadWrite(dbuf)]);
+        }
+        t.destroy(dbuf);
+        let freed = t.free(dmem);
+        t.host_write(hbuf);
+        (t.analyze(), freed)
+    };
+    let (a, _) = build(true);
+    assert_eq!(accepted(decision(&a, 1, 2)), Direction::StagingIntoDevice);
+    let (a, freed) = build(false);
+    let (c, ev, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!((c, ev), (Condition::S4, Some(freed)), "{msg}");
+}
