@@ -102,15 +102,23 @@ for o in d['outcomes']:
         mutant_seconds.append(sum(p['duration'] for p in o['phase_results']))
 rows = dict(sorted(rows.items()))
 # The equivalents: one mutant a line, as cargo-mutants names it (`file:line:col: replace … in f`),
-# then `# reason`. Matched without the line and column (which move as the code is edited), each
-# entry standing for one mutant: two survivors of the same description need two entries.
-known = collections.Counter()
-for line in open(equivalents):
-    name = line.split('#', 1)[0].strip()
-    if name:
-        known[strip(name)] += 1
-new = []
+# then `# reason`. An entry matches its survivor by the whole name first; the entries left then
+# match without the line and column (which move as the code is edited), each entry standing for
+# one mutant: two survivors of the same description need two entries.
+entries = [l.split('#', 1)[0].strip() for l in open(equivalents)]
+entries = [e for e in entries if e]
+exact = collections.Counter(entries)
+rest = []
 for name in missed:
+    if exact[name.strip()] > 0:
+        exact[name.strip()] -= 1
+    else:
+        rest.append(name)
+known = collections.Counter()
+for e, n in exact.items():
+    known[strip(e)] += n
+new = []
+for name in rest:
     key = strip(name)
     if known[key] > 0:
         known[key] -= 1
@@ -131,9 +139,13 @@ table = '\n'.join(lines) + '\n'
 open(f'{out}/table.md', 'w').write(table)
 open(f'{out}/new-survivors.txt', 'w').write(''.join(n + '\n' for n in new))
 print(table)
+listed = len(missed) - len(new)
+viable = total['caught'] + total['missed'] + total['timeout']
+kept = f"{100 * (total['caught'] + total['timeout']) / (viable - listed):.1f} %" if viable > listed else '–'
 print(f"== mutants: shard {shard}: {sum(total.values())} mutants, {total['caught']} caught, "
-      f"{total['missed']} missed ({len(missed) - len(new)} listed equivalent, {len(new)} new), "
-      f"{total['timeout']} timeout, {total['unviable']} unviable, score {score(total)}; "
+      f"{total['missed']} missed ({listed} listed equivalent, {len(new)} new), "
+      f"{total['timeout']} timeout, {total['unviable']} unviable, score {score(total)} "
+      f"({kept} with the equivalents set aside); "
       f"{seconds} s, {per:.1f} s a viable mutant (build + tests)")
 for n in new:
     print(f"   NEW SURVIVOR: {n}")
