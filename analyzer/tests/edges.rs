@@ -405,3 +405,38 @@ fn s4_the_free_of_a_dedicated_device_allocation_is_deferred() {
     let (c, ev, msg) = rejected(decision(&a, 1, 2));
     assert_eq!((c, ev), (Condition::S4, Some(freed)), "{msg}");
 }
+
+/// A one-time upload whose staging buffer cannot move into the device allocation is refused
+/// with that reason, and the verdict says why the other direction was not tried
+/// (`analysis::grouping::one_time`).
+#[test]
+fn a_one_time_transfer_refused_staging_into_device_says_why_not_the_other_way() {
+    let mut t = T::new();
+    // The staging buffer allows only memory type 1; the device allocation is type 0.
+    let hbuf = t.create(MIB, SRC | DST, 0);
+    for r in &mut t.recs {
+        if let Event::BufferCreate { buffer, req, .. } = &mut r.event {
+            if *buffer == hbuf {
+                req.type_bits = 0b10;
+            }
+        }
+    }
+    let hmem = t.alloc(MIB, 1, Some(hbuf));
+    t.bind(hbuf, hmem, 0);
+    let d = t.device(MIB);
+    t.map(hmem);
+    t.host_write(hbuf);
+    t.run(&[Cmd::Copy(hbuf, d.buf, MIB)]);
+    t.destroy(hbuf);
+    for _ in 0..3 {
+        t.run(&[Cmd::ReadWrite(d.buf)]);
+    }
+    let a = t.analyze();
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::Compat, "{msg}");
+    assert!(
+        msg.contains("memoryTypeBits")
+            && msg.ends_with("; device into staging is not tried for a single transfer: binding the device buffer into the staging allocation would keep that alive and raise the footprint"),
+        "{msg}"
+    );
+}
