@@ -440,3 +440,37 @@ fn a_one_time_transfer_refused_staging_into_device_says_why_not_the_other_way() 
         "{msg}"
     );
 }
+
+/// S2 looks only at the group: GPU work on other buffers in flight while the host writes the
+/// staging buffer, or the host writing another buffer while the group's work is in flight, is
+/// no race on the group's bytes (`s2_order::check`, `GroupSpec::contains`, `is_member`).
+#[test]
+fn s2_is_about_the_groups_buffers_only() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    let u = t.staging(MIB);
+    let e = t.device(MIB);
+    for _ in 0..3 {
+        let (_, other) = t.submit(&[Cmd::ReadWrite(e.buf)]);
+        t.host_write(h.buf);
+        let (_, group) = t.submit(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+        t.host_write(u.buf);
+        t.wait(group);
+        t.wait(other);
+    }
+    let a = t.analyze();
+    assert_eq!(accepted(decision(&a, 1, 2)), Direction::DeviceIntoStaging);
+    // The same host write of the staging buffer while the group's work is in flight: S2.
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let d = t.device(MIB);
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        let (_, group) = t.submit(&[Cmd::Copy(h.buf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+        t.host_write(h.buf);
+        t.wait(group);
+    }
+    let (c, _, msg) = rejected(decision(&t.analyze(), 1, 2));
+    assert_eq!(c, Condition::S2, "{msg}");
+}
