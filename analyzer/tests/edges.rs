@@ -474,3 +474,34 @@ fn s2_is_about_the_groups_buffers_only() {
     let (c, _, msg) = rejected(decision(&t.analyze(), 1, 2));
     assert_eq!(c, Condition::S2, "{msg}");
 }
+
+/// compat: a use the layer cannot follow refuses the pair only when it names one of the pair's
+/// buffers, not when it names another buffer in the same submission (`compat::untracked`).
+#[test]
+fn an_untracked_use_of_another_buffer_is_not_the_pairs() {
+    let build = |untracked_on_pair: bool| {
+        let mut t = T::new();
+        let h = t.staging_unmapped(MIB);
+        let d = t.device(MIB);
+        t.map(h.mem);
+        let e = t.device(MIB);
+        let which = if untracked_on_pair { d.buf } else { e.buf };
+        for _ in 0..3 {
+            t.host_write(h.buf);
+            t.run(&[
+                Cmd::Copy(h.buf, d.buf, MIB),
+                Cmd::ReadWrite(d.buf),
+                Cmd::Untracked(which),
+            ]);
+        }
+        t.analyze()
+    };
+    assert_eq!(
+        accepted(decision(&build(false), 1, 2)),
+        Direction::StagingIntoDevice
+    );
+    let a = build(true);
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::Compat, "{msg}");
+    assert!(msg.contains("cannot follow"), "{msg}");
+}
