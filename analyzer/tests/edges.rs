@@ -503,5 +503,64 @@ fn an_untracked_use_of_another_buffer_is_not_the_pairs() {
     let a = build(true);
     let (c, _, msg) = rejected(decision(&a, 1, 2));
     assert_eq!(c, Condition::Compat, "{msg}");
-    assert!(msg.contains("cannot follow"), "{msg}");
+    assert!(
+        msg.contains("uses device buffer #2") && msg.contains("cannot follow"),
+        "{msg}"
+    );
+}
+
+/// Set the memory requirement's type bits of `buffer`.
+fn type_bits(t: &mut T, buffer: u64, bits: u32) {
+    for r in &mut t.recs {
+        if let Event::BufferCreate { buffer: b, req, .. } = &mut r.event {
+            if *b == buffer {
+                req.type_bits = bits;
+            }
+        }
+    }
+}
+
+/// compat: staging into device shares the device allocation's memory type when it is
+/// host-visible, and otherwise the type enforce switches it to (the device's alias type, 0 in
+/// these traces); each buffer's type bits are checked against that type
+/// (`compat::shared_type`).
+#[test]
+fn staging_into_device_shares_the_device_allocations_type_when_host_visible() {
+    // (device memory host-visible, its type, staging type bits, device type bits)
+    let build = |visible: bool, d_type: u32, h_bits: u32, d_bits: u32| {
+        let mut t = T::new();
+        let hbuf = t.create(MIB, SRC | DST, 0);
+        type_bits(&mut t, hbuf, h_bits);
+        let hmem = t.alloc(MIB, 1, Some(hbuf));
+        t.bind(hbuf, hmem, 0);
+        let d = t.device(MIB);
+        type_bits(&mut t, d.buf, d_bits);
+        for r in &mut t.recs {
+            if let Event::MemoryAlloc {
+                memory,
+                host_visible,
+                type_index,
+                ..
+            } = &mut r.event
+            {
+                if *memory == d.mem {
+                    *host_visible = visible;
+                    *type_index = d_type;
+                }
+            }
+        }
+        t.map(hmem);
+        for _ in 0..3 {
+            t.host_write(hbuf);
+            t.run(&[Cmd::Copy(hbuf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+        }
+        t.analyze()
+    };
+    // Host-visible device memory of type 2, which the device buffer alone allows: type 2, not
+    // the alias type 0 nor the staging allocation's 1.
+    let a = build(true, 2, 0b111, 0b100);
+    assert_eq!(accepted(decision(&a, 1, 2)), Direction::StagingIntoDevice);
+    // Not host-visible, of type 2: the alias type 0, which the staging buffer alone allows.
+    let a = build(false, 2, 0b01, 0b111);
+    assert_eq!(accepted(decision(&a, 1, 2)), Direction::StagingIntoDevice);
 }
