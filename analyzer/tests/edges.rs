@@ -563,4 +563,8 @@ fn staging_into_device_shares_the_device_allocations_type_when_host_visible() {
     // Not host-visible, of type 2: the alias type 0, which the staging buffer alone allows.
     let a = build(false, 2, 0b01, 0b111);
     assert_eq!(accepted(decision(&a, 1, 2)), Direction::StagingIntoDevice);
+    // The device buffer, which would hold the staging buffer, does not allow the alias type:
+    // refused that way (its own type bits, checked first), accepted the other way.
+    let a = build(false, 2, 0b111, 0b110);
+    assert_eq!(accepted(decision(&a, 1, 2)), Direction::DeviceIntoStaging);
 }
