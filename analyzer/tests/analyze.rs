@@ -1541,7 +1541,8 @@ fn device_buffer_named_before_its_partner_is_bound_is_refused() {
             assert_eq!(r.condition, Condition::Compat);
             assert!(
                 r.message.contains("vkCmdCopyBuffer recorded at event")
-                    && r.message.contains("enforce holds the bind back"),
+                    && r.message.contains("enforce holds the bind back")
+                    && r.message.contains("was created only at event"),
                 "{}",
                 r.message
             );

@@ -568,3 +568,79 @@ fn staging_into_device_shares_the_device_allocations_type_when_host_visible() {
     let a = build(false, 2, 0b111, 0b110);
     assert_eq!(accepted(decision(&a, 1, 2)), Direction::DeviceIntoStaging);
 }
+
+/// compat, held back (analyze.rs has the copy recorded before the readback buffer exists): a
+/// command recorded after the readback buffer is created but before it is bound is refused as
+/// recorded before the bind; a command recorded early that names another buffer refuses
+/// nothing (`compat::held_back`).
+#[test]
+fn held_back_is_about_the_guest_and_says_created_or_bound() {
+    // `guest_early`: the early command copies into the device buffer; else into another one.
+    let build = |guest_early: bool| {
+        let mut t = T::new();
+        let s = t.device(MIB);
+        let d = t.device(MIB);
+        let e = t.device(MIB);
+        let pool = t.pool(2 * MIB);
+        let rbuf = t.create(MIB, SRC | DST, 0);
+        t.run(&[Cmd::Copy(
+            s.buf,
+            if guest_early { d.buf } else { e.buf },
+            MIB,
+        )]);
+        t.bind(rbuf, pool, 0);
+        let _x = t.sub_staging(pool, MIB, 64 * 1024); // the readback buffer's memory is shared
+        for _ in 0..3 {
+            t.run(&[Cmd::Copy(s.buf, d.buf, MIB), Cmd::Copy(d.buf, rbuf, MIB)]);
+            t.host_read(rbuf);
+        }
+        t.analyze()
+    };
+    let a = build(false);
+    assert_eq!(a.plan.groups.len(), 1, "{:#?}", a.plan.rejected);
+    assert_eq!(a.plan.groups[0].direction, Direction::DeviceIntoStaging);
+    let a = build(true);
+    assert!(a.plan.groups.is_empty(), "{:#?}", a.plan.groups);
+    let r = &a.plan.rejected[0];
+    assert_eq!(r.condition, Condition::Compat);
+    assert!(
+        r.message.contains("enforce holds the bind back")
+            && r.message.contains(", was bound only at event"),
+        "{}",
+        r.message
+    );
+}
+
+/// compat, staging into device: a map of the staging allocation made right before the device
+/// buffer's bind (the event just before it) is held at the bind, so that direction is refused
+/// and the pair goes device into staging; mapped right after the bind, staging into device
+/// (`compat::mapped_before_bind`, `Memory::mapped_at`).
+#[test]
+fn a_map_made_just_before_the_device_bind_is_held_at_it() {
+    let build = |map_first: bool| {
+        let mut t = T::new();
+        let h = t.staging_unmapped(MIB);
+        let dbuf = t.create(MIB, STORAGE | SRC | DST, 0);
+        let dmem = t.alloc(MIB, 0, Some(dbuf));
+        if map_first {
+            t.map(h.mem);
+        }
+        t.bind(dbuf, dmem, 0);
+        if !map_first {
+            t.map(h.mem);
+        }
+        for _ in 0..3 {
+            t.host_write(h.buf);
+            t.run(&[Cmd::Copy(h.buf, dbuf, MIB), Cmd::ReadWrite(dbuf)]);
+        }
+        t.analyze()
+    };
+    assert_eq!(
+        accepted(decision(&build(true), 1, 2)),
+        Direction::DeviceIntoStaging
+    );
+    assert_eq!(
+        accepted(decision(&build(false), 1, 2)),
+        Direction::StagingIntoDevice
+    );
+}
