@@ -644,3 +644,31 @@ fn a_map_made_just_before_the_device_bind_is_held_at_it() {
         Direction::StagingIntoDevice
     );
 }
+
+/// compat, staging into device: the refusal of a map held at the device buffer's bind says when
+/// the program unmapped it (`compat::mapped_before_bind`, `until`).
+#[test]
+fn a_held_map_says_when_it_was_unmapped() {
+    let mut t = T::new();
+    // The staging buffer in memory type 1, which the device buffer does not allow: device into
+    // staging fails too, so the refusal shows.
+    let hbuf = t.create(MIB, SRC | DST, 0);
+    let hmem = t.alloc(MIB, 1, Some(hbuf));
+    t.bind(hbuf, hmem, 0);
+    let map = t.map(hmem);
+    let d = t.device(MIB);
+    type_bits(&mut t, d.buf, 0b01);
+    let unmap = t.push(Event::UnmapMemory { memory: hmem });
+    t.map(hmem);
+    for _ in 0..3 {
+        t.host_write(hbuf);
+        t.run(&[Cmd::Copy(hbuf, d.buf, MIB), Cmd::ReadWrite(d.buf)]);
+    }
+    let a = t.analyze();
+    let (c, ev, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!((c, ev), (Condition::Compat, Some(map)), "{msg}");
+    assert!(
+        msg.contains(&format!("and unmapped only at event {unmap}: ")),
+        "{msg}"
+    );
+}
