@@ -10,9 +10,10 @@
 #   scripts/mutants.sh --list             the mutants, not run
 #   scripts/mutants.sh -- ARGS            ARGS go to cargo-mutants (e.g. -- --re 'in overlap')
 #
-# The judge: echo-analyzer's unit tests and its integration tests (analyzer/tests/), which need no
-# GPU and no Vulkan; cargo-mutants builds the tree in a copy under /tmp with the `mutants` profile
-# (the test profile without debug info). Settings: .cargo/mutants.toml.
+# The judge: echo-analyzer's unit tests and the integration tests (analyzer/tests/) that
+# .cargo/mutants.toml names, which need no GPU and no Vulkan; cargo-mutants builds the tree in a
+# copy under /tmp with the `mutants` profile (the test profile without debug info), and
+# CARGO_TARGET_DIR is unset for it so each copy builds in its own target.
 #
 # The scope: ECHO_MUTANTS_SCOPE, space-separated file globs (default: the areas whose every
 # survivor has been dealt with, below; --all: every area). Each survivor (a "missed" mutant) must be killed by a test
