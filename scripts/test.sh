@@ -3,7 +3,8 @@
 # are missing, builds every crate and target of the workspace (debug), cross-builds the aarch64
 # (Jetson) artifacts and packages and installs qemu-user with arm64 lavapipe (scripts/cross.sh
 # --qemu), and runs every test on the real Vulkan loader with Mesa lavapipe — the aarch64 ones
-# under qemu in their short form (tests/tests/cross.rs; scripts/qemu-e2e.sh runs the full one).
+# under qemu in their short form (tests/tests/cross.rs; scripts/qemu-e2e.sh runs the full one),
+# then one shard of the mutation tests of the safety analysis (scripts/mutants.sh, below).
 # Exits non-zero when anything fails.
 #
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh -p echo-tests --test cli`).
@@ -47,6 +48,21 @@ if [ "${ECHO_MODERN:-}" = 1 ] || { [ $# -eq 0 ] && [ "${ECHO_MODERN:-}" != 0 ]; 
         modern_status=$?
 fi
 
+# Mutation testing (issue 55): one shard of scripts/mutants.sh's mutants of the safety analysis
+# (1 of ECHO_MUTANTS_SHARDS, default 25: about 13 mutants, a few minutes), the shard chosen by the
+# day of the year, so that a change that weakens the tests is seen within a few runs; fails on a
+# survivor not listed in tests/mutants-equivalent.txt. Runs when no arguments narrowed the tests;
+# ECHO_MUTANTS=0 skips it, ECHO_MUTANTS=1 runs it anyway, ECHO_MUTANTS_SHARD=K picks the shard.
+mutants_status=skipped
+if [ "${ECHO_MUTANTS:-}" = 1 ] || { [ $# -eq 0 ] && [ "${ECHO_MUTANTS:-}" != 0 ]; }; then
+    shards=${ECHO_MUTANTS_SHARDS:-25}
+    shard=${ECHO_MUTANTS_SHARD:-$(( 10#$(date -u +%j) % shards ))}
+    echo "== scripts/mutants.sh --shard $shard/$shards (mutation testing of the safety analysis)"
+    mutants_status=0
+    OUT="$target/mutants" scripts/mutants.sh --shard "$shard/$shards" 2>&1 | tee "$target/mutants-log.txt" ||
+        mutants_status=$?
+fi
+
 # Summary over every test binary's "test result:" line.
 passed=0 failed=0 ignored=0 binaries=0
 while read -r p f i; do
@@ -61,10 +77,17 @@ case "$modern_status" in
     *) echo "== Vulkan 1.4 stage: FAILED (log: $target/modern-log.txt, results: $target/modern/results.tsv)"
        grep 'NOT OK: ' "$target/modern-log.txt" | head -20 || true ;;
 esac
-if [ "$status" -ne 0 ] || [ "$failed" -ne 0 ] || { [ "$modern_status" != skipped ] && [ "$modern_status" != 0 ]; }; then
+case "$mutants_status" in
+    skipped) echo "== mutation shard: skipped" ;;
+    0) echo "== mutation shard: ok ($(grep '^== mutants: ' "$target/mutants-log.txt" | sed 's/^== mutants: //'))" ;;
+    *) echo "== mutation shard: FAILED (log: $target/mutants-log.txt)"
+       grep -E '^== mutants: |NEW SURVIVOR: ' "$target/mutants-log.txt" | head -20 || true ;;
+esac
+if [ "$status" -ne 0 ] || [ "$failed" -ne 0 ] || { [ "$modern_status" != skipped ] && [ "$modern_status" != 0 ]; } ||
+    { [ "$mutants_status" != skipped ] && [ "$mutants_status" != 0 ]; }; then
     grep -E '^test .* \.\.\. FAILED$' "$log" | sed 's/^test /   FAILED: /; s/ \.\.\. FAILED$//' || true
     grep -E '^error(\[|:)' "$log" | sort -u | head -20 | sed 's/^/   /' || true
-    echo "== FAILED (cargo test exit status $status, Vulkan 1.4 stage: $modern_status)"
+    echo "== FAILED (cargo test exit status $status, Vulkan 1.4 stage: $modern_status, mutation shard: $mutants_status)"
     exit 1
 fi
 echo "== all tests passed"

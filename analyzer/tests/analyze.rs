@@ -411,14 +411,22 @@ fn device_address_of_either_buffer_is_s3() {
 
 #[test]
 fn sparse_protected_and_external_are_s3() {
-    for flags in [0x1u32, 0x8, 0x10] {
+    for (flags, what) in [
+        (0x1u32, "a sparse buffer"),
+        (0x2, "a sparse buffer"),
+        (0x4, "a sparse buffer"),
+        (0x8, "a protected buffer"),
+        (0x10, "a device-address capture-replay buffer"),
+    ] {
         let mut t = T::new();
         let h = t.staging(MIB);
         let buf = t.create(MIB, STORAGE | DST, flags);
         let mem = t.alloc(MIB, 0, Some(buf));
         t.bind(buf, mem, 0);
         upload_loop(&mut t, h, Buf { buf, mem }, 3);
-        assert_eq!(rejected(decision(&t.analyze(), 1, 2)).0, Condition::S3);
+        let (c, _, msg) = rejected(decision(&t.analyze(), 1, 2));
+        assert_eq!(c, Condition::S3, "{msg}");
+        assert!(msg.contains(what), "{flags:#x}: {msg}");
     }
     let mut t = T::new();
     let h = t.staging(MIB);
@@ -1522,7 +1530,8 @@ fn device_buffer_named_before_its_partner_is_bound_is_refused() {
             assert_eq!(r.condition, Condition::Compat);
             assert!(
                 r.message.contains("vkCmdCopyBuffer recorded at event")
-                    && r.message.contains("enforce holds the bind back"),
+                    && r.message.contains("enforce holds the bind back")
+                    && r.message.contains("was created only at event"),
                 "{}",
                 r.message
             );

@@ -313,6 +313,12 @@ fn docs_show_the_causes_table() {
     ))
     .expect("docs/rejections.md");
     let table = echo_analyzer::safety::cause::markdown_table();
+    // A header, its rule and one row per cause (an empty table is in every file).
+    assert_eq!(
+        table.lines().count(),
+        2 + echo_analyzer::safety::Cause::ALL.len(),
+        "{table}"
+    );
     assert!(
         doc.contains(&table),
         "docs/rejections.md is out of date; its table of causes must read:\n{table}"

@@ -66,6 +66,24 @@ fn an_upload_is_extrapolable_only_while_the_gpu_writes_its_device_buffer_through
     assert!(why.contains("written on the GPU"), "{why}");
 }
 
+/// A one-time *upload* is no fresh download: when a shader writes its device buffer, a host
+/// read of the staging buffer would see the GPU's bytes (issue 55: "one-time" alone let it go).
+#[test]
+fn a_one_time_upload_is_not_extrapolated_when_a_shader_writes_its_device_buffer() {
+    let mut t = T::new();
+    let h = t.staging_unmapped(MIB);
+    let d = t.device(MIB);
+    t.map(h.mem);
+    t.host_write(h.buf);
+    t.run(&[Cmd::Copy(h.buf, d.buf, MIB)]);
+    t.destroy(h.buf);
+    t.free(h.mem);
+    t.run(&[Cmd::ReadWrite(d.buf)]);
+    let (ok, why) = flag(&t);
+    assert!(!ok);
+    assert!(why.contains("written on the GPU"), "{why}");
+}
+
 #[test]
 fn unprofiled_arguments_keep_only_extrapolable_groups_and_only_with_the_guard() {
     let mut t = T::new();

@@ -232,6 +232,11 @@ fn an_exact_write_with_a_gap_is_refused_naming_the_window_and_the_bytes() {
         msg.contains(&format!("bytes {}..{}", MIB / 2, MIB)) && msg.contains("did not rewrite"),
         "{msg}"
     );
+    // What the window's stores did cover, as recorded (issue 55: the words are checked too).
+    assert!(
+        msg.contains(&format!("of its window cover bytes 0..{})", MIB / 2)),
+        "{msg}"
+    );
     // Every page touched, not every byte: refused.
     let pages: Vec<[u64; 2]> = (0..MIB / 4096)
         .map(|p| [p * 4096, p * 4096 + 4092])
@@ -246,6 +251,24 @@ fn an_exact_write_with_a_gap_is_refused_naming_the_window_and_the_bytes() {
     let (c, _, msg) = rejected(decision(&a, 1, 2));
     assert_eq!(c, Condition::S1, "{msg}");
     assert!(msg.contains("4092..4096"), "{msg}");
+    // 256 runs of stores: the first four, and how many more.
+    assert!(
+        msg.contains(
+            "cover bytes 0..4092, 4096..8188, 8192..12284, 12288..16380, and 252 more ranges)"
+        ),
+        "{msg}"
+    );
+    // Four runs: all four, and nothing more.
+    let four = vec![[0, 1000], [2000, 3000], [4000, 5000], [6000, MIB]];
+    let a = exact_in_place(|i| Some(Ok(if i == 0 { vec![[0, MIB]] } else { four.clone() })));
+    let (c, _, msg) = rejected(decision(&a, 1, 2));
+    assert_eq!(c, Condition::S1, "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "cover bytes 0..1000, 2000..3000, 4000..5000, 6000..{MIB}), so"
+        )),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -163,3 +163,29 @@ fn a_trace_from_a_layer_that_did_not_see_every_command_is_refused() {
         assert_eq!(c, Condition::Evidence);
     }
 }
+
+/// An image beside the device buffer in one block shares no byte with it: the pair stands
+/// (issue 55: a mutant that refused any image in the memory survived).
+#[test]
+fn an_image_bound_beside_the_device_buffer_leaves_it_alone() {
+    let mut t = T::new();
+    let h = t.staging(MIB);
+    let block = t.alloc(2 * MIB, 0, None);
+    let d = t.create(MIB, 0x2 | 0x20, 0);
+    t.bind(d, block, 0);
+    t.push(Event::BindImage {
+        image: 0x777,
+        memory: block,
+        offset: MIB,
+        size: MIB,
+    });
+    for _ in 0..3 {
+        t.host_write(h.buf);
+        t.run(&[Cmd::Copy(h.buf, d, MIB), Cmd::ReadWrite(d)]);
+    }
+    assert!(
+        matches!(decision(&t.analyze(), 1, 2), Decision::Accepted { .. }),
+        "{:#?}",
+        t.analyze().candidates
+    );
+}

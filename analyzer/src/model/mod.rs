@@ -194,7 +194,6 @@ pub struct Model {
     /// Memory type index the layer would alias into (from `DeviceCreate`), when known.
     pub alias_type: Option<u32>,
     pub last_seq: u64,
-    pub truncated: bool,
     /// Things in the trace the model could not follow (unknown handles, …), for people.
     pub warnings: Vec<String>,
     /// How host access was validated (`DeviceCreate::validation`; `""` when the trace does not

@@ -36,7 +36,6 @@ impl Model {
     pub fn build(trace: &Trace) -> Model {
         let mut r = Replay {
             m: Model {
-                truncated: trace.truncated,
                 whole_host_writes: trace
                     .header
                     .settings

@@ -83,12 +83,6 @@ impl GroupSpec {
             members: vec![(staging, delta)],
         }
     }
-    pub fn delta(&self, b: BufId) -> Option<i64> {
-        if b == self.device {
-            return Some(0);
-        }
-        self.members.iter().find(|m| m.0 == b).map(|m| m.1)
-    }
     pub fn is_member(&self, b: BufId) -> bool {
         self.members.iter().any(|m| m.0 == b)
     }

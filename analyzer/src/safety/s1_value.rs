@@ -560,4 +560,101 @@ mod tests {
         assert_eq!(mismatch(&w, &v, 0, 100), Some((4, 3)));
         assert_eq!(mismatch(&w, &v, 0, 55), None);
     }
+
+    /// A byte-per-entry model of a version map, the obvious way.
+    fn bytes(v: &VMap) -> Vec<Ver> {
+        let mut out = Vec::new();
+        for &(s, e, x) in &v.segs {
+            out.extend((s..e).map(|_| x));
+        }
+        out
+    }
+
+    /// The segments are the map's normal form: they cover `[lo, hi)` in order, each non-empty,
+    /// and no two neighbours hold the same version.
+    fn assert_normal(v: &VMap) {
+        let mut at = v.lo;
+        for (i, &(s, e, x)) in v.segs.iter().enumerate() {
+            assert_eq!(s, at, "segments not contiguous: {:?}", v.segs);
+            assert!(s < e, "empty segment: {:?}", v.segs);
+            if i > 0 {
+                assert_ne!(v.segs[i - 1].2, x, "neighbours not merged: {:?}", v.segs);
+            }
+            at = e;
+        }
+        assert_eq!(
+            at,
+            v.hi.max(v.lo),
+            "segments do not reach the end: {:?}",
+            v.segs
+        );
+    }
+
+    /// `set`, `slices`, `copy_from` and `mismatch` against the byte model, over random ranges
+    /// that start and end inside, on and outside the map's bounds (issue 55: each boundary of
+    /// these comparisons decides whether a read sees the value the original program read).
+    #[test]
+    fn vmap_agrees_with_a_byte_model() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..300 {
+            let lo = next(6) as i64 - 3;
+            let hi = lo + next(12) as i64;
+            let mut v = VMap::new(lo, hi);
+            let mut w = VMap::new(lo, hi);
+            let mut model = vec![0 as Ver; (hi - lo) as usize];
+            let mut wmodel = model.clone();
+            for step in 0..12 {
+                let a = lo - 2 + next((hi - lo + 5) as u64) as i64;
+                let b = a + next(6) as i64 - 1;
+                let x = 1 + next(3) as Ver;
+                if step % 3 == 2 {
+                    // copy_from: w takes v's versions over [a, b).
+                    w.copy_from(&v, a, b);
+                    for i in a.max(lo)..b.min(hi) {
+                        wmodel[(i - lo) as usize] = model[(i - lo) as usize];
+                    }
+                } else if step % 2 == 0 {
+                    v.set(a, b, x);
+                    for i in a.max(lo)..b.min(hi) {
+                        model[(i - lo) as usize] = x;
+                    }
+                } else {
+                    w.set(a, b, x);
+                    for i in a.max(lo)..b.min(hi) {
+                        wmodel[(i - lo) as usize] = x;
+                    }
+                }
+                assert_normal(&v);
+                assert_normal(&w);
+                assert_eq!(bytes(&v), model);
+                assert_eq!(bytes(&w), wmodel);
+                if a >= b {
+                    // An empty range (no copy or use reads zero bytes) is not asked about.
+                    continue;
+                }
+                // slices over [a, b): the bytes of the map there, clipped, in order.
+                let sl = v.slices(a, b);
+                let mut got = Vec::new();
+                for &(s, e, x) in &sl {
+                    assert!(a <= s && s < e && e <= b, "slice {s}..{e} outside {a}..{b}");
+                    got.extend((s..e).map(|_| x));
+                }
+                let want: Vec<Ver> = (a.max(lo)..b.min(hi))
+                    .map(|i| model[(i - lo) as usize])
+                    .collect();
+                assert_eq!(got, want, "slices({a}, {b}) of {:?}", v.segs);
+                // mismatch: the first byte where w holds a defined version v does not.
+                let want = (a.max(lo)..b.min(hi))
+                    .map(|i| (wmodel[(i - lo) as usize], model[(i - lo) as usize]))
+                    .find(|&(o, m)| o != 0 && o != m);
+                assert_eq!(mismatch(&w, &v, a, b), want, "{:?} vs {:?}", w.segs, v.segs);
+            }
+        }
+    }
 }
